@@ -1,0 +1,347 @@
+"""Event expressions: the Snoop algebra as immutable, structurally equal values.
+
+Expressions are built with constructors (:class:`Any`, :class:`A`, :class:`Astar`,
+:class:`Not`) and Python operators::
+
+    a | b       OR   (Snoop  a | b)
+    a & b       AND  (Snoop  a ^ b)
+    a >> b      SEQ  (Snoop  a ; b)
+
+Equal expressions compare and hash equal, so the detector represents each distinct
+sub-expression once (one node of the event graph, shared by every rule that uses
+it). ``str(expr)`` prints Snoop text that :func:`sentinel.parse` reads back to an
+equal expression.
+
+Note Python's precedence: ``>>`` binds tighter than ``&``, which binds tighter than
+``|``. In Snoop text AND (``^``) binds tighter than SEQ (``;``), which binds tighter
+than OR (``|``). Parenthesise freely; the printer emits only the parentheses the
+text needs.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+
+from sentinel.errors import ExpressionError
+
+__all__ = [
+    "SOURCE",
+    "A",
+    "And",
+    "Any",
+    "Astar",
+    "Expression",
+    "Keyed",
+    "KeySpec",
+    "Not",
+    "Or",
+    "Primitive",
+    "Seq",
+]
+
+
+class _Source:
+    """The key that partitions by the occurrence's source object (``by @source``)."""
+
+    _instance: _Source | None = None
+
+    def __new__(cls) -> _Source:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "SOURCE"
+
+    def __reduce__(self) -> str:
+        return "SOURCE"
+
+
+SOURCE: t.Final = _Source()
+"""Partition key meaning "the object that signalled the event" (see :meth:`Expression.by`)."""
+
+KeySpec = t.Union[str, _Source]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class Expression:
+    """Base of every event expression. Immutable; equal by structure."""
+
+    __slots__ = ("_args", "_hash")
+    _args: tuple[t.Any, ...]
+    _hash: int
+
+    #: Operator name used in errors and by the printer.
+    op: t.ClassVar[str] = "?"
+
+    def _init(self, *args: t.Any) -> None:
+        object.__setattr__(self, "_args", args)
+        object.__setattr__(self, "_hash", hash((type(self).__name__, args)))
+
+    def __setattr__(self, name: str, value: t.Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(self) is not type(other):
+            return NotImplemented
+        assert isinstance(other, Expression)
+        return self._hash == other._hash and self._args == other._args
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self)._from_args, self._args)
+
+    @classmethod
+    def _from_args(cls, *args: t.Any) -> Expression:
+        """Rebuild from ``_args`` (the stored arguments, children in operator order)."""
+        return cls(*args)
+
+    def with_children(self, children: t.Sequence[Expression]) -> Expression:
+        """A copy of this expression with its operands replaced, in order."""
+        it = iter(children)
+        args = [next(it) if isinstance(a, Expression) else a for a in self._args]
+        return type(self)._from_args(*args)
+
+    @property
+    def children(self) -> tuple[Expression, ...]:
+        """The operand expressions, in operator order."""
+        return tuple(a for a in self._args if isinstance(a, Expression))
+
+    # -- the Python spelling of the algebra ---------------------------------------
+    def __or__(self, other: Expression) -> Or:
+        return Or(self, _check(other, "|"))
+
+    def __and__(self, other: Expression) -> And:
+        return And(self, _check(other, "&"))
+
+    def __rshift__(self, other: Expression) -> Seq:
+        return Seq(self, _check(other, ">>"))
+
+    def by(self, key: KeySpec) -> Keyed:
+        """Partition detection by ``key``: only occurrences with equal keys combine.
+
+        ``key`` is a parameter name (``"order_id"``) or :data:`SOURCE` (the object
+        that signalled the event). Detection state is kept per key value, created on
+        first use and released when empty. An occurrence that lacks the parameter
+        does not take part in this expression.
+        """
+        return Keyed(self, key)
+
+    def walk(self) -> t.Iterator[Expression]:
+        """This expression and every sub-expression, children before parents."""
+        for c in self.children:
+            yield from c.walk()
+        yield self
+
+    def primitives(self) -> t.Iterator[Primitive]:
+        for e in self.walk():
+            if isinstance(e, Primitive):
+                yield e
+
+    def __str__(self) -> str:
+        from sentinel.algebra.syntax import to_text
+
+        return to_text(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+def _check(value: object, where: str) -> Expression:
+    if not isinstance(value, Expression):
+        raise ExpressionError(
+            f"operand of {where} must be an event expression, not {type(value).__name__} "
+            f"({value!r})"
+        )
+    return value
+
+
+class Primitive(Expression):
+    """A primitive event: what one signal on ``name`` produces.
+
+    ``selector`` narrows the event to the signals that carry it (an instance-level
+    event carries its object's reference); ``None`` accepts every signal on
+    ``name``. ``label`` is the name printed for the event (defaults to ``name``);
+    it does not take part in equality.
+    """
+
+    __slots__ = ("label",)
+    op = "primitive"
+    label: str
+
+    def __init__(self, name: str, selector: t.Hashable | None = None, label: str | None = None):
+        if not isinstance(name, str) or not name:
+            raise ExpressionError(f"a primitive event needs a non-empty name, not {name!r}")
+        self._init(name, selector)
+        object.__setattr__(self, "label", label or name)
+
+    @property
+    def name(self) -> str:
+        return self._args[0]  # type: ignore[no-any-return]
+
+    @property
+    def selector(self) -> t.Hashable | None:
+        return self._args[1]  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (Primitive, (self._args[0], self._args[1], self.label))
+
+    def with_children(self, children: t.Sequence[Expression]) -> Expression:
+        return self
+
+
+class _Binary(Expression):
+    __slots__ = ()
+
+    def __init__(self, left: Expression, right: Expression) -> None:
+        self._init(_check(left, self.op), _check(right, self.op))
+
+    @property
+    def left(self) -> Expression:
+        return self._args[0]  # type: ignore[no-any-return]
+
+    @property
+    def right(self) -> Expression:
+        return self._args[1]  # type: ignore[no-any-return]
+
+
+class Or(_Binary):
+    """``E1 | E2``: occurs when E1 or E2 occurs (once, if one occurrence reaches
+    both)."""
+
+    __slots__ = ()
+    op = "OR"
+
+
+class And(_Binary):
+    """``E1 ^ E2``: occurs when both have occurred, in either order (equal times
+    allowed; an occurrence never pairs with itself)."""
+
+    __slots__ = ()
+    op = "AND"
+
+
+class Seq(_Binary):
+    """``E1 ; E2``: occurs when E2 occurs strictly after E1."""
+
+    __slots__ = ()
+    op = "SEQ"
+
+
+class Any(Expression):
+    """``ANY(m, E1, ..., En)``: occurs when m of the n distinct events have occurred,
+    in any order. ``1 <= m <= n``; the events must be distinct."""
+
+    __slots__ = ()
+    op = "ANY"
+
+    def __init__(self, m: int, *events: Expression) -> None:
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise ExpressionError(f"ANY needs an integer count first, not {m!r}")
+        if len(events) < 2:
+            raise ExpressionError(f"ANY needs at least two events, got {len(events)}")
+        for e in events:
+            _check(e, "ANY")
+        if not 1 <= m <= len(events):
+            raise ExpressionError(
+                f"ANY({m}, ...) over {len(events)} events: m must be between 1 and "
+                f"{len(events)}"
+            )
+        if len(set(events)) != len(events):
+            dup = next(e for e in events if events.count(e) > 1)
+            raise ExpressionError(f"ANY lists {dup} more than once; its events must be distinct")
+        self._init(m, *events)
+
+    @property
+    def m(self) -> int:
+        return self._args[0]  # type: ignore[no-any-return]
+
+
+class _Ternary(Expression):
+    __slots__ = ()
+
+    def __init__(self, start: Expression, middle: Expression, end: Expression) -> None:
+        self._init(_check(start, self.op), _check(middle, self.op), _check(end, self.op))
+
+    @property
+    def start(self) -> Expression:
+        return self._args[0]  # type: ignore[no-any-return]
+
+    @property
+    def middle(self) -> Expression:
+        return self._args[1]  # type: ignore[no-any-return]
+
+    @property
+    def end(self) -> Expression:
+        return self._args[2]  # type: ignore[no-any-return]
+
+
+class A(_Ternary):
+    """``A(E1, E2, E3)``: occurs at each E2 inside the interval opened by E1 and
+    closed by E3 (E1 < E2 <= E3)."""
+
+    __slots__ = ()
+    op = "A"
+
+
+class Astar(_Ternary):
+    """``A*(E1, E2, E3)``: occurs once, at E3, with every E2 of the interval opened
+    by E1 (possibly none)."""
+
+    __slots__ = ()
+    op = "A*"
+
+
+class Not(Expression):
+    """``NOT(E2)[E1, E3]``: occurs at E3 when no E2 occurred in the closed interval
+    from E1 to E3. Argument order follows the text: ``Not(middle, start, end)``."""
+
+    __slots__ = ()
+    op = "NOT"
+
+    def __init__(self, middle: Expression, start: Expression, end: Expression) -> None:
+        # Stored in interval order (start, middle, end) like A and A*.
+        self._init(_check(start, "NOT"), _check(middle, "NOT"), _check(end, "NOT"))
+
+    start = _Ternary.start
+    middle = _Ternary.middle
+    end = _Ternary.end
+
+    @classmethod
+    def _from_args(cls, *args: t.Any) -> Expression:
+        start, middle, end = args
+        return cls(middle, start, end)
+
+
+class Keyed(Expression):
+    """``E by key``: E detected separately for each value of ``key`` (see
+    :meth:`Expression.by`)."""
+
+    __slots__ = ()
+    op = "BY"
+
+    def __init__(self, expression: Expression, key: KeySpec) -> None:
+        _check(expression, "by")
+        if key is not SOURCE and not (isinstance(key, str) and _IDENT.match(key)):
+            raise ExpressionError(
+                f"a partition key is a parameter name or SOURCE, not {key!r}"
+            )
+        self._init(expression, key)
+
+    @property
+    def expression(self) -> Expression:
+        return self._args[0]  # type: ignore[no-any-return]
+
+    @property
+    def key(self) -> KeySpec:
+        return self._args[1]  # type: ignore[no-any-return]

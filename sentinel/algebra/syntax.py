@@ -1,0 +1,283 @@
+"""Snoop text <-> event expressions.
+
+:func:`parse` reads Snoop text (grammar in ``snoop.lark``) into an expression whose
+primitive events are plain names; the detector resolves those names against the
+events defined on it (``detector.expression(text)``). :func:`to_text` prints an
+expression as Snoop text that parses back to an equal expression.
+
+Text syntax::
+
+    E1 | E2                OR
+    E1 ^ E2                AND
+    E1 ; E2                SEQ
+    ANY(2, E1, E2, E3)     ANY
+    A(E1, E2, E3)          A          A*(E1, E2, E3)     A*
+    NOT(E2)[E1, E3]        NOT
+    (E1 ; E2) by order_id  partitioned by a parameter   (... by @source: by object)
+    'odd name!'            an event whose name is not a plain identifier
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+from functools import cache
+from importlib import resources
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+
+from sentinel.algebra import expressions as ex
+from sentinel.errors import ExpressionError, SnoopSyntaxError
+
+__all__ = ["parse", "to_text"]
+
+_TOKEN_TEXT = {
+    "LPAR": '"("',
+    "RPAR": '")"',
+    "LSQB": '"["',
+    "RSQB": '"]"',
+    "COMMA": '","',
+    "SEMICOLON": '";"',
+    "OR": '"|"',
+    "AND": '"^"',
+    "STAR": '"*"',
+    "NAME": "an event name",
+    "STRING": "a quoted event name",
+    "INT": "a number",
+    "BY": '"by"',
+    "__ANON_0": '"@source"',
+    "$END": "end of text",
+}
+
+
+@cache
+def _parser() -> Lark:
+    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+def _unquote(s: str) -> str:
+    return re.sub(r"\\(.)", r"\1", s[1:-1])
+
+
+class _Positioned(Exception):
+    """An ExpressionError raised while transforming, with the node's position."""
+
+    def __init__(self, error: ExpressionError, line: int, column: int) -> None:
+        self.error, self.line, self.column = error, line, column
+
+
+@v_args(meta=True)
+class _ToExpression(Transformer[Token, ex.Expression]):
+    """Parse tree -> expression. One method per grammar rule, named after the
+    operator it builds."""
+
+    def or_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        return ex.Or(c[0], c[2])
+
+    def seq_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        return ex.Seq(c[0], c[1])
+
+    def and_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        return ex.And(c[0], c[2])
+
+    def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        return ex.Keyed(c[0], c[1])
+
+    def param_key(self, meta: t.Any, c: list[Token]) -> str:
+        return str(c[0])
+
+    def source_key(self, meta: t.Any, c: list[t.Any]) -> ex.KeySpec:
+        return ex.SOURCE
+
+    def name(self, meta: t.Any, c: list[Token]) -> ex.Expression:
+        tok = c[0]
+        text = _unquote(str(tok)) if tok.type == "STRING" else str(tok)
+        if not text:
+            raise _Positioned(ExpressionError("empty event name"), meta.line, meta.column)
+        return ex.Primitive(text)
+
+    def count(self, meta: t.Any, c: list[Token]) -> int:
+        return int(c[0])
+
+    def args(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
+        return c
+
+    def bracket(self, meta: t.Any, c: list[t.Any]) -> tuple[t.Any, t.Any]:
+        return (c[0], c[1])
+
+    def call(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        name_tok: Token = c[0]
+        starred = len(c) > 1 and isinstance(c[1], Token) and c[1].type == "STAR"
+        rest = c[2:] if starred else c[1:]
+        args: list[t.Any] = rest[0]
+        bracket: tuple[t.Any, t.Any] | None = rest[1] if len(rest) > 1 else None
+        op = str(name_tok) + ("*" if starred else "")
+        try:
+            return _build_call(op, args, bracket)
+        except ExpressionError as e:
+            raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
+
+
+def _build_call(
+    op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None
+) -> ex.Expression:
+    def exprs(n: int) -> list[ex.Expression]:
+        if len(args) != n or not all(isinstance(a, ex.Expression) for a in args):
+            raise ExpressionError(f"{op} takes {n} event expression(s), got {_describe(args)}")
+        return args
+
+    if op != "NOT" and bracket is not None:
+        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
+    if op == "ANY":
+        if not args or not isinstance(args[0], int):
+            raise ExpressionError("ANY takes a count first: ANY(m, E1, ..., En)")
+        rest = args[1:]
+        if not all(isinstance(a, ex.Expression) for a in rest):
+            raise ExpressionError("ANY takes one count and then event expressions")
+        return ex.Any(args[0], *rest)
+    if op == "A":
+        return ex.A(*exprs(3))
+    if op == "A*":
+        return ex.Astar(*exprs(3))
+    if op == "NOT":
+        (middle,) = exprs(1)
+        if bracket is None:
+            raise ExpressionError("NOT needs its interval: NOT(E2)[E1, E3]")
+        return ex.Not(middle, bracket[0], bracket[1])
+    raise ExpressionError(f"unknown operator {op}(...); expected ANY, A, A* or NOT")
+
+
+def _describe(args: list[t.Any]) -> str:
+    return f"{len(args)} argument(s)" if args else "none"
+
+
+def _expected_text(names: t.Iterable[str]) -> list[str]:
+    return sorted({_TOKEN_TEXT.get(n, n.lower()) for n in names if not n.startswith("__IGNORE")})
+
+
+def parse(text: str) -> ex.Expression:
+    """Parse Snoop text into an expression whose primitives are bare names.
+
+    Raises :class:`~sentinel.errors.SnoopSyntaxError` for malformed text (with the
+    line, column, a caret under the position and what was expected there) and
+    :class:`~sentinel.errors.ExpressionError` for well-formed text that is not a
+    valid expression (``ANY(4, E1, E2)``).
+
+    >>> str(parse("(E1 ^ E2) ; E3"))
+    'E1 ^ E2 ; E3'
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse() takes Snoop text, not {type(text).__name__}")
+    try:
+        tree = _parser().parse(text)
+        result = _ToExpression().transform(tree)
+    except UnexpectedInput as e:
+        raise _syntax_error(text, e) from None
+    except VisitError as e:
+        orig = e.orig_exc
+        if isinstance(orig, _Positioned):
+            raise SnoopSyntaxError(
+                str(orig.error),
+                text=text,
+                line=orig.line,
+                column=orig.column,
+                context=_caret(text, orig.line, orig.column),
+            ) from None
+        if isinstance(orig, ExpressionError):
+            raise orig from None
+        raise
+    if isinstance(result, Tree):  # pragma: no cover - grammar guarantees an expression
+        raise ExpressionError(f"could not read {text!r} as an expression")
+    return result
+
+
+def _caret(text: str, line: int, column: int) -> str:
+    lines = text.splitlines() or [""]
+    src = lines[min(line, len(lines)) - 1]
+    return f"    {src}\n    {' ' * (column - 1)}^"
+
+
+def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
+    line = getattr(e, "line", 1) or 1
+    column = getattr(e, "column", 1) or 1
+    if isinstance(e, UnexpectedEOF) or (line < 0 or column < 0):
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+        msg = "unexpected end of text"
+        expected = _expected_text(getattr(e, "expected", ()))
+    elif isinstance(e, UnexpectedCharacters):
+        msg = f"unexpected character {text[e.pos_in_stream]!r}"
+        expected = _expected_text(e.allowed or ())
+    else:
+        tok = getattr(e, "token", None)
+        if tok is not None and tok.type == "$END":
+            msg = "unexpected end of text"
+            lines = text.splitlines() or [""]
+            line, column = len(lines), len(lines[-1]) + 1
+        else:
+            msg = f"unexpected {str(tok)!r}"
+        expected = _expected_text(getattr(e, "expected", ()) or ())
+    return SnoopSyntaxError(
+        msg,
+        text=text,
+        line=line,
+        column=column,
+        expected=expected,
+        context=_caret(text, line, column),
+    )
+
+
+# -- printing ----------------------------------------------------------------------
+
+_PREC = {ex.Or: 1, ex.Seq: 2, ex.And: 3, ex.Keyed: 4}
+_ATOM = 5
+_INFIX = {ex.Or: " | ", ex.Seq: " ; ", ex.And: " ^ "}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _name_text(label: str) -> str:
+    if _PLAIN_NAME.match(label) and label != "by":
+        return label
+    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def to_text(expr: ex.Expression) -> str:
+    """Print ``expr`` as Snoop text, with only the parentheses the text needs."""
+    return _text(expr)
+
+
+def _text(e: ex.Expression) -> str:
+    cls = type(e)
+    if cls is ex.Primitive:
+        assert isinstance(e, ex.Primitive)
+        return _name_text(e.label)
+    if cls in _INFIX:
+        prec = _PREC[cls]
+        left, right = e._args
+        return _wrap(left, prec, False) + _INFIX[cls] + _wrap(right, prec, True)
+    if cls is ex.Keyed:
+        assert isinstance(e, ex.Keyed)
+        key = "@source" if e.key is ex.SOURCE else str(e.key)
+        return _wrap(e.expression, 4, False) + " by " + key
+    if cls is ex.Any:
+        assert isinstance(e, ex.Any)
+        return f"ANY({e.m}, " + ", ".join(_text(c) for c in e.children) + ")"
+    if cls is ex.Not:
+        assert isinstance(e, ex.Not)
+        return f"NOT({_text(e.middle)})[{_text(e.start)}, {_text(e.end)}]"
+    if cls in (ex.A, ex.Astar):
+        return f"{e.op}(" + ", ".join(_text(c) for c in e.children) + ")"
+    text = getattr(e, "to_text", None)
+    if text is not None:  # operators added by other layers (temporal) print themselves
+        return str(text(_text))
+    raise TypeError(f"cannot print {cls.__name__}")
+
+
+def _wrap(child: ex.Expression, prec: int, right: bool) -> str:
+    p = _PREC.get(type(child), _ATOM)
+    inner = _text(child)
+    if p < prec or (right and p == prec):
+        return f"({inner})"
+    return inner

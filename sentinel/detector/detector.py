@@ -1,0 +1,444 @@
+"""The event detector core: definitions, signals, subscriptions, scopes.
+
+:class:`EventDetector` owns the event graph and the logical clock. It knows nothing
+of rules (the rules layer builds :class:`~sentinel.LocalEventDetector` on top of
+it), of SQLAlchemy or of Spark.
+"""
+
+from __future__ import annotations
+
+import threading
+from threading import get_ident
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from sentinel.algebra import expressions as ex
+from sentinel.algebra.syntax import parse
+from sentinel.detector.contexts import Context
+from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
+from sentinel.detector.scopes import Scope, Store
+from sentinel.errors import (
+    DuplicateEventError,
+    ExpressionError,
+    UnknownEventError,
+)
+from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence
+
+__all__ = [
+    "TXN_ABORT",
+    "TXN_BEGIN",
+    "TXN_COMMIT",
+    "TXN_PRE_COMMIT",
+    "EventDetector",
+]
+
+TXN_BEGIN = ex.Primitive("txn:begin")
+TXN_PRE_COMMIT = ex.Primitive("txn:pre_commit")
+TXN_COMMIT = ex.Primitive("txn:commit")
+TXN_ABORT = ex.Primitive("txn:abort")
+_TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
+
+_new = tuple.__new__
+OccurrenceListener = Callable[[Occurrence], None]
+
+
+class EventDetector:
+    """Detects composite events over the primitive events signalled to it.
+
+    Thread-safe: signals from several threads are serialised (each gets its
+    ``t_occ`` and is propagated under one lock); callbacks run outside the lock.
+    Each thread (or asyncio task) has its own current scope.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._lock = threading.RLock()
+        self._t = 0
+        self._wall = clock
+        self._channels: dict[str, Channel] = {}
+        self._explicit: dict[str, Channel] = {}
+        self._events: dict[str, ex.Expression] = {}
+        self._triggered: list[tuple[Subscription, Any]] = []
+        #: Threads whose signals are ignored (a rule's condition is running there).
+        self._muted: set[int] = set()
+        self.graph = EventGraph(self._channels, self._sink)
+        self._scope_var: ContextVar[Scope | None] = ContextVar(
+            f"sentinel_scope_{id(self)}", default=None
+        )
+        self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
+        self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
+        self._listeners: tuple[OccurrenceListener, ...] = ()
+        for p in _TXN:
+            self._define_primitive(p)
+
+    # -- definitions -------------------------------------------------------------
+    def explicit(self, name: str) -> ex.Primitive:
+        """Define (or look up) the explicit event ``name`` and return it.
+
+        Explicit events are signalled by the application with :meth:`signal`.
+        Raises :class:`~sentinel.errors.DuplicateEventError` if ``name`` is
+        already a different kind of event.
+        """
+        existing = self._events.get(name)
+        if existing is not None:
+            if isinstance(existing, ex.Primitive) and name in self._explicit:
+                return existing
+            raise DuplicateEventError(name, f"it is {existing}")
+        prim = ex.Primitive(name)
+        with self._lock:
+            self._define_primitive(prim)
+            self._explicit[name] = self._channels[name]
+        return prim
+
+    def _define_primitive(self, prim: ex.Primitive) -> None:
+        if prim.name not in self._channels:
+            self._channels[prim.name] = Channel(prim.name)
+        self._events[prim.label] = prim
+
+    def channel(self, name: str) -> Channel:
+        """The channel ``name``, created if needed (for layers that signal events
+        of their own kinds, such as method events)."""
+        with self._lock:
+            ch = self._channels.get(name)
+            if ch is None:
+                ch = self._channels[name] = Channel(name)
+            return ch
+
+    def define_primitive(self, prim: ex.Primitive) -> ex.Primitive:
+        """Register a primitive event built by another layer (a method event, an
+        instance-level event) under its label, so text expressions can name it."""
+        existing = self._events.get(prim.label)
+        if existing is not None and existing != prim:
+            raise DuplicateEventError(prim.label, f"it is {existing!r}")
+        with self._lock:
+            self.channel(prim.name)
+            self._events[prim.label] = prim
+        return prim
+
+    def define(self, name: str, expression: ex.Expression | str) -> ex.Expression:
+        """Name a composite event so text expressions can refer to it.
+
+        ``expression`` may be Snoop text; names in it are resolved now.
+        """
+        if not isinstance(name, str) or not name:
+            raise ExpressionError(f"an event name must be a non-empty string, not {name!r}")
+        expr = self.expression(expression)
+        existing = self._events.get(name)
+        if existing is not None and existing != expr:
+            raise DuplicateEventError(name, f"it is {existing}")
+        self._events[name] = expr
+        return expr
+
+    def event(self, name: str) -> ex.Expression:
+        """The event defined as ``name``; raises UnknownEventError."""
+        try:
+            return self._events[name]
+        except KeyError:
+            raise UnknownEventError(name, self._events) from None
+
+    @property
+    def events(self) -> Mapping[str, ex.Expression]:
+        """Every defined event by name (a read-only view)."""
+        from types import MappingProxyType
+
+        return MappingProxyType(self._events)
+
+    def expression(self, value: ex.Expression | str) -> ex.Expression:
+        """``value`` as an expression whose events are all defined here.
+
+        Snoop text is parsed; names refer to events defined on this detector
+        (primitive or named composite). Raises
+        :class:`~sentinel.errors.UnknownEventError` naming the first unknown
+        event, :class:`~sentinel.errors.SnoopSyntaxError` for malformed text.
+        """
+        text = value if isinstance(value, str) else None
+        expr = parse(value) if isinstance(value, str) else value
+        if not isinstance(expr, ex.Expression):
+            raise ExpressionError(
+                f"expected an event expression or Snoop text, not {type(value).__name__}"
+            )
+        return self._resolve(expr, text)
+
+    def _resolve(self, expr: ex.Expression, text: str | None) -> ex.Expression:
+        if isinstance(expr, ex.Primitive):
+            if expr.selector is None and expr.label == expr.name:
+                known = self._events.get(expr.name)
+                if known is not None:
+                    return known
+            elif expr.name in self._channels:
+                return expr  # built by another layer (an instance-level event)
+            raise UnknownEventError(expr.label, self._events, where=repr(text) if text else "")
+        children = [self._resolve(c, text) for c in expr.children]
+        if list(expr.children) == children:
+            return expr
+        return expr.with_children(children)
+
+    # -- signalling --------------------------------------------------------------
+    def signal(self, name: str, /, **params: Any) -> Occurrence | None:
+        """Signal the explicit event ``name`` with ``params`` in the current scope.
+
+        Returns the occurrence after every subscription it triggered has been
+        called (rules: every immediate rule has run), or ``None`` when signals are
+        muted (inside a rule's condition). Raises UnknownEventError for a name not
+        defined with :meth:`explicit`.
+        """
+        ch = self._explicit.get(name)
+        if ch is None:
+            raise UnknownEventError(name, self._explicit, where="signal()")
+        if self._muted and get_ident() in self._muted:
+            return None
+        return self._fire(ch.any, name, params, None, self._scope_var.get() or self.process_scope)
+
+    def notify(
+        self,
+        channel: Channel,
+        params: dict[str, Any],
+        *,
+        source: Hashable | None = None,
+        selectors: tuple[Hashable, ...] = (),
+        scope: Scope | None = None,
+        timestamp: float | None = None,
+    ) -> Occurrence | None:
+        """Signal one occurrence on ``channel`` (the low-level form of
+        :meth:`signal` used by other layers). ``selectors`` pick the
+        selector-carrying primitive events that also receive it. ``params`` is
+        owned by the occurrence from now on."""
+        if self._muted and get_ident() in self._muted:
+            return None
+        if scope is None:
+            scope = self._scope_var.get() or self.process_scope
+        return self._fire(channel.targets(selectors), channel.name, params, source, scope, timestamp)
+
+    def _fire(
+        self,
+        targets: tuple[Callable[[Store, Any], None], ...],
+        name: str,
+        params: dict[str, Any],
+        source: Hashable | None,
+        scope: Scope,
+        timestamp: float | None = None,
+    ) -> Occurrence:
+        with self._lock:
+            self._t = t = self._t + 1
+            now = self._wall()
+            occ: Occurrence = _new(
+                Occurrence, (name, t, now if timestamp is None else timestamp, now, source,
+                             params, scope.id)
+            )
+            for listener in self._listeners:
+                listener(occ)
+            triggered = self._triggered
+            if targets:
+                store = scope.store
+                try:
+                    for f in targets:
+                        f(store, occ)
+                    if self.graph.agenda:
+                        self.graph.drain()
+                except BaseException:
+                    self.graph.reset()
+                    triggered.clear()
+                    raise
+            if not triggered:
+                return occ
+            items = triggered[:]
+            triggered.clear()
+        self._deliver(items, scope)
+        return occ
+
+    @property
+    def clock(self) -> int:
+        """The ``t_occ`` of the latest occurrence (0 before the first)."""
+        return self._t
+
+    def add_listener(self, listener: OccurrenceListener) -> None:
+        """Call ``listener(occurrence)`` for every primitive occurrence signalled
+        (under the detector's lock, before propagation). The event log uses
+        this."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def remove_listener(self, listener: OccurrenceListener) -> None:
+        with self._lock:
+            self._listeners = tuple(x for x in self._listeners if x != listener)
+
+    # -- subscriptions -----------------------------------------------------------
+    def subscribe(
+        self,
+        expression: ex.Expression | str,
+        callback: Callable[[AnyOccurrence], Any],
+        *,
+        context: Context | str = Context.RECENT,
+        flush: bool = True,
+        since: int = 0,
+        owner: Any = None,
+    ) -> Subscription:
+        """Call ``callback(occurrence)`` for each detection of ``expression`` in
+        ``context``. ``since`` drops detections with a constituent older than that
+        ``t_occ``. ``flush=False`` keeps detection state across scopes."""
+        sub = Subscription(
+            self.expression(expression), Mode(Context.parse(context), flush), callback, since, owner
+        )
+        self.activate(sub)
+        return sub
+
+    def activate(self, sub: Subscription) -> None:
+        with self._lock:
+            self.graph.subscribe(sub)
+
+    def deactivate(self, sub: Subscription) -> None:
+        with self._lock:
+            gone = self.graph.unsubscribe(sub)
+            if gone:
+                for store in self._stores():
+                    for hid in gone:
+                        store.pop(hid, None)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.deactivate(sub)
+
+    def _sink(
+        self, sub: Subscription
+    ) -> tuple[Callable[[Store, Any], None], Callable[[Store, list[Any]], None]]:
+        append = self._triggered.append
+
+        def one(store: Store, occ: Any) -> None:
+            append((sub, occ))
+
+        def many(store: Store, occs: list[Any]) -> None:
+            for o in occs:
+                append((sub, o))
+
+        return one, many
+
+    def _deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
+        """Hand an instant's detections to their subscribers (the rules layer
+        schedules them instead)."""
+        for sub, occ in items:
+            if sub.since and t_init(occ) < sub.since:
+                continue
+            sub.callback(occ)
+
+    # -- scopes and transactions -------------------------------------------------
+    def _new_store(self) -> Store:
+        return Store(self.graph.factories)
+
+    def _stores(self) -> Iterator[Store]:
+        yield self.process_scope.store
+        yield self.graph.global_store
+        for s in list(self._scopes):
+            yield s.store
+
+    def current_scope(self) -> Scope:
+        """The scope signals of this thread (or task) go to."""
+        return self._scope_var.get() or self.process_scope
+
+    @contextmanager
+    def muted(self) -> Iterator[None]:
+        """Ignore signals from this thread inside the block (conditions are side-effect
+        free: events they signal are not detected)."""
+        me = get_ident()
+        if me in self._muted:
+            yield
+            return
+        self._muted.add(me)
+        try:
+            yield
+        finally:
+            self._muted.discard(me)
+
+    @contextmanager
+    def use_scope(self, scope: Scope) -> Iterator[Scope]:
+        """Make ``scope`` current for signals in this block."""
+        token = self._scope_var.set(scope)
+        try:
+            yield scope
+        finally:
+            self._scope_var.reset(token)
+
+    def begin(self, id: Hashable | None = None) -> Scope:
+        """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
+        scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
+        self._scopes.add(scope)
+        self._fire(self._channels["txn:begin"].any, "txn:begin", {}, None, scope)
+        return scope
+
+    def pre_commit(self, scope: Scope) -> None:
+        """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
+        scope._check_active("pre-commit")
+        self._fire(self._channels["txn:pre_commit"].any, "txn:pre_commit", {}, None, scope)
+
+    def commit(self, scope: Scope) -> None:
+        """Signal ``txn:commit`` in ``scope``, then flush it."""
+        scope._check_active("commit")
+        try:
+            self._fire(self._channels["txn:commit"].any, "txn:commit", {}, None, scope)
+        finally:
+            scope.status = "committed"
+            self.flush(scope)
+        self._after_end(scope)
+
+    def abort(self, scope: Scope) -> None:
+        """Signal ``txn:abort`` in ``scope``, then flush it."""
+        if scope.status == "aborted":
+            return
+        scope._check_active("abort")
+        try:
+            self._fire(self._channels["txn:abort"].any, "txn:abort", {}, None, scope)
+        finally:
+            scope.status = "aborted"
+            self.flush(scope)
+        self._after_end(scope)
+
+    def _after_end(self, scope: Scope) -> None:
+        """Called once ``scope`` has committed or aborted and been flushed (the
+        rules layer runs detached rules here)."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Scope]:
+        """A detection scope for the block: ``txn:begin`` on entry; on success
+        ``txn:pre_commit`` then ``txn:commit``; on an exception (including one
+        raised at pre-commit) ``txn:abort``. Commit and abort flush the scope."""
+        scope = self.begin()
+        token = self._scope_var.set(scope)
+        try:
+            try:
+                yield scope
+                self.pre_commit(scope)
+            except BaseException:
+                self.abort(scope)
+                raise
+            self.commit(scope)
+        finally:
+            self._scope_var.reset(token)
+
+    def flush(self, scope: Scope | None = None) -> None:
+        """Forget detection state: of ``scope``, or of every scope (and the
+        process-wide state of rules that do not flush) when ``scope`` is None."""
+        with self._lock:
+            if scope is not None:
+                scope.store.clear()
+                return
+            for store in self._stores():
+                store.clear()
+
+    def stored(self, scope: Scope | None = None) -> int:
+        """How many occurrence entries detection state holds (in ``scope``, or
+        everywhere)."""
+        with self._lock:
+            if scope is not None:
+                return scope.store.occurrences()
+            return sum(s.occurrences() for s in self._stores())
+
+
+def t_init(occ: AnyOccurrence) -> int:
+    """The earliest ``t_occ`` among an occurrence's constituents."""
+    if type(occ) is Occurrence:
+        return occ[1]  # type: ignore[no-any-return]
+    assert isinstance(occ, CompositeOccurrence)
+    return occ.t_init
+

@@ -1,0 +1,476 @@
+"""The event graph: shared nodes, per-context handlers, and their wiring.
+
+Every distinct sub-expression is one node; a node detects in a parameter context
+only while some subscription (a rule, usually) needs it there: each (expression,
+mode, region) has one handler and a reference count, as Snoop's per-context
+counters (4.4). A *mode* is the parameter context plus whether detection state is
+per scope (flushed at commit and abort) or process-wide. A *region* is the chain of
+partitioned (``by key``) expressions a node sits inside; its handlers keep their
+state in one sub-store per key value.
+
+Wiring is compiled whenever subscriptions change (rare) so that the per-event path
+is plain calls through tuples of bound methods: a primitive event's leaf calls its
+parents' entry points, which call theirs, up to the subscription sinks. Nothing is
+wired for nodes or contexts nobody listens to.
+
+One signal can reach a handler by several routes: one occurrence matching several
+primitive events of a channel (a class-level and an instance-level event of one
+call), an event used twice in one expression, or a shared sub-expression. Such
+handlers are found statically and *buffered*: their arrivals of one instant are
+processed together, in the operator's role order, after the direct propagation
+(in order of height), so that results never depend on which route came first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from sentinel.algebra import expressions as ex
+from sentinel.detector.contexts import Context
+from sentinel.detector.operators import Entry, Handler, handler_class
+from sentinel.detector.scopes import Store
+from sentinel.errors import SentinelError
+from sentinel.occurrence import PARAMS, SOURCE, Occurrence
+
+__all__ = ["Channel", "EventGraph", "Mode", "Subscription"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How a subscription's expression is detected: the parameter context, and
+    whether detection state is per scope (``flush=True``: flushed at commit and
+    abort) or shared by every scope of the process (``flush=False``)."""
+
+    context: Context
+    flush: bool = True
+
+
+Region = tuple[ex.Keyed, ...]
+Key = tuple[ex.Expression, Mode, Region]
+
+
+class Channel:
+    """Where one kind of signal is dispatched: the leaves listening to it.
+
+    ``any`` are the entries of primitive events without a selector; ``selected``
+    maps a selector (for example an object reference) to the entries of the
+    primitive events that carry it.
+    """
+
+    __slots__ = ("any", "name", "selected")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.any: tuple[Entry, ...] = ()
+        self.selected: dict[Hashable, tuple[Entry, ...]] = {}
+
+    @property
+    def listened(self) -> bool:
+        return bool(self.any or self.selected)
+
+    def targets(self, selectors: tuple[Hashable, ...] = ()) -> tuple[Entry, ...]:
+        fns = self.any
+        if selectors and self.selected:
+            for s in selectors:
+                more = self.selected.get(s)
+                if more:
+                    fns = fns + more
+        return fns
+
+    def listens_to(self, selectors: tuple[Hashable, ...] = ()) -> bool:
+        if self.any:
+            return True
+        sel = self.selected
+        return bool(sel) and any(s in sel for s in selectors)
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.name}>"
+
+
+@dataclass(eq=False)
+class Subscription:
+    """A sink on an expression: receives each detection of ``expression`` in
+    ``mode``. Created by :meth:`EventGraph.subscribe`; rules hold one each."""
+
+    expression: ex.Expression
+    mode: Mode
+    callback: Callable[[Any], Any]
+    #: Detections whose earliest constituent precedes this ``t_occ`` are dropped
+    #: (the NOW trigger mode); 0 accepts all.
+    since: int = 0
+    owner: Any = None
+    active: bool = field(default=False, init=False)
+
+
+@dataclass
+class _Edge:
+    """child -> parent slot, before it is turned into a function."""
+
+    source: tuple[str, Any]  # ("leaf", (channel, selector)) | ("handler", key)
+    wrap: tuple[Any, ...]  # leaf: (region, mode); handler: (levels exited,)
+    target: tuple[str, Any, int]  # ("handler", key, slot) | ("sink", subscription, 0)
+
+
+class EventGraph:
+    """Handlers, their reference counts, the channels' leaves, and the wiring.
+
+    Not thread-safe by itself: the detector serialises changes and propagation.
+    """
+
+    def __init__(self, channels: dict[str, Channel], sink: Callable[[Subscription], Entry]):
+        self.channels = channels
+        self._make_sink = sink
+        self.handlers: dict[Key, Handler] = {}
+        self.routers: dict[Key, int] = {}
+        self.refs: Counter[Key] = Counter()
+        self.subscriptions: list[Subscription] = []
+        self.factories: dict[int, Callable[[], list[Any]]] = {}
+        self.global_store = Store(self.factories)
+        self.agenda: list[tuple[int, int, Handler]] = []
+        self._pending: dict[int, list[tuple[int, Store, Any]]] = {}
+        self._release: list[tuple[dict[Any, Store], Any, Store]] = []
+        self._hids = itertools.count(1)
+        self.buffered: set[int] = set()
+
+    # -- subscriptions -----------------------------------------------------------
+    def subscribe(self, sub: Subscription) -> list[int]:
+        """Wire ``sub``; returns the handler ids it newly created (their states in
+        existing stores must be purged when they go)."""
+        if sub.active:
+            return []
+        keys = set(self._keys(sub.expression, sub.mode, ()))
+        created = []
+        for key in keys:
+            self.refs[key] += 1
+            if self.refs[key] == 1:
+                created.append(self._create(key))
+        self.subscriptions.append(sub)
+        sub.active = True
+        self.rewire()
+        return created
+
+    def unsubscribe(self, sub: Subscription) -> list[int]:
+        """Unwire ``sub``; returns the ids of handlers no longer needed."""
+        if not sub.active:
+            return []
+        self.subscriptions.remove(sub)
+        sub.active = False
+        gone = []
+        for key in set(self._keys(sub.expression, sub.mode, ())):
+            self.refs[key] -= 1
+            if self.refs[key] == 0:
+                del self.refs[key]
+                hid = self._destroy(key)
+                gone.append(hid)
+        self.rewire()
+        for hid in gone:
+            self.global_store.pop(hid, None)
+        return gone
+
+    def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
+        if isinstance(expr, ex.Primitive):
+            return
+        if isinstance(expr, ex.Keyed):
+            if isinstance(expr.expression, ex.Primitive):
+                return  # partitioning a primitive event changes nothing
+            yield (expr, mode, region)  # the router
+            yield from self._keys(expr.expression, mode, (*region, expr))
+            return
+        yield (expr, mode, region)
+        for child in expr.children:
+            yield from self._keys(child, mode, region)
+
+    def _create(self, key: Key) -> int:
+        expr, mode, _region = key
+        hid = next(self._hids)
+        if isinstance(expr, ex.Keyed):
+            self.routers[key] = hid
+            self.factories[hid] = _router_state
+        else:
+            h = handler_class(expr, mode.context)(hid, expr)
+            self.handlers[key] = h
+            self.factories[hid] = h.new_state
+            self._pending[hid] = []
+        return hid
+
+    def _destroy(self, key: Key) -> int:
+        if key in self.routers:
+            hid = self.routers.pop(key)
+        else:
+            hid = self.handlers.pop(key).hid
+            del self._pending[hid]
+        del self.factories[hid]
+        return hid
+
+    # -- compiling the wiring ----------------------------------------------------
+    def rewire(self) -> None:
+        edges: list[_Edge] = []
+        for key, h in self.handlers.items():
+            expr, mode, region = key
+            for slot, child in enumerate(expr.children):
+                self._edges_from(child, mode, region, ("handler", key, slot), 0, edges)
+        for sub in self.subscriptions:
+            self._edges_from(sub.expression, sub.mode, (), ("sink", sub, 0), 0, edges)
+
+        heights, routes = self._analyse(edges)
+        self.buffered = {
+            self.handlers[k].hid for k, r in routes.items() if any(n > 1 for n in r.values())
+        }
+        for key, h in self.handlers.items():
+            h.height = heights[key]
+            h.out, h.outb = [], []  # type: ignore[assignment]
+
+        leaves: dict[tuple[str, Hashable], list[Entry]] = {}
+        for edge in edges:
+            one, many = self._target(edge.target)
+            kind, src = edge.source
+            if kind == "leaf":
+                region, mode = edge.wrap
+                fn = one
+                for depth in range(len(region) - 1, -1, -1):
+                    fn = self._router((region[depth], mode, region[:depth]), fn)
+                if not mode.flush:
+                    fn = _with_store(fn, self.global_store)
+                leaves.setdefault(src, []).append(fn)
+            else:
+                levels = edge.wrap[0]
+                child = self.handlers[src]
+                child.out.append(_exit(one, levels))  # type: ignore[attr-defined]
+                child.outb.append(_exit(many, levels))  # type: ignore[attr-defined]
+        for h in self.handlers.values():
+            h.out, h.outb = tuple(h.out), tuple(h.outb)
+
+        for ch in self.channels.values():
+            ch.any, ch.selected = (), {}
+        for (name, selector), fns in leaves.items():
+            ch = self.channels[name]
+            if selector is None:
+                ch.any = tuple(fns)
+            else:
+                ch.selected[selector] = tuple(fns)
+
+    def _edges_from(
+        self,
+        child: ex.Expression,
+        mode: Mode,
+        region: Region,
+        target: tuple[str, Any, int],
+        levels: int,
+        out: list[_Edge],
+    ) -> None:
+        if isinstance(child, ex.Primitive):
+            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode), target))
+        elif isinstance(child, ex.Keyed):
+            inner = child.expression
+            if isinstance(inner, ex.Primitive):
+                self._edges_from(inner, mode, region, target, levels, out)
+            else:
+                self._edges_from(inner, mode, (*region, child), target, levels + 1, out)
+        else:
+            # ``levels`` counts the partitions entered between this child and the
+            # target: its detections leave that many sub-stores on the way up.
+            out.append(_Edge(("handler", (child, mode, region)), (levels,), target))
+
+    def _analyse(
+        self, edges: list[_Edge]
+    ) -> tuple[dict[Key, int], dict[Key, Counter[str]]]:
+        """Heights (leaves are 0) and, per handler, how many routes each channel
+        has to it."""
+        incoming: dict[Key, list[_Edge]] = {k: [] for k in self.handlers}
+        for e in edges:
+            if e.target[0] == "handler":
+                incoming[e.target[1]].append(e)
+        heights: dict[Key, int] = {}
+        routes: dict[Key, Counter[str]] = {}
+
+        def visit(key: Key) -> None:
+            if key in heights:
+                return
+            h, r = 1, Counter[str]()
+            for e in incoming[key]:
+                kind, src = e.source
+                if kind == "leaf":
+                    r[src[0]] += 1
+                else:
+                    visit(src)
+                    h = max(h, heights[src] + 1)
+                    r.update(routes[src])
+            heights[key], routes[key] = h, r
+
+        for key in self.handlers:
+            visit(key)
+        return heights, routes
+
+    def _target(self, target: tuple[str, Any, int]) -> tuple[Entry, Entry]:
+        kind, obj, slot = target
+        if kind == "sink":
+            return self._make_sink(obj)
+        h = self.handlers[obj]
+        if h.hid in self.buffered:
+            return self._buffer_entries(h, slot)
+        return h.entry(slot), h.entry_batch(slot)
+
+    def _buffer_entries(self, h: Handler, slot: int) -> tuple[Entry, Entry]:
+        pending = self._pending[h.hid]
+        agenda = self.agenda
+        item = (h.height, h.hid, h)
+        push = heapq.heappush
+
+        def one(store: Store, occ: Any) -> None:
+            if not pending:
+                push(agenda, item)
+            pending.append((slot, store, occ))
+
+        def many(store: Store, occs: list[Any]) -> None:
+            if not pending:
+                push(agenda, item)
+            pending.extend([(slot, store, o) for o in occs])
+
+        return one, many
+
+    def _router(self, router_key: Key, inner: Entry) -> Entry:
+        keyed = router_key[0]
+        assert isinstance(keyed, ex.Keyed)
+        rid = self.routers[router_key]
+        factories = self.factories
+        region_buffered = any(
+            h.hid in self.buffered
+            for (_e, m, r), h in self.handlers.items()
+            if m == router_key[1] and keyed in r
+        )
+        release_later = self._release.append
+        key = keyed.key
+        idx = SOURCE if key is ex.SOURCE else PARAMS
+
+        def route(store: Store, occ: Any) -> None:
+            if idx == SOURCE:
+                k = occ[SOURCE]
+                if k is None:
+                    return
+            else:
+                k = occ[PARAMS].get(key, _MISSING)
+                if k is _MISSING:
+                    return
+            parts = store[rid][0]
+            try:
+                sub = parts.get(k)
+            except TypeError:
+                raise SentinelError(
+                    f"cannot partition {keyed} by {key!r}: value {k!r} of "
+                    f"{occ[0]} is not hashable"
+                ) from None
+            if sub is None:
+                sub = parts[k] = Store(factories, store)
+            inner(sub, occ)
+            if region_buffered:
+                release_later((parts, k, sub))
+            elif not any(map(any, sub.values())):
+                del parts[k]
+
+        return route
+
+    # -- per instant -------------------------------------------------------------
+    def drain(self) -> None:
+        """Process buffered handlers' arrivals of this instant, lowest first."""
+        agenda = self.agenda
+        pop = heapq.heappop
+        while agenda:
+            _, hid, h = pop(agenda)
+            pending = self._pending[hid]
+            items = pending[:]
+            pending.clear()
+            n = h.slots()
+            groups: dict[int, tuple[Store, list[list[Any]]]] = {}
+            for slot, store, occ in items:
+                g = groups.get(id(store))
+                if g is None:
+                    g = groups[id(store)] = (store, [[] for _ in range(n)])
+                batch = g[1][slot]
+                if not any(occ is o for o in batch):
+                    batch.append(occ)
+            for store, batches in groups.values():
+                for b in batches:
+                    if len(b) > 1:
+                        b.sort(key=_canonical)
+                h.process_instant(store, batches)
+        if self._release:
+            for parts, k, sub in self._release:
+                if parts.get(k) is sub and sub.is_empty():
+                    del parts[k]
+            self._release.clear()
+
+    def reset(self) -> None:
+        """Drop an instant's leftovers after an error inside propagation."""
+        for _, hid, _h in self.agenda:
+            self._pending[hid].clear()
+        self.agenda.clear()
+        self._release.clear()
+
+    def describe(self) -> list[str]:
+        """One line per handler, for debugging and ``sentinel graph``."""
+        lines = []
+        for (expr, mode, region), h in sorted(self.handlers.items(), key=lambda kv: kv[1].hid):
+            tag = " buffered" if h.hid in self.buffered else ""
+            where = " in " + " / ".join(str(r) for r in region) if region else ""
+            scope = "" if mode.flush else " process-wide"
+            lines.append(
+                f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: {expr} "
+                f"(refs {self.refs[(expr, mode, region)]})"
+            )
+        return lines
+
+
+def _router_state() -> list[Any]:
+    return [{}]
+
+
+def _with_store(fn: Entry, store: Store) -> Entry:
+    def with_store(_: Store, occ: Any) -> None:
+        fn(store, occ)
+
+    return with_store
+
+
+def _exit(fn: Entry, levels: int) -> Entry:
+    if levels == 0:
+        return fn
+    if levels == 1:
+
+        def exit1(store: Store, occ: Any) -> None:
+            fn(store.parent, occ)  # type: ignore[arg-type]
+
+        return exit1
+
+    def exit_n(store: Store, occ: Any) -> None:
+        for _ in range(levels):
+            store = store.parent  # type: ignore[assignment]
+        fn(store, occ)
+
+    return exit_n
+
+
+_t_occ = itemgetter(1)
+
+
+def _canonical(occ: Any) -> tuple[int, ...]:
+    """Order of an instant's batch, independent of arrival order: the constituents'
+    ``t_occ`` in tree order."""
+    if type(occ) is Occurrence:
+        return (occ[1],)
+    out: list[int] = []
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            out.append(o[1])
+        else:
+            stack.extend(reversed(o[2]))
+    return tuple(out)

@@ -1,0 +1,271 @@
+"""A(E1, E2, E3) and A*(E1, E2, E3): E2 inside the interval opened by E1 and
+closed by E3 (Appendix A, A and A* in each context).
+
+Slot 0 opens intervals (E1), slot 1 is the event of interest (E2), slot 2 closes
+(E3). The interval is (t(E1), t(E3)]: an E2 at the instant of the closing E3 still
+belongs to the interval, an E2 at the instant of the opening E1 does not. Buffered,
+an instant is processed E2, then E3, then E1.
+
+A* needs an open interval to fire at E3 (the pseudocode's E3 branch omits the
+check; ``seeds/ERRATA.md``), and the cumulative variant stores E1 only while none
+is stored (the pseudocode's "is not empty" is a typo).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.scopes import Store
+
+
+class _Interval(Handler):
+    __slots__ = ()
+    arity = 3
+    role_order = (1, 2, 0)
+
+
+# -- A ----------------------------------------------------------------------------------
+
+
+class ARecent(_Interval):
+    """The most recent E1 pairs with each E2 until E3 closes it."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        e1 = store[self.hid][0]
+        if e1 is not None:
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+
+    def on2(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = None
+
+
+class AChronicle(_Interval):
+    """Each E2 pairs with the oldest open E1, consuming it."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque()]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        q = store[self.hid][0]
+        if q:
+            self.emit(store, _new(C, (self.expr, occ[1], (q.popleft(), occ))))
+
+    def on2(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].clear()
+
+
+class AContinuous(_Interval):
+    """Each E2 pairs with every open E1; E3 closes them all."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        self.on1_batch(store, [occ])
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        e1s = store[self.hid][0]
+        if e1s:
+            expr = self.expr
+            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in e1s])
+
+    def on2(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = []
+
+
+class ACumulative(_Interval):
+    """The first E1 of an interval pairs with the first E2; both are discarded."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0] is None:
+            st[0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None:
+            st[0] = None
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+
+    def on2(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = None
+
+
+class AUnrestricted(AContinuous):
+    """Every open E1 with every E2 (intervals stay open until E3)."""
+
+    __slots__ = ()
+
+
+# -- A* ---------------------------------------------------------------------------------
+
+
+class AstarRecent(_Interval):
+    """The most recent E1 collects E2s; E3 emits them together (E1 replaced: the
+    collection starts again)."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None, []]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        st[0] = occ
+        st[1] = []
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0] is not None:
+            st[1].append(occ)
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None:
+            e2s = st[1]
+            st[0] = None
+            st[1] = []
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, *e2s, occ))))
+
+
+class AstarChronicle(_Interval):
+    """E3 closes the oldest E1's interval with every E2 collected; E2s older than
+    the next E1 are dropped."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque(), []]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0]:
+            st[1].append(occ)
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        q = st[0]
+        if not q:
+            return
+        head = q.popleft()
+        e2s = st[1]
+        if q:
+            t_next = q[0][1]
+            st[1] = [e for e in e2s if e[1] > t_next]
+        else:
+            st[1] = []
+        self.emit(store, _new(C, (self.expr, occ[1], (head, *e2s, occ))))
+
+
+class AstarContinuous(_Interval):
+    """E3 closes every open interval, each with the E2s after its own E1."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[], []]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0]:
+            st[1].append(occ)
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1s, e2s = st[0], st[1]
+        if not e1s:
+            return
+        st[0], st[1] = [], []
+        expr, t = self.expr, occ[1]
+        self.emit_batch(
+            store,
+            [_new(C, (expr, t, (e1, *[e for e in e2s if e[1] > e1[1]], occ))) for e1 in e1s],
+        )
+
+
+class AstarCumulative(_Interval):
+    """One interval at a time (the first E1); E3 emits it with every E2."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None, []]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0] is None:
+            st[0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0] is not None:
+            st[1].append(occ)
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None:
+            e2s = st[1]
+            st[0] = None
+            st[1] = []
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, *e2s, occ))))
+
+
+class AstarUnrestricted(_Interval):
+    """Every E1 with every later E3, each with the E2s between them (2.2.1 item 8)."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[], []]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0]:
+            st[1].append(occ)
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1s, e2s = st[0], st[1]
+        if e1s:
+            expr, t = self.expr, occ[1]
+            self.emit_batch(
+                store,
+                [_new(C, (expr, t, (e1, *[e for e in e2s if e[1] > e1[1]], occ))) for e1 in e1s],
+            )

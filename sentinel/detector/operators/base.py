@@ -1,0 +1,121 @@
+"""The handler protocol every operator strategy follows.
+
+A *handler* is one node of the event graph detecting in one parameter context. It
+receives occurrences on numbered input slots (slot ``i`` is the operator's
+``i``-th operand), keeps its state in the scope's :class:`~sentinel.detector.scopes.Store`
+under its id, and emits composite occurrences to its outputs (parent handlers'
+slots and rule sinks). Entry points:
+
+``on<i>(store, occ)``
+    one occurrence arrives on slot ``i``.
+``on<i>_batch(store, occs)``
+    several occurrences arrive on slot ``i`` at one instant (a continuous child
+    detected several at once, or one signal reached the slot by several routes).
+    Each is paired against the state as it was before the batch; the default
+    processes them one after the other, which is that for every context but
+    continuous and unrestricted, which override it.
+
+A handler that one signal can reach by more than one route is *buffered* by the
+graph: its arrivals of one instant are collected and handed to
+:meth:`Handler.process_instant` in the operator's ``role_order`` (for SEQ,
+terminators before initiators), so that the result never depends on which route was
+served first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from sentinel.algebra.expressions import Expression
+from sentinel.detector.scopes import Store
+from sentinel.occurrence import CompositeOccurrence
+
+__all__ = ["Entry", "Handler", "composite"]
+
+Entry = Callable[[Store, Any], None]
+
+_new = tuple.__new__
+C = CompositeOccurrence
+
+
+def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> CompositeOccurrence:
+    return _new(C, (expr, t_occ, parts))  # type: ignore[no-any-return]
+
+
+class Handler:
+    """Base of the per-operator, per-context strategies."""
+
+    __slots__ = ("expr", "height", "hid", "out", "outb")
+
+    #: Number of input slots (``None``: as many as the expression has operands).
+    arity: ClassVar[int | None] = 2
+    #: Slots in the order an instant's arrivals are processed when buffered.
+    role_order: ClassVar[tuple[int, ...]] = (0, 1)
+    #: One occurrence reaching several slots at one instant counts once (OR).
+    merge_slots: ClassVar[bool] = False
+
+    def __init__(self, hid: int, expr: Expression) -> None:
+        self.hid = hid
+        self.expr = expr
+        self.out: tuple[Entry, ...] = ()
+        self.outb: tuple[Entry, ...] = ()
+        self.height = 1
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        # A slot without its own batch entry processes a batch one by one.
+        for i in range(cls.arity or 0):
+            single = getattr(cls, f"on{i}", None)
+            batch = getattr(cls, f"on{i}_batch", None)
+            if single is not None and (batch is None or getattr(batch, "_sequential", False)):
+                setattr(cls, f"on{i}_batch", _sequential(single))
+
+    def new_state(self) -> list[Any]:
+        raise NotImplementedError
+
+    def slots(self) -> int:
+        return self.arity if self.arity is not None else len(self.expr.children)
+
+    def entry(self, slot: int) -> Entry:
+        return getattr(self, f"on{slot}")  # type: ignore[no-any-return]
+
+    def entry_batch(self, slot: int) -> Entry:
+        return getattr(self, f"on{slot}_batch")  # type: ignore[no-any-return]
+
+    # -- emitting ---------------------------------------------------------------
+    def emit(self, store: Store, occ: Any) -> None:
+        for f in self.out:
+            f(store, occ)
+
+    def emit_batch(self, store: Store, occs: list[Any]) -> None:
+        if len(occs) == 1:
+            occ = occs[0]
+            for f in self.out:
+                f(store, occ)
+        elif occs:
+            for f in self.outb:
+                f(store, occs)
+
+    # -- buffered processing ----------------------------------------------------
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        """Process one instant's arrivals (``batches[i]`` for slot ``i``) in role
+        order."""
+        for slot in self.role_order:
+            batch = batches[slot]
+            if len(batch) == 1:
+                self.entry(slot)(store, batch[0])
+            elif batch:
+                self.entry_batch(slot)(store, batch)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} #{self.hid} {self.expr}>"
+
+
+def _sequential(single: Callable[[Any, Store, Any], None]) -> Callable[..., None]:
+    def batch(self: Any, store: Store, occs: list[Any]) -> None:
+        for occ in occs:
+            single(self, store, occ)
+
+    batch._sequential = True  # type: ignore[attr-defined]
+    return batch

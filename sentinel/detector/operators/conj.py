@@ -1,0 +1,328 @@
+"""AND (E1 ^ E2) and ANY(m, E1, ..., En): conjunctions in any order.
+
+Both are unordered: an occurrence pairs with stored occurrences of the other
+operands whatever their order, equal times included, but never with itself (one
+occurrence can reach both operands, for example a class-level and an
+instance-level event of one call). ``ANY(2, E1, E2)`` detects exactly what
+``E1 ^ E2`` detects in every context.
+
+Terminator retention follows the prose of 2.3.2 where the pseudocode disagrees
+(``seeds/ERRATA.md``): in the recent and continuous contexts the terminator is
+kept, because it can initiate a later detection (e4¹ at node C); in the chronicle
+and cumulative contexts an occurrence that completed a detection is consumed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import combinations, product
+from operator import itemgetter
+from typing import Any
+
+from sentinel.detector.operators.base import C, Entry, Handler, _new
+from sentinel.detector.scopes import Store
+
+_t = itemgetter(1)
+
+
+def _partners(other: list[Any], occ: Any) -> list[Any]:
+    # Buffered, slot 0 is processed first, so an occurrence that reached both
+    # slots is the last entry of slot 0's list when slot 1 sees it.
+    if other and other[-1] is occ:
+        return other[:-1]
+    return other
+
+
+class AndRecent(Handler):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None, None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        other = st[1]
+        if other is not None and other is not occ:
+            c = _new(C, (self.expr, occ[1], (other, occ)))
+            for f in self.out:
+                f(store, c)
+        st[0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        other = st[0]
+        if other is not None and other is not occ:
+            c = _new(C, (self.expr, occ[1], (other, occ)))
+            for f in self.out:
+                f(store, c)
+        st[1] = occ
+
+
+class AndChronicle(Handler):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque(), deque()]
+
+    def _on(self, store: Store, occ: Any, mine: int) -> None:
+        st = store[self.hid]
+        q = st[1 - mine]
+        if q and q[0] is not occ:
+            c = _new(C, (self.expr, occ[1], (q.popleft(), occ)))
+            for f in self.out:
+                f(store, c)
+        else:
+            st[mine].append(occ)
+
+    def on0(self, store: Store, occ: Any) -> None:
+        self._on(store, occ, 0)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        self._on(store, occ, 1)
+
+
+class AndContinuous(Handler):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[], []]
+
+    def _on(self, store: Store, occs: list[Any], mine: int) -> None:
+        st = store[self.hid]
+        other = st[1 - mine]
+        expr = self.expr
+        out = []
+        for occ in occs:
+            partners = _partners(other, occ)
+            if partners:
+                t = occ[1]
+                out.extend(_new(C, (expr, t, (i, occ))) for i in partners)
+        if out:
+            kept = [i for i in other if any(i is o for o in occs)]
+            st[1 - mine] = kept
+        st[mine].extend(occs)
+        if out:
+            self.emit_batch(store, out)
+
+    def on0(self, store: Store, occ: Any) -> None:
+        self._on(store, [occ], 0)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        self._on(store, [occ], 1)
+
+    def on0_batch(self, store: Store, occs: list[Any]) -> None:
+        self._on(store, occs, 0)
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        self._on(store, occs, 1)
+
+
+class AndCumulative(Handler):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[], []]
+
+    def _on(self, store: Store, occ: Any, mine: int) -> None:
+        st = store[self.hid]
+        other = st[1 - mine]
+        partners = _partners(other, occ)
+        if partners:
+            st[1 - mine] = [occ] if partners is not other else []
+            c = _new(C, (self.expr, occ[1], (*partners, occ)))
+            for f in self.out:
+                f(store, c)
+        else:
+            st[mine].append(occ)
+
+    def on0(self, store: Store, occ: Any) -> None:
+        self._on(store, occ, 0)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        self._on(store, occ, 1)
+
+
+class AndUnrestricted(Handler):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[], []]
+
+    def _on(self, store: Store, occs: list[Any], mine: int) -> None:
+        st = store[self.hid]
+        other = st[1 - mine]
+        expr = self.expr
+        out = [
+            _new(C, (expr, occ[1], (i, occ))) for occ in occs for i in _partners(other, occ)
+        ]
+        st[mine].extend(occs)
+        if out:
+            self.emit_batch(store, out)
+
+    def on0(self, store: Store, occ: Any) -> None:
+        self._on(store, [occ], 0)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        self._on(store, [occ], 1)
+
+    def on0_batch(self, store: Store, occs: list[Any]) -> None:
+        self._on(store, occs, 0)
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        self._on(store, occs, 1)
+
+
+# -- ANY(m, E1, ..., En) -------------------------------------------------------------
+
+
+class _AnyBase(Handler):
+    """Slot ``k`` receives occurrences of the k-th operand; the detection happens
+    when occurrences of ``m`` distinct operands are available, the arriving one
+    being the terminator."""
+
+    __slots__ = ("m", "n")
+    arity = None
+
+    def __init__(self, hid: int, expr: Any) -> None:
+        super().__init__(hid, expr)
+        self.m: int = expr.m
+        self.n: int = len(expr.children)
+
+    @property
+    def role_order(self) -> tuple[int, ...]:  # type: ignore[override]
+        return tuple(range(self.n))
+
+    def entry(self, slot: int) -> Entry:
+        def on(store: Store, occ: Any, _k: int = slot) -> None:
+            self.arrive(store, [occ], _k)
+
+        return on
+
+    def entry_batch(self, slot: int) -> Entry:
+        def on_batch(store: Store, occs: list[Any], _k: int = slot) -> None:
+            self.arrive(store, occs, _k)
+
+        return on_batch
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        raise NotImplementedError
+
+
+class AnyRecent(_AnyBase):
+    """Each operand keeps its most recent occurrence; a terminator combines with
+    the most recent occurrences of the m-1 most recently active other operands."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None] * self.n
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        st = store[self.hid]
+        need = self.m - 1
+        for occ in occs:
+            others = [o for j, o in enumerate(st) if j != k and o is not None and o is not occ]
+            st[k] = occ
+            if len(others) >= need:
+                chosen = sorted(others, key=_t)[len(others) - need :] if need else []
+                self.emit(store, _new(C, (self.expr, occ[1], (*chosen, occ))))
+
+
+class AnyChronicle(_AnyBase):
+    """Oldest occurrences first; every occurrence used is consumed."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque() for _ in range(self.n)]
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        st = store[self.hid]
+        need = self.m - 1
+        for occ in occs:
+            heads = [(q[0][1], j) for j, q in enumerate(st) if j != k and q and q[0] is not occ]
+            if len(heads) >= need:
+                heads.sort()
+                chosen = [st[j].popleft() for _, j in heads[:need]]
+                self.emit(store, _new(C, (self.expr, occ[1], (*chosen, occ))))
+            else:
+                st[k].append(occ)
+
+
+class AnyContinuous(_AnyBase):
+    """Every combination of stored occurrences of m-1 distinct other operands
+    completes with the terminator; the combined occurrences are consumed and the
+    terminator is kept (as for continuous AND)."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[] for _ in range(self.n)]
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        st = store[self.hid]
+        need = self.m - 1
+        out: list[Any] = []
+        used: set[int] = set()
+        for occ in occs:
+            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
+            if len(avail) < need:
+                continue
+            for js in combinations(avail, need):
+                for combo in product(*(_partners(st[j], occ) for j in js)):
+                    parts = tuple(sorted(combo, key=_t))
+                    out.append(_new(C, (self.expr, occ[1], (*parts, occ))))
+            used.update(avail)
+        for j in used:
+            st[j] = [i for i in st[j] if any(i is o for o in occs)]
+        st[k].extend(occs)
+        if out:
+            self.emit_batch(store, out)
+
+
+class AnyCumulative(_AnyBase):
+    """Everything stored combines with the terminator once occurrences of m
+    distinct operands are available; then all is consumed."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[] for _ in range(self.n)]
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        st = store[self.hid]
+        need = self.m - 1
+        for occ in occs:
+            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
+            if len(avail) >= need:
+                parts = sorted(
+                    (i for j, lst in enumerate(st) for i in _partners(lst, occ)), key=_t
+                )
+                for j in range(self.n):
+                    st[j] = [i for i in st[j] if i is occ]
+                self.emit(store, _new(C, (self.expr, occ[1], (*parts, occ))))
+            else:
+                st[k].append(occ)
+
+
+class AnyUnrestricted(_AnyBase):
+    """Every set of occurrences of m distinct operands ending with the terminator."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[] for _ in range(self.n)]
+
+    def arrive(self, store: Store, occs: list[Any], k: int) -> None:
+        st = store[self.hid]
+        need = self.m - 1
+        out: list[Any] = []
+        for occ in occs:
+            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
+            for js in combinations(avail, need):
+                for combo in product(*(_partners(st[j], occ) for j in js)):
+                    parts = tuple(sorted(combo, key=_t))
+                    out.append(_new(C, (self.expr, occ[1], (*parts, occ))))
+        st[k].extend(occs)
+        if out:
+            self.emit_batch(store, out)

@@ -1,0 +1,131 @@
+"""NOT(E2)[E1, E3]: E3 with no E2 in the closed interval since E1 (Appendix A).
+
+Slot 0 opens (E1), slot 1 is the event that must not occur (E2), slot 2 closes
+(E3). The interval is closed: an E2 at the instant of E1 or of E3 cancels it.
+Buffered, an instant is processed E2, then E3, then E1, and an E1 arriving at the
+instant of an E2 is not stored. The cumulative variant stores E1 only while none is
+stored (the pseudocode's "is not empty" is a typo; ``seeds/ERRATA.md``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.scopes import Store
+
+
+class _Not(Handler):
+    __slots__ = ()
+    arity = 3
+    role_order = (1, 2, 0)
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        if batches[1]:
+            # E1 at the instant of an E2: its closed interval already holds an E2.
+            batches = (), batches[1], batches[2]  # type: ignore[assignment]
+        super().process_instant(store, batches)
+
+
+class NotRecent(_Not):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = None
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None:
+            st[0] = None
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+
+
+class NotChronicle(_Not):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque()]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].clear()
+
+    def on2(self, store: Store, occ: Any) -> None:
+        q = store[self.hid][0]
+        if q:
+            self.emit(store, _new(C, (self.expr, occ[1], (q.popleft(), occ))))
+
+
+class NotContinuous(_Not):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = []
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1s = st[0]
+        if e1s:
+            st[0] = []
+            expr, t = self.expr, occ[1]
+            self.emit_batch(store, [_new(C, (expr, t, (e1, occ))) for e1 in e1s])
+
+
+class NotCumulative(_Not):
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        if st[0] is None:
+            st[0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = None
+
+    def on2(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None:
+            st[0] = None
+            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+
+
+class NotUnrestricted(_Not):
+    """Every E1 with every later E3, unless an E2 lies between them."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = []
+
+    def on2(self, store: Store, occ: Any) -> None:
+        e1s = store[self.hid][0]
+        if e1s:
+            expr, t = self.expr, occ[1]
+            self.emit_batch(store, [_new(C, (expr, t, (e1, occ))) for e1 in e1s])

@@ -1,0 +1,130 @@
+"""SEQ (E1 ; E2): E2 occurs strictly after E1 (Appendix A, SEQ in each context).
+
+Slot 0 receives initiators (E1), slot 1 terminators (E2). A terminator pairs only
+with initiators stored at earlier instants: buffered, terminators are processed
+before the instant's initiators.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.scopes import Store
+
+
+class _Seq(Handler):
+    __slots__ = ()
+    role_order = (1, 0)
+
+
+class SeqRecent(_Seq):
+    """The most recent initiator pairs with every terminator until replaced."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [None]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        init = store[self.hid][0]
+        if init is not None:
+            c = _new(C, (self.expr, occ[1], (init, occ)))
+            for f in self.out:
+                f(store, c)
+
+
+class SeqChronicle(_Seq):
+    """Oldest initiator with oldest terminator; both consumed."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [deque()]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        q = store[self.hid][0]
+        if q:
+            c = _new(C, (self.expr, occ[1], (q.popleft(), occ)))
+            for f in self.out:
+                f(store, c)
+
+
+class SeqContinuous(_Seq):
+    """A terminator pairs with every stored initiator; the initiators are consumed."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        inits = st[0]
+        if inits:
+            st[0] = []
+            expr, t = self.expr, occ[1]
+            self.emit_batch(store, [_new(C, (expr, t, (i, occ))) for i in inits])
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        st = store[self.hid]
+        inits = st[0]
+        if inits:
+            st[0] = []
+            expr = self.expr
+            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in inits])
+
+
+class SeqCumulative(_Seq):
+    """All initiators so far combine with the terminator into one detection."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        inits = st[0]
+        if inits:
+            st[0] = []
+            c = _new(C, (self.expr, occ[1], (*inits, occ)))
+            for f in self.out:
+                f(store, c)
+
+
+class SeqUnrestricted(_Seq):
+    """Every earlier initiator with every terminator; nothing is consumed."""
+
+    __slots__ = ()
+
+    def new_state(self) -> list[Any]:
+        return [[]]
+
+    def on0(self, store: Store, occ: Any) -> None:
+        store[self.hid][0].append(occ)
+
+    def on1(self, store: Store, occ: Any) -> None:
+        inits = store[self.hid][0]
+        if inits:
+            expr, t = self.expr, occ[1]
+            self.emit_batch(store, [_new(C, (expr, t, (i, occ))) for i in inits])
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        inits = store[self.hid][0]
+        if inits:
+            expr = self.expr
+            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in inits])

@@ -1,0 +1,139 @@
+"""Detection scopes and the storage they own.
+
+All detection state lives in a :class:`Store`: a dict from handler id to that
+handler's state (a small list of containers, created on first use). Each detection
+scope (a transaction, or the process scope for events outside any transaction) has
+its own store, so occurrences of different transactions never meet, and flushing a
+scope is dropping its store. A partitioned (keyed) expression keeps one sub-store
+per key value inside its parent store.
+
+A handler's state is a list whose items are ``None``, an occurrence, or a
+container (list or deque); it is empty exactly when no item is truthy, which is how
+partitions are released when they empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from sentinel.errors import ScopeError
+
+__all__ = ["Scope", "Store"]
+
+
+class Store(dict):  # type: ignore[type-arg]
+    """Handler id -> state, with states created on first access."""
+
+    __slots__ = ("factories", "parent")
+
+    def __init__(self, factories: dict[int, Callable[[], list[Any]]], parent: Store | None = None):
+        super().__init__()
+        self.factories = factories
+        self.parent = parent
+
+    def __missing__(self, hid: int) -> list[Any]:
+        state = self[hid] = self.factories[hid]()
+        return state
+
+    def is_empty(self) -> bool:
+        """True when no handler holds any occurrence (sub-stores included)."""
+        return not any(map(any, self.values()))
+
+    def snapshot(self) -> dict[int, list[Any]]:
+        """A copy of every state, for restoring after a rolled-back savepoint."""
+        return {hid: _copy_state(st) for hid, st in self.items()}
+
+    def restore(self, snap: dict[int, list[Any]]) -> None:
+        self.clear()
+        for hid, st in snap.items():
+            self[hid] = _copy_state(st)
+
+    def occurrences(self) -> int:
+        """How many stored entries this store holds (for inspection and tests)."""
+        n = 0
+        for st in self.values():
+            for item in st:
+                if isinstance(item, (list, deque)):
+                    n += len(item)
+                elif isinstance(item, dict):
+                    n += sum(sub.occurrences() for sub in item.values())
+                elif item is not None:
+                    n += 1
+        return n
+
+
+def _copy_state(state: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in state:
+        if isinstance(item, list):
+            item = list(item)
+        elif isinstance(item, deque):
+            item = deque(item)
+        elif isinstance(item, dict):  # a router's partitions: key -> Store
+            parts = {}
+            for key, sub in item.items():
+                copy = Store(sub.factories, sub.parent)
+                copy.restore(sub.snapshot())
+                parts[key] = copy
+            item = parts
+        out.append(item)
+    return out
+
+
+class Scope:
+    """A detection scope: one transaction's detection state, or the process scope.
+
+    ``id`` is unique within the process and recorded on every occurrence signalled
+    in the scope. ``status`` is ``"active"``, ``"committed"`` or ``"aborted"``.
+    Scopes are created by the detector (``detector.begin()`` / ``transaction()``);
+    a scope is meant to be used by one thread at a time, like the session or
+    transaction it stands for.
+    """
+
+    __slots__ = ("__weakref__", "_savepoints", "id", "info", "status", "store")
+
+    def __init__(self, id: Hashable, store: Store) -> None:
+        self.id = id
+        self.store = store
+        self.status = "active"
+        self.info: dict[str, Any] = {}
+        self._savepoints: list[tuple[object, dict[int, list[Any]]]] = []
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+    def _check_active(self, what: str) -> None:
+        if self.status != "active":
+            raise ScopeError(f"cannot {what} scope {self.id!r}: it is already {self.status}")
+
+    def savepoint(self) -> object:
+        """Remember the detection state; returns a token for :meth:`rollback_to` or
+        :meth:`release`."""
+        self._check_active("set a savepoint in")
+        token = object()
+        self._savepoints.append((token, self.store.snapshot()))
+        return token
+
+    def release(self, token: object) -> None:
+        """Keep what happened since the savepoint (and forget the savepoint)."""
+        self._pop_to(token)
+
+    def rollback_to(self, token: object) -> None:
+        """Restore the detection state of the savepoint: occurrences signalled since
+        are gone from detection, as if they never happened."""
+        snap = self._pop_to(token)
+        self.store.restore(snap)
+
+    def _pop_to(self, token: object) -> dict[int, list[Any]]:
+        for i in range(len(self._savepoints) - 1, -1, -1):
+            if self._savepoints[i][0] is token:
+                snap = self._savepoints[i][1]
+                del self._savepoints[i:]
+                return snap
+        raise ScopeError(f"unknown or finished savepoint in scope {self.id!r}")
+
+    def __repr__(self) -> str:
+        return f"<Scope {self.id} {self.status}>"

@@ -1,0 +1,292 @@
+"""Occurrences: what the detector consumes and what rules receive.
+
+An :class:`Occurrence` is one primitive event instance. It is an immutable tuple
+subclass (creating one costs about as much as building a tuple) with named
+accessors:
+
+``event``
+    the primitive event's name, for example ``"E1"``, ``"txn:pre_commit"`` or
+    ``"Stock.set_price:begin"``.
+``t_occ``
+    a strictly increasing integer from the detector's logical clock. One signal is
+    one occurrence even when it matches several primitive events (a class-level and
+    an instance-level event of one call); they share its ``t_occ``.
+``at`` / ``detected_at``
+    wall-clock time of occurrence and of detection, as timezone-aware UTC
+    datetimes (``timestamp`` and ``detected_timestamp`` give the raw POSIX floats).
+``source``
+    an :class:`ObjectRef` for events signalled by an object, else ``None``.
+``params``
+    a read-only mapping of the event's parameters.
+``scope``
+    the id of the detection scope (transaction) the occurrence belongs to.
+
+A :class:`CompositeOccurrence` is one detection of a composite event: the
+expression it detects, its ``t_occ`` (that of its terminator) and its ``parts``
+(the child occurrences that were combined, in order). ``constituents`` flattens
+any occurrence to its primitive occurrences in ``t_occ`` order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping
+from datetime import UTC, datetime
+from operator import itemgetter
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Union
+
+if TYPE_CHECKING:
+    from sentinel.algebra.expressions import Expression
+
+__all__ = ["CompositeOccurrence", "ObjectRef", "Occurrence", "AnyOccurrence"]
+
+_new = tuple.__new__
+
+# Field positions, shared with the detector's hot loop (which indexes directly).
+EVENT: Final = 0
+T_OCC: Final = 1
+AT: Final = 2
+DETECTED_AT: Final = 3
+SOURCE: Final = 4
+PARAMS: Final = 5
+SCOPE: Final = 6
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+class ObjectRef(tuple):  # type: ignore[type-arg]
+    """A reference to the object that signalled an event.
+
+    ``class_name`` names its class; ``key`` identifies it: the primary key (a tuple)
+    for a persistent ORM object, or ``("local", n)`` for a transient object, where
+    ``n`` is unique within this process. Object references are plain values: they
+    compare and hash by content and can be written to the event log.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, class_name: str, key: tuple[Any, ...]) -> ObjectRef:
+        return _new(cls, (class_name, tuple(key)))
+
+    class_name: str = property(itemgetter(0))  # type: ignore[assignment]
+    key: tuple[Any, ...] = property(itemgetter(1))  # type: ignore[assignment]
+
+    @property
+    def transient(self) -> bool:
+        """True for a process-local reference (an object that has no primary key)."""
+        k = self[1]
+        return len(k) == 2 and k[0] == "local"
+
+    def __repr__(self) -> str:
+        key = self[1]
+        shown = key[0] if len(key) == 1 else ",".join(map(str, key))
+        if self.transient:
+            shown = f"~{key[1]}"
+        return f"<{self[0]} {shown}>"
+
+    def __getnewargs__(self) -> tuple[str, tuple[Any, ...]]:
+        return (self[0], self[1])
+
+
+class Occurrence(tuple):  # type: ignore[type-arg]
+    """One primitive event occurrence (immutable).
+
+    Build occurrences through the detector (``detector.signal``); the constructor
+    is public for replay and tests.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        event: str,
+        t_occ: int,
+        timestamp: float,
+        detected_timestamp: float | None = None,
+        source: Hashable | None = None,
+        params: Mapping[str, Any] | None = None,
+        scope: Hashable | None = None,
+    ) -> Occurrence:
+        return _new(
+            cls,
+            (
+                event,
+                t_occ,
+                timestamp,
+                timestamp if detected_timestamp is None else detected_timestamp,
+                source,
+                dict(params) if params else {},
+                scope,
+            ),
+        )
+
+    event: str = property(itemgetter(EVENT))  # type: ignore[assignment]
+    t_occ: int = property(itemgetter(T_OCC))  # type: ignore[assignment]
+    timestamp: float = property(itemgetter(AT))  # type: ignore[assignment]
+    detected_timestamp: float = property(itemgetter(DETECTED_AT))  # type: ignore[assignment]
+    source: Any = property(itemgetter(SOURCE))
+    scope: Any = property(itemgetter(SCOPE))
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The event's parameters (a read-only view)."""
+        return MappingProxyType(self[PARAMS])
+
+    @property
+    def at(self) -> datetime:
+        """Wall-clock time of occurrence (UTC)."""
+        return datetime.fromtimestamp(self[AT], UTC)
+
+    @property
+    def detected_at(self) -> datetime:
+        """Wall-clock time the detector received the occurrence (UTC)."""
+        return datetime.fromtimestamp(self[DETECTED_AT], UTC)
+
+    @property
+    def t_init(self) -> int:
+        """The earliest ``t_occ`` among the constituents; for a primitive, ``t_occ``."""
+        return self[T_OCC]  # type: ignore[no-any-return]
+
+    @property
+    def constituents(self) -> tuple[Occurrence, ...]:
+        """``(self,)``, so primitive and composite occurrences read alike."""
+        return (self,)
+
+    def of(self, event: str) -> tuple[Occurrence, ...]:
+        """The constituents whose event is ``event``."""
+        return (self,) if self[EVENT] == event else ()
+
+    def values(self, param: str) -> tuple[Any, ...]:
+        """The values of parameter ``param`` across the constituents, in order."""
+        p = self[PARAMS]
+        return (p[param],) if param in p else ()
+
+    def __hash__(self) -> int:
+        return hash((self[EVENT], self[T_OCC], self[SCOPE]))
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self[PARAMS].items())
+        src = f" {self[SOURCE]!r}" if self[SOURCE] is not None else ""
+        return f"<{self[EVENT]}@{self[T_OCC]}{src}{' ' + params if params else ''}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_occurrence, (tuple(self),))
+
+
+def _rebuild_occurrence(fields: tuple[Any, ...]) -> Occurrence:
+    return _new(Occurrence, fields)  # type: ignore[no-any-return]
+
+
+class CompositeOccurrence(tuple):  # type: ignore[type-arg]
+    """One detection of a composite event (immutable).
+
+    ``expression`` is the event expression detected, ``t_occ`` that of the
+    terminator, ``parts`` the child occurrences that were combined, in the order the
+    operator combines them (initiator first, terminator last).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, expression: Expression, t_occ: int, parts: tuple[AnyOccurrence, ...]
+    ) -> CompositeOccurrence:
+        return _new(cls, (expression, t_occ, tuple(parts)))
+
+    expression: Expression = property(itemgetter(0))  # type: ignore[assignment]
+    t_occ: int = property(itemgetter(1))  # type: ignore[assignment]
+    parts: tuple[AnyOccurrence, ...] = property(itemgetter(2))  # type: ignore[assignment]
+
+    @property
+    def event(self) -> str:
+        """The detected expression, as Snoop text."""
+        return str(self[0])
+
+    @property
+    def terminator(self) -> Occurrence:
+        """The primitive occurrence that made this composite occur."""
+        occ: AnyOccurrence = self
+        while type(occ) is not Occurrence:
+            occ = occ[2][-1]
+        return occ
+
+    @property
+    def timestamp(self) -> float:
+        return self.terminator.timestamp
+
+    @property
+    def at(self) -> datetime:
+        """Wall-clock time of the terminator."""
+        return self.terminator.at
+
+    @property
+    def scope(self) -> Any:
+        return self.terminator.scope
+
+    @property
+    def source(self) -> None:
+        return None
+
+    @property
+    def constituents(self) -> tuple[Occurrence, ...]:
+        """The primitive occurrences this detection combines, in ``t_occ`` order.
+
+        An occurrence used twice (for example by two operators that share an event)
+        appears twice, as in the paper's notation.
+        """
+        return tuple(sorted(_flatten(self), key=itemgetter(T_OCC)))
+
+    @property
+    def t_init(self) -> int:
+        """The earliest ``t_occ`` among the constituents (the initiator's)."""
+        return min(o[T_OCC] for o in _flatten(self))
+
+    def of(self, event: str) -> tuple[Occurrence, ...]:
+        """The constituents whose event is ``event``, in ``t_occ`` order."""
+        return tuple(o for o in self.constituents if o[EVENT] == event)
+
+    def values(self, param: str) -> tuple[Any, ...]:
+        """The values of parameter ``param`` across the constituents, in ``t_occ``
+        order (constituents without it are skipped)."""
+        return tuple(o[PARAMS][param] for o in self.constituents if param in o[PARAMS])
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """Parameters merged over the constituents in ``t_occ`` order (a later
+        constituent's value wins). Use :meth:`values` or :meth:`of` when several
+        constituents carry the same parameter."""
+        merged: dict[str, Any] = {}
+        for o in self.constituents:
+            merged.update(o[PARAMS])
+        return MappingProxyType(merged)
+
+    def __hash__(self) -> int:
+        return hash((self[0], self[1], self[2]))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{o[EVENT]}@{o[T_OCC]}" for o in self.constituents)
+        return f"<{self[0]}@{self[1]} {{{inner}}}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_composite, (tuple(self),))
+
+
+def _rebuild_composite(fields: tuple[Any, ...]) -> CompositeOccurrence:
+    return _new(CompositeOccurrence, fields)  # type: ignore[no-any-return]
+
+
+def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:
+    if type(occ) is Occurrence:
+        yield occ
+        return
+    stack = [occ]
+    out: list[Occurrence] = []
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            out.append(o)
+        else:
+            stack.extend(reversed(o[2]))
+    yield from out
+
+
+AnyOccurrence = Union[Occurrence, CompositeOccurrence]

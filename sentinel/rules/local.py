@@ -1,0 +1,249 @@
+"""The local event detector: the event detector plus ECA rules."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, overload
+
+from sentinel.algebra import expressions as ex
+from sentinel.detector import Context, EventDetector, Scope, Subscription
+from sentinel.errors import RuleDefinitionError
+from sentinel.rules.coupling import Coupling
+from sentinel.rules.rule import Action, Condition, Rule, TriggerMode
+from sentinel.rules.scheduler import Scheduler
+
+__all__ = ["DetachedExecutor", "LocalEventDetector"]
+
+log = logging.getLogger("sentinel.rules")
+
+#: Runs a detached rule: ``executor(rule, occurrence, committed)``.
+DetachedExecutor = Callable[[Rule, Any, bool], None]
+
+
+class LocalEventDetector(EventDetector):
+    """A per-application event detector with ECA rules (Sentinel's local event
+    detector).
+
+    ``cascade_limit`` bounds nested rule triggering; ``priority_classes`` names
+    priorities (``{"integrity": 100}``) so rules can say ``priority="integrity"``.
+    Thread-safe: rules may be defined and events signalled from several threads.
+
+    >>> det = LocalEventDetector()
+    >>> e1, e2 = det.explicit("E1"), det.explicit("E2")
+    >>> seen = []
+    >>> r = det.rule("r", e1 >> e2, action=lambda occ: seen.append(occ.t_occ))
+    >>> _ = det.signal("E1"); _ = det.signal("E2")
+    >>> seen
+    [2]
+    """
+
+    def __init__(
+        self,
+        *,
+        cascade_limit: int = 64,
+        priority_classes: Mapping[str, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.scheduler = Scheduler(self, cascade_limit)
+        self.priority_classes: dict[str, int] = dict(priority_classes or {})
+        self._rules: dict[str, Rule] = {}
+        #: Runs detached rules; the ORM layer installs one with an outbox.
+        self.detached_executor: DetachedExecutor = self._run_detached_inline
+
+    # -- rules ---------------------------------------------------------------------
+    @overload
+    def rule(
+        self,
+        name: str,
+        event: ex.Expression | str,
+        condition: Condition | None = ...,
+        *,
+        action: Action,
+        context: Context | str = ...,
+        coupling: Coupling | str = ...,
+        priority: int | str = ...,
+        trigger_mode: TriggerMode | str = ...,
+        enabled: bool = ...,
+        flush: bool = ...,
+        key: ex.KeySpec | None = ...,
+    ) -> Rule: ...
+
+    @overload
+    def rule(
+        self,
+        name: str,
+        event: ex.Expression | str,
+        condition: Condition | None = ...,
+        *,
+        action: None = ...,
+        context: Context | str = ...,
+        coupling: Coupling | str = ...,
+        priority: int | str = ...,
+        trigger_mode: TriggerMode | str = ...,
+        enabled: bool = ...,
+        flush: bool = ...,
+        key: ex.KeySpec | None = ...,
+    ) -> Callable[[Action], Rule]: ...
+
+    def rule(
+        self,
+        name: str,
+        event: ex.Expression | str,
+        condition: Condition | None = None,
+        *,
+        action: Action | None = None,
+        context: Context | str = Context.RECENT,
+        coupling: Coupling | str = Coupling.IMMEDIATE,
+        priority: int | str = 0,
+        trigger_mode: TriggerMode | str = TriggerMode.NOW,
+        enabled: bool = True,
+        flush: bool = True,
+        key: ex.KeySpec | None = None,
+    ) -> Rule | Callable[[Action], Rule]:
+        """Define the rule ``name`` on ``event`` (an expression or Snoop text whose
+        names are events defined here).
+
+        ``condition(occurrence)`` is optional (always true); ``action(occurrence)``
+        runs when it holds. Without ``action`` this returns a decorator::
+
+            @det.rule("restock", low_stock, context="chronicle")
+            def restock(occ): ...
+
+        ``context`` is the parameter context; ``coupling`` immediate, deferred,
+        detached or detached_independent; higher ``priority`` runs first (an int or
+        the name of a priority class); ``trigger_mode`` now or previous;
+        ``flush=False`` lets detection combine occurrences of different
+        transactions; ``key`` partitions the event (``event.by(key)``).
+
+        Raises :class:`~sentinel.errors.UnknownEventError` for an undefined event,
+        :class:`~sentinel.errors.RuleDefinitionError` for a name already used, a
+        bad mode or priority, or a coupling that cannot be combined with
+        ``flush=False``. A failing definition changes nothing.
+        """
+        if action is None:
+            return lambda fn: self.rule(
+                name,
+                event,
+                condition,
+                action=fn,
+                context=context,
+                coupling=coupling,
+                priority=priority,
+                trigger_mode=trigger_mode,
+                enabled=enabled,
+                flush=flush,
+                key=key,
+            )
+        if not isinstance(name, str) or not name:
+            raise RuleDefinitionError(f"a rule needs a non-empty name, not {name!r}")
+        if not callable(action):
+            raise RuleDefinitionError(f"rule {name!r}: action must be callable, not {action!r}")
+        if condition is not None and not callable(condition):
+            raise RuleDefinitionError(
+                f"rule {name!r}: condition must be callable or None, not {condition!r}"
+            )
+        ctx = Context.parse(context)
+        cpl = Coupling.parse(coupling)
+        mode = TriggerMode.parse(trigger_mode)
+        prio = self._priority(name, priority)
+        if not flush and cpl is Coupling.DEFERRED:
+            raise RuleDefinitionError(
+                f"rule {name!r}: a deferred rule runs at its transaction's pre-commit, so "
+                "it cannot opt out of flushing (flush=False)"
+            )
+        expr = self.expression(event)
+        if key is not None:
+            expr = expr.by(key)
+        with self._lock:
+            if name in self._rules:
+                raise RuleDefinitionError(f"a rule named {name!r} already exists")
+            r = Rule(self, name, expr, condition, action, ctx, cpl, prio, mode, flush)
+            self._rules[name] = r
+            try:
+                if enabled:
+                    self._enable(r)
+            except BaseException:
+                del self._rules[name]
+                raise
+        return r
+
+    def _priority(self, name: str, priority: int | str) -> int:
+        if isinstance(priority, bool):
+            raise RuleDefinitionError(f"rule {name!r}: priority must be an int or a class name")
+        if isinstance(priority, int):
+            return priority
+        if isinstance(priority, str):
+            try:
+                return self.priority_classes[priority]
+            except KeyError:
+                known = ", ".join(sorted(self.priority_classes)) or "none defined"
+                raise RuleDefinitionError(
+                    f"rule {name!r}: unknown priority class {priority!r} ({known})"
+                ) from None
+        raise RuleDefinitionError(f"rule {name!r}: priority must be an int or a class name")
+
+    @property
+    def rules(self) -> Mapping[str, Rule]:
+        """The rules defined here, by name (a read-only view)."""
+        from types import MappingProxyType
+
+        return MappingProxyType(self._rules)
+
+    def get_rule(self, name: str) -> Rule:
+        try:
+            return self._rules[name]
+        except KeyError:
+            raise RuleDefinitionError(f"no rule named {name!r}") from None
+
+    def _enable(self, r: Rule) -> None:
+        sub = r._subscription
+        with self._lock:
+            if sub.active:
+                return
+            if self._rules.get(r.name) is not r:
+                raise RuleDefinitionError(f"rule {r.name!r} was deleted")
+            sub.since = self.clock + 1 if r.trigger_mode is TriggerMode.NOW else 0
+            self.activate(sub)
+
+    def _disable(self, r: Rule) -> None:
+        self.deactivate(r._subscription)
+
+    def _delete(self, r: Rule) -> None:
+        with self._lock:
+            self.deactivate(r._subscription)
+            if self._rules.get(r.name) is r:
+                del self._rules[r.name]
+
+    # -- running rules -------------------------------------------------------------
+    def _deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
+        self.scheduler.deliver(items, scope)
+
+    def _run(self, rule: Rule, occ: Any) -> None:
+        self.scheduler.run(rule, occ)
+
+    def _detach(self, rule: Rule, occ: Any, scope: Scope, *, dependent: bool) -> None:
+        if scope is self.process_scope:
+            # No transaction to wait for: the triggering event is already final.
+            self.detached_executor(rule, occ, True)
+            return
+        scope.info.setdefault("detached", []).append((rule, occ, dependent))
+
+    def _after_end(self, scope: Scope) -> None:
+        pending = scope.info.pop("detached", None)
+        if not pending:
+            return
+        committed = scope.status == "committed"
+        for rule, occ, dependent in pending:
+            if committed or not dependent:
+                self.detached_executor(rule, occ, committed)
+
+    def _run_detached_inline(self, rule: Rule, occ: Any, committed: bool) -> None:
+        """Run a detached rule at once in a transaction of its own; a failure is
+        logged (the triggering transaction has already ended)."""
+        try:
+            with self.transaction():
+                self._run(rule, occ)
+        except Exception:
+            log.exception("detached rule %r failed", rule.name)

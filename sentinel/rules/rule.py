@@ -1,0 +1,142 @@
+"""ECA rules: an event, a condition, an action, and how and when they run."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sentinel.algebra import expressions as ex
+from sentinel.detector import Context, Mode, Subscription
+from sentinel.errors import RuleDefinitionError
+from sentinel.rules.coupling import Coupling
+
+if TYPE_CHECKING:
+    from sentinel.rules.local import LocalEventDetector
+
+__all__ = ["Rule", "TriggerMode"]
+
+Condition = Callable[[Any], Any]
+Action = Callable[[Any], Any]
+
+
+class TriggerMode(enum.Enum):
+    """Which occurrences may trigger a rule (Snoop 4.1, ``rule_trigger_mode``).
+
+    NOW
+        only detections whose constituents all occurred after the rule was
+        (last) enabled. The default.
+    PREVIOUS
+        also detections that combine occurrences from before the rule was enabled,
+        which shared event nodes may still hold for other rules.
+    """
+
+    NOW = "now"
+    PREVIOUS = "previous"
+
+    @classmethod
+    def parse(cls, value: TriggerMode | str) -> TriggerMode:
+        if isinstance(value, TriggerMode):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        raise RuleDefinitionError(f"unknown trigger mode {value!r}; expected 'now' or 'previous'")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Rule:
+    """An ECA rule registered on a detector.
+
+    Create rules with :meth:`LocalEventDetector.rule`. ``event`` is the rule's
+    event expression; ``condition(occurrence)`` decides (side-effect free: events
+    it signals are not detected); ``action(occurrence)`` reacts. The occurrence is
+    the detection (for deferred rules: one composite whose ``parts`` are every
+    detection of the event in the transaction).
+
+    Attributes are read-only; change a rule with :meth:`enable`, :meth:`disable`
+    and :meth:`delete`.
+    """
+
+    __slots__ = (
+        "_detector",
+        "_subscription",
+        "action",
+        "condition",
+        "context",
+        "coupling",
+        "event",
+        "flush",
+        "name",
+        "priority",
+        "trigger_mode",
+    )
+
+    def __init__(
+        self,
+        detector: LocalEventDetector,
+        name: str,
+        event: ex.Expression,
+        condition: Condition | None,
+        action: Action,
+        context: Context,
+        coupling: Coupling,
+        priority: int,
+        trigger_mode: TriggerMode,
+        flush: bool,
+    ) -> None:
+        self._detector = detector
+        self.name = name
+        self.event = event
+        self.condition = condition
+        self.action = action
+        self.context = context
+        self.coupling = coupling
+        self.priority = priority
+        self.trigger_mode = trigger_mode
+        self.flush = flush
+        self._subscription = Subscription(
+            coupling.strategy.detected_expression(event),
+            Mode(context, flush),
+            _not_called,
+            owner=self,
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self._subscription.active
+
+    @property
+    def detected_expression(self) -> ex.Expression:
+        """What the detector watches: the event, or its deferred rewrite
+        ``A*(txn:begin, event, txn:pre_commit)``."""
+        return self._subscription.expression
+
+    def enable(self) -> None:
+        """Start detecting for this rule (its context counters go up). Under the
+        NOW trigger mode, only occurrences from now on can trigger it."""
+        self._detector._enable(self)
+
+    def disable(self) -> None:
+        """Stop detecting for this rule; nodes nobody else needs stop detecting
+        in its context and drop their state."""
+        self._detector._disable(self)
+
+    def delete(self) -> None:
+        """Disable the rule and remove it from its detector."""
+        self._detector._delete(self)
+
+    def __repr__(self) -> str:
+        state = "enabled" if self.enabled else "disabled"
+        return (
+            f"<Rule {self.name!r} on {self.event} {self.context} {self.coupling} "
+            f"priority={self.priority} {state}>"
+        )
+
+
+def _not_called(occ: Any) -> None:  # pragma: no cover - rules are scheduled, not called
+    raise AssertionError("rule subscriptions are delivered by the scheduler")
