@@ -72,6 +72,7 @@ class EventDetector:
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
         self._listeners: tuple[OccurrenceListener, ...] = ()
+        self._watchers: tuple[Callable[[], None], ...] = ()
         for p in _TXN:
             self._define_primitive(p)
 
@@ -261,10 +262,33 @@ class EventDetector:
         this."""
         with self._lock:
             self._listeners = (*self._listeners, listener)
+            self._changed()
 
     def remove_listener(self, listener: OccurrenceListener) -> None:
         with self._lock:
             self._listeners = tuple(x for x in self._listeners if x != listener)
+            self._changed()
+
+    @property
+    def has_listeners(self) -> bool:
+        """True while some occurrence listener (the event log) wants every event."""
+        return bool(self._listeners)
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever what is listened to may have changed: a
+        subscription (rule) came or went, or an occurrence listener was added or
+        removed. Layers that only signal while someone listens (method events)
+        re-check their channels here. Called under the detector's lock."""
+        with self._lock:
+            self._watchers = (*self._watchers, callback)
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            self._watchers = tuple(w for w in self._watchers if w != callback)
+
+    def _changed(self) -> None:
+        for w in self._watchers:
+            w()
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(
@@ -287,16 +311,20 @@ class EventDetector:
         return sub
 
     def activate(self, sub: Subscription) -> None:
+        """Wire a subscription into the graph (its context counters go up)."""
         with self._lock:
             self.graph.subscribe(sub)
+            self._changed()
 
     def deactivate(self, sub: Subscription) -> None:
+        """Unwire a subscription; handlers nobody needs any more drop their state."""
         with self._lock:
             gone = self.graph.unsubscribe(sub)
             if gone:
                 for store in self._stores():
                     for hid in gone:
                         store.pop(hid, None)
+            self._changed()
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.deactivate(sub)
