@@ -30,10 +30,11 @@ class Run:
 
     def signal(self, *names: str, **params: Any) -> None:
         for name in names:
+            n = self._counts[name] = self._counts.get(name, 0) + 1
+            # Rules run before signal() returns: label the occurrence beforehand.
+            self.labels[self.det.clock + 1] = f"{name.lower()}^{n}"
             occ = self.det.signal(name, **params)
             assert occ is not None
-            n = self._counts[name] = self._counts.get(name, 0) + 1
-            self.labels[occ.t_occ] = f"{name.lower()}^{n}"
 
     def label(self, occ: Any) -> str:
         """``{e1^2, e2^1, e3^1}``: the constituents in t_occ order."""

@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   creates .venv, installs sentinel, runs the main example
+#   make test   creates .venv, installs the dev and spark extras, runs lint, types and tests
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "sentinel needs Python 3.11 or newer"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[spark]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	touch $@ $(VENV)/.installed-demo
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/python -m examples.snoop_x
+
+test: $(VENV)/.installed-dev lint typecheck pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy
+
+pytest: $(VENV)/.installed-dev
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/detector.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

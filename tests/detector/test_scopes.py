@@ -1,0 +1,162 @@
+"""Detection scopes: per-transaction state, flushing, savepoints, threads, and
+rules that opt out of flushing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from sentinel import LocalEventDetector, ScopeError
+
+
+@pytest.fixture
+def det() -> LocalEventDetector:
+    d = LocalEventDetector()
+    for name in ("E1", "E2", "E3"):
+        d.explicit(name)
+    return d
+
+
+def test_flush_one_scope_keeps_the_others(det: LocalEventDetector) -> None:
+    det.rule("r", "E1 ; E2", action=print, context="chronicle")
+    a, b = det.begin(), det.begin()
+    with det.use_scope(a):
+        det.signal("E1")
+    with det.use_scope(b):
+        det.signal("E1")
+    det.flush(a)
+    assert (det.stored(a), det.stored(b)) == (0, 1)
+    det.flush()
+    assert det.stored() == 0
+
+
+def test_flushed_state_leaves_no_trace_in_later_detections(det: LocalEventDetector) -> None:
+    seen: list[Any] = []
+    det.rule("r", "E1 ; E2", action=seen.append, context="cumulative")
+    det.signal("E1")
+    det.flush()
+    det.signal("E1")
+    det.signal("E2")
+    (occ,) = seen
+    assert [c.t_occ for c in occ.constituents] == [2, 3]
+
+
+class TestSavepoints:
+    def test_rollback_removes_what_happened_since(self, det: LocalEventDetector) -> None:
+        seen: list[Any] = []
+        det.rule("r", "E1 ; E2", action=seen.append, context="chronicle")
+        with det.transaction() as scope:
+            det.signal("E1", n=1)
+            sp = scope.savepoint()
+            det.signal("E1", n=2)
+            scope.rollback_to(sp)
+            det.signal("E2")
+            det.signal("E2")
+        assert [o.values("n") for o in seen] == [(1,)]
+
+    def test_release_keeps_it(self, det: LocalEventDetector) -> None:
+        seen: list[Any] = []
+        det.rule("r", "E1 ; E2", action=seen.append, context="chronicle")
+        with det.transaction() as scope:
+            sp = scope.savepoint()
+            det.signal("E1", n=2)
+            scope.release(sp)
+            det.signal("E2")
+        assert [o.values("n") for o in seen] == [(2,)]
+
+    def test_nested_savepoints_and_the_deferred_net_effect(self, det: LocalEventDetector) -> None:
+        seen: list[Any] = []
+        det.rule("d", "E1", action=seen.append, coupling="deferred", context="chronicle")
+        with det.transaction() as scope:
+            det.signal("E1", n=1)
+            outer = scope.savepoint()
+            det.signal("E1", n=2)
+            inner = scope.savepoint()
+            det.signal("E1", n=3)
+            scope.rollback_to(inner)
+            det.signal("E1", n=4)
+            scope.release(outer)
+        assert seen[0].values("n") == (1, 2, 4)
+
+    def test_rolling_back_the_outer_discards_the_inner(self, det: LocalEventDetector) -> None:
+        with det.transaction() as scope:
+            outer = scope.savepoint()
+            inner = scope.savepoint()
+            scope.rollback_to(outer)
+            with pytest.raises(ScopeError, match="unknown or finished savepoint"):
+                scope.rollback_to(inner)
+
+    def test_partitions_are_restored(self, det: LocalEventDetector) -> None:
+        seen: list[Any] = []
+        det.rule("r", "(E1 ; E2) by k", action=seen.append, context="chronicle")
+        with det.transaction() as scope:
+            det.signal("E1", k="a")
+            sp = scope.savepoint()
+            det.signal("E1", k="b")
+            det.signal("E2", k="a")  # consumes a's initiator: detection 1
+            scope.rollback_to(sp)  # a's initiator is back, b's is gone
+            det.signal("E2", k="a")  # detection 2
+            det.signal("E2", k="b")  # nothing
+        assert [o.values("k") for o in seen] == [("a", "a"), ("a", "a")]
+        assert seen[0].constituents[0] is seen[1].constituents[0]
+
+
+def test_threads_never_combine_each_others_occurrences(det: LocalEventDetector) -> None:
+    seen: list[Any] = []
+    lock = threading.Lock()
+
+    def record(occ: Any) -> None:
+        with lock:
+            seen.append(occ)
+
+    det.rule("r", "E1 ; E2", action=record, context="chronicle")
+    barrier = threading.Barrier(8)
+
+    def work(n: int) -> None:
+        barrier.wait()
+        for i in range(200):
+            with det.transaction():
+                det.signal("E1", thread=n, i=i)
+                det.signal("E2", thread=n, i=i)
+                if i % 3 == 0:
+                    det.signal("E1", thread=n, i=i)  # left over at commit
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 8 * 200
+    for occ in seen:
+        first, second = occ.constituents
+        assert first.scope == second.scope
+        assert (first.params["thread"], first.params["i"]) == (
+            second.params["thread"],
+            second.params["i"],
+        )
+    assert det.stored() == 0
+
+
+def test_rule_that_opts_out_of_flushing_spans_transactions(det: LocalEventDetector) -> None:
+    spanning: list[Any] = []
+    flushed: list[Any] = []
+    det.rule("spans", "E1 ; E2", action=spanning.append, flush=False)
+    det.rule("flushed", "E1 ; E2", action=flushed.append)
+    with det.transaction():
+        det.signal("E1")
+    with det.transaction():
+        det.signal("E2")
+    assert len(spanning) == 1 and flushed == []
+    a, b = spanning[0].constituents
+    assert a.scope != b.scope
+
+
+def test_flush_everything_includes_process_wide_state(det: LocalEventDetector) -> None:
+    spanning: list[Any] = []
+    det.rule("spans", "E1 ; E2", action=spanning.append, flush=False)
+    det.signal("E1")
+    det.flush()
+    det.signal("E2")
+    assert spanning == []
