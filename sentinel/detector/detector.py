@@ -223,15 +223,20 @@ class EventDetector:
         scope: Scope,
         timestamp: float | None = None,
     ) -> Occurrence:
-        with self._lock:
+        # The hot path of every signal: one lock, one tuple, one call per leaf
+        # target. Rules run after the lock is released.
+        lock = self._lock
+        lock.acquire()
+        try:
             self._t = t = self._t + 1
             now = self._wall()
             occ: Occurrence = _new(
-                Occurrence, (name, t, now if timestamp is None else timestamp, now, source,
-                             params, scope.id)
+                Occurrence,
+                (name, t, now if timestamp is None else timestamp, now, source, params, scope.id),
             )
-            for listener in self._listeners:
-                listener(occ)
+            if self._listeners:
+                for listener in self._listeners:
+                    listener(occ)
             triggered = self._triggered
             if targets:
                 store = scope.store
@@ -248,6 +253,8 @@ class EventDetector:
                 return occ
             items = triggered[:]
             triggered.clear()
+        finally:
+            lock.release()
         self._deliver(items, scope)
         return occ
 
@@ -305,16 +312,25 @@ class EventDetector:
         ``context``. ``since`` drops detections with a constituent older than that
         ``t_occ``. ``flush=False`` keeps detection state across scopes."""
         sub = Subscription(
-            self.expression(expression), Mode(Context.parse(context), flush), callback, since, owner
+            self.expression(expression),
+            Mode(Context.parse(context), flush),
+            lambda occ, scope: callback(occ),
+            since,
+            owner=owner,
         )
         self.activate(sub)
         return sub
 
-    def activate(self, sub: Subscription) -> None:
-        """Wire a subscription into the graph (its context counters go up)."""
+    def activate(self, sub: Subscription) -> bool:
+        """Wire a subscription into the graph (its context counters go up).
+
+        Returns True when every node it needs was created for it: then no stored
+        occurrence predates the subscription and ``since`` need not be checked.
+        """
         with self._lock:
-            self.graph.subscribe(sub)
+            fresh = self.graph.subscribe(sub)
             self._changed()
+            return fresh
 
     def deactivate(self, sub: Subscription) -> None:
         """Unwire a subscription; handlers nobody needs any more drop their state."""
@@ -344,12 +360,20 @@ class EventDetector:
         return one, many
 
     def _deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
-        """Hand an instant's detections to their subscribers (the rules layer
-        schedules them instead)."""
+        """Hand an instant's detections to their subscribers, higher priority first
+        (the sort is stable: ties keep the order of triggering)."""
+        if len(items) == 1:
+            sub, occ = items[0]
+            since = sub.since
+            if not since or t_init(occ) >= since:
+                sub.deliver(occ, scope)
+            return
+        items.sort(key=_by_priority)
         for sub, occ in items:
-            if sub.since and t_init(occ) < sub.since:
+            since = sub.since
+            if since and t_init(occ) < since:
                 continue
-            sub.callback(occ)
+            sub.deliver(occ, scope)
 
     # -- scopes and transactions -------------------------------------------------
     def _new_store(self) -> Store:
@@ -461,6 +485,10 @@ class EventDetector:
             if scope is not None:
                 return scope.store.occurrences()
             return sum(s.occurrences() for s in self._stores())
+
+
+def _by_priority(item: tuple[Subscription, Any]) -> int:
+    return -item[0].priority
 
 
 def t_init(occ: AnyOccurrence) -> int:

@@ -98,14 +98,20 @@ class Channel:
 @dataclass(eq=False)
 class Subscription:
     """A sink on an expression: receives each detection of ``expression`` in
-    ``mode``. Created by :meth:`EventGraph.subscribe`; rules hold one each."""
+    ``mode``. Rules hold one each.
+
+    ``deliver(occurrence, scope)`` is called after the instant's propagation;
+    subscriptions triggered at one instant are called in order of ``priority``
+    (higher first; ties in order of triggering).
+    """
 
     expression: ex.Expression
     mode: Mode
-    callback: Callable[[Any], Any]
+    deliver: Callable[[Any, Any], Any]
     #: Detections whose earliest constituent precedes this ``t_occ`` are dropped
     #: (the NOW trigger mode); 0 accepts all.
     since: int = 0
+    priority: int = 0
     owner: Any = None
     active: bool = field(default=False, init=False)
 
@@ -141,21 +147,23 @@ class EventGraph:
         self.buffered: set[int] = set()
 
     # -- subscriptions -----------------------------------------------------------
-    def subscribe(self, sub: Subscription) -> list[int]:
-        """Wire ``sub``; returns the handler ids it newly created (their states in
-        existing stores must be purged when they go)."""
+    def subscribe(self, sub: Subscription) -> bool:
+        """Wire ``sub``. Returns True when every node it needs was created for it
+        (so no stored occurrence predates it)."""
         if sub.active:
-            return []
+            return False
         keys = set(self._keys(sub.expression, sub.mode, ()))
-        created = []
+        fresh = True
         for key in keys:
             self.refs[key] += 1
             if self.refs[key] == 1:
-                created.append(self._create(key))
+                self._create(key)
+            else:
+                fresh = False
         self.subscriptions.append(sub)
         sub.active = True
         self.rewire()
-        return created
+        return fresh
 
     def unsubscribe(self, sub: Subscription) -> list[int]:
         """Unwire ``sub``; returns the ids of handlers no longer needed."""

@@ -21,6 +21,8 @@ DETACHED_INDEPENDENT
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
@@ -72,18 +74,25 @@ class CouplingStrategy:
         """The expression the detector watches for a rule on ``event``."""
         return event
 
+    def bind(self, det: LocalEventDetector, rule: Rule) -> Callable[[Any, Scope], None]:
+        """What the detector calls with each detection for ``rule`` (after ordering
+        by priority)."""
+        return partial(self.triggered, det, rule)
+
     def triggered(
         self, det: LocalEventDetector, rule: Rule, occ: Any, scope: Scope
     ) -> None:
-        """A detection for ``rule`` arrived (after scheduling by priority)."""
         raise NotImplementedError
 
 
 class _Immediate(CouplingStrategy):
     mode = Coupling.IMMEDIATE
 
+    def bind(self, det: LocalEventDetector, rule: Rule) -> Callable[[Any, Scope], None]:
+        return partial(det.scheduler.run, rule)  # no step in between: the hot path
+
     def triggered(self, det: LocalEventDetector, rule: Rule, occ: Any, scope: Scope) -> None:
-        det._run(rule, occ)
+        det.scheduler.run(rule, occ)
 
 
 class _Deferred(CouplingStrategy):
@@ -98,7 +107,7 @@ class _Deferred(CouplingStrategy):
         if not detections:
             return
         net = tuple.__new__(CompositeOccurrence, (rule.event, occ[1], detections))
-        det._run(rule, net)
+        det.scheduler.run(rule, net)
 
 
 class _Detached(CouplingStrategy):

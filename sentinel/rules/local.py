@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 from sentinel.algebra import expressions as ex
-from sentinel.detector import Context, EventDetector, Scope, Subscription
+from sentinel.detector import Context, EventDetector, Scope
 from sentinel.errors import RuleDefinitionError
 from sentinel.rules.coupling import Coupling
 from sentinel.rules.rule import Action, Condition, Rule, TriggerMode
@@ -205,7 +205,8 @@ class LocalEventDetector(EventDetector):
             if self._rules.get(r.name) is not r:
                 raise RuleDefinitionError(f"rule {r.name!r} was deleted")
             sub.since = self.clock + 1 if r.trigger_mode is TriggerMode.NOW else 0
-            self.activate(sub)
+            if self.activate(sub):
+                sub.since = 0  # fresh nodes hold nothing older than the rule
 
     def _disable(self, r: Rule) -> None:
         self.deactivate(r._subscription)
@@ -217,9 +218,6 @@ class LocalEventDetector(EventDetector):
                 del self._rules[r.name]
 
     # -- running rules -------------------------------------------------------------
-    def _deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
-        self.scheduler.deliver(items, scope)
-
     def _run(self, rule: Rule, occ: Any) -> None:
         self.scheduler.run(rule, occ)
 

@@ -73,6 +73,7 @@ class Rule:
         "flush",
         "name",
         "priority",
+        "strategy",
         "trigger_mode",
     )
 
@@ -96,13 +97,15 @@ class Rule:
         self.action = action
         self.context = context
         self.coupling = coupling
+        self.strategy = coupling.strategy
         self.priority = priority
         self.trigger_mode = trigger_mode
         self.flush = flush
         self._subscription = Subscription(
-            coupling.strategy.detected_expression(event),
+            self.strategy.detected_expression(event),
             Mode(context, flush),
-            _not_called,
+            self.strategy.bind(detector, self),
+            priority=priority,
             owner=self,
         )
 
@@ -137,6 +140,3 @@ class Rule:
             f"priority={self.priority} {state}>"
         )
 
-
-def _not_called(occ: Any) -> None:  # pragma: no cover - rules are scheduled, not called
-    raise AssertionError("rule subscriptions are delivered by the scheduler")

@@ -18,10 +18,9 @@ at that instant do not run; the exception reaches the code that signalled the ev
 from __future__ import annotations
 
 import threading
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from sentinel.detector import Scope, Subscription, t_init
+from sentinel.detector import Scope
 from sentinel.errors import CascadeLimitError, RuleError, SentinelError
 
 if TYPE_CHECKING:
@@ -29,9 +28,6 @@ if TYPE_CHECKING:
     from sentinel.rules.rule import Rule
 
 __all__ = ["Scheduler"]
-
-_priority = attrgetter("priority")
-
 
 class Scheduler:
     """Orders and runs the rules one detector triggers."""
@@ -41,47 +37,20 @@ class Scheduler:
             raise ValueError(f"cascade_limit must be at least 1, not {cascade_limit}")
         self.detector = detector
         self.cascade_limit = cascade_limit
-        self._depth = threading.local()
+        self._depth = _Depth()
 
     @property
     def depth(self) -> int:
         """How deep the current thread is in nested rule execution (0 outside)."""
-        return getattr(self._depth, "n", 0)
+        return self._depth.n
 
-    def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
-        """Run an instant's triggered rules by priority (stable: ties keep the order
-        of triggering)."""
-        det = self.detector
-        if len(items) == 1:
-            sub, occ = items[0]
-            rule = sub.owner
-            if rule is None:
-                if not sub.since or t_init(occ) >= sub.since:
-                    sub.callback(occ)
-                return
-            if sub.since and t_init(occ) < sub.since:
-                return
-            rule.coupling.strategy.triggered(det, rule, occ, scope)
-            return
-        runnable: list[tuple[Rule, Any]] = []
-        for sub, occ in items:
-            if sub.since and t_init(occ) < sub.since:
-                continue
-            if sub.owner is None:
-                sub.callback(occ)
-            else:
-                runnable.append((sub.owner, occ))
-        runnable.sort(key=lambda ro: -ro[0].priority)
-        for rule, occ in runnable:
-            rule.coupling.strategy.triggered(det, rule, occ, scope)
-
-    def run(self, rule: Rule, occ: Any) -> None:
+    def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
         """Evaluate ``rule``'s condition on ``occ`` and, if it holds, run its
-        action."""
-        if not rule.enabled:
+        action (the immediate coupling mode, and the last step of the others)."""
+        if not rule._subscription.active:
             return  # disabled by an earlier rule of the same instant
         local = self._depth
-        depth = getattr(local, "n", 0)
+        depth = local.n
         if depth >= self.cascade_limit:
             raise CascadeLimitError(rule.name, self.cascade_limit)
         cond = rule.condition
@@ -104,3 +73,7 @@ class Scheduler:
             raise RuleError(rule.name, "action", e) from e
         finally:
             local.n = depth
+
+
+class _Depth(threading.local):
+    n = 0

@@ -1,0 +1,132 @@
+"""Snoop text: parsing, printing, round trips and error positions."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sentinel import SOURCE, A, Any, Astar, ExpressionError, Not, Primitive, SnoopSyntaxError, parse
+from sentinel.algebra import Expression, Keyed
+
+E1, E2, E3, E4 = (Primitive(f"E{i}") for i in range(1, 5))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("(E1 ^ E2) ; E3 ; (E2 ^ E4)", ((E1 & E2) >> E3) >> (E2 & E4)),
+        ("E1 ^ E2 ; E3", (E1 & E2) >> E3),  # AND binds tighter than SEQ
+        ("E1 | E2 ; E3", E1 | (E2 >> E3)),  # SEQ binds tighter than OR
+        ("E1 ; E2 ; E3", (E1 >> E2) >> E3),  # left associative
+        ("E1 ; (E2 ; E3)", E1 >> (E2 >> E3)),
+        ("ANY(2, E1, E2, E3)", Any(2, E1, E2, E3)),
+        ("A(E1, E2, E3)", A(E1, E2, E3)),
+        ("A*(E1, E2 | E4, E3)", Astar(E1, E2 | E4, E3)),
+        ("NOT(E2)[E1, E3]", Not(E2, E1, E3)),
+        ("E1 ∇ E2 △ E3", E1 | (E2 & E3)),  # the paper's symbols
+        ("(E1 ; E2) by order_id", Keyed(E1 >> E2, "order_id")),
+        ("E1 ; E2 by @source", E1 >> Keyed(E2, SOURCE)),
+        ("Stock.set_price:begin ; txn:pre_commit",
+         Primitive("Stock.set_price:begin") >> Primitive("txn:pre_commit")),
+        ("'odd name!' | E1", Primitive("odd name!") | E1),
+        ("A ; NOT", Primitive("A") >> Primitive("NOT")),  # operator names are events too
+        ("  E1\n;\tE2 ", E1 >> E2),
+    ],
+)
+def test_parse(text: str, expected: Expression) -> None:
+    assert parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("expr", "text"),
+    [
+        (((E1 & E2) >> E3) >> (E2 & E4), "E1 ^ E2 ; E3 ; E2 ^ E4"),
+        (E1 >> (E2 >> E3), "E1 ; (E2 ; E3)"),
+        ((E1 | E2) & E3, "(E1 | E2) ^ E3"),
+        (Keyed(E1 | E2, "k"), "(E1 | E2) by k"),
+        (Primitive("it's"), "'it\\'s'"),
+        (Primitive("by"), "'by'"),
+    ],
+)
+def test_print_uses_only_needed_parentheses(expr: Expression, text: str) -> None:
+    assert str(expr) == text
+    assert parse(text) == expr
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "expected_part"),
+    [
+        ("E1 ^", 1, 5, "an event name"),
+        ("E1 ; ; E2", 1, 6, "an event name"),
+        ("(E1 ; E2", 1, 9, '")"'),
+        ("E1 # E2", 1, 4, '";"'),
+        ("E1 ;\nE2 E3", 2, 4, "\";\""),
+    ],
+)
+def test_malformed_text_reports_position_and_expectation(
+    text: str, line: int, column: int, expected_part: str
+) -> None:
+    with pytest.raises(SnoopSyntaxError) as info:
+        parse(text)
+    err = info.value
+    assert (err.line, err.column) == (line, column)
+    assert any(expected_part in e for e in err.expected) or expected_part in str(err)
+    # the message shows the offending line with a caret under the position
+    src_line, caret = str(err).splitlines()[-2:]
+    assert caret.index("^") - 4 == column - 1
+    assert src_line.strip() == text.splitlines()[line - 1].strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ANY(4, E1, E2)", "m must be between 1 and 2"),
+        ("ANY(E1, E2)", "count first"),
+        ("A(E1, E2)", "takes 3 event expression"),
+        ("NOT(E2)", "needs its interval"),
+        ("A(E1, E2, E3)[E1, E2]", "only NOT takes an interval"),
+        ("FOO(E1)", "unknown operator FOO"),
+        ("''", "empty event name"),
+    ],
+)
+def test_invalid_operators_report_position(text: str, message: str) -> None:
+    with pytest.raises(ExpressionError, match=message) as info:
+        parse(text)
+    assert isinstance(info.value, SnoopSyntaxError) and info.value.column >= 1
+
+
+def test_parse_needs_text() -> None:
+    with pytest.raises(TypeError):
+        parse(42)  # type: ignore[arg-type]
+
+
+names = st.one_of(
+    st.sampled_from(["E1", "E2", "Stock.e1", "txn:begin", "A", "ANY", "by"]),
+    st.text(min_size=1, max_size=6),
+).map(Primitive)
+
+
+def _ops(children: st.SearchStrategy[Expression]) -> st.SearchStrategy[Expression]:
+    pair = st.tuples(children, children)
+    triple = st.tuples(children, children, children)
+    keys = st.one_of(st.sampled_from(["k", "order_id"]), st.just(SOURCE))
+    return st.one_of(
+        pair.map(lambda p: p[0] | p[1]),
+        pair.map(lambda p: p[0] & p[1]),
+        pair.map(lambda p: p[0] >> p[1]),
+        triple.map(lambda t: A(*t)),
+        triple.map(lambda t: Astar(*t)),
+        triple.map(lambda t: Not(*t)),
+        st.tuples(children, keys).map(lambda t: t[0].by(t[1])),
+        st.lists(children, min_size=2, max_size=4, unique=True).flatmap(
+            lambda cs: st.integers(1, len(cs)).map(lambda m: Any(m, *cs))
+        ),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.recursive(names, _ops, max_leaves=8))
+def test_parse_of_str_round_trips(expr: Expression) -> None:
+    """Fragment: every expression of the algebra over any event names."""
+    assert parse(str(expr)) == expr
