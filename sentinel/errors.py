@@ -118,3 +118,88 @@ class CascadeLimitError(SentinelError):
 
 class ScopeError(SentinelError):
     """A transaction hook used out of order (commit of a finished scope, and so on)."""
+
+
+class EventLogError(SentinelError):
+    """A problem with the persisted event log (its tables, its schema, a write)."""
+
+
+class LogSchemaError(EventLogError):
+    """The event log's tables are not at the schema revision this code expects.
+
+    ``location`` names the database (URL without password) and schema;
+    ``found`` is the revision recorded in the database (``None`` when there is
+    none); ``expected`` is the revision this version of sentinel expects;
+    ``missing`` lists log tables that do not exist.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        location: str,
+        found: str | None,
+        expected: str,
+        missing: Iterable[str] = (),
+    ) -> None:
+        self.location = location
+        self.found = found
+        self.expected = expected
+        self.missing = tuple(missing)
+        super().__init__(message)
+
+
+class LogTablesMissingError(LogSchemaError, LookupError):
+    """The log tables (or sentinel's version table) do not exist: the database was
+    never upgraded with sentinel's migrations."""
+
+
+class LogSchemaOutdatedError(LogSchemaError):
+    """The log is at an older revision than this code expects; upgrading the
+    database (``sentinel db upgrade``) fixes it."""
+
+
+class LogSchemaUnknownError(LogSchemaError):
+    """The log is at a revision this code does not know: written by a newer
+    sentinel (upgrade sentinel), or not a sentinel revision at all."""
+
+
+class LogWriteError(EventLogError):
+    """Occurrences, firings or outbox entries that could not be written.
+
+    ``table`` names the log table; the database error, if any, is ``__cause__``.
+    Nothing of the failed batch is written.
+    """
+
+    def __init__(self, message: str, *, table: str = "") -> None:
+        self.table = table
+        super().__init__(message)
+
+
+class LogConfigError(EventLogError, ValueError):
+    """A log configuration that cannot be used as given (a bad table-name prefix,
+    a malformed parameter policy)."""
+
+
+class LogConnectionError(EventLogError, ConnectionError):
+    """The database holding the log cannot be reached (``location`` says which;
+    the driver's error is ``__cause__``)."""
+
+    def __init__(self, message: str, *, location: str) -> None:
+        self.location = location
+        super().__init__(message)
+
+
+class ReactiveError(SentinelError, TypeError):
+    """A class, method or object that cannot take part in method events as used:
+    ``@event`` on something that is not a function, on a method of a class that
+    is not :class:`~sentinel.Reactive`, an instance-level event on an object of a
+    non-reactive class, an event method overridden by a non-function, and so on.
+
+    ``owner`` names the class concerned and ``method`` the method, where known.
+    """
+
+    def __init__(self, message: str, *, owner: str | None = None, method: str | None = None):
+        self.owner = owner
+        self.method = method
+        super().__init__(message)

@@ -1,0 +1,222 @@
+"""Running sentinel's migrations: upgrade, downgrade and inspect the log's schema.
+
+The migrations ship inside the package (``sentinel/log/migrations``; as an alembic
+``script_location``: ``sentinel.log:migrations``), so they are found wherever
+sentinel is installed. They keep their revision in their own version table
+(``sentinel_alembic_version``; ``<prefix>alembic_version`` with another prefix),
+apart from any application's alembic history.
+
+``bind`` is a URL (string or :class:`~sqlalchemy.URL`), an Engine, or a
+Connection. With an Engine or URL each call runs in its own transaction and
+commits; with a Connection the caller commits (PostgreSQL and SQLite run DDL
+transactionally; MariaDB commits each DDL statement implicitly).
+
+Usable from an application's own alembic ``env.py`` (after its
+``context.run_migrations()``, on the same connection)::
+
+    from sentinel.log import migrate
+    with connectable.connect() as connection:
+        context.configure(connection=connection, target_metadata=target_metadata,
+                          include_name=migrate.exclude_sentinel_tables)
+        with context.begin_transaction():
+            context.run_migrations()
+            migrate.upgrade(connection)
+
+This module imports alembic; ``sentinel.log`` does not import it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection, Engine
+
+from sentinel.log.tables import DEFAULT_PREFIX, log_tables
+
+__all__ = [
+    "SCRIPT_LOCATION",
+    "alembic_config",
+    "current",
+    "downgrade",
+    "exclude_sentinel_tables",
+    "head",
+    "history",
+    "upgrade",
+]
+
+#: Where the migrations live, as an alembic ``script_location``.
+SCRIPT_LOCATION = "sentinel.log:migrations"
+_DIRECTORY = Path(__file__).with_name("migrations")
+
+Bind = str | sa.URL | Engine | Connection
+
+
+def alembic_config(
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    url: str | sa.URL | None = None,
+    stdout: TextIO | None = None,
+) -> Config:
+    """An alembic :class:`~alembic.config.Config` for sentinel's migrations (no ini
+    file needed). ``url`` is only needed for offline (``--sql``) runs."""
+    log_tables(schema, prefix)  # validates the prefix
+    # alembic writes messages to ``stdout`` and offline DDL to ``output_buffer``.
+    cfg = Config(stdout=stdout, output_buffer=stdout) if stdout is not None else Config()
+    # The resource form also works from zipped installs; a plain path when the
+    # package is a directory keeps alembic's error messages readable.
+    cfg.set_main_option(
+        "script_location", str(_DIRECTORY) if _DIRECTORY.is_dir() else SCRIPT_LOCATION
+    )
+    cfg.attributes["sentinel_schema"] = schema
+    cfg.attributes["sentinel_prefix"] = prefix
+    if url is not None:
+        cfg.attributes["url"] = sa.make_url(url).render_as_string(hide_password=False)
+    return cfg
+
+
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head() -> str:
+    """The newest revision the shipped migrations reach."""
+    heads = _script().get_heads()
+    if len(heads) != 1:  # pragma: no cover - guards the shipped history
+        raise RuntimeError(f"sentinel's migrations have {len(heads)} heads: {heads}")
+    return heads[0]
+
+
+def history() -> list[str]:
+    """Every shipped revision, oldest first."""
+    return [s.revision for s in reversed(list(_script().walk_revisions()))]
+
+
+@contextmanager
+def _connection(bind: Bind) -> Iterator[Connection]:
+    if isinstance(bind, Connection):
+        yield bind
+        return
+    if isinstance(bind, Engine):
+        with bind.begin() as conn:
+            yield conn
+        return
+    engine = sa.create_engine(bind, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def _outer_alembic_context() -> Iterator[None]:
+    """Let sentinel's migrations run while an application's alembic environment
+    is active (from its env.py). Alembic keeps one module-level proxy for the
+    running environment; running ours replaces and then removes it, so the
+    application's is reinstalled afterwards."""
+    from alembic import context as ctx_module
+    from alembic import op as op_module
+
+    outer_ctx = getattr(ctx_module, "_proxy", None)
+    outer_op = getattr(op_module, "_proxy", None)
+    if outer_ctx is not None:
+        outer_ctx._remove_proxy()
+    if outer_op is not None:
+        outer_op._remove_proxy()
+    try:
+        yield
+    finally:
+        if outer_ctx is not None:
+            outer_ctx._install_proxy()
+        if outer_op is not None:
+            outer_op._install_proxy()
+
+
+def _run(fn: Any, bind: Bind, revision: str, schema: str | None, prefix: str,
+         sql: bool, stdout: TextIO | None) -> None:
+    if sql:
+        url = bind.engine.url if isinstance(bind, (Engine, Connection)) else bind
+        cfg = alembic_config(schema=schema, prefix=prefix, url=url, stdout=stdout)
+        with _outer_alembic_context():
+            fn(cfg, revision, sql=True)
+        return
+    with _connection(bind) as conn:
+        cfg = alembic_config(schema=schema, prefix=prefix, stdout=stdout or io.StringIO())
+        cfg.attributes["connection"] = conn
+        with _outer_alembic_context():
+            fn(cfg, revision)
+
+
+def upgrade(
+    bind: Bind,
+    revision: str = "head",
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    sql: bool = False,
+    stdout: TextIO | None = None,
+) -> None:
+    """Upgrade the log's tables to ``revision`` (default: the newest).
+
+    ``sql=True`` writes the DDL to ``stdout`` (default ``sys.stdout``) instead of
+    running it (alembic's offline mode). Raises alembic's and SQLAlchemy's errors
+    as they are (a failed upgrade on PostgreSQL or SQLite leaves nothing behind).
+
+    >>> upgrade("sqlite:///app.db")                 # doctest: +SKIP
+    >>> upgrade(engine, schema="audit")             # doctest: +SKIP
+    """
+    _run(command.upgrade, bind, revision, schema, prefix, sql, stdout)
+
+
+def downgrade(
+    bind: Bind,
+    revision: str = "base",
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    sql: bool = False,
+    stdout: TextIO | None = None,
+) -> None:
+    """Downgrade the log's tables to ``revision`` (default ``"base"``: drop them,
+    and every row in them)."""
+    if sql and revision != "base" and ":" not in revision:
+        # alembic's offline downgrade needs an explicit start: head:target.
+        revision = f"{head()}:{revision}"
+    elif sql and revision == "base":
+        revision = f"{head()}:base"
+    _run(command.downgrade, bind, revision, schema, prefix, sql, stdout)
+
+
+def current(bind: Bind, *, schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> str | None:
+    """The log's revision in ``bind`` (``None``: sentinel's migrations never ran)."""
+    tables = log_tables(schema, prefix)
+    if not isinstance(bind, (Engine, Connection)):
+        url = sa.make_url(bind)
+        if (url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+                and not Path(url.database).exists()):
+            return None  # do not create an empty database file just to look
+    with _connection(bind) as conn:
+        mc = MigrationContext.configure(
+            conn,
+            opts={"version_table": tables.version_table, "version_table_schema": schema},
+        )
+        return mc.get_current_revision()
+
+
+def exclude_sentinel_tables(name: str | None, type_: str, parent_names: Any) -> bool:
+    """An ``include_name`` hook for an application's alembic ``env.py``: keeps
+    autogenerate from proposing to drop sentinel's tables (any table whose name
+    starts with ``sentinel_``), which the application's models do not declare."""
+    if type_ == "table" and name is not None:
+        return not name.startswith(DEFAULT_PREFIX)
+    return True

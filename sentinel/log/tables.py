@@ -1,0 +1,289 @@
+"""The event log's tables (SQLAlchemy Core).
+
+Three tables, named ``<prefix>events``, ``<prefix>rule_firings`` and
+``<prefix>outbox`` (the prefix is ``sentinel_`` unless configured), plus the
+version table ``<prefix>alembic_version`` that sentinel's migrations keep apart
+from any application's own alembic history.
+
+``events`` -- one row per primitive occurrence
+    ``id`` (insertion order), ``scope`` (the detection scope: a transaction id,
+    or ``process:<hex>`` for events outside any transaction), ``t_occ`` (the
+    detector's logical clock), ``event``, ``at`` / ``detected_at`` (UTC, to the
+    microsecond, for people and SQL filters), ``ts`` / ``detected_ts`` (the same
+    instants as the POSIX floats the detector used, so replay restores them
+    exactly), ``source_class`` / ``source_key`` (the :class:`ObjectRef`, the key
+    as JSON text; both NULL for events without a source), ``params`` (JSON, in the
+    tagged form of :mod:`sentinel.params`) and ``outcome`` (``committed``,
+    ``aborted``, or NULL for the process scope). ``(scope, t_occ)`` is unique:
+    it is the occurrence's identity.
+
+``rule_firings`` -- one row per rule execution (or attempt)
+    rule name, scope and ``t_occ`` of the detection, ``constituents`` (JSON list
+    of ``[scope, t_occ]``), coupling mode, status (see :class:`FiringStatus`),
+    error text, ``fired_at`` and ``finished_at``.
+
+``outbox`` -- detached rules waiting to run (written in the triggering commit)
+    rule, a unique ``idempotency_key``, the trigger's ``scope`` / ``t_occ``, the
+    detection as JSON ``payload``, ``status`` (see :class:`OutboxStatus`),
+    ``attempts``, ``next_attempt_at`` (when a pending row may run; for a running
+    row, when its claim expires), ``claimed_by`` (the worker running it),
+    ``last_error``, ``created_at`` and ``done_at``.
+
+Types are portable: JSON is JSONB on PostgreSQL; datetimes are
+``TIMESTAMP WITH TIME ZONE`` on PostgreSQL, ``DATETIME(6)`` holding UTC on
+MariaDB/MySQL and text on SQLite, always bound and returned as aware UTC
+datetimes (:class:`UTCDateTime`). Indexed strings stay short enough for
+MariaDB's index limits with utf8mb4.
+
+The migrations in ``sentinel/log/migrations`` create exactly these tables; a test
+compares the two. Changing a table here means adding a migration and bumping
+:data:`SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from functools import lru_cache
+from math import copysign
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.engine import Dialect
+
+from sentinel.errors import LogConfigError
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "SCHEMA_REVISIONS",
+    "SCHEMA_VERSION",
+    "FiringStatus",
+    "LogJSON",
+    "LogTables",
+    "OutboxStatus",
+    "Outcome",
+    "UTCDateTime",
+    "log_tables",
+]
+
+#: The migration revision (in sentinel's own version table) this code expects.
+SCHEMA_VERSION: Final = "0001"
+#: Every revision sentinel's migrations have had, oldest first; the last is
+#: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001",)
+
+DEFAULT_PREFIX: Final = "sentinel_"
+
+#: Maximum lengths, checked by the writer before anything is sent.
+SCOPE_LENGTH: Final = 128
+NAME_LENGTH: Final = 255
+KEY_LENGTH: Final = 191
+#: Longest table-name prefix: index names must stay within MariaDB's 64 and
+#: PostgreSQL's 63 characters.
+MAX_PREFIX: Final = 24
+
+
+class Outcome(enum.StrEnum):
+    """How the transaction an occurrence belongs to ended (NULL: process scope)."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+class FiringStatus(enum.StrEnum):
+    """What became of one rule execution."""
+
+    FIRED = "fired"  #: condition held and the action ran (immediate, deferred)
+    CONDITION_FALSE = "condition_false"  #: condition did not hold; no action
+    FAILED = "failed"  #: condition or action raised (``error`` says what)
+    PENDING = "pending"  #: detached: waiting for its own transaction
+    DONE = "done"  #: detached: the action's transaction committed
+
+
+class OutboxStatus(enum.StrEnum):
+    """Life cycle of a detached rule's outbox row."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A datetime stored as UTC and returned as an aware UTC datetime.
+
+    Binds aware datetimes (converted to UTC) or naive ones (taken as UTC).
+    PostgreSQL stores ``TIMESTAMP WITH TIME ZONE``; MariaDB/MySQL ``DATETIME(6)``
+    (microseconds; the server's time zone never applies); SQLite ISO text.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is UTC:  # the common case (the writer makes these)
+            return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+            if dialect.name != "postgresql":
+                value = value.replace(tzinfo=None)
+        elif dialect.name == "postgresql":
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class LogJSON(sa.types.TypeDecorator[Any]):
+    """JSON (JSONB on PostgreSQL) that returns every value it was given.
+
+    JSONB stores numbers as ``numeric``, which forgets that ``1e+16`` was a float
+    (it comes back as the int ``10000000000000000``) and the sign of ``-0.0``.
+    On PostgreSQL such floats are written in the tagged form of
+    :mod:`sentinel.params` (``{"$float": "1e+16"}``), which every reader decodes.
+    """
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.JSONB())
+        return dialect.type_descriptor(sa.JSON())
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if dialect.name == "postgresql":
+            return _jsonb_exact(value)
+        return value
+
+
+def _jsonb_exact(value: Any) -> Any:
+    t = type(value)
+    if t is float:
+        if abs(value) >= 1e16 or (value == 0.0 and copysign(1.0, value) < 0):
+            return {"$float": repr(value)}
+        return value
+    if t is dict:
+        return {k: _jsonb_exact(v) for k, v in value.items()}
+    if t is list:
+        return [_jsonb_exact(v) for v in value]
+    return value
+
+
+def _id() -> sa.types.TypeEngine[int]:
+    # SQLite only auto-increments an INTEGER PRIMARY KEY, not BIGINT.
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class LogTables:
+    """The log's tables for one schema and table-name prefix.
+
+    Get instances from :func:`log_tables` (cached: equal arguments give the same
+    object). ``metadata`` holds the three tables; ``events``, ``firings`` and
+    ``outbox`` are the :class:`~sqlalchemy.Table` objects; ``version_table`` is
+    the name of sentinel's alembic version table.
+    """
+
+    def __init__(self, schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> None:
+        self.schema = schema
+        self.prefix = prefix
+        self.version_table = f"{prefix}alembic_version"
+        self.metadata = md = sa.MetaData(schema=schema)
+        p = prefix
+        self.events = sa.Table(
+            f"{p}events",
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            sa.Column("scope", sa.String(SCOPE_LENGTH), nullable=False),
+            sa.Column("t_occ", sa.BigInteger(), nullable=False),
+            sa.Column("event", sa.String(NAME_LENGTH), nullable=False),
+            sa.Column("at", UTCDateTime(), nullable=False),
+            sa.Column("detected_at", UTCDateTime(), nullable=False),
+            sa.Column("ts", sa.Double(), nullable=False),
+            sa.Column("detected_ts", sa.Double(), nullable=False),
+            sa.Column("source_class", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("source_key", sa.Text(), nullable=True),
+            sa.Column("params", LogJSON(), nullable=False),
+            sa.Column("outcome", sa.String(16), nullable=True),
+            sa.UniqueConstraint("scope", "t_occ", name=f"uq_{p}events_scope_t_occ"),
+            sa.Index(f"ix_{p}events_t_occ", "t_occ"),
+            sa.Index(f"ix_{p}events_at", "at"),
+        )
+        self.firings = sa.Table(
+            f"{p}rule_firings",
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            sa.Column("rule", sa.String(NAME_LENGTH), nullable=False),
+            sa.Column("scope", sa.String(SCOPE_LENGTH), nullable=False),
+            sa.Column("t_occ", sa.BigInteger(), nullable=False),
+            sa.Column("constituents", LogJSON(), nullable=False),
+            sa.Column("coupling", sa.String(32), nullable=False),
+            sa.Column("status", sa.String(32), nullable=False),
+            sa.Column("error", sa.Text(), nullable=True),
+            sa.Column("fired_at", UTCDateTime(), nullable=False),
+            sa.Column("finished_at", UTCDateTime(), nullable=True),
+            sa.Index(f"ix_{p}rule_firings_scope_t_occ", "scope", "t_occ"),
+            sa.Index(f"ix_{p}rule_firings_rule", "rule"),
+        )
+        self.outbox = sa.Table(
+            f"{p}outbox",
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            sa.Column("rule", sa.String(NAME_LENGTH), nullable=False),
+            sa.Column("idempotency_key", sa.String(KEY_LENGTH), nullable=False),
+            sa.Column("scope", sa.String(SCOPE_LENGTH), nullable=False),
+            sa.Column("t_occ", sa.BigInteger(), nullable=False),
+            sa.Column("payload", LogJSON(), nullable=False),
+            sa.Column("status", sa.String(16), nullable=False),
+            sa.Column("attempts", sa.Integer(), nullable=False),
+            sa.Column("next_attempt_at", UTCDateTime(), nullable=True),
+            sa.Column("claimed_by", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("last_error", sa.Text(), nullable=True),
+            sa.Column("created_at", UTCDateTime(), nullable=False),
+            sa.Column("done_at", UTCDateTime(), nullable=True),
+            sa.UniqueConstraint("idempotency_key", name=f"uq_{p}outbox_idempotency_key"),
+            sa.Index(f"ix_{p}outbox_status_next", "status", "next_attempt_at"),
+        )
+
+    @property
+    def names(self) -> tuple[str, str, str]:
+        """The three log tables' names (without schema)."""
+        return (self.events.name, self.firings.name, self.outbox.name)
+
+    def qualified(self, name: str) -> str:
+        """``schema.name`` or ``name``, for messages."""
+        return f"{self.schema}.{name}" if self.schema else name
+
+    def __repr__(self) -> str:
+        return f"<LogTables schema={self.schema!r} prefix={self.prefix!r}>"
+
+
+@lru_cache(maxsize=32)
+def log_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> LogTables:
+    """The log's tables in ``schema`` (``None``: the connection's default) with
+    table names starting with ``prefix``.
+
+    >>> log_tables().events.name
+    'sentinel_events'
+    >>> log_tables(prefix="audit_").version_table
+    'audit_alembic_version'
+    """
+    if not prefix or len(prefix) > MAX_PREFIX or not prefix.replace("_", "").isalnum():
+        raise LogConfigError(
+            f"a table-name prefix must be 1 to {MAX_PREFIX} letters, digits and '_', "
+            f"not {prefix!r}"
+        )
+    return LogTables(schema, prefix)

@@ -1,0 +1,315 @@
+"""Test databases: an empty database per test on SQLite, PostgreSQL and MariaDB.
+
+Request ``engine`` (or ``db_url``) and the test runs once per backend:
+
+``sqlite``
+    a database file in the test's ``tmp_path``.
+``postgresql``
+    a fresh schema (made the connection's ``search_path``) in a database created
+    for this test session and dropped at its end. The server is
+    ``SENTINEL_TEST_POSTGRES_URL`` or ``postgresql+psycopg://postgres@127.0.0.1:5432/postgres``;
+    when the default answers nothing and ``initdb``/``pg_ctl`` exist (in PATH or
+    ``/usr/lib/postgresql/*/bin``), a throwaway server is started in a temp dir
+    (as ``nobody`` when running as root) and stopped at session end.
+``mysql``
+    a fresh database per test on ``SENTINEL_TEST_MYSQL_URL`` or
+    ``mysql+pymysql://root@127.0.0.1:3306/test`` (MariaDB or MySQL).
+
+Every name created on a server carries this session's random tag, so state left
+by other runs never changes a result. A backend with no reachable server is
+skipped with a message saying how to point the tests at one. Setting a URL
+variable to ``skip`` skips that backend; ``SENTINEL_TEST_POSTGRES_URL=throwaway``
+forces the throwaway PostgreSQL server. To run one backend only, override the
+``backend`` fixture in a test with ``@pytest.mark.parametrize("backend", [...])``.
+See DEVELOPERS.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+BACKENDS = ("sqlite", "postgresql", "mysql")
+POSTGRES_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+MYSQL_DEFAULT = "mysql+pymysql://root@127.0.0.1:3306/test"
+SESSION_TAG = uuid.uuid4().hex[:8]
+CONNECT_TIMEOUT = 3
+
+
+def _render(url: sa.URL) -> str:
+    return url.render_as_string(hide_password=False)
+
+
+def _reachable(url: sa.URL) -> str | None:
+    """None if a connection to ``url`` works, else the reason it does not."""
+    engine = sa.create_engine(
+        url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT}
+    )
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return None
+    except Exception as err:  # any driver error means "not usable"
+        orig = getattr(err, "orig", None) or err
+        return str(orig).strip().splitlines()[0] if str(orig).strip() else repr(orig)
+    finally:
+        engine.dispose()
+
+
+def _admin(url: sa.URL) -> sa.Engine:
+    return sa.create_engine(
+        url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT",
+        connect_args={"connect_timeout": CONNECT_TIMEOUT},
+    )
+
+
+@dataclass
+class Server:
+    """A reachable server: ``url`` is the session's own database on it."""
+
+    name: str
+    url: sa.URL
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+_PG_HINT = (
+    "set SENTINEL_TEST_POSTGRES_URL to a server where that user may CREATE DATABASE "
+    "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres), or install PostgreSQL "
+    "(initdb/pg_ctl) so the tests can start a throwaway server"
+)
+
+
+def _pg_bindir() -> Path | None:
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl", path=str(Path(found).parent)):
+        return Path(found).parent
+    for initdb in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True):
+        bindir = Path(initdb).parent
+        if (bindir / "pg_ctl").exists():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_throwaway_postgres(bindir: Path) -> tuple[sa.URL, Callable[[], None]]:
+    """initdb + pg_ctl start in a temp dir; returns the URL and a stop function.
+    PostgreSQL refuses to run as root, so as root it runs as ``nobody``."""
+    root = Path(tempfile.mkdtemp(prefix="sentinel-pg-"))
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        os.chown(root, nobody.pw_uid, nobody.pw_gid)
+        prefix = ["runuser", "-u", "nobody", "--"]
+    data, logfile, port = root / "data", root / "server.log", _free_port()
+
+    def run(*args: str) -> None:
+        subprocess.run([*prefix, *args], check=True, capture_output=True, text=True,
+                       timeout=120, cwd=root)
+
+    try:
+        run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+            "-E", "UTF8", "--no-sync")
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-w", "-t", "60",
+            "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+        detail = getattr(err, "stderr", "") or ""
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"could not start a throwaway PostgreSQL: {err} {detail}") from err
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+    return sa.make_url(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"), stop
+
+
+def _postgres_server() -> Server:
+    configured = os.environ.get("SENTINEL_TEST_POSTGRES_URL", "").strip()
+    if configured.lower() == "skip":
+        pytest.skip("PostgreSQL tests disabled (SENTINEL_TEST_POSTGRES_URL=skip)")
+    cleanups: list[Callable[[], None]] = []
+    if configured and configured.lower() != "throwaway":
+        admin = sa.make_url(configured)
+        why = _reachable(admin)
+        if why:
+            pytest.skip(f"PostgreSQL at SENTINEL_TEST_POSTGRES_URL is not reachable ({why}); "
+                        + _PG_HINT)
+    else:
+        admin = sa.make_url(POSTGRES_DEFAULT)
+        why = None if configured.lower() == "throwaway" else _reachable(admin)
+        if configured.lower() == "throwaway" or why:
+            bindir = _pg_bindir()
+            if bindir is None:
+                pytest.skip(f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and no initdb/pg_ctl "
+                            "to start one; " + _PG_HINT)
+            try:
+                admin, stop = _start_throwaway_postgres(bindir)
+            except RuntimeError as err:
+                pytest.skip(f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and {err}; " + _PG_HINT)
+            cleanups.append(stop)
+    name = f"sentinel_test_{SESSION_TAG}"
+    eng = _admin(admin)
+    try:
+        with eng.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        eng.dispose()
+
+    def drop() -> None:
+        eng = _admin(admin)
+        try:
+            with eng.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception as err:
+            warnings.warn(f"could not drop test database {name}: {err}", stacklevel=1)
+        finally:
+            eng.dispose()
+
+    cleanups.insert(0, drop)
+    return Server("postgresql", admin.set(database=name), cleanups)
+
+
+# -- MariaDB / MySQL -----------------------------------------------------------------
+_MYSQL_HINT = (
+    "set SENTINEL_TEST_MYSQL_URL to a MariaDB/MySQL server where that user may CREATE "
+    "DATABASE (e.g. mysql+pymysql://root@127.0.0.1:3306/test)"
+)
+
+
+def _mysql_server() -> Server:
+    configured = os.environ.get("SENTINEL_TEST_MYSQL_URL", "").strip()
+    if configured.lower() == "skip":
+        pytest.skip("MariaDB tests disabled (SENTINEL_TEST_MYSQL_URL=skip)")
+    url = sa.make_url(configured or MYSQL_DEFAULT)
+    why = _reachable(url)
+    if why:
+        where = "SENTINEL_TEST_MYSQL_URL" if configured else MYSQL_DEFAULT
+        pytest.skip(f"MariaDB/MySQL at {where} is not reachable ({why}); " + _MYSQL_HINT)
+    return Server("mysql", url.update_query_dict({"charset": "utf8mb4"}))
+
+
+# -- session servers and per-test namespaces -----------------------------------------
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[Server]:
+    server = _postgres_server()
+    yield server
+    for cleanup in server.cleanups:
+        cleanup()
+
+
+@pytest.fixture(scope="session")
+def mysql_server() -> Iterator[Server]:
+    yield _mysql_server()
+
+
+class Namespaces:
+    """Creates empty schemas (PostgreSQL) or databases (MariaDB) for one test and
+    drops them afterwards."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.created: list[str] = []
+
+    def new(self) -> str:
+        name = f"t_{SESSION_TAG}_{uuid.uuid4().hex[:10]}"
+        eng = _admin(self.server.url)
+        try:
+            with eng.connect() as conn:
+                if self.server.name == "postgresql":
+                    conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+                else:
+                    conn.exec_driver_sql(
+                        f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
+                    )
+        finally:
+            eng.dispose()
+        self.created.append(name)
+        return name
+
+    def url(self, name: str) -> sa.URL:
+        """A URL whose default schema (PostgreSQL) or database (MariaDB) is ``name``."""
+        if self.server.name == "postgresql":
+            return self.server.url.update_query_dict({"options": f"-csearch_path={name}"})
+        return self.server.url.set(database=name)
+
+    def drop_all(self) -> None:
+        eng = _admin(self.server.url)
+        try:
+            with eng.connect() as conn:
+                for name in reversed(self.created):
+                    try:
+                        if self.server.name == "postgresql":
+                            conn.exec_driver_sql("SET lock_timeout = '10s'")
+                            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+                        else:
+                            conn.exec_driver_sql("SET SESSION lock_wait_timeout = 10")
+                            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+                    except Exception as err:  # left for the session's database drop
+                        warnings.warn(f"could not drop test namespace {name}: {err}",
+                                      stacklevel=1)
+        finally:
+            eng.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database backend of this test: ``sqlite``, ``postgresql`` or ``mysql``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def namespaces(backend: str, request: pytest.FixtureRequest) -> Iterator[Namespaces | None]:
+    """Per-test schema/database factory for server backends (None for SQLite)."""
+    if backend == "sqlite":
+        yield None
+        return
+    server = request.getfixturevalue(f"{backend}_server")
+    ns = Namespaces(server)
+    yield ns
+    ns.drop_all()
+
+
+@pytest.fixture
+def db_url(backend: str, namespaces: Namespaces | None, tmp_path: Path) -> str:
+    """The URL (password included) of an empty database for this test."""
+    if namespaces is None:
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    return _render(namespaces.url(namespaces.new()))
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[sa.Engine]:
+    """An Engine on this test's empty database, disposed after the test."""
+    eng = sa.create_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def extra_schema(backend: str, namespaces: Namespaces | None) -> str:
+    """The name of a second empty schema reachable through ``engine`` (a schema on
+    PostgreSQL, a database on MariaDB); SQLite tests are skipped."""
+    if namespaces is None:
+        pytest.skip("SQLite has no schemas (short of ATTACH)")
+    return namespaces.new()

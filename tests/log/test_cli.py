@@ -1,0 +1,133 @@
+"""The ``sentinel db`` and ``sentinel log`` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from sentinel.cli import main
+from sentinel.log import LogWriter, migrate
+from sentinel.log.tables import SCHEMA_VERSION, log_tables
+from sentinel.occurrence import ObjectRef
+
+from .conftest import occ
+
+
+@pytest.fixture
+def run() -> CliRunner:
+    return CliRunner()
+
+
+def test_help_lists_the_command_groups(run: CliRunner) -> None:
+    result = run.invoke(main, ["--help"])
+    assert result.exit_code == 0
+    assert "db" in result.output and "log" in result.output
+    result = run.invoke(main, ["db", "--help"])
+    assert all(c in result.output for c in ("upgrade", "downgrade", "current"))
+
+
+def test_db_upgrade_current_downgrade(run: CliRunner, db_url: str, engine: sa.Engine) -> None:
+    result = run.invoke(main, ["db", "current", "--url", db_url, "--check"])
+    assert result.exit_code == 1 and result.output.startswith("none")
+
+    result = run.invoke(main, ["db", "upgrade", "--url", db_url])
+    assert result.exit_code == 0, result.output
+    assert f"base -> {SCHEMA_VERSION}" in result.output
+    assert migrate.current(engine) == SCHEMA_VERSION
+
+    result = run.invoke(main, ["db", "upgrade", "--url", db_url])
+    assert result.exit_code == 0 and "already at" in result.output
+
+    result = run.invoke(main, ["db", "current", "--url", db_url, "--check"])
+    assert result.exit_code == 0 and result.output.strip() == f"{SCHEMA_VERSION} (head)"
+
+    result = run.invoke(main, ["db", "downgrade", "base", "--url", db_url], input="n\n")
+    assert result.exit_code == 1 and "Aborted" in result.output
+    assert migrate.current(engine) == SCHEMA_VERSION
+
+    result = run.invoke(main, ["db", "downgrade", "base", "--url", db_url, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert f"{SCHEMA_VERSION} -> base" in result.output
+    assert migrate.current(engine) is None
+
+
+def test_log_show(run: CliRunner, db_url: str, engine: sa.Engine) -> None:
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write(conn, [
+            occ("Buy", 1, "tx-a", source=ObjectRef("Stock", ("IBM",)), qty=5),
+            occ("Sell", 2, "tx-a", qty=7),
+            occ("Sell", 3, "tx-b", qty=9),
+        ])
+    result = run.invoke(main, ["log", "show", "--url", db_url, "-n", "2"],
+                        env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "last 2 row(s)" in result.output
+    assert "Sell" in result.output and "Buy" not in result.output
+    assert '{"qty":9}' in result.output and "committed" in result.output
+
+    result = run.invoke(main, ["log", "show", "--event", "Buy"], env={"SENTINEL_URL": db_url,
+                                                                     "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<Stock IBM>" in result.output and "Sell" not in result.output
+
+
+def test_log_show_on_a_database_without_the_log(run: CliRunner, db_url: str,
+                                                 engine: sa.Engine) -> None:
+    with engine.begin() as conn:  # make SQLite create its file
+        conn.exec_driver_sql("CREATE TABLE unrelated (id INTEGER PRIMARY KEY)")
+    result = run.invoke(main, ["log", "show", "--url", db_url])
+    assert result.exit_code == 1
+    assert "Error:" in result.output and "sentinel db upgrade --url" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_current_reports_an_unknown_revision(run: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    migrate.upgrade(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE sentinel_alembic_version SET version_num = '0042'")
+    engine.dispose()
+    result = run.invoke(main, ["db", "current", "--url", url, "--check"])
+    assert result.exit_code == 1 and "unknown to this sentinel" in result.output
+    result = run.invoke(main, ["log", "show", "--url", url])
+    assert result.exit_code == 1 and "does not know" in result.output
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # SQLite has no schemas
+def test_schema_and_prefix_options(run: CliRunner, db_url: str, engine: sa.Engine,
+                                   extra_schema: str) -> None:
+    args = ["--url", db_url, "--schema", extra_schema, "--prefix", "audit_"]
+    assert run.invoke(main, ["db", "upgrade", *args]).exit_code == 0
+    assert migrate.current(engine, schema=extra_schema, prefix="audit_") == SCHEMA_VERSION
+    assert migrate.current(engine) is None
+    result = run.invoke(main, ["log", "show", *args])
+    assert result.exit_code == 0 and "last 0 row(s)" in result.output
+
+
+def test_upgrade_sql_prints_ddl(run: CliRunner) -> None:
+    result = run.invoke(main, ["db", "upgrade", "--sql", "--url", "postgresql+psycopg://u@h/db"])
+    assert result.exit_code == 0, result.output
+    assert "CREATE TABLE sentinel_events" in result.output and "JSONB" in result.output
+
+
+def test_bad_url_and_unreachable_server(run: CliRunner) -> None:
+    result = run.invoke(main, ["db", "current", "--url", "nonsense://"])
+    assert result.exit_code == 1 and "Error:" in result.output
+    assert "Traceback" not in result.output
+    result = run.invoke(main, ["db", "upgrade", "--url",
+                               "postgresql+psycopg://x@127.0.0.1:1/db?connect_timeout=2"])
+    assert result.exit_code == 1 and "cannot use the database" in result.output
+
+
+def test_missing_url(run: CliRunner) -> None:
+    result = run.invoke(main, ["db", "current"], env={"SENTINEL_URL": None})
+    assert result.exit_code == 2 and "--url" in result.output
+
+
+def test_tables_module_names() -> None:
+    assert log_tables().names == ("sentinel_events", "sentinel_rule_firings", "sentinel_outbox")

@@ -1,0 +1,224 @@
+"""The writer: one statement per table per batch, the parameter policy, and clear
+errors for a log that is missing or at another revision."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel.errors import (
+    LogConfigError,
+    LogSchemaError,
+    LogSchemaOutdatedError,
+    LogSchemaUnknownError,
+    LogTablesMissingError,
+    LogWriteError,
+)
+from sentinel.log import REDACTED, Firing, LogPolicy, LogReader, LogWriter, OutboxEntry, migrate
+from sentinel.log import schema as schema_module
+from sentinel.log.tables import log_tables
+
+from .conftest import every_loggable_value, occ
+
+
+class Statements:
+    """Counts the statements SQLAlchemy sends (one per cursor execute/executemany)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.seen: list[tuple[str, bool, int]] = []
+
+    def __enter__(self) -> Statements:
+        sa.event.listen(self.engine, "before_cursor_execute", self._on)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sa.event.remove(self.engine, "before_cursor_execute", self._on)
+
+    def _on(self, conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        rows = len(parameters) if executemany else 1
+        self.seen.append((statement, executemany, rows))
+
+    def inserts(self) -> list[tuple[str, bool, int]]:
+        return [s for s in self.seen if s[0].lstrip().upper().startswith("INSERT")]
+
+
+def test_a_batch_is_one_statement_per_table(migrated: sa.Engine) -> None:
+    writer = LogWriter()
+    with migrated.begin() as conn:  # the first write through an engine checks the schema
+        writer.write(conn, [occ("E", 0)])
+    occs = [occ("E", t, params=t, **every_loggable_value()) for t in range(1, 501)]
+    firings = [Firing.of("R", o, coupling="immediate", status="fired") for o in occs[:50]]
+    outbox = [OutboxEntry.of("D", o) for o in occs[:20]]
+    with Statements(migrated) as stmts, migrated.begin() as conn:
+        assert writer.write(conn, occs, firings=firings, outbox=outbox) == 500
+    inserts = stmts.inserts()
+    assert len(inserts) == 3, [s[0][:60] for s in stmts.seen]
+    # everything else sent was transaction control, not per-row work
+    assert len(stmts.seen) == 3
+    assert [rows for _, _, rows in inserts] == [500, 50, 20]
+    with LogReader(migrated) as reader:
+        assert reader.count() == 501
+
+
+def test_schema_is_checked_once_per_engine(migrated: sa.Engine) -> None:
+    writer = LogWriter()
+    with Statements(migrated) as first, migrated.begin() as conn:
+        writer.write(conn, [occ("E", 1)])
+    with Statements(migrated) as second, migrated.begin() as conn:
+        writer.write(conn, [occ("E", 2)])
+    assert len(first.seen) > len(second.seen) == 1
+    assert writer.check(migrated) == "0001"
+
+
+def test_policy_excludes_and_redacts_at_write_time(migrated: sa.Engine) -> None:
+    policy = LogPolicy({
+        "User.set_password:*": {"exclude": ["password"]},
+        "User.*": {"redact": ["email"]},
+        "*": {"redact": ["*token*"]},
+    })
+    writer = LogWriter(policy=policy)
+    login = occ("User.set_password:begin", 1, password="hunter2", email="a@b.c", user=7)
+    other = occ("Stock.sell:begin", 2, qty=3, api_token="t0k", password="kept")
+    with migrated.begin() as conn:
+        writer.write(conn, [login, other])
+    with LogReader(migrated) as reader:
+        back = {r.occurrence.t_occ: dict(r.occurrence.params) for r in reader.occurrences()}
+    assert back[1] == {"email": REDACTED, "user": 7}
+    assert back[2] == {"qty": 3, "api_token": REDACTED, "password": "kept"}
+    # the occurrences handed to the writer are untouched
+    assert login.params["password"] == "hunter2"
+
+
+def test_policy_rules() -> None:
+    p = LogPolicy(marker="***")
+    assert not p
+    assert p.apply("E", {"a": 1}) == {"a": 1}
+    params = {"a": 1, "secret": 2, "key_1": 3, "key_2": 4}
+    p.exclude("E?", "secret").redact("E*", "key_*", "secret")
+    assert p
+    assert p.apply("E1", params) == {"a": 1, "key_1": "***", "key_2": "***"}  # exclude wins
+    assert p.apply("E", params) == {"a": 1, "secret": "***", "key_1": "***", "key_2": "***"}
+    assert p.apply("F", params) is params  # untouched events are not copied
+    assert p.apply("e1", params) is params  # patterns are case sensitive
+    # changing the policy applies to later calls (cached plans are dropped)
+    p.exclude("F", "a")
+    assert p.apply("F", params) == {"secret": 2, "key_1": 3, "key_2": 4}
+    assert "E?" in repr(p)
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ({"E": ["x"]}, "must be a mapping"),
+        ({"E": {"drop": ["x"]}}, "unknown key"),
+        ({"": {"exclude": ["x"]}}, "non-empty string"),
+        ({"E": {"exclude": [""]}}, "non-empty strings"),
+    ],
+)
+def test_policy_errors(rules: object, message: str) -> None:
+    with pytest.raises(LogConfigError, match=message):
+        LogPolicy(rules)  # type: ignore[arg-type]
+
+
+def test_policy_marker_must_be_loggable() -> None:
+    with pytest.raises(LogConfigError, match="marker"):
+        LogPolicy(marker=object())
+
+
+def test_prefix_must_be_sane() -> None:
+    with pytest.raises(LogConfigError, match="prefix"):
+        log_tables(prefix="bad prefix")
+    with pytest.raises(LogConfigError, match="prefix"):
+        log_tables(prefix="x" * 25)
+
+
+# -- a missing or mismatched schema ----------------------------------------------------
+def _assert_nothing_written(engine: sa.Engine) -> None:
+    ev = log_tables().events
+    if sa.inspect(engine).has_table(ev.name):
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(ev)).scalar() == 0
+
+
+def test_missing_tables(engine: sa.Engine) -> None:
+    writer = LogWriter()
+    with engine.begin() as conn, pytest.raises(LogTablesMissingError) as info:
+        writer.write(conn, [occ("E", 1)])
+    err = info.value
+    assert "sentinel db upgrade --url" in str(err)
+    assert err.found is None and err.expected == "0001"
+    assert set(err.missing) == set(log_tables().names)
+    with pytest.raises(LogTablesMissingError):
+        LogReader(engine).check()
+    _assert_nothing_written(engine)
+
+
+def test_a_table_dropped_after_the_check(migrated: sa.Engine) -> None:
+    writer = LogWriter()
+    with migrated.begin() as conn:
+        writer.write(conn, [occ("E", 1)])
+    with migrated.begin() as conn:
+        log_tables().firings.drop(conn)
+    # the cached check passed; the failed insert is diagnosed as a missing table
+    firing = Firing.of("R", occ("E", 2), coupling="immediate", status="fired")
+    with pytest.raises(LogTablesMissingError, match="sentinel_rule_firings"), \
+            migrated.begin() as conn:
+        writer.write(conn, [occ("E", 2)], firings=[firing])
+    with LogReader(migrated, check=False) as reader:
+        assert [r.occurrence.t_occ for r in reader.occurrences()] == [1]
+
+
+def test_older_revision(migrated: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pretend this code expects a revision 0002 that the database does not have yet
+    monkeypatch.setattr(schema_module, "SCHEMA_REVISIONS", ("0001", "0002"))
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", "0002")
+    with migrated.begin() as conn, pytest.raises(LogSchemaOutdatedError) as info:
+        LogWriter().write(conn, [occ("E", 1)])
+    assert info.value.found == "0001" and info.value.expected == "0002"
+    assert "older than 0002" in str(info.value)
+    assert "sentinel db upgrade --url" in str(info.value)
+    with pytest.raises(LogSchemaOutdatedError):
+        LogReader(migrated).check()
+    _assert_nothing_written(migrated)
+
+
+def test_unknown_revision(migrated: sa.Engine) -> None:
+    version = sa.table("sentinel_alembic_version", sa.column("version_num"))
+    with migrated.begin() as conn:
+        conn.execute(sa.update(version).values(version_num="0042"))
+    with migrated.begin() as conn, pytest.raises(LogSchemaUnknownError) as info:
+        LogWriter().write(conn, [occ("E", 1)])
+    assert info.value.found == "0042"
+    assert "does not know" in str(info.value) and "upgrade sentinel" in str(info.value)
+    with pytest.raises(LogSchemaUnknownError):
+        list(LogReader(migrated).occurrences())
+    _assert_nothing_written(migrated)
+
+
+def test_tables_without_version(engine: sa.Engine) -> None:
+    log_tables().metadata.create_all(engine)
+    with engine.begin() as conn, pytest.raises(LogTablesMissingError, match="not under"):
+        LogWriter().write(conn, [occ("E", 1)])
+
+
+def test_schema_errors_share_a_root(migrated: sa.Engine) -> None:
+    assert issubclass(LogTablesMissingError, LogSchemaError)
+    migrate.downgrade(migrated, "base")
+    with migrated.begin() as conn, pytest.raises(LogSchemaError):
+        LogWriter().write(conn, [occ("E", 1)])
+
+
+def test_unreachable_database() -> None:
+    from sentinel.errors import LogConnectionError
+
+    reader = LogReader("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(LogConnectionError, match="cannot connect"):
+        reader.check()
+    with pytest.raises(LogTablesMissingError, match="no SQLite database"):
+        LogReader("sqlite:////nonexistent/dir/log.db")
+
+
+def test_writer_rejects_unknown_outcome(migrated: sa.Engine) -> None:
+    with migrated.begin() as conn, pytest.raises(LogWriteError, match="unknown transaction"):
+        LogWriter().write(conn, [occ("E", 1)], outcome="maybe")
