@@ -368,7 +368,8 @@ class EventDetector:
             if not since or t_init(occ) >= since:
                 sub.deliver(occ, scope)
             return
-        items.sort(key=_by_priority)
+        if self.graph.mixed_priorities:
+            items.sort(key=_by_priority)
         for sub, occ in items:
             since = sub.since
             if since and t_init(occ) < since:

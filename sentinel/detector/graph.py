@@ -145,6 +145,8 @@ class EventGraph:
         self._release: list[tuple[dict[Any, Store], Any, Store]] = []
         self._hids = itertools.count(1)
         self.buffered: set[int] = set()
+        #: False while every subscription has the same priority (no sorting needed).
+        self.mixed_priorities = False
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(self, sub: Subscription) -> bool:
@@ -220,6 +222,7 @@ class EventGraph:
 
     # -- compiling the wiring ----------------------------------------------------
     def rewire(self) -> None:
+        self.mixed_priorities = len({s.priority for s in self.subscriptions}) > 1
         edges: list[_Edge] = []
         for key, h in self.handlers.items():
             expr, mode, region = key
@@ -237,7 +240,7 @@ class EventGraph:
             h.out, h.outb = [], []  # type: ignore[assignment]
 
         leaves: dict[tuple[str, Hashable], list[Entry]] = {}
-        for edge in edges:
+        for edge in self._bypass_or(edges):
             one, many = self._target(edge.target)
             kind, src = edge.source
             if kind == "leaf":
@@ -264,6 +267,42 @@ class EventGraph:
                 ch.any = tuple(fns)
             else:
                 ch.selected[selector] = tuple(fns)
+
+    def _bypass_or(self, edges: list[_Edge]) -> list[_Edge]:
+        """Connect what feeds an OR straight to what the OR feeds.
+
+        OR passes occurrences on unchanged and stores nothing, so a call through it
+        is pure overhead, unless it is buffered (one occurrence reaching both
+        operands must be emitted once).
+        """
+        direct_or = {
+            key
+            for key, h in self.handlers.items()
+            if isinstance(key[0], ex.Or) and h.hid not in self.buffered
+        }
+        if not direct_or:
+            return edges
+        outgoing: dict[Key, list[_Edge]] = {k: [] for k in direct_or}
+        for e in edges:
+            if e.source[0] == "handler" and e.source[1] in outgoing:
+                outgoing[e.source[1]].append(e)
+
+        def expand(e: _Edge) -> Iterator[_Edge]:
+            kind, target_key, _slot = e.target
+            if kind != "handler" or target_key not in direct_or:
+                yield e
+                return
+            for out in outgoing[target_key]:
+                levels = out.wrap[0]
+                if e.source[0] == "leaf":
+                    region, mode = e.wrap
+                    wrap: tuple[Any, ...] = (region[: len(region) - levels], mode)
+                else:
+                    wrap = (e.wrap[0] + levels,)
+                yield from expand(_Edge(e.source, wrap, out.target))
+
+        return [x for e in edges if not (e.source[0] == "handler" and e.source[1] in direct_or)
+                for x in expand(e)]
 
     def _edges_from(
         self,

@@ -92,12 +92,14 @@ class Scope:
     transaction it stands for.
     """
 
-    __slots__ = ("__weakref__", "_savepoints", "id", "info", "status", "store")
+    __slots__ = ("__weakref__", "_savepoints", "depth", "id", "info", "status", "store")
 
     def __init__(self, id: Hashable, store: Store) -> None:
         self.id = id
         self.store = store
         self.status = "active"
+        #: How deeply rules triggered in this scope are nested right now.
+        self.depth = 0
         self.info: dict[str, Any] = {}
         self._savepoints: list[tuple[object, dict[int, list[Any]]]] = []
 

@@ -47,6 +47,7 @@ class LocalEventDetector(EventDetector):
     ) -> None:
         super().__init__(**kwargs)
         self.scheduler = Scheduler(self, cascade_limit)
+        self._deliver = self.scheduler.deliver  # type: ignore[method-assign]
         self.priority_classes: dict[str, int] = dict(priority_classes or {})
         self._rules: dict[str, Rule] = {}
         #: Runs detached rules; the ORM layer installs one with an outbox.

@@ -18,9 +18,10 @@ at that instant do not run; the exception reaches the code that signalled the ev
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
-from sentinel.detector import Scope
+from sentinel.detector import Scope, Subscription, t_init
 from sentinel.errors import CascadeLimitError, RuleError, SentinelError
 
 if TYPE_CHECKING:
@@ -38,42 +39,79 @@ class Scheduler:
         self.detector = detector
         self.cascade_limit = cascade_limit
         self._depth = _Depth()
+        self._muted = detector._muted
+        self._process_scope = detector.process_scope
 
     @property
     def depth(self) -> int:
-        """How deep the current thread is in nested rule execution (0 outside)."""
-        return self._depth.n
+        """How deep rule execution is nested right now in the current thread's
+        scope (0 outside any rule)."""
+        scope = self.detector.current_scope()
+        return (self._depth if scope is self._process_scope else scope).depth
+
+    def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
+        """Run an instant's triggered rules, higher priority first (ties in order of
+        triggering), one level deeper in the cascade."""
+        # The cascade depth lives on the scope (one thread at a time uses it);
+        # the process scope is shared by threads, so there it is thread-local.
+        depth_of = self._depth if scope is self._process_scope else scope
+        depth = depth_of.depth
+        if depth >= self.cascade_limit:
+            raise CascadeLimitError(_first_rule(items), self.cascade_limit)
+        depth_of.depth = depth + 1
+        try:
+            if len(items) > 1 and self.detector.graph.mixed_priorities:
+                items.sort(key=_by_priority)
+            for sub, occ in items:
+                since = sub.since
+                if since and t_init(occ) < since:
+                    continue
+                sub.deliver(occ, scope)
+        finally:
+            depth_of.depth = depth
 
     def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
         """Evaluate ``rule``'s condition on ``occ`` and, if it holds, run its
         action (the immediate coupling mode, and the last step of the others)."""
         if not rule._subscription.active:
             return  # disabled by an earlier rule of the same instant
-        local = self._depth
-        depth = local.n
-        if depth >= self.cascade_limit:
-            raise CascadeLimitError(rule.name, self.cascade_limit)
         cond = rule.condition
         if cond is not None:
-            with self.detector.muted():
-                try:
-                    ok = cond(occ)
-                except SentinelError:
-                    raise
-                except Exception as e:
-                    raise RuleError(rule.name, "condition", e) from e
+            # Inline rather than detector.muted(): a generator-based context
+            # manager costs more than the rest of this method.
+            muted = self._muted
+            me = get_ident()
+            mine = me not in muted
+            if mine:
+                muted.add(me)
+            try:
+                ok = cond(occ)
+            except SentinelError:
+                raise
+            except Exception as e:
+                raise RuleError(rule.name, "condition", e) from e
+            finally:
+                if mine:
+                    muted.discard(me)
             if not ok:
                 return
-        local.n = depth + 1
         try:
             rule.action(occ)
         except SentinelError:
             raise
         except Exception as e:
             raise RuleError(rule.name, "action", e) from e
-        finally:
-            local.n = depth
 
 
 class _Depth(threading.local):
-    n = 0
+    depth = 0
+
+
+def _by_priority(item: tuple[Subscription, Any]) -> int:
+    return -item[0].priority
+
+
+def _first_rule(items: list[tuple[Subscription, Any]]) -> str:
+    best = max(items, key=lambda it: it[0].priority)[0]
+    owner = best.owner
+    return getattr(owner, "name", repr(best.expression))
