@@ -73,6 +73,7 @@ class EventDetector:
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
         self._listeners: tuple[OccurrenceListener, ...] = ()
         self._watchers: tuple[Callable[[], None], ...] = ()
+        self._selector_resolver: Callable[[str, Hashable], tuple[Hashable, ...]] | None = None
         for p in _TXN:
             self._define_primitive(p)
 
@@ -237,26 +238,71 @@ class EventDetector:
             if self._listeners:
                 for listener in self._listeners:
                     listener(occ)
-            triggered = self._triggered
-            if targets:
-                store = scope.store
-                try:
-                    for f in targets:
-                        f(store, occ)
-                    if self.graph.agenda:
-                        self.graph.drain()
-                except BaseException:
-                    self.graph.reset()
-                    triggered.clear()
-                    raise
-            if not triggered:
-                return occ
-            items = triggered[:]
-            triggered.clear()
+            items = self._propagate(targets, occ, scope) if targets else None
         finally:
             lock.release()
-        self._deliver(items, scope)
+        if items:
+            self._deliver(items, scope)
         return occ
+
+    def _propagate(
+        self, targets: tuple[Callable[[Store, Any], None], ...], occ: Any, scope: Scope
+    ) -> list[tuple[Subscription, Any]] | None:
+        """Run one instant through the graph (under the lock); return the
+        detections that reached subscriptions."""
+        triggered = self._triggered
+        store = scope.store
+        try:
+            for f in targets:
+                f(store, occ)
+            if self.graph.agenda:
+                self.graph.drain()
+        except BaseException:
+            self.graph.reset()
+            triggered.clear()
+            raise
+        if not triggered:
+            return None
+        items = triggered[:]
+        triggered.clear()
+        return items
+
+    def inject(self, occ: Occurrence, scope: Scope) -> None:
+        """Feed an occurrence that was signalled before (replay of the event log):
+        it keeps its ``t_occ`` and times, reaches the primitive events it matched
+        then (see :attr:`selectors_for`), and triggers subscriptions as it did
+        online. Occurrence listeners are not called (it is logged already).
+        Occurrences must be injected in ``t_occ`` order within a scope."""
+        ch = self._channels.get(occ[0])
+        lock = self._lock
+        lock.acquire()
+        try:
+            if occ[1] > self._t:
+                self._t = occ[1]
+            if ch is None:
+                return
+            source = occ[4]
+            targets = ch.targets(self.selectors_for(occ[0], source) if source is not None else ())
+            items = self._propagate(targets, occ, scope) if targets else None
+        finally:
+            lock.release()
+        if items:
+            self._deliver(items, scope)
+
+    def selectors_for(self, event: str, source: Hashable) -> tuple[Hashable, ...]:
+        """The selectors a logged occurrence of ``event`` from ``source`` carried
+        (used by :meth:`inject`). By default the source itself (instance-level
+        events); the reactive layer adds class-level selectors through
+        :meth:`set_selector_resolver`."""
+        resolver = self._selector_resolver
+        if resolver is not None:
+            return resolver(event, source)
+        return (source,)
+
+    def set_selector_resolver(
+        self, resolver: Callable[[str, Hashable], tuple[Hashable, ...]] | None
+    ) -> None:
+        self._selector_resolver = resolver
 
     @property
     def clock(self) -> int:

@@ -170,6 +170,36 @@ class LocalEventDetector(EventDetector):
                 raise
         return r
 
+    def replica(self) -> LocalEventDetector:
+        """A fresh detector with this one's event definitions and rules (in the
+        same state, enabled or not) and no detection state: what replay runs the
+        logged occurrences through."""
+        with self._lock:
+            det = type(self)(
+                cascade_limit=self.scheduler.cascade_limit,
+                priority_classes=self.priority_classes,
+                clock=self._wall,
+            )
+            for name in self._channels:
+                det.channel(name)
+            det._explicit = {n: det._channels[n] for n in self._explicit}
+            det._events.update(self._events)
+            det.set_selector_resolver(self._selector_resolver)
+            for r in self._rules.values():
+                det.rule(
+                    r.name,
+                    r.event,
+                    r.condition,
+                    action=r.action,
+                    context=r.context,
+                    coupling=r.coupling,
+                    priority=r.priority,
+                    trigger_mode=r.trigger_mode,
+                    enabled=r.enabled,
+                    flush=r.flush,
+                )
+            return det
+
     def _priority(self, name: str, priority: int | str) -> int:
         if isinstance(priority, bool):
             raise RuleDefinitionError(f"rule {name!r}: priority must be an int or a class name")

@@ -369,3 +369,31 @@ def test_plain_subscription_receives_detections(det: LocalEventDetector) -> None
     det.signal("E1")
     det.signal("E2")
     assert len(seen) == 1
+
+
+def test_replica_has_the_rules_and_no_state(det: LocalEventDetector) -> None:
+    seen: list[Any] = []
+    det.define("pair", "E1 ^ E2")
+    det.rule("r", "pair ; E3", action=seen.append, context="chronicle", priority=3)
+    det.rule("off", "E1", action=seen.append, enabled=False)
+    det.signal("E1")
+    copy = det.replica()
+    assert set(copy.rules) == {"r", "off"} and not copy.rules["off"].enabled
+    assert copy.rules["r"].priority == 3 and copy.stored() == 0
+    copy.signal("E2")
+    copy.signal("E1")
+    copy.signal("E3")
+    assert len(seen) == 1 and det.stored() == 1
+
+
+def test_inject_replays_a_logged_occurrence_with_its_clock(det: LocalEventDetector) -> None:
+    from sentinel import Occurrence
+
+    seen: list[Any] = []
+    det.rule("r", "E1 ; E2", action=seen.append)
+    scope = det.begin()
+    det.inject(Occurrence("E1", 40, 1.0, scope=scope.id), scope)
+    det.inject(Occurrence("E9", 41, 1.5, scope=scope.id), scope)  # unknown here: ignored
+    det.inject(Occurrence("E2", 42, 2.0, params={"x": 1}, scope=scope.id), scope)
+    (occ,) = seen
+    assert [c.t_occ for c in occ.constituents] == [40, 42] and det.clock == 42
