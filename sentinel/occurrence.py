@@ -33,14 +33,14 @@ from collections.abc import Hashable, Iterator, Mapping
 from datetime import UTC, datetime
 from operator import itemgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Union
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from sentinel.algebra.expressions import Expression
 
-__all__ = ["CompositeOccurrence", "ObjectRef", "Occurrence", "AnyOccurrence"]
+__all__ = ["AnyOccurrence", "CompositeOccurrence", "ObjectRef", "Occurrence"]
 
-_new = tuple.__new__
+_new: Any = tuple.__new__
 
 # Field positions, shared with the detector's hot loop (which indexes directly).
 EVENT: Final = 0
@@ -66,7 +66,7 @@ class ObjectRef(tuple):  # type: ignore[type-arg]
     __slots__ = ()
 
     def __new__(cls, class_name: str, key: tuple[Any, ...]) -> ObjectRef:
-        return _new(cls, (class_name, tuple(key)))
+        return _new(cls, (class_name, tuple(key)))  # type: ignore[no-any-return]
 
     class_name: str = property(itemgetter(0))  # type: ignore[assignment]
     key: tuple[Any, ...] = property(itemgetter(1))  # type: ignore[assignment]
@@ -107,7 +107,7 @@ class Occurrence(tuple):  # type: ignore[type-arg]
         params: Mapping[str, Any] | None = None,
         scope: Hashable | None = None,
     ) -> Occurrence:
-        return _new(
+        return _new(  # type: ignore[no-any-return]
             cls,
             (
                 event,
@@ -190,7 +190,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     def __new__(
         cls, expression: Expression, t_occ: int, parts: tuple[AnyOccurrence, ...]
     ) -> CompositeOccurrence:
-        return _new(cls, (expression, t_occ, tuple(parts)))
+        return _new(cls, (expression, t_occ, tuple(parts)))  # type: ignore[no-any-return]
 
     expression: Expression = property(itemgetter(0))  # type: ignore[assignment]
     t_occ: int = property(itemgetter(1))  # type: ignore[assignment]
@@ -238,7 +238,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     @property
     def t_init(self) -> int:
         """The earliest ``t_occ`` among the constituents (the initiator's)."""
-        return min(o[T_OCC] for o in _flatten(self))
+        return min(o[T_OCC] for o in _flatten(self))  # type: ignore[no-any-return]
 
     def of(self, event: str) -> tuple[Occurrence, ...]:
         """The constituents whose event is ``event``, in ``t_occ`` order."""
@@ -289,4 +289,4 @@ def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:
     yield from out
 
 
-AnyOccurrence = Union[Occurrence, CompositeOccurrence]
+AnyOccurrence = Occurrence | CompositeOccurrence

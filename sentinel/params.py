@@ -52,13 +52,21 @@ class UnloggableParameter(SentinelError, TypeError):
             f"parameter {param!r} of {event} is a {type(value).__name__} ({value!r:.80}), "
             "which the event log cannot store"
         )
-        msg += "; " + (hint or "pass simple values (numbers, strings, dates, ObjectRef) "
-                       "or exclude the parameter from the event")
+        msg += "; " + (
+            hint
+            or "pass simple values (numbers, strings, dates, ObjectRef) "
+            "or exclude the parameter from the event"
+        )
         super().__init__(msg)
 
 
-def normalize(value: Any, *, event: str = "event", param: str = "?",
-              ref: Callable[[Any], ObjectRef | None] | None = None) -> Any:
+def normalize(
+    value: Any,
+    *,
+    event: str = "event",
+    param: str = "?",
+    ref: Callable[[Any], ObjectRef | None] | None = None,
+) -> Any:
     """``value`` as a loggable value (see the module docs), or raise
     :class:`UnloggableParameter` naming ``event`` and ``param``.
 
@@ -149,7 +157,7 @@ def from_json(value: Any) -> Any:
         return tuple(from_json(v) for v in value)
     if isinstance(value, dict):
         if len(value) == 1:
-            (k, v), = value.items()
+            ((k, v),) = value.items()
             dec = _DECODERS.get(k)
             if dec is not None:
                 return dec(v)
@@ -159,8 +167,12 @@ def from_json(value: Any) -> Any:
 
 def dumps(params: Mapping[str, Any]) -> str:
     """A parameter mapping as JSON text (keys sorted, compact)."""
-    return json.dumps({k: to_json(v) for k, v in params.items()}, sort_keys=True,
-                      separators=(",", ":"), allow_nan=False)
+    return json.dumps(
+        {k: to_json(v) for k, v in params.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+        allow_nan=False,
+    )
 
 
 def loads(text: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -32,8 +32,8 @@ __all__ = [
     "Any",
     "Astar",
     "Expression",
-    "Keyed",
     "KeySpec",
+    "Keyed",
     "Not",
     "Or",
     "Primitive",
@@ -61,7 +61,7 @@ class _Source:
 SOURCE: t.Final = _Source()
 """Partition key meaning "the object that signalled the event" (see :meth:`Expression.by`)."""
 
-KeySpec = t.Union[str, _Source]
+KeySpec = str | _Source
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -254,8 +254,7 @@ class Any(Expression):
             _check(e, "ANY")
         if not 1 <= m <= len(events):
             raise ExpressionError(
-                f"ANY({m}, ...) over {len(events)} events: m must be between 1 and "
-                f"{len(events)}"
+                f"ANY({m}, ...) over {len(events)} events: m must be between 1 and {len(events)}"
             )
         if len(set(events)) != len(events):
             dup = next(e for e in events if events.count(e) > 1)
@@ -313,9 +312,17 @@ class Not(Expression):
         # Stored in interval order (start, middle, end) like A and A*.
         self._init(_check(start, "NOT"), _check(middle, "NOT"), _check(end, "NOT"))
 
-    start = _Ternary.start
-    middle = _Ternary.middle
-    end = _Ternary.end
+    @property
+    def start(self) -> Expression:
+        return self._args[0]  # type: ignore[no-any-return]
+
+    @property
+    def middle(self) -> Expression:
+        return self._args[1]  # type: ignore[no-any-return]
+
+    @property
+    def end(self) -> Expression:
+        return self._args[2]  # type: ignore[no-any-return]
 
     @classmethod
     def _from_args(cls, *args: t.Any) -> Expression:
@@ -333,9 +340,7 @@ class Keyed(Expression):
     def __init__(self, expression: Expression, key: KeySpec) -> None:
         _check(expression, "by")
         if key is not SOURCE and not (isinstance(key, str) and _IDENT.match(key)):
-            raise ExpressionError(
-                f"a partition key is a parameter name or SOURCE, not {key!r}"
-            )
+            raise ExpressionError(f"a partition key is a parameter name or SOURCE, not {key!r}")
         self._init(expression, key)
 
     @property

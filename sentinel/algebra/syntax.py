@@ -120,9 +120,7 @@ class _ToExpression(Transformer[Token, ex.Expression]):
             raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
 
 
-def _build_call(
-    op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None
-) -> ex.Expression:
+def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
     def exprs(n: int) -> list[ex.Expression]:
         if len(args) != n or not all(isinstance(a, ex.Expression) for a in args):
             raise ExpressionError(f"{op} takes {n} event expression(s), got {_describe(args)}")
@@ -208,7 +206,7 @@ def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
         msg = "unexpected end of text"
         expected = _expected_text(getattr(e, "expected", ()))
     elif isinstance(e, UnexpectedCharacters):
-        msg = f"unexpected character {text[e.pos_in_stream]!r}"
+        msg = f"unexpected character {text[e.pos_in_stream or 0]!r}"
         expected = _expected_text(e.allowed or ())
     else:
         tok = getattr(e, "token", None)

@@ -8,13 +8,13 @@ it), of SQLAlchemy or of Spark.
 from __future__ import annotations
 
 import threading
-from threading import get_ident
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from threading import get_ident
 from typing import Any
 
 from sentinel.algebra import expressions as ex
@@ -43,7 +43,7 @@ TXN_COMMIT = ex.Primitive("txn:commit")
 TXN_ABORT = ex.Primitive("txn:abort")
 _TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
 
-_new = tuple.__new__
+_new: Any = tuple.__new__
 OccurrenceListener = Callable[[Occurrence], None]
 
 
@@ -213,7 +213,9 @@ class EventDetector:
             return None
         if scope is None:
             scope = self._scope_var.get() or self.process_scope
-        return self._fire(channel.targets(selectors), channel.name, params, source, scope, timestamp)
+        return self._fire(
+            channel.targets(selectors), channel.name, params, source, scope, timestamp
+        )
 
     def _fire(
         self,
@@ -544,4 +546,3 @@ def t_init(occ: AnyOccurrence) -> int:
         return occ[1]  # type: ignore[no-any-return]
     assert isinstance(occ, CompositeOccurrence)
     return occ.t_init
-

@@ -131,7 +131,11 @@ class EventGraph:
     Not thread-safe by itself: the detector serialises changes and propagation.
     """
 
-    def __init__(self, channels: dict[str, Channel], sink: Callable[[Subscription], Entry]):
+    def __init__(
+        self,
+        channels: dict[str, Channel],
+        sink: Callable[[Subscription], tuple[Entry, Entry]],
+    ) -> None:
         self.channels = channels
         self._make_sink = sink
         self.handlers: dict[Key, Handler] = {}
@@ -224,7 +228,7 @@ class EventGraph:
     def rewire(self) -> None:
         self.mixed_priorities = len({s.priority for s in self.subscriptions}) > 1
         edges: list[_Edge] = []
-        for key, h in self.handlers.items():
+        for key in self.handlers:
             expr, mode, region = key
             for slot, child in enumerate(expr.children):
                 self._edges_from(child, mode, region, ("handler", key, slot), 0, edges)
@@ -253,9 +257,9 @@ class EventGraph:
                 leaves.setdefault(src, []).append(fn)
             else:
                 levels = edge.wrap[0]
-                child = self.handlers[src]
-                child.out.append(_exit(one, levels))  # type: ignore[attr-defined]
-                child.outb.append(_exit(many, levels))  # type: ignore[attr-defined]
+                source = self.handlers[src]
+                source.out.append(_exit(one, levels))  # type: ignore[attr-defined]
+                source.outb.append(_exit(many, levels))  # type: ignore[attr-defined]
         for h in self.handlers.values():
             h.out, h.outb = tuple(h.out), tuple(h.outb)
 
@@ -301,8 +305,12 @@ class EventGraph:
                     wrap = (e.wrap[0] + levels,)
                 yield from expand(_Edge(e.source, wrap, out.target))
 
-        return [x for e in edges if not (e.source[0] == "handler" and e.source[1] in direct_or)
-                for x in expand(e)]
+        return [
+            x
+            for e in edges
+            if not (e.source[0] == "handler" and e.source[1] in direct_or)
+            for x in expand(e)
+        ]
 
     def _edges_from(
         self,
@@ -326,9 +334,7 @@ class EventGraph:
             # target: its detections leave that many sub-stores on the way up.
             out.append(_Edge(("handler", (child, mode, region)), (levels,), target))
 
-    def _analyse(
-        self, edges: list[_Edge]
-    ) -> tuple[dict[Key, int], dict[Key, Counter[str]]]:
+    def _analyse(self, edges: list[_Edge]) -> tuple[dict[Key, int], dict[Key, Counter[str]]]:
         """Heights (leaves are 0) and, per handler, how many routes each channel
         has to it."""
         incoming: dict[Key, list[_Edge]] = {k: [] for k in self.handlers}
@@ -411,8 +417,7 @@ class EventGraph:
                 sub = parts.get(k)
             except TypeError:
                 raise SentinelError(
-                    f"cannot partition {keyed} by {key!r}: value {k!r} of "
-                    f"{occ[0]} is not hashable"
+                    f"cannot partition {keyed} by {key!r}: value {k!r} of {occ[0]} is not hashable"
                 ) from None
             if sub is None:
                 sub = parts[k] = Store(factories, store)

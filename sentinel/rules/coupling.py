@@ -79,9 +79,7 @@ class CouplingStrategy:
         by priority)."""
         return partial(self.triggered, det, rule)
 
-    def triggered(
-        self, det: LocalEventDetector, rule: Rule, occ: Any, scope: Scope
-    ) -> None:
+    def triggered(self, det: LocalEventDetector, rule: Rule, occ: Any, scope: Scope) -> None:
         raise NotImplementedError
 
 

@@ -139,4 +139,3 @@ class Rule:
             f"<Rule {self.name!r} on {self.event} {self.context} {self.coupling} "
             f"priority={self.priority} {state}>"
         )
-

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Scheduler"]
 
+
 class Scheduler:
     """Orders and runs the rules one detector triggers."""
 

@@ -13,9 +13,9 @@ E1, E2, E3, E4 = (Primitive(f"E{i}") for i in range(1, 5))
 
 
 def test_python_operators_build_the_snoop_operators() -> None:
-    assert E1 | E2 == Or(E1, E2)
-    assert E1 & E2 == And(E1, E2)
-    assert E1 >> E2 == Seq(E1, E2)
+    assert Or(E1, E2) == E1 | E2
+    assert And(E1, E2) == E1 & E2
+    assert Seq(E1, E2) == E1 >> E2
     assert (E1 >> E2).by("k") == Keyed(Seq(E1, E2), "k")
 
 

@@ -27,8 +27,10 @@ E1, E2, E3, E4 = (Primitive(f"E{i}") for i in range(1, 5))
         ("E1 ∇ E2 △ E3", E1 | (E2 & E3)),  # the paper's symbols
         ("(E1 ; E2) by order_id", Keyed(E1 >> E2, "order_id")),
         ("E1 ; E2 by @source", E1 >> Keyed(E2, SOURCE)),
-        ("Stock.set_price:begin ; txn:pre_commit",
-         Primitive("Stock.set_price:begin") >> Primitive("txn:pre_commit")),
+        (
+            "Stock.set_price:begin ; txn:pre_commit",
+            Primitive("Stock.set_price:begin") >> Primitive("txn:pre_commit"),
+        ),
         ("'odd name!' | E1", Primitive("odd name!") | E1),
         ("A ; NOT", Primitive("A") >> Primitive("NOT")),  # operator names are events too
         ("  E1\n;\tE2 ", E1 >> E2),
@@ -61,7 +63,7 @@ def test_print_uses_only_needed_parentheses(expr: Expression, text: str) -> None
         ("E1 ; ; E2", 1, 6, "an event name"),
         ("(E1 ; E2", 1, 9, '")"'),
         ("E1 # E2", 1, 4, '";"'),
-        ("E1 ;\nE2 E3", 2, 4, "\";\""),
+        ("E1 ;\nE2 E3", 2, 4, '";"'),
     ],
 )
 def test_malformed_text_reports_position_and_expectation(

@@ -69,8 +69,11 @@ def _occ(e: ex.Expression, hist: tuple[Any, ...]) -> tuple[Occ, ...]:
             for ty, y in occs:
                 for js in combinations(others, m - 1):
                     pools = [
-                        [(tx, j, x) for tx, x in kids[j]
-                         if (tx < ty or (tx == ty and j < k)) and x != y]
+                        [
+                            (tx, j, x)
+                            for tx, x in kids[j]
+                            if (tx < ty or (tx == ty and j < k)) and x != y
+                        ]
                         for j in js
                     ]
                     for combo in product(*pools):

@@ -70,8 +70,12 @@ def test_rule_key_option_is_the_same_as_by(det: LocalEventDetector) -> None:
 def test_partition_by_source_object(det: LocalEventDetector) -> None:
     seen: list[Any] = []
     ch_order = det.channel("order")
-    det.rule("same", (det.event("order") >> det.event("payment")).by(SOURCE),
-             action=seen.append, context="chronicle")
+    det.rule(
+        "same",
+        (det.event("order") >> det.event("payment")).by(SOURCE),
+        action=seen.append,
+        context="chronicle",
+    )
     ibm, dec = ObjectRef("Stock", (1,)), ObjectRef("Stock", (2,))
     det.notify(ch_order, {}, source=ibm)
     det.notify(ch_order, {}, source=dec)

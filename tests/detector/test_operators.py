@@ -39,7 +39,7 @@ CASES: list[tuple[str, str, list[str], dict[Context, list[str]]]] = [
         "seq: a terminator before any initiator detects nothing",
         "E1 ; E2",
         ["E2", "E1", "E2"],
-        dict.fromkeys([R, CH, CO, CU, U], ["{e1^1, e2^2}"]),
+        {c: ["{e1^1, e2^2}"] for c in (R, CH, CO, CU, U)},
     ),
     (
         "and: either order; recent keeps both, chronicle consumes, continuous keeps "
@@ -77,7 +77,7 @@ CASES: list[tuple[str, str, list[str], dict[Context, list[str]]]] = [
         "or: every occurrence of either, in every context",
         "E1 | E2",
         ["E1", "E2", "E3", "E1"],
-        dict.fromkeys([R, CH, CO, CU, U], ["{e1^1}", "{e2^1}", "{e1^2}"]),
+        {c: ["{e1^1}", "{e2^1}", "{e1^2}"] for c in (R, CH, CO, CU, U)},
     ),
     (
         "any(2) of three",
@@ -131,7 +131,7 @@ CASES: list[tuple[str, str, list[str], dict[Context, list[str]]]] = [
         "a*: fires without any E2",
         "A*(E1, E2, E3)",
         ["E1", "E3"],
-        dict.fromkeys([R, CH, CO, CU, U], ["{e1^1, e3^1}"]),
+        {c: ["{e1^1, e3^1}"] for c in (R, CH, CO, CU, U)},
     ),
     (
         "a*: two open intervals (chronicle reuses the E2: ERRATA 'general claims')",
@@ -232,9 +232,7 @@ class TestStrictOrder:
         assert r.labelled("x") == ["{e1^1, e2^1}"]
 
     @pytest.mark.parametrize("context", list(Context))
-    def test_shared_terminator_reaches_and_through_both_operands(
-        self, context: Context
-    ) -> None:
+    def test_shared_terminator_reaches_and_through_both_operands(self, context: Context) -> None:
         # (E1 ; E3) ^ (E2 ; E3): one e3 completes both operands; AND accepts the
         # equal times of two distinct occurrences.
         r = Run()

@@ -49,14 +49,18 @@ class TestUnrestrictedX:
         for i in (1, 2):
             for j, k in [(1, 1), (1, 2), (2, 1), (2, 2)]:
                 # initiator {e1^i, e2^1, e3^1} with terminator {e2^j, e4^k}
-                expected.append(("e1^%d" % i, "e2^1", "e3^1", f"e2^{j}", f"e4^{k}"))
+                expected.append((f"e1^{i}", "e2^1", "e3^1", f"e2^{j}", f"e4^{k}"))
         for i in (1, 2):
             for j in (1, 2):
                 for m in (1, 2):
                     # initiator {e1^i, e2^j, e3^2} with terminator {e2^m, e4^2}
                     expected.append((f"e1^{i}", f"e2^{j}", "e3^2", f"e2^{m}", "e4^2"))
-        order = {lab: n for n, lab in enumerate(["e1^1", "e1^2", "e2^1", "e3^1", "e2^2",
-                                                 "e4^1", "e3^2", "e4^2"])}
+        order = {
+            lab: n
+            for n, lab in enumerate(
+                ["e1^1", "e1^2", "e2^1", "e3^1", "e2^2", "e4^1", "e3^2", "e4^2"]
+            )
+        }
         want = sorted("{" + ", ".join(sorted(e, key=order.__getitem__)) + "}" for e in expected)
         assert got == want
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sentinel import A, Any as AnyOf, Astar, Context, LocalEventDetector, Not, Primitive
+from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
+from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Channel
 from tests.detector.oracle import unrestricted
@@ -126,8 +127,7 @@ def _no_reuse(detections: list[Any]) -> bool:
 @SETTINGS
 @given(
     expressions.filter(
-        lambda e: not repeats_an_event(e)
-        and not any(isinstance(n, ex.Astar) for n in e.walk())
+        lambda e: not repeats_an_event(e) and not any(isinstance(n, ex.Astar) for n in e.walk())
     ),
     histories,
 )
@@ -198,9 +198,7 @@ def _disjoint(pair: list[ex.Expression]) -> bool:
 
 @SETTINGS
 @given(
-    st.lists(st.recursive(leaves, _extend, max_leaves=3), min_size=2, max_size=2).filter(
-        _disjoint
-    ),
+    st.lists(st.recursive(leaves, _extend, max_leaves=3), min_size=2, max_size=2).filter(_disjoint),
     histories,
     st.sampled_from(list(Context)),
 )

@@ -27,15 +27,27 @@ class Stock:
 
     def set_price(self, price: float) -> None:
         det = self.det
-        det.notify(det.channel("STOCK.set_price:begin"), {"price": price},
-                   source=self.name, selectors=(self.name,))
-        det.notify(det.channel("STOCK.set_price:end"), {"price": price},
-                   source=self.name, selectors=(self.name,))
+        det.notify(
+            det.channel("STOCK.set_price:begin"),
+            {"price": price},
+            source=self.name,
+            selectors=(self.name,),
+        )
+        det.notify(
+            det.channel("STOCK.set_price:end"),
+            {"price": price},
+            source=self.name,
+            selectors=(self.name,),
+        )
 
     def sell_stock(self, qty: int) -> int:
         det = self.det
-        det.notify(det.channel("STOCK.sell_stock:end"), {"qty": qty},
-                   source=self.name, selectors=(self.name,))
+        det.notify(
+            det.channel("STOCK.sell_stock:end"),
+            {"qty": qty},
+            source=self.name,
+            selectors=(self.name,),
+        )
         return qty
 
 
@@ -46,10 +58,20 @@ def build(firings: list[tuple[str, Any]]) -> LocalEventDetector:
     det.define_primitive(Primitive("STOCK.set_price:end", label="STOCK_e3"))
     det.define("STOCK_e4", e1 & e2)
     det.define_primitive(Primitive("STOCK.set_price:begin", selector="IBM", label="set_IBM_price"))
-    det.rule("R1", "STOCK_e4", action=lambda o: firings.append(("R1", o)),
-             context="cumulative", coupling="deferred")
-    det.rule("R2", "STOCK_e4 ; set_IBM_price", action=lambda o: firings.append(("R2", o)),
-             priority=20, trigger_mode="previous")
+    det.rule(
+        "R1",
+        "STOCK_e4",
+        action=lambda o: firings.append(("R1", o)),
+        context="cumulative",
+        coupling="deferred",
+    )
+    det.rule(
+        "R2",
+        "STOCK_e4 ; set_IBM_price",
+        action=lambda o: firings.append(("R2", o)),
+        priority=20,
+        trigger_mode="previous",
+    )
     return det
 
 
@@ -82,4 +104,3 @@ def test_r2_fires_first_then_r1_at_commit(
     r2, r1 = firings[0][1], firings[2][1]
     assert stock_params(r2) == [("DEC", 100.0), ("MS", 200), ("IBM", 75.95)]
     assert stock_params(r1) == [("IBM", 115.0), ("DEC", 100.0), ("MS", 200)]
-

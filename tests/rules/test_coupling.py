@@ -128,8 +128,12 @@ class TestDeferred:
 class TestDetached:
     def test_runs_after_commit_in_its_own_transaction(self, det: LocalEventDetector) -> None:
         seen: list[tuple[str, Any]] = []
-        det.rule("later", "E1", action=lambda o: seen.append(("later", det.current_scope())),
-                 coupling="detached")
+        det.rule(
+            "later",
+            "E1",
+            action=lambda o: seen.append(("later", det.current_scope())),
+            coupling="detached",
+        )
         with det.transaction() as scope:
             det.signal("E1")
             assert seen == []

@@ -206,7 +206,7 @@ class TestScheduling:
 
         det.rule("first", "E1", action=boom, priority=2)
         det.rule("second", "E1", action=lambda o: ran.append("second"), priority=1)
-        with pytest.raises(RuleError, match="'first'.*action.*bad data") as info:
+        with pytest.raises(RuleError, match=r"'first'.*action.*bad data") as info:
             det.signal("E1")
         assert isinstance(info.value.__cause__, ValueError)
         assert info.value.rule == "first" and info.value.phase == "action"

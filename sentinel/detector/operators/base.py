@@ -35,7 +35,7 @@ __all__ = ["Entry", "Handler", "composite"]
 
 Entry = Callable[[Store, Any], None]
 
-_new = tuple.__new__
+_new: Any = tuple.__new__
 C = CompositeOccurrence
 
 

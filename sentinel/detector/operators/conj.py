@@ -91,7 +91,7 @@ class AndContinuous(Handler):
         st = store[self.hid]
         other = st[1 - mine]
         expr = self.expr
-        out = []
+        out: list[Any] = []
         for occ in occs:
             partners = _partners(other, occ)
             if partners:
@@ -152,9 +152,7 @@ class AndUnrestricted(Handler):
         st = store[self.hid]
         other = st[1 - mine]
         expr = self.expr
-        out = [
-            _new(C, (expr, occ[1], (i, occ))) for occ in occs for i in _partners(other, occ)
-        ]
+        out = [_new(C, (expr, occ[1], (i, occ))) for occ in occs for i in _partners(other, occ)]
         st[mine].extend(occs)
         if out:
             self.emit_batch(store, out)
@@ -295,9 +293,7 @@ class AnyCumulative(_AnyBase):
         for occ in occs:
             avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
             if len(avail) >= need:
-                parts = sorted(
-                    (i for j, lst in enumerate(st) for i in _partners(lst, occ)), key=_t
-                )
+                parts = sorted((i for j, lst in enumerate(st) for i in _partners(lst, occ)), key=_t)
                 for j in range(self.n):
                     st[j] = [i for i in st[j] if i is occ]
                 self.emit(store, _new(C, (self.expr, occ[1], (*parts, occ))))
