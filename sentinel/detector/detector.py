@@ -193,7 +193,7 @@ class EventDetector:
             raise UnknownEventError(name, self._explicit, where="signal()")
         if self._muted and get_ident() in self._muted:
             return None
-        return self._fire(ch.any, name, params, None, self._scope_var.get() or self.process_scope)
+        return self._fire(ch, (), params, None, self._scope_var.get() or self.process_scope)
 
     def notify(
         self,
@@ -213,21 +213,20 @@ class EventDetector:
             return None
         if scope is None:
             scope = self._scope_var.get() or self.process_scope
-        return self._fire(
-            channel.targets(selectors), channel.name, params, source, scope, timestamp
-        )
+        return self._fire(channel, selectors, params, source, scope, timestamp)
 
     def _fire(
         self,
-        targets: tuple[Callable[[Store, Any], None], ...],
-        name: str,
+        channel: Channel,
+        selectors: tuple[Hashable, ...],
         params: dict[str, Any],
         source: Hashable | None,
         scope: Scope,
         timestamp: float | None = None,
     ) -> Occurrence:
         # The hot path of every signal: one lock, one tuple, one call per leaf
-        # target. Rules run after the lock is released.
+        # target. Rules run after the lock is released. The targets are read under
+        # the lock: a rule deleted meanwhile must not leave a stale target.
         lock = self._lock
         lock.acquire()
         try:
@@ -235,8 +234,17 @@ class EventDetector:
             now = self._wall()
             occ: Occurrence = _new(
                 Occurrence,
-                (name, t, now if timestamp is None else timestamp, now, source, params, scope.id),
+                (
+                    channel.name,
+                    t,
+                    now if timestamp is None else timestamp,
+                    now,
+                    source,
+                    params,
+                    scope.id,
+                ),
             )
+            targets = channel.targets(selectors) if selectors else channel.any
             if self._listeners:
                 for listener in self._listeners:
                     listener(occ)
@@ -465,19 +473,19 @@ class EventDetector:
         """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
         scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
         self._scopes.add(scope)
-        self._fire(self._channels["txn:begin"].any, "txn:begin", {}, None, scope)
+        self._fire(self._channels["txn:begin"], (), {}, None, scope)
         return scope
 
     def pre_commit(self, scope: Scope) -> None:
         """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
         scope._check_active("pre-commit")
-        self._fire(self._channels["txn:pre_commit"].any, "txn:pre_commit", {}, None, scope)
+        self._fire(self._channels["txn:pre_commit"], (), {}, None, scope)
 
     def commit(self, scope: Scope) -> None:
         """Signal ``txn:commit`` in ``scope``, then flush it."""
         scope._check_active("commit")
         try:
-            self._fire(self._channels["txn:commit"].any, "txn:commit", {}, None, scope)
+            self._fire(self._channels["txn:commit"], (), {}, None, scope)
         finally:
             scope.status = "committed"
             self.flush(scope)
@@ -489,7 +497,7 @@ class EventDetector:
             return
         scope._check_active("abort")
         try:
-            self._fire(self._channels["txn:abort"].any, "txn:abort", {}, None, scope)
+            self._fire(self._channels["txn:abort"], (), {}, None, scope)
         finally:
             scope.status = "aborted"
             self.flush(scope)

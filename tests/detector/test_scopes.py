@@ -160,3 +160,33 @@ def test_flush_everything_includes_process_wide_state(det: LocalEventDetector) -
     det.flush()
     det.signal("E2")
     assert spanning == []
+
+
+def test_rules_come_and_go_while_other_threads_signal() -> None:
+    # A signal must not reach a handler that a concurrent rule deletion destroyed.
+    det = LocalEventDetector()
+    det.explicit("b")
+    det.explicit("e")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def toggle() -> None:
+        while not stop.is_set():
+            det.rule("t", "b ^ e", action=lambda o: None).delete()
+
+    def signal() -> None:
+        try:
+            for _ in range(3000):
+                det.signal("b")
+                det.signal("e")
+        except BaseException as e:  # pragma: no cover - the failure being tested
+            errors.append(e)
+        finally:
+            stop.set()
+
+    threads = [threading.Thread(target=toggle), threading.Thread(target=signal)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

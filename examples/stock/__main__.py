@@ -1,0 +1,3 @@
+from examples.stock.program import main
+
+main()

@@ -1,0 +1,248 @@
+"""``@event``: declaring a method an event generator (Sentinel's event interface).
+
+The paper writes ``event begin(e2) && end(e3) void set_price(float price)``; here::
+
+    class Stock(Reactive):
+        @event(end="e1")                 # end event, also named Stock.e1
+        def sell_stock(self, qty): ...
+
+        @event(begin="e2", end="e3")     # both, named
+        def set_price(self, price): ...
+
+        @event                           # the end event (the default), unnamed
+        def close(self): ...
+
+Declaring changes nothing about the method: the class keeps the plain function, so
+a call costs what it cost before. The :class:`~sentinel.Reactive` class machinery
+reads the declaration when the class is created and installs a wrapper only while
+something listens to the method's events.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, overload
+
+from sentinel.errors import ReactiveError
+
+__all__ = ["BEGIN", "END", "Declaration", "event"]
+
+BEGIN: Final = "begin"
+END: Final = "end"
+PHASES: Final = (BEGIN, END)
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What ``@event`` declared for one method: its phases (``"begin"``,
+    ``"end"`` or both, in that order), the optional event name of each phase, and
+    parameters left out of the event's parameters."""
+
+    phases: tuple[str, ...]
+    names: tuple[tuple[str, str], ...] = ()  # (phase, name)
+    exclude: tuple[str, ...] = ()
+
+    def name_of(self, phase: str) -> str | None:
+        for p, n in self.names:
+            if p == phase:
+                return n
+        return None
+
+
+class _Declared:
+    """What ``@event`` returns: a placeholder that puts the plain function back
+    into the class (``__set_name__``) and leaves the declaration with the class.
+
+    It is not callable: if it is ever called, ``@event`` was not applied to a
+    method of a class body (or another decorator was stacked above it).
+    """
+
+    __slots__ = ("declaration", "func")
+
+    def __init__(self, func: Any, declaration: Declaration) -> None:
+        self.func = func
+        self.declaration = declaration
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        from sentinel.reactive.classes import Reactive, pending
+
+        if not (isinstance(owner, type) and issubclass(owner, Reactive)):
+            raise ReactiveError(
+                f"{owner.__qualname__}.{name} is declared with @event, but "
+                f"{owner.__qualname__} is not reactive: derive it from sentinel.Reactive",
+                owner=owner.__qualname__,
+                method=name,
+            )
+        # Put the plain callable back so that unobserved calls cost nothing extra,
+        # and leave the declaration for Reactive.__init_subclass__ (which runs
+        # after every __set_name__ of the class body).
+        type.__setattr__(owner, name, self.func)
+        pending(owner)[name] = self.declaration
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(_function_of(self.func), "__qualname__", repr(self.func))
+        raise ReactiveError(
+            f"{name} was called through its @event placeholder: @event declares methods of "
+            "Reactive classes and must be the outermost decorator (above @classmethod, "
+            "@staticmethod and other decorators)",
+            method=getattr(_function_of(self.func), "__name__", None),
+        )
+
+    def __repr__(self) -> str:
+        return f"<@event {self.declaration.phases} {self.func!r}>"
+
+
+def _function_of(obj: Any) -> Any:
+    return obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
+
+
+def _parse(
+    phase: str | None, begin: bool | str, end: bool | str, exclude: Iterable[str] | str
+) -> Declaration:
+    if phase is not None:
+        if not isinstance(phase, str) or phase not in (BEGIN, END, "both"):
+            raise ReactiveError(
+                f"@event takes 'begin', 'end' or 'both' (or begin=/end= keywords), not {phase!r}"
+            )
+        if begin is not False or end is not False:
+            raise ReactiveError(
+                f"@event({phase!r}) cannot be combined with begin=/end=; name events with "
+                "@event(begin='e2', end='e3')"
+            )
+        begin = phase in (BEGIN, "both")
+        end = phase in (END, "both")
+    if begin is False and end is False:
+        end = True  # Sentinel's default: the end of the method is the event
+    phases: list[str] = []
+    names: list[tuple[str, str]] = []
+    for p, value in ((BEGIN, begin), (END, end)):
+        if value is False or value is None:
+            continue
+        phases.append(p)
+        if value is True:
+            continue
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise ReactiveError(
+                f"@event({p}=...) takes True or an event name (an identifier such as 'e2'), "
+                f"not {value!r}"
+            )
+        names.append((p, value))
+    if len(names) == 2 and names[0][1] == names[1][1]:
+        raise ReactiveError(
+            f"@event names both the begin and the end event {names[0][1]!r}; an event name "
+            "is used once per class"
+        )
+    if isinstance(exclude, str):
+        exclude = (exclude,)
+    excl = tuple(exclude)
+    for x in excl:
+        if not isinstance(x, str):
+            raise ReactiveError(f"@event(exclude=...) takes parameter names, not {x!r}")
+    return Declaration(tuple(phases), tuple(names), excl)
+
+
+def _declare(func: Any, declaration: Declaration) -> Any:
+    target = _function_of(func)
+    if isinstance(func, _Declared) or isinstance(target, _Declared):
+        raise ReactiveError("@event is applied twice to the same method")
+    if not callable(target):
+        raise ReactiveError(
+            f"@event decorates methods, not {type(func).__name__} objects ({func!r:.60})"
+        )
+    if not inspect.isfunction(inspect.unwrap(target)) and not inspect.isfunction(target):
+        raise ReactiveError(
+            f"@event decorates functions defined in a class body (optionally as classmethod "
+            f"or staticmethod), not {type(target).__name__} objects ({target!r:.60})"
+        )
+    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+        raise ReactiveError(
+            f"{target.__qualname__} is an async function: sentinel cannot yet tell when its "
+            "call ends; declare the events on a synchronous method",
+            method=target.__name__,
+        )
+    if inspect.isgeneratorfunction(target):
+        raise ReactiveError(
+            f"{target.__qualname__} is a generator function: its call returns before its body "
+            "runs, so its end event would mean nothing; declare the events on the method "
+            "that consumes it",
+            method=target.__name__,
+        )
+    params = inspect.signature(target).parameters
+    unknown = [x for x in declaration.exclude if x not in params]
+    if unknown:
+        raise ReactiveError(
+            f"@event(exclude=...) names {', '.join(map(repr, unknown))}, which "
+            f"{target.__qualname__} has no parameter for",
+            method=target.__name__,
+        )
+    if END in declaration.phases and "result" in params and "result" not in declaration.exclude:
+        raise ReactiveError(
+            f"{target.__qualname__} has a parameter named 'result', which its end event "
+            "uses for the return value; rename it, exclude it (exclude='result') or declare "
+            "only the begin event",
+            method=target.__name__,
+        )
+    return _Declared(func, declaration)
+
+
+@overload
+def event(func: F, /) -> F: ...
+
+
+@overload
+def event(
+    phase: str | None = None,
+    /,
+    *,
+    begin: bool | str = False,
+    end: bool | str = False,
+    exclude: Iterable[str] | str = (),
+) -> Callable[[F], F]: ...
+
+
+def event(
+    phase: Any = None,
+    /,
+    *,
+    begin: bool | str = False,
+    end: bool | str = False,
+    exclude: Iterable[str] | str = (),
+) -> Any:
+    """Declare a method of a :class:`~sentinel.Reactive` class an event generator.
+
+    ``@event`` alone declares the end event (Sentinel's default). ``@event("begin")``,
+    ``@event("end")`` and ``@event("both")`` choose phases; ``begin=`` and ``end=``
+    choose them too, each ``True`` or an event name, so ``@event(begin="e2",
+    end="e3")`` is the paper's ``event begin(e2) && end(e3)``. A name makes the event
+    available as ``Class.name`` in Snoop text and as ``on(Class).name``. Names are
+    identifiers, used once per class (inherited names included).
+
+    Each occurrence carries the call's arguments by parameter name (defaults applied;
+    ``*args`` as a tuple, ``**kwargs`` as a mapping), except ``self``/``cls`` and the
+    parameters named in ``exclude``; the end event adds ``result``, the return value.
+    Argument values must be loggable (see :mod:`sentinel.params`): reactive objects
+    become object references, lists become tuples, and anything else raises
+    :class:`~sentinel.params.UnloggableParameter` naming the method and parameter,
+    before the method runs.
+
+    Works on plain methods, classmethods and staticmethods (``@event`` outermost).
+    Raises :class:`~sentinel.errors.ReactiveError` for anything else (non-callables,
+    async and generator functions), for a parameter named ``result`` on an end event,
+    and, when the class is created, if the class is not reactive.
+    """
+    if phase is not None and not isinstance(phase, str):
+        if begin is not False or end is not False or exclude != ():
+            raise ReactiveError("@event(...) takes the method only when used without arguments")
+        return _declare(phase, _parse(None, False, False, ()))
+    declaration = _parse(phase, begin, end, exclude)
+
+    def decorate(func: F) -> F:
+        return _declare(func, declaration)  # type: ignore[no-any-return]
+
+    return decorate

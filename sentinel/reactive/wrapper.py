@@ -1,0 +1,218 @@
+"""The per-call wrapper installed on an event method while something listens.
+
+A call through it, in order:
+
+1. A call that is not the object's own method call passes straight through: a
+   ``super()`` call (or ``Base.method(obj)``) from an override runs inside the
+   override's call, which signals for it, so one call of ``obj.set_price`` is one
+   begin and one end however many overriding implementations run.
+2. Whether anyone needs this call is decided from the channels' leaves: a
+   class-level event of the object's class or an ancestor, an instance-level event
+   of this object (its reference is computed only if some instance-level event
+   exists), or an occurrence listener (the event log). If nobody does, the method
+   is called and nothing else happens.
+3. Otherwise the arguments are bound by name (defaults applied) and made loggable;
+   an unloggable argument raises :class:`~sentinel.params.UnloggableParameter`
+   before the method runs.
+4. The begin event is signalled; the method runs; if it returns, the end event is
+   signalled with ``result`` (if someone still needs it). If it raises, the
+   exception propagates and no end event is signalled.
+
+Wrappers follow wrapt's contract, so signatures, docstrings and introspection of
+the wrapped method survive, and methods, classmethods and staticmethods are handled
+alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import wrapt
+
+from sentinel.errors import ReactiveError, SentinelError
+from sentinel.occurrence import ObjectRef
+from sentinel.params import normalize
+from sentinel.reactive.classes import CLASSMETHOD, METHOD, PLAIN, Entry, class_info
+from sentinel.reactive.refs import LOCAL, param_ref, ref_for
+
+__all__ = ["make_wrapper"]
+
+
+def _not_set_up(cls: type, method: str) -> ReactiveError:
+    return ReactiveError(
+        f"{cls.__qualname__} derives from a reactive class but was not set up as one: "
+        "an __init_subclass__ in its bases does not call super().__init_subclass__(**kwargs), "
+        f"so its calls of {method} cannot signal events",
+        owner=cls.__qualname__,
+        method=method,
+    )
+
+
+def make_wrapper(entry: Entry) -> wrapt.FunctionWrapper[..., Any]:
+    """The wrapt wrapper of ``entry``'s callable (see the module docs)."""
+    fn = _object_wrapper(entry) if entry.method.kind == METHOD else _class_wrapper(entry)
+    return wrapt.FunctionWrapper(entry.raw, fn)
+
+
+def _object_wrapper(entry: Entry) -> Callable[..., Any]:
+    # The hot path: everything is a local, and the common cases (nobody needs
+    # the call; a class-level rule needs it) are decided without calls.
+    method = entry.method
+    owner = entry.owner
+    owner_name = entry.owner_name
+    sels = entry.selectors
+    binder = entry.binder
+    label = entry.label
+    by_id = LOCAL.by_id
+
+    def ref_of(instance: Any) -> ObjectRef:
+        try:
+            d = instance.__dict__
+        except AttributeError:
+            return ref_for(instance, owner_name)
+        if "_sa_instance_state" not in d:
+            known = by_id.get(id(instance))
+            if known is not None and known[0]() is instance:
+                return known[1]
+        return ref_for(instance, owner_name)
+
+    def selected(sel: Any, instance: Any, ref: ObjectRef | None) -> tuple[bool, ObjectRef | None]:
+        """Whether a class selector of this class, or this object, has a leaf."""
+        for s in sels:
+            if s in sel:
+                return True, ref
+        if ref is None:
+            ref = ref_of(instance)
+        return ref in sel, ref
+
+    def signal(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if type(instance) is not owner:
+            if class_info(type(instance)) is None:
+                raise _not_set_up(type(instance), method.name)
+            return wrapped(*args, **kwargs)  # a super() call inside the object's own call
+        b = method.begin
+        e = method.end
+        always = method.always
+        ref = None
+        nb = ne = False
+        if b is not None:
+            if always or b.any:
+                nb = True
+            elif b.selected:
+                nb, ref = selected(b.selected, instance, ref)
+        if not nb and e is not None:
+            if always or e.any:
+                ne = True
+            elif e.selected:
+                ne, ref = selected(e.selected, instance, ref)
+        if not (nb or ne):
+            return wrapped(*args, **kwargs)
+
+        det = method.detector
+        if det is None:  # detached from its detector meanwhile
+            return wrapped(*args, **kwargs)
+        try:
+            params = binder(*args, **kwargs)  # bound and made loggable
+        except SentinelError:
+            raise  # an unloggable argument
+        except TypeError:
+            return wrapped(*args, **kwargs)  # a bad call: let the method report it
+        hub = method.hub
+        hook = hub.scope_hook if hub is not None else None
+        if nb:
+            if ref is None:
+                ref = ref_of(instance)
+            det.notify(
+                b,  # type: ignore[arg-type]
+                dict(params) if e is not None else params,
+                source=ref,
+                selectors=(*sels, ref) if sels else (ref,),
+                scope=hook(instance) if hook is not None else None,
+            )
+        result = wrapped(*args, **kwargs)
+        e = method.end
+        if e is None:
+            return result
+        # Decided again: rules may have come or gone during the call, and an ORM
+        # object may have got its primary key (a new reference).
+        ref = None
+        if method.always or e.any:
+            ne = True
+        elif e.selected:
+            ne, ref = selected(e.selected, instance, ref)
+        else:
+            ne = False
+        if ne:
+            if ref is None:
+                ref = ref_of(instance)
+            params["result"] = (
+                result
+                if type(result) in PLAIN
+                else normalize(result, event=label, param="result", ref=param_ref)
+            )
+            det.notify(
+                e,
+                params,
+                source=ref,
+                selectors=(*sels, ref) if sels else (ref,),
+                scope=hook(instance) if hook is not None else None,
+            )
+        return result
+
+    return signal
+
+
+def _class_wrapper(entry: Entry) -> Callable[..., Any]:
+    """Classmethods (``instance`` is the class) and staticmethods (``None``): no
+    source object, class-level events only."""
+    method = entry.method
+    owner = entry.owner
+    sels = entry.selectors
+    binder = entry.binder
+    label = entry.label
+    is_classmethod = method.kind == CLASSMETHOD
+
+    def needs(ch: Any) -> bool:
+        if ch.any or method.always:
+            return True
+        sel = ch.selected
+        return bool(sel) and any(s in sel for s in sels)
+
+    def signal(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if is_classmethod and instance is not owner:
+            return wrapped(*args, **kwargs)  # cls.method() via super() of a subclass
+        b = method.begin
+        e = method.end
+        nb = b is not None and needs(b)
+        ne = e is not None and needs(e)
+        det = method.detector
+        if not (nb or ne) or det is None:
+            return wrapped(*args, **kwargs)
+        try:
+            params = binder(*args, **kwargs)
+        except SentinelError:
+            raise
+        except TypeError:
+            return wrapped(*args, **kwargs)
+        hook = method.hub.scope_hook if method.hub is not None else None
+        if nb:
+            det.notify(
+                b,  # type: ignore[arg-type]
+                dict(params) if e is not None else params,
+                selectors=sels,
+                scope=hook(instance) if hook is not None else None,
+            )
+        result = wrapped(*args, **kwargs)
+        e = method.end
+        if e is not None and needs(e):
+            params["result"] = normalize(result, event=label, param="result", ref=param_ref)
+            det.notify(
+                e,
+                params,
+                selectors=sels,
+                scope=hook(instance) if hook is not None else None,
+            )
+        return result
+
+    return signal
