@@ -127,6 +127,14 @@ class Expression:
     def __rshift__(self, other: Expression) -> Seq:
         return Seq(self, _check(other, ">>"))
 
+    def __add__(self, offset: t.Any) -> Expression:
+        """``E + [t]``: the relative temporal event ``offset`` after each occurrence
+        of E (``offset``: a timedelta, seconds, or a time string like ``"00:10:00"``;
+        see :class:`sentinel.algebra.temporal.Relative`)."""
+        from sentinel.algebra.temporal import Relative  # defined on top of this module
+
+        return Relative(self, offset)
+
     def by(self, key: KeySpec) -> Keyed:
         """Partition detection by ``key``: only occurrences with equal keys combine.
 

@@ -15,6 +15,9 @@ Text syntax::
     NOT(E2)[E1, E3]        NOT
     (E1 ; E2) by order_id  partitioned by a parameter   (... by @source: by object)
     'odd name!'            an event whose name is not a plain identifier
+    <(17:00:00)*/*/*>      absolute temporal event (wild cards '*'; yy or yyyy)
+    E1 + [00:10:00]        relative temporal event (also [2d 00:00:00], [00:00:00.5])
+    P(E1, [00:00:10], E3)  periodic       P*(E1, [00:00:10] price, E3)  cumulative periodic
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.algebra import expressions as ex
-from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.algebra import temporal as tm
+from sentinel.errors import ExpressionError, SnoopSyntaxError, TimeStringError
 
 __all__ = ["parse", "to_text"]
 
@@ -47,6 +51,9 @@ _TOKEN_TEXT = {
     "INT": "a number",
     "BY": '"by"',
     "__ANON_0": '"@source"',
+    "PLUS": '"+"',
+    "INTERVAL": "a time interval like [00:10:00]",
+    "TIMESTRING": "an absolute time like <(17:00:00)*/*/*>",
     "$END": "end of text",
 }
 
@@ -101,6 +108,17 @@ class _ToExpression(Transformer[Token, ex.Expression]):
     def count(self, meta: t.Any, c: list[Token]) -> int:
         return int(c[0])
 
+    def relative(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        offset = _time_string(tm.parse_duration, c[1], what="relative offset")
+        return tm.Relative(c[0], offset)
+
+    def absolute(self, meta: t.Any, c: list[Token]) -> ex.Expression:
+        return tm.Absolute(_time_string(tm.parse_absolute, c[0]))
+
+    def interval(self, meta: t.Any, c: list[Token]) -> _Interval:
+        duration = _time_string(tm.parse_duration, c[0], what="periodic interval")
+        return _Interval(duration, str(c[1]) if len(c) > 1 else None, c[0])
+
     def args(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
         return c
 
@@ -120,7 +138,28 @@ class _ToExpression(Transformer[Token, ex.Expression]):
             raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
 
 
+class _Interval(t.NamedTuple):
+    """``[t] arg`` inside a call's arguments (P and P*)."""
+
+    duration: tm.Duration
+    arg: str | None
+    token: Token
+
+
+def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any:
+    """Read a time-string token; a problem inside it is reported at its own column."""
+    try:
+        return read(str(tok), **kw)
+    except TimeStringError as e:
+        raise _Positioned(
+            ExpressionError(e.reason), tok.line or 1, (tok.column or 1) + e.position
+        ) from None
+
+
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
+    if op in ("P", "P*"):
+        return _periodic(op, args, bracket)
+
     def exprs(n: int) -> list[ex.Expression]:
         if len(args) != n or not all(isinstance(a, ex.Expression) for a in args):
             raise ExpressionError(f"{op} takes {n} event expression(s), got {_describe(args)}")
@@ -144,11 +183,46 @@ def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None)
         if bracket is None:
             raise ExpressionError("NOT needs its interval: NOT(E2)[E1, E3]")
         return ex.Not(middle, bracket[0], bracket[1])
-    raise ExpressionError(f"unknown operator {op}(...); expected ANY, A, A* or NOT")
+    raise ExpressionError(f"unknown operator {op}(...); expected ANY, A, A*, NOT, P or P*")
+
+
+def _periodic(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
+    shape = "P(E1, [t], E3)" if op == "P" else "P*(E1, [t] arg, E3) or P*(E1, [t], E3)"
+    if bracket is not None:
+        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
+    ok = (
+        len(args) == 3
+        and isinstance(args[0], ex.Expression)
+        and isinstance(args[1], _Interval)
+        and isinstance(args[2], ex.Expression)
+    )
+    if not ok:
+        raise ExpressionError(f"{op} is written {shape}, got {_describe(args)}")
+    start, iv, end = args
+    if op == "P":
+        if iv.arg is not None:
+            raise _Positioned(
+                ExpressionError(
+                    f"only P* takes a parameter after its interval ({iv.arg!r}); "
+                    "P's ticks carry their times"
+                ),
+                iv.token.line or 1,
+                iv.token.column or 1,
+            )
+        return tm.P(start, iv.duration, end)
+    return tm.Pstar(start, iv.duration, end, iv.arg)
 
 
 def _describe(args: list[t.Any]) -> str:
-    return f"{len(args)} argument(s)" if args else "none"
+    if not args:
+        return "none"
+    kinds = [
+        ("an interval" if isinstance(a, _Interval) else "a count")
+        if isinstance(a, (_Interval, int))
+        else "an event"
+        for a in args
+    ]
+    return f"{len(args)} argument(s): " + ", ".join(kinds)
 
 
 def _expected_text(names: t.Iterable[str]) -> list[str]:
