@@ -1,0 +1,304 @@
+"""Replay throughput: the local engine against Spark ``local[2]``, end to end.
+
+Run: ``python bench/replay.py`` (``--sizes 1M,4M,10M`` by default; ``--quick``
+for 200k and 1M). For each size it generates (once, cached under ``--data``) a
+log export of that many occurrences, then replays it in a fresh process per
+engine and prints events/s and peak memory.
+
+The log is a shop's: thousands of transactions of about 150 occurrences each
+(``txn:begin`` .. ``txn:pre_commit``, ``txn:commit``; 5% end in ``txn:abort``),
+orders, their payments (80%, later in the same transaction), page views (no rule
+listens to them), refunds. The rules (:func:`rules`): "an order then its
+payment" partitioned by ``order_id`` in the chronicle context (the keyed
+sequence pattern), big orders (a condition on the amount), a deferred audit of
+payments, a detached rule on refunds after payment.
+
+Figures, each end to end in its own process:
+
+local
+    ``replay(export, rules)``: from process start (imports included) to the
+    detections written to Parquet.
+spark
+    the same through ``engine="spark"`` on ``local[2]``, SparkSession start-up
+    included; detections written to Parquet by Spark.
+
+Memory: peak resident set (``VmHWM`` from /proc) of the local process; for Spark,
+of the Python driver, of the driver JVM, and of the largest Python worker.
+This is a benchmark, not a test: nothing asserts on its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+START = time.perf_counter()
+HERE = Path(__file__).resolve().parent
+RULES = "replay:rules"  # this file, importable by Spark's workers through PYTHONPATH
+
+
+def rules() -> Any:
+    """The benchmark's rules (a zero-argument factory, as replay references allow)."""
+    from sentinel import LocalEventDetector
+
+    det = LocalEventDetector()
+    for name in ("order", "payment", "view", "refund"):
+        det.explicit(name)
+    det.rule("paid", "(order ; payment) by order_id", action=_noop, context="chronicle")
+    det.rule("big_order", "order", lambda o: o.params["amount"] > 900, action=_noop)
+    det.rule("audit", "payment", action=_noop, coupling="deferred", context="cumulative")
+    det.rule("refund", "(payment ; refund) by order_id", action=_noop, coupling="detached")
+    return det
+
+
+def _noop(occ: Any) -> None:
+    pass
+
+
+# -- the log ---------------------------------------------------------------------------
+def generate(out: Path, events: int, *, seed: int = 42, buckets: int = 16) -> None:
+    """An export of about ``events`` occurrences (see the module docs)."""
+    import pyarrow as pa
+
+    from sentinel.replay.export import ExportWriter
+    from sentinel.replay.sources import EXPORT_SCHEMA
+
+    rng = random.Random(seed)
+    per_txn = 150
+    n_txn = max(1, events // per_txn)
+    scopes = sorted(uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(n_txn))
+    writer = ExportWriter(out, buckets=buckets, row_group_rows=100_000, overwrite=True)
+    t_occ = 0
+    order_id = 0
+    cols: dict[str, list[Any]] = {name: [] for name in EXPORT_SCHEMA.names}
+    written = 0
+    ts0 = 1_700_000_000.0
+
+    def row(scope: str, event: str, params: str, outcome: str) -> None:
+        nonlocal t_occ
+        t_occ += 1
+        ts = ts0 + t_occ * 0.001
+        cols["scope"].append(scope)
+        cols["t_occ"].append(t_occ)
+        cols["event"].append(event)
+        cols["ts"].append(ts)
+        cols["detected_ts"].append(ts)
+        cols["source_class"].append(None)
+        cols["source_key"].append(None)
+        cols["params"].append(params)
+        cols["outcome"].append(outcome)
+        cols["id"].append(t_occ)
+        cols["at"].append(int(ts * 1e6))
+
+    for i, scope in enumerate(scopes):
+        remaining = events - written
+        size = min(remaining, per_txn) if i == n_txn - 1 else per_txn
+        aborted = rng.random() < 0.05
+        outcome = "aborted" if aborted else "committed"
+        body = size - (3 if not aborted else 2)
+        pending: list[tuple[int, int]] = []
+        row(scope, "txn:begin", "{}", outcome)
+        customer = rng.randrange(100_000)
+        for _ in range(max(0, body)):
+            r = rng.random()
+            if r < 0.25:
+                order_id += 1
+                amount = rng.randrange(1, 1000)
+                row(
+                    scope,
+                    "order",
+                    f'{{"amount":{amount},"customer":{customer},"order_id":{order_id}}}',
+                    outcome,
+                )
+                if rng.random() < 0.8:
+                    pending.append((order_id, amount))
+            elif r < 0.45 and pending:
+                oid, amount = pending.pop(rng.randrange(len(pending)))
+                row(
+                    scope,
+                    "payment",
+                    f'{{"amount":{amount},"method":"card","order_id":{oid}}}',
+                    outcome,
+                )
+            elif r < 0.47:
+                row(scope, "refund", f'{{"order_id":{order_id}}}', outcome)
+            else:
+                row(
+                    scope,
+                    "view",
+                    f'{{"customer":{customer},"page":"/p/{rng.randrange(500)}"}}',
+                    outcome,
+                )
+        if aborted:
+            row(scope, "txn:abort", "{}", outcome)
+        else:
+            row(scope, "txn:pre_commit", "{}", outcome)
+            row(scope, "txn:commit", "{}", outcome)
+        written += size
+        if len(cols["scope"]) >= 200_000 or i == n_txn - 1:
+            arrays = [pa.array(cols[f.name], f.type) for f in EXPORT_SCHEMA]
+            writer.write(pa.RecordBatch.from_arrays(arrays, schema=EXPORT_SCHEMA))
+            for v in cols.values():
+                v.clear()
+    writer.close(source=f"bench/replay.py generate {events} seed={seed}")
+
+
+# -- measuring -------------------------------------------------------------------------
+def _hwm(pid: int | str = "self") -> int:
+    """Peak resident set of a process in bytes (0 where /proc is unavailable)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children of any of their threads)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for children in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                found = [int(c) for c in children.read_text().split()]
+            except OSError:
+                continue
+            out.extend(found)
+            todo.extend(found)
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def run_local(log: Path) -> dict[str, Any]:
+    from sentinel.replay import replay
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = replay(log, RULES, out=Path(tmp) / "d")
+    return {
+        "events": result.events,
+        "detections": result.detections,
+        "seconds": time.perf_counter() - START,
+        "rss": _hwm(),
+    }
+
+
+def run_spark(log: Path) -> dict[str, Any]:
+    from sentinel.replay import replay
+    from sentinel.replay.spark import session
+
+    spark = session(
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory() as tmp:
+        result = replay(log, RULES, engine="spark", spark=spark, out=Path(tmp) / "d")
+        seconds = time.perf_counter() - START
+        jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+        workers = [p for p in _descendants(jvm) if "pyspark" in _cmdline(p)]
+        figures = {
+            "events": result.events,
+            "detections": result.detections,
+            "seconds": seconds,
+            "rss": _hwm(),
+            "jvm": _hwm(jvm),
+            "worker": max((_hwm(p) for p in workers if "daemon" not in _cmdline(p)), default=0),
+        }
+    spark.stop()
+    return figures
+
+
+def measure(engine: str, log: Path) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
+    }
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--worker", engine, "--log", str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode:
+        sys.exit(f"{engine} replay failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 1_000, "M": 1_000_000}.get(text[-1], 1)
+    return int(float(text.rstrip("KM")) * scale)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.0f} MB" if n else "n/a"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1M,4M,10M")
+    parser.add_argument("--quick", action="store_true", help="sizes 200K,1M")
+    parser.add_argument("--engines", default="local,spark")
+    parser.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "sentinel-bench"))
+    parser.add_argument("--worker", choices=["local", "spark"], help=argparse.SUPPRESS)
+    parser.add_argument("--log", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run = run_local if args.worker == "local" else run_spark
+        print(json.dumps(run(Path(args.log))))
+        return
+    sizes = [_size(s) for s in ("200K,1M" if args.quick else args.sizes).split(",")]
+    engines = args.engines.split(",")
+    print(f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}; rules: {RULES}")
+    header = (
+        f"{'events':>10}  {'engine':<6} {'seconds':>8} {'events/s':>10} "
+        f"{'detections':>11}  memory (peak RSS)"
+    )
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        log = Path(args.data) / f"log-{n}"
+        if not (log / "_sentinel_export.json").exists():
+            shutil.rmtree(log, ignore_errors=True)
+            t = time.perf_counter()
+            generate(log, n)
+            print(f"{n:>10,}  (generated in {time.perf_counter() - t:.0f} s: {log})")
+        rates = {}
+        for engine in engines:
+            f = measure(engine, log)
+            rates[engine] = f["events"] / f["seconds"]
+            mem = (
+                f"{_mb(f['rss'])}"
+                if engine == "local"
+                else f"driver {_mb(f['rss'])} + JVM {_mb(f['jvm'])}; worker {_mb(f['worker'])}"
+            )
+            print(
+                f"{f['events']:>10,}  {engine:<6} {f['seconds']:>8.1f} {rates[engine]:>10,.0f} "
+                f"{f['detections']:>11,}  {mem}"
+            )
+        if len(rates) == 2:
+            print(f"{'':>10}  spark/local: {rates['spark'] / rates['local']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

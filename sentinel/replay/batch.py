@@ -1,0 +1,436 @@
+"""The replay step: log rows in, detections out, as Arrow record batches.
+
+:func:`replay_batches` is a plain function from an iterator of record batches of
+log rows (:data:`LOG_SCHEMA`; pandas DataFrames are accepted too) to an iterator
+of record batches of detections (:data:`DETECTION_SCHEMA`). It is the whole of
+replay: the local engine calls it once over the log, the Spark engine once per
+partition (``mapInArrow`` or the replay data source). It needs no Spark.
+
+Input order is the contract:
+
+``order="scope"`` (rules that flush per transaction)
+    rows sorted by ``(scope, t_occ)``, or at least: each scope's rows contiguous
+    and in ``t_occ`` order. A scope ends when the next scope starts (or the input
+    ends); it is then committed or aborted according to its ``outcome`` column.
+``order="t_occ"`` (rules with ``flush=False``)
+    rows in ``t_occ`` order (ties by scope). A scope ends at its ``txn:commit``
+    or ``txn:abort`` row, or when the input ends.
+
+Detections are those of the online run, in the order replay finds them: rule
+name, coupling mode, scope and ``t_occ`` of the detection (its terminator's), the
+constituents' ids (two parallel lists), their parameters (a JSON array of the
+constituents' parameter objects, as the log holds them), the condition's result,
+and the error a condition raised (``condition`` is then null).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator
+from operator import itemgetter
+from typing import Any, Final, Literal
+
+import pyarrow as pa
+
+from sentinel.errors import ReplayError, ReplaySourceError
+from sentinel.log.records import source_ref
+from sentinel.occurrence import Occurrence
+from sentinel.params import dumps
+from sentinel.replay.recorder import (
+    InstantFailed,
+    LazyParams,
+    ReplayDetector,
+    decode_params,
+    key_params,
+)
+from sentinel.replay.rules import Rules, resolve_rules, rule_events
+
+__all__ = [
+    "DETECTION_COLUMNS",
+    "DETECTION_SCHEMA",
+    "LOG_COLUMNS",
+    "LOG_SCHEMA",
+    "Order",
+    "Replayer",
+    "replay_batches",
+]
+
+Order = Literal["scope", "t_occ"]
+
+#: The columns replay reads from a log row (extra columns are ignored).
+LOG_SCHEMA: Final = pa.schema(
+    [
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("t_occ", pa.int64(), nullable=False),
+        pa.field("event", pa.string(), nullable=False),
+        pa.field("ts", pa.float64(), nullable=False),
+        pa.field("detected_ts", pa.float64(), nullable=False),
+        pa.field("source_class", pa.string()),
+        pa.field("source_key", pa.string()),
+        pa.field("params", pa.string(), nullable=False),
+        pa.field("outcome", pa.string()),
+    ]
+)
+LOG_COLUMNS: Final = tuple(LOG_SCHEMA.names)
+
+_STRINGS = pa.list_(pa.field("element", pa.string()))
+_INTS = pa.list_(pa.field("element", pa.int64()))
+
+#: One row per detection. Every field is nullable, as Spark declares them.
+DETECTION_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rule", pa.string()),
+        pa.field("coupling", pa.string()),
+        pa.field("scope", pa.string()),
+        pa.field("t_occ", pa.int64()),
+        pa.field("constituent_scopes", _STRINGS),
+        pa.field("constituent_t_occs", _INTS),
+        pa.field("params", pa.string()),
+        pa.field("condition", pa.bool_()),
+        pa.field("error", pa.string()),
+    ]
+)
+DETECTION_COLUMNS: Final = tuple(DETECTION_SCHEMA.names)
+
+_ENDS: Final = frozenset({"txn:commit", "txn:abort"})
+_new = tuple.__new__
+_t_occ = itemgetter(1)
+
+
+class Replayer:
+    """Feeds log rows to a fresh replay detector and collects its detections.
+
+    One replayer is one partition's worth of replay. ``rules`` is a rules
+    reference, a detector or a callable (see :mod:`sentinel.replay.rules`);
+    ``only`` restricts replay to the named rules; ``order`` is the input order
+    (module docs). ``order="scope"`` refuses rules with ``flush=False`` (they
+    combine occurrences of several scopes, which scope order would separate).
+
+    Not thread-safe. Usage: :meth:`feed` batches, :meth:`take` detections when
+    convenient, :meth:`finish` at the end of the input, then :meth:`take` the
+    rest. ``rows`` counts the log rows fed; ``per_rule`` the detections taken.
+    """
+
+    def __init__(
+        self,
+        rules: Rules,
+        *,
+        order: Order = "scope",
+        only: Collection[str] | None = None,
+        run_actions: bool = False,
+    ) -> None:
+        if order not in ("scope", "t_occ"):
+            raise ReplayError(f"order must be 'scope' or 't_occ', not {order!r}")
+        base = resolve_rules(rules)
+        self.detector = det = ReplayDetector.of(base, only=only, run_actions=run_actions)
+        active = [r for r in det.rules.values() if r.enabled]
+        if order == "scope":
+            spanning = [r.name for r in active if not r.flush]
+            if spanning:
+                raise ReplayError(
+                    f"rule(s) {', '.join(map(repr, spanning))} opted out of flushing "
+                    "(flush=False): they combine occurrences of several transactions, so "
+                    "they replay in t_occ order, not scope by scope"
+                )
+        self.order: Order = order
+        self.listened, self.keyed = rule_events(active)
+        # Per event name: _SKIP (nothing listens), _LAZY (decode parameters when
+        # read), _FULL (decode them now), or the parameter names to read now.
+        self._modes: dict[str, Any] = {}
+        self.rows = 0
+        self.per_rule: Counter[str] = Counter()
+        self._records = det.scheduler.records
+        # order="scope": the scope being replayed; order="t_occ": every open scope.
+        self._scope: Any = None
+        self._scope_id: Any = None
+        self._outcome: str | None = None
+        self._open: dict[Any, tuple[Any, str | None]] = {}
+        self._refs: dict[tuple[str, str | None], Any] = {}
+
+    # -- input -----------------------------------------------------------------------
+    def feed(self, batch: pa.RecordBatch | Any) -> None:
+        """Replay one batch of log rows (a record batch, a table or a pandas
+        DataFrame with the :data:`LOG_SCHEMA` columns)."""
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.feed(b)
+            return
+        batch = _as_batch(batch)
+        n = batch.num_rows
+        if not n:
+            return
+        try:
+            cols = [batch.column(name).to_pylist() for name in LOG_COLUMNS]
+        except KeyError as err:
+            missing = [c for c in LOG_COLUMNS if c not in batch.schema.names]
+            raise ReplaySourceError(
+                f"log rows lack column(s) {', '.join(missing)}; replay needs "
+                f"{', '.join(LOG_COLUMNS)}",
+                source="input batch",
+            ) from err
+        self.rows += n
+        if self.order == "scope":
+            self._feed_by_scope(cols)
+        else:
+            self._feed_by_t_occ(cols)
+
+    def _occurrence_parts(self) -> tuple[Any, ...]:
+        return (self._modes, self._mode, self.detector.inject, self._refs)
+
+    def _mode(self, event: str) -> Any:
+        if not self.detector.listens(event):
+            mode: Any = _SKIP
+        elif event not in self.listened:
+            mode = _FULL  # routed by a layer (temporal ticks): it may read anything
+        else:
+            mode = self.keyed.get(event, _LAZY)
+            if mode is None:
+                mode = _FULL
+        self._modes[event] = mode
+        return mode
+
+    def _feed_by_scope(self, cols: list[list[Any]]) -> None:
+        modes, mode_of, inject, refs = self._occurrence_parts()
+        det = self.detector
+        new_scope = det.scope
+        scope, cur, outcome = self._scope, self._scope_id, self._outcome
+        rows = zip(*cols, strict=True)
+        while True:
+            try:
+                for sid, t, ev, ts, dts, sc, sk, text, oc in rows:
+                    if sid != cur:
+                        if scope is not None:
+                            self._scope = None
+                            self._end(scope, outcome)
+                        scope = new_scope(sid)
+                        cur, outcome = sid, oc
+                        self._scope, self._scope_id, self._outcome = scope, cur, outcome
+                    m = modes.get(ev)
+                    if m is None:
+                        m = mode_of(ev)
+                    if m is _SKIP:
+                        continue
+                    p = LazyParams()
+                    p.raw = text
+                    p.pending = text != "{}"
+                    if m is not _LAZY and p.pending:
+                        _read_keys(p, text, m)
+                    if sc is None:
+                        source = None
+                    else:
+                        source = refs.get((sc, sk))
+                        if source is None:
+                            source = self._ref(sc, sk)
+                    inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                break
+            except InstantFailed:
+                continue  # recorded; go on with the next row
+
+    def _feed_by_t_occ(self, cols: list[list[Any]]) -> None:
+        modes, mode_of, inject, refs = self._occurrence_parts()
+        det = self.detector
+        opened = self._open
+        rows = zip(*cols, strict=True)
+        while True:
+            try:
+                for sid, t, ev, ts, dts, sc, sk, text, oc in rows:
+                    m = modes.get(ev)
+                    if m is None:
+                        m = mode_of(ev)
+                    if m is not _SKIP:
+                        entry = opened.get(sid)
+                        if entry is None:
+                            entry = opened[sid] = (det.scope(sid), oc)
+                        p = LazyParams()
+                        p.raw = text
+                        p.pending = text != "{}"
+                        if m is not _LAZY and p.pending:
+                            _read_keys(p, text, m)
+                        if sc is None:
+                            source = None
+                        else:
+                            source = refs.get((sc, sk))
+                            if source is None:
+                                source = self._ref(sc, sk)
+                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), entry[0])
+                    if ev in _ENDS:
+                        entry = opened.pop(sid, None)
+                        if entry is not None:
+                            self._end(*entry)
+                break
+            except InstantFailed:
+                continue
+
+    def _ref(self, source_class: str, source_key: str | None) -> Any:
+        refs = self._refs
+        if len(refs) > 65_536:
+            refs.clear()
+        ref = refs[(source_class, source_key)] = source_ref(source_class, source_key)
+        return ref
+
+    def _end(self, scope: Any, outcome: str | None) -> None:
+        # The process scope (outcome NULL) is never committed online; ending it
+        # as committed hands its detached rules over, as online does at once.
+        self.detector.end_scope(scope, "aborted" if outcome == "aborted" else "committed")
+
+    def finish(self) -> None:
+        """End the scopes still open (the input is over)."""
+        if self._scope is not None:
+            scope, self._scope = self._scope, None
+            self._end(scope, self._outcome)
+        opened, self._open = self._open, {}
+        for scope, outcome in opened.values():
+            self._end(scope, outcome)
+
+    def needed_events(self) -> list[str] | None:
+        """The events this replay needs to read (what its rules listen to, and
+        transaction ends), or ``None`` for all of them (a layer routes logged
+        occurrences by names that are not known in advance)."""
+        if getattr(self.detector, "_routes", None):
+            return None
+        return sorted({*self.listened, *_ENDS})
+
+    # -- output ----------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """How many detections are waiting to be taken."""
+        return len(self._records)
+
+    def take(self) -> pa.RecordBatch:
+        """The detections recorded since the last call, as one record batch."""
+        records = self._records[:]
+        self._records.clear()
+        if not records:
+            return pa.RecordBatch.from_pylist([], schema=DETECTION_SCHEMA)
+        names, couplings, scopes, occs, conditions, errors = zip(*records, strict=True)
+        self.per_rule.update(names)
+        t_occs = [o[1] for o in occs]
+        offsets = [0]
+        flat_scopes: list[Any] = []
+        flat_t: list[int] = []
+        params: list[str] = []
+        add_offset, add_scope, add_t, add_params = (
+            offsets.append,
+            flat_scopes.append,
+            flat_t.append,
+            params.append,
+        )
+        n = 0
+        for occ in occs:
+            if type(occ) is Occurrence:
+                add_scope(occ[6])
+                add_t(occ[1])
+                p = occ[5]
+                add_params("[" + (p.raw if type(p) is LazyParams else dumps(p)) + "]")
+                n += 1
+                add_offset(n)
+                continue
+            parts = occ[2]
+            # Composites of primitives are the common case: ordering their parts by
+            # t_occ (stably) gives what .constituents gives, without flattening.
+            if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
+                a, b = parts
+                cons: Any = (b, a) if b[1] < a[1] else parts
+            elif all(type(p) is Occurrence for p in parts):
+                cons = sorted(parts, key=_t_occ)
+            else:
+                cons = occ.constituents
+            texts = []
+            for c in cons:
+                add_scope(c[6])
+                add_t(c[1])
+                p = c[5]
+                texts.append(p.raw if type(p) is LazyParams else dumps(p))
+            add_params("[" + ",".join(texts) + "]")
+            n += len(cons)
+            add_offset(n)
+        off = pa.array(offsets, pa.int32())
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(names, pa.string()),
+                pa.array(couplings, pa.string()),
+                pa.array(scopes, pa.string()),
+                pa.array(t_occs, pa.int64()),
+                pa.ListArray.from_arrays(off, pa.array(flat_scopes, pa.string()), type=_STRINGS),
+                pa.ListArray.from_arrays(off, pa.array(flat_t, pa.int64()), type=_INTS),
+                pa.array(params, pa.string()),
+                pa.array(conditions, pa.bool_()),
+                pa.array(errors, pa.string()),
+            ],
+            schema=DETECTION_SCHEMA,
+        )
+
+
+_SKIP: Final = "skip"
+_LAZY: Final = "lazy"
+_FULL: Final = "full"
+
+
+def _read_keys(p: LazyParams, text: str, keys: Any) -> None:
+    """Give ``p`` what detection reads: the values of ``keys`` (or everything)."""
+    found = None if keys is _FULL else key_params(text, keys)
+    if found is None:
+        p.update(decode_params(text))
+        p.pending = False
+    else:
+        p.update(found)
+
+
+def _as_batch(batch: Any) -> pa.RecordBatch:
+    if isinstance(batch, pa.RecordBatch):
+        return batch
+    if type(batch).__module__.startswith("pandas"):
+        return pa.RecordBatch.from_pandas(batch, preserve_index=False)
+    raise ReplaySourceError(
+        f"expected Arrow record batches or pandas DataFrames of log rows, not "
+        f"{type(batch).__name__}",
+        source="input batch",
+    )
+
+
+def replay_batches(
+    batches: Iterable[pa.RecordBatch | Any],
+    rules: Rules,
+    *,
+    order: Order = "scope",
+    only: Collection[str] | None = None,
+    run_actions: bool = False,
+    batch_rows: int = 32_768,
+) -> Iterator[pa.RecordBatch]:
+    """Replay log rows and yield detections: the per-partition step.
+
+    ``batches`` are record batches (or pandas DataFrames) with the
+    :data:`LOG_SCHEMA` columns, in the ``order`` described in the module docs;
+    ``rules`` a rules reference, detector or callable; ``only`` the names of the
+    rules to replay (default: every enabled rule, which for ``order="scope"``
+    must all flush per transaction). Yields :data:`DETECTION_SCHEMA` batches of
+    up to about ``batch_rows`` detections, and nothing for a partition without
+    detections. Conditions are evaluated; actions run only with
+    ``run_actions``.
+
+    Raises :class:`~sentinel.errors.RuleReferenceError` for rules that cannot
+    be loaded and :class:`~sentinel.errors.ReplayError` for rules that cannot
+    replay in ``order`` (on the first ``next()``: this is a generator).
+
+    >>> import pyarrow as pa
+    >>> from sentinel import LocalEventDetector
+    >>> det = LocalEventDetector()
+    >>> _ = det.explicit("order"); _ = det.explicit("payment")
+    >>> _ = det.rule("paid", "order ; payment", action=print)
+    >>> rows = pa.table({"scope": ["tx1"] * 2, "t_occ": [1, 2], "event": ["order", "payment"],
+    ...                  "ts": [0.0, 1.0], "detected_ts": [0.0, 1.0],
+    ...                  "source_class": [None, None], "source_key": [None, None],
+    ...                  "params": ['{"id":7}', '{"id":7}'], "outcome": ["committed"] * 2},
+    ...                 schema=LOG_SCHEMA)
+    >>> [d["constituent_t_occs"] for d in pa.Table.from_batches(
+    ...     replay_batches(rows.to_batches(), det)).to_pylist()]
+    [[1, 2]]
+    """
+    replayer = Replayer(rules, order=order, only=only, run_actions=run_actions)
+    for batch in batches:
+        replayer.feed(batch)
+        if replayer.pending >= batch_rows:
+            yield replayer.take()
+    replayer.finish()
+    if replayer.pending:
+        yield replayer.take()

@@ -1,0 +1,124 @@
+"""Writing detections to Parquet from where they are found.
+
+The Spark engine writes detections from its Python workers with pyarrow, one
+file per partition, instead of handing them to the JVM to write: only a summary
+row per rule travels back. :func:`replay_to_parquet` is that replay step (a plain
+function over Arrow batches, like :func:`~sentinel.replay.batch.replay_batches`).
+
+``out`` is a local directory (it must be shared by every worker on a cluster) or
+a URI pyarrow's file systems understand (``s3://bucket/path``, ``gs://...``,
+``hdfs://...``). Each file is written under a hidden temporary name and renamed
+when complete, so a retried task replaces its file and readers never see a
+partial one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Collection, Iterable, Iterator
+from typing import Any, Final
+
+import pyarrow as pa
+
+from sentinel.errors import ReplayError
+from sentinel.replay.batch import DETECTION_SCHEMA, Order, Replayer
+from sentinel.replay.rules import Rules
+
+__all__ = ["SUMMARY_SCHEMA", "prepare_output", "replay_to_parquet", "write_empty"]
+
+#: One row per rule with detections in a partition, and one (``rule`` null)
+#: with the number of log rows the partition read.
+SUMMARY_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rule", pa.string()),
+        pa.field("detections", pa.int64()),
+        pa.field("rows", pa.int64()),
+    ]
+)
+
+
+def _filesystem(out: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    if "://" in out:
+        fs, path = pafs.FileSystem.from_uri(out)
+        return fs, str(path)
+    return pafs.LocalFileSystem(), os.path.abspath(out)
+
+
+def prepare_output(out: str | os.PathLike[str], *, overwrite: bool) -> None:
+    """Make ``out`` an empty directory: refuse one that holds something unless
+    ``overwrite``. Raises :class:`~sentinel.errors.ReplayError`."""
+    import pyarrow.fs as pafs
+
+    fs, root = _filesystem(os.fspath(out))
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        raise ReplayError(f"{out} is a file; give a directory for the detections")
+    if info.type == pafs.FileType.Directory and fs.get_file_info(
+        pafs.FileSelector(root, recursive=False)
+    ):
+        if not overwrite:
+            raise ReplayError(f"{out} exists and is not empty; choose another or overwrite it")
+        if isinstance(fs, pafs.LocalFileSystem):
+            shutil.rmtree(root)
+        else:
+            fs.delete_dir_contents(root)
+    fs.create_dir(root, recursive=True)
+
+
+def write_empty(out: str | os.PathLike[str]) -> None:
+    """Write a file with no detections, so ``out`` reads as an empty dataset."""
+    import pyarrow.parquet as pq
+
+    fs, root = _filesystem(os.fspath(out))
+    pq.write_table(DETECTION_SCHEMA.empty_table(), f"{root}/part-empty.parquet", filesystem=fs)
+
+
+def replay_to_parquet(
+    batches: Iterable[pa.RecordBatch | Any],
+    rules: Rules,
+    *,
+    out: str,
+    name: str,
+    order: Order = "scope",
+    only: Collection[str] | None = None,
+    batch_rows: int = 32_768,
+) -> Iterator[pa.RecordBatch]:
+    """Replay ``batches`` (as :func:`~sentinel.replay.batch.replay_batches`
+    does), write the detections to ``out/name.parquet`` (no file when there are
+    none) and yield one :data:`SUMMARY_SCHEMA` batch."""
+    import pyarrow.parquet as pq
+
+    replayer = Replayer(rules, order=order, only=only)
+    fs, root = _filesystem(out)
+    tmp, final = f"{root}/.{name}.parquet.tmp", f"{root}/{name}.parquet"
+    writer: Any = None
+
+    def write(batch: pa.RecordBatch) -> None:
+        nonlocal writer
+        if not batch.num_rows:
+            return
+        if writer is None:
+            writer = pq.ParquetWriter(tmp, DETECTION_SCHEMA, filesystem=fs)
+        writer.write_batch(batch)
+
+    for batch in batches:
+        replayer.feed(batch)
+        if replayer.pending >= batch_rows:
+            write(replayer.take())
+    replayer.finish()
+    write(replayer.take())
+    if writer is not None:
+        writer.close()
+        fs.move(tmp, final)
+    counts = replayer.per_rule
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array([*counts, None], pa.string()),
+            pa.array([*counts.values(), 0], pa.int64()),
+            pa.array([0] * len(counts) + [replayer.rows], pa.int64()),
+        ],
+        schema=SUMMARY_SCHEMA,
+    )

@@ -1,0 +1,251 @@
+"""The replay detector: the application's rules, recording instead of acting.
+
+:class:`ReplayDetector` is a :class:`~sentinel.LocalEventDetector` whose scheduler
+is a :class:`RecordingScheduler`: when a rule triggers it evaluates the condition
+(with signals muted, as online), records the detection, and runs the action only
+when replay was asked to (``run_actions``). Detached rules are recorded where the
+online detector would have handed them to its detached executor: when their
+transaction ends, only after a commit for causally dependent ones.
+
+Parameters are decoded lazily: an occurrence's parameters are a
+:class:`LazyParams` mapping that keeps the log's JSON text (``raw``) and is
+filled only when something reads it: detection itself (an expression partitioned
+by a parameter), a condition, or an action. Replay output reuses the JSON text,
+so parameters are never re-encoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Collection
+from threading import get_ident
+from typing import TYPE_CHECKING, Any
+
+from sentinel.errors import ReplayError, RuleError
+from sentinel.occurrence import Occurrence
+from sentinel.params import loads
+from sentinel.rules import LocalEventDetector, Scheduler
+
+if TYPE_CHECKING:
+    from sentinel.detector import Scope, Subscription
+    from sentinel.rules import Rule
+
+__all__ = [
+    "InstantFailed",
+    "LazyParams",
+    "RecordingScheduler",
+    "ReplayDetector",
+    "decode_params",
+    "fill",
+    "key_params",
+]
+
+_loads = json.loads
+
+
+class LazyParams(dict):  # type: ignore[type-arg]
+    """An occurrence's parameters as replay reads them from the log.
+
+    ``raw`` is the log's JSON text (tagged values as :mod:`sentinel.params`
+    writes them). While ``pending`` is true the mapping is still empty;
+    :meth:`fill` decodes ``raw`` into it. Compares equal to a plain dict with the
+    same items once filled.
+    """
+
+    __slots__ = ("pending", "raw")
+
+    pending: bool
+    raw: str
+
+    def fill(self) -> None:
+        """Decode ``raw`` into the mapping (once)."""
+        if self.pending:
+            self.update(decode_params(self.raw))
+            self.pending = False
+
+
+def decode_params(text: str) -> dict[str, Any]:
+    """A log row's ``params`` JSON text as a parameter mapping (tagged values
+    decoded). A flat object of plain values skips the tag decoder."""
+    if "$" not in text and "[" not in text and text.count("{") == 1:
+        return _loads(text)  # type: ignore[no-any-return]
+    return loads(text)
+
+
+def key_params(text: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The integer or string values of ``keys`` in the log's JSON text of a
+    parameter mapping, without decoding the rest; ``None`` when the text is not
+    a flat object of plain values or a key's value is of another type (decode it
+    all then). A key that is absent is left out, as decoding would."""
+    if "$" in text or "[" in text or "\\" in text or text.count("{") != 1:
+        return None
+    out: dict[str, Any] = {}
+    for key in keys:
+        # Without escapes a string value holds no quote, so '"key":' is the key.
+        i = text.find(f'"{key}":')
+        if i < 0:
+            continue
+        j = i + len(key) + 3
+        if text[j] == '"':
+            out[key] = text[j + 1 : text.index('"', j + 1)]
+            continue
+        end = text.find(",", j)
+        value = text[j : end if end >= 0 else text.index("}", j)]
+        if not value.lstrip("-").isdigit():
+            return None
+        out[key] = int(value)
+    return out
+
+
+def fill(occ: Any) -> None:
+    """Fill the lazy parameters of every primitive constituent of ``occ``."""
+    if type(occ) is Occurrence:
+        p = occ[5]
+        if type(p) is LazyParams and p.pending:
+            p.fill()
+        return
+    stack = [occ]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        o = pop()
+        if type(o) is Occurrence:
+            p = o[5]
+            if type(p) is LazyParams and p.pending:
+                p.fill()
+        else:
+            extend(o[2])
+
+
+class InstantFailed(Exception):
+    """A condition (or, with actions, an action) raised: as online, the rest of
+    the instant's rules do not run. Replay records the failure and goes on with
+    the next occurrence (online, the transaction aborted; the log has the abort)."""
+
+
+#: One recorded detection: rule name, coupling mode, scope id, the occurrence,
+#: the condition's result (None when it raised), the error message (or None).
+Record = tuple[str, str, Any, Any, "bool | None", "str | None"]
+
+
+class RecordingScheduler(Scheduler):
+    """A scheduler that records each rule it would run.
+
+    ``records`` collects :data:`Record` tuples; ``scope_id`` is the scope the
+    detector is delivering to (set by :meth:`deliver` and by the detector when a
+    scope ends). With ``run_actions`` the action of a rule whose condition holds
+    runs too, with signals muted (the log already holds what it signalled online).
+    """
+
+    def __init__(self, detector: LocalEventDetector, cascade_limit: int) -> None:
+        super().__init__(detector, cascade_limit)
+        self.records: list[Record] = []
+        self.scope_id: Any = None
+        self.run_actions = False
+
+    def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
+        self.scope_id = scope.id
+        super().deliver(items, scope)
+
+    def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
+        if not rule._subscription.active:
+            return
+        cond = rule.condition
+        run_actions = self.run_actions
+        if cond is None:
+            ok = True
+        else:
+            fill(occ)
+            muted = self._muted
+            me = get_ident()
+            mine = me not in muted
+            if mine:
+                muted.add(me)
+            try:
+                ok = bool(cond(occ))
+            except Exception as e:
+                self._failed(rule, occ, None, "condition", e)
+            finally:
+                if mine:
+                    muted.discard(me)
+        if ok and run_actions:
+            fill(occ)
+            muted = self._muted
+            me = get_ident()
+            mine = me not in muted
+            if mine:
+                muted.add(me)
+            try:
+                rule.action(occ)
+            except Exception as e:
+                self._failed(rule, occ, ok, "action", e)
+            finally:
+                if mine:
+                    muted.discard(me)
+        self.records.append((rule.name, rule.coupling.value, self.scope_id, occ, ok, None))
+
+    def _failed(self, rule: Rule, occ: Any, ok: bool | None, phase: str, error: Exception) -> None:
+        message = (
+            str(error) if isinstance(error, RuleError) else str(RuleError(rule.name, phase, error))
+        )
+        self.records.append((rule.name, rule.coupling.value, self.scope_id, occ, ok, message))
+        raise InstantFailed(message) from error
+
+
+class ReplayDetector(LocalEventDetector):
+    """A detector that records detections instead of running rules (see the
+    module docs). Build one with :meth:`of`."""
+
+    scheduler: RecordingScheduler
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Before any rule is defined, so every rule binds to the recording scheduler.
+        self.scheduler = RecordingScheduler(self, self.scheduler.cascade_limit)
+        self._deliver = self.scheduler.deliver  # type: ignore[method-assign]
+        self.detached_executor = self._record_detached
+
+    @classmethod
+    def of(
+        cls,
+        det: LocalEventDetector,
+        *,
+        only: Collection[str] | None = None,
+        run_actions: bool = False,
+    ) -> ReplayDetector:
+        """A fresh replay detector with ``det``'s events and rules (only the
+        rules named in ``only``, when given). Raises
+        :class:`~sentinel.errors.ReplayError` for a name in ``only`` that is not
+        one of ``det``'s rules."""
+        if only is not None:
+            unknown = sorted(set(only) - set(det.rules))
+            if unknown:
+                raise ReplayError(f"no rule named {', '.join(map(repr, unknown))} to replay")
+        rep = det.replica(cls=cls)
+        assert isinstance(rep, ReplayDetector)
+        if only is not None:
+            keep = set(only)
+            for name in [n for n in rep.rules if n not in keep]:
+                rep.get_rule(name).delete()
+        rep.scheduler.run_actions = run_actions
+        return rep
+
+    def listens(self, event: str) -> bool:
+        """Whether an occurrence of ``event`` can reach anything here: a channel
+        some rule listens to, or a layer's route for logged occurrences (temporal
+        ticks). Occurrences of other events change nothing and are skipped."""
+        # Reads the detector's own tables (this is a subclass); the answer is fixed
+        # for a replay, whose rules do not change.
+        channel = self._channels.get(event)
+        if channel is not None:
+            return channel.listened
+        return event in getattr(self, "_routes", ())
+
+    def _after_end(self, scope: Scope) -> None:
+        self.scheduler.scope_id = scope.id
+        super()._after_end(scope)
+
+    def _record_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
+        # A failure is recorded; online, a failing detached rule does not stop the others.
+        with contextlib.suppress(InstantFailed):
+            self.scheduler.run(rule, occ)

@@ -1,0 +1,557 @@
+"""The Spark engine: the replay step of :mod:`sentinel.replay.batch` in Spark's
+Python workers.
+
+How the log reaches the workers decides the plan:
+
+an export or a database (the fast path)
+    the driver checks the source and plans partitions that are already whole
+    scopes in ``(scope, t_occ)`` order: groups of an export's bucket files, or
+    scope ranges of the database's ``(scope, t_occ)`` index. The Python data
+    source ``sentinel_replay`` reads each partition in a worker (pyarrow, or
+    SQLAlchemy: no JVM-side JDBC driver) and replays it right there; only
+    detections cross into the JVM. No shuffle, no sort.
+any DataFrame of log rows (:func:`replay_dataframe`)
+    ``repartition`` by scope, ``sortWithinPartitions`` by ``(scope, t_occ)``,
+    then ``mapInArrow`` with the replay step.
+
+Rules that opted out of flushing (``flush=False``) read only the events they
+listen to (plus transaction ends), ``repartition`` them by the parameter the user
+names (``partition_key``; every occurrence without it lands in one partition) or
+into a single partition, sort by ``(t_occ, scope)``, and replay with
+``mapInArrow``. Partitioning by a key is correct only when those rules never
+combine occurrences with different key values (their events are partitioned
+``by`` that key).
+
+Executors rebuild the rules from their reference (``package.module:attribute``),
+so sentinel and the module holding the rules must be importable there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from sentinel.errors import ReplayError
+from sentinel.log.tables import DEFAULT_PREFIX
+from sentinel.replay.batch import DETECTION_SCHEMA, LOG_COLUMNS, LOG_SCHEMA, Order, replay_batches
+from sentinel.replay.output import (
+    SUMMARY_SCHEMA,
+    prepare_output,
+    replay_to_parquet,
+    write_empty,
+)
+from sentinel.replay.result import ReplayResult
+from sentinel.replay.rules import (
+    Rules,
+    cross_scope_rules,
+    load_rules,
+    per_scope_rules,
+    reference_of,
+)
+from sentinel.replay.sources import (
+    DatabaseSource,
+    ExportSource,
+    TableSource,
+    open_source,
+    read_export_files,
+    select_events,
+)
+
+try:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+except ImportError as err:  # pragma: no cover - depends on the installation
+    raise ReplayError("the Spark engine needs PySpark 4 (pip install 'sentinel[spark]')") from err
+
+__all__ = [
+    "DETECTION_STRUCT",
+    "LOG_STRUCT",
+    "LogDataSource",
+    "ReplayDataSource",
+    "read_log",
+    "replay_dataframe",
+    "replay_spark",
+    "session",
+]
+
+#: The detections' Spark schema (the Arrow :data:`DETECTION_SCHEMA`).
+DETECTION_STRUCT = from_arrow_schema(DETECTION_SCHEMA)
+#: The log rows' Spark schema (the Arrow :data:`LOG_SCHEMA`).
+LOG_STRUCT = from_arrow_schema(LOG_SCHEMA)
+#: What a partition that wrote its detections itself reports (:data:`SUMMARY_SCHEMA`).
+SUMMARY_STRUCT = from_arrow_schema(SUMMARY_SCHEMA)
+
+# Spark redacts option values whose key matches spark.redaction.regex ("secret"...):
+# the database URL, which may carry a password, travels under such a key.
+_URL_OPTION = "url_secret"
+
+
+def session(master: str = "local[*]", *, remote: str | None = None, **conf: str) -> SparkSession:
+    """A SparkSession for replay: ``remote`` (a Spark Connect URL) or ``master``,
+    with the console progress bar and the UI off unless ``conf`` says otherwise;
+    a local master runs Python workers with this interpreter. Returns the active
+    session if there is one."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName("sentinel replay")
+    builder = builder.remote(remote) if remote else builder.master(master)
+    if not remote and master.startswith("local"):
+        # Local workers run this interpreter (its virtualenv has sentinel), not
+        # whatever "python3" is first on PATH. PySpark reads only the variable.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "false", **conf}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# -- the Python data sources ------------------------------------------------------------
+class _PlannedReader(DataSourceReader):
+    """Reads the partitions the driver planned (option ``plan``, JSON)."""
+
+    def __init__(self, options: Any, schema: Any) -> None:
+        self.plan: dict[str, Any] = json.loads(options["plan"])
+        self.url: str | None = options.get(_URL_OPTION)
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition([i, p]) for i, p in enumerate(self.plan["partitions"])]
+
+    def rows(self, spec: Any) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        events = plan.get("events")
+        if plan["kind"] == "export":
+            for batch in read_export_files(spec):
+                yield select_events(batch, events)
+            return
+        db = DatabaseSource(
+            self.url or "",
+            schema=plan.get("schema"),
+            prefix=plan.get("prefix") or DEFAULT_PREFIX,
+            chunk_size=int(plan.get("chunk_size") or 10_000),
+            check=False,  # the driver checked
+        )
+        try:
+            lo, hi = spec
+            yield from db.batches(plan["order"], events=events, scope_range=(lo, hi))
+        finally:
+            db.close()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+
+class _LogReader(_PlannedReader):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        expected = to_arrow_schema(self.schema, timezone="UTC")
+        for batch in self.rows(partition.value[1]):
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(c) for c in LOG_COLUMNS], schema=expected
+            )
+
+
+class _ReplayReader(_PlannedReader):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        expected = to_arrow_schema(self.schema, timezone="UTC")
+        index, spec = partition.value
+        rows = self.rows(spec)
+        if plan.get("out"):
+            batches = replay_to_parquet(
+                rows,
+                plan["rules"],
+                out=plan["out"],
+                name=f"scope-{index:05d}",
+                only=plan["only"],
+            )
+        else:
+            batches = replay_batches(rows, plan["rules"], order="scope", only=plan["only"])
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=expected)
+
+
+class LogDataSource(DataSource):
+    """``sentinel_log``: a log's rows (:data:`LOG_STRUCT`), read in the partitions
+    the driver planned. Use :func:`read_log` rather than options by hand."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sentinel_log"
+
+    def schema(self) -> Any:
+        return LOG_STRUCT
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _LogReader(self.options, schema)
+
+
+class ReplayDataSource(DataSource):
+    """``sentinel_replay``: the detections (:data:`DETECTION_STRUCT`) of the
+    partitions the driver planned, each replayed in the worker that reads it."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sentinel_replay"
+
+    def schema(self) -> Any:
+        return SUMMARY_STRUCT if json.loads(self.options["plan"]).get("out") else DETECTION_STRUCT
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _ReplayReader(self.options, schema)
+
+
+def _register(spark: SparkSession) -> None:
+    spark.dataSource.register(LogDataSource)
+    spark.dataSource.register(ReplayDataSource)
+
+
+def _plan(
+    src: DatabaseSource | ExportSource, partitions: int, **fields: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The plan (JSON-able) and the extra options for reading ``src``."""
+    options: dict[str, str] = {}
+    plan: dict[str, Any]
+    if isinstance(src, ExportSource):
+        plan = {"kind": "export", "partitions": src.file_groups(partitions)}
+    else:
+        plan = {
+            "kind": "database",
+            "partitions": [list(r) for r in src.scope_ranges(partitions)],
+            "schema": src.schema,
+            "prefix": src.prefix,
+            "chunk_size": src.chunk_size,
+        }
+        options[_URL_OPTION] = src.url
+    plan.update(fields)
+    return plan, options
+
+
+def _load(
+    spark: SparkSession, fmt: str, plan: dict[str, Any], options: dict[str, str]
+) -> DataFrame:
+    _register(spark)
+    reader = spark.read.format(fmt).option("plan", json.dumps(plan))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def read_log(
+    spark: SparkSession,
+    source: Any,
+    *,
+    partitions: int | None = None,
+    order: Order = "scope",
+    events: Collection[str] | None = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    chunk_size: int = 10_000,
+) -> DataFrame:
+    """The log at ``source`` (a database URL or an export directory) as a
+    DataFrame of log rows (:data:`LOG_STRUCT`), read by Python workers through
+    SQLAlchemy or pyarrow: no JDBC driver.
+
+    Each of about ``partitions`` partitions (default: one per export bucket,
+    else ``spark.sql.shuffle.partitions``) holds whole scopes, each scope's rows
+    in ``order``. ``events`` keeps only those events. Raises the source's errors
+    on the driver, before Spark runs anything.
+    """
+    src = open_source(source, schema=schema, prefix=prefix, chunk_size=chunk_size)
+    if isinstance(src, TableSource):
+        raise ReplayError("read_log reads a database or an export; use createDataFrame")
+    src.check()
+    if isinstance(src, ExportSource) and order != "scope":
+        # Buckets are sorted by scope: another order needs Spark's sort.
+        df = spark.read.parquet(*[str(f) for f in src.files]).select(*LOG_COLUMNS)
+        if events is not None:
+            df = df.filter(F.col("event").isin(sorted(events)))
+        n = partitions or _default_partitions(spark)
+        return df.repartition(n, "scope").sortWithinPartitions(order, "scope")
+    if partitions is None:
+        partitions = len(src.files) if isinstance(src, ExportSource) else None
+    plan, options = _plan(
+        src,
+        partitions or _default_partitions(spark),
+        order=order,
+        events=None if events is None else sorted(events),
+    )
+    return _load(spark, "sentinel_log", plan, options)
+
+
+def _default_partitions(spark: SparkSession) -> int:
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
+
+
+# -- the replay ------------------------------------------------------------------------
+def _replay_rows(
+    rows: DataFrame,
+    ref: str,
+    *,
+    order: Order,
+    only: Sequence[str],
+    partitions: int | None,
+    partition_key: str | None = None,
+    out: str | None = None,
+) -> DataFrame:
+    df = rows.select(*LOG_COLUMNS)
+    if order == "scope":
+        df = df.repartition(partitions, "scope") if partitions else df.repartition("scope")
+        df = df.sortWithinPartitions("scope", "t_occ")
+    else:
+        if partition_key:
+            key = F.get_json_object(F.col("params"), f"$.{partition_key}")
+            df = df.repartition(partitions, key) if partitions else df.repartition(key)
+        else:
+            df = df.repartition(1)
+        df = df.sortWithinPartitions("t_occ", "scope")
+    if out is None:
+        step = functools.partial(replay_batches, rules=ref, order=order, only=list(only))
+        return df.mapInArrow(step, DETECTION_STRUCT)
+    write = functools.partial(_write_partition, rules=ref, out=out, order=order, only=list(only))
+    return df.mapInArrow(write, SUMMARY_STRUCT)
+
+
+def _write_partition(
+    batches: Iterator[pa.RecordBatch], *, rules: str, out: str, order: Order, only: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` step: replay, write this partition's detections, report."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    index = context.partitionId() if context is not None else 0
+    yield from replay_to_parquet(
+        batches, rules, out=out, name=f"{order}-{index:05d}", order=order, only=only
+    )
+
+
+def replay_dataframe(
+    rows: DataFrame,
+    rules: Rules,
+    *,
+    partitions: int | None = None,
+    partition_key: str | None = None,
+) -> DataFrame:
+    """The detections (:data:`DETECTION_STRUCT`) of ``rules`` over a DataFrame of
+    log rows in any order (at least the :data:`LOG_STRUCT` columns): a lazy
+    DataFrame.
+
+    Rules that flush per transaction are replayed after ``repartition`` by
+    scope into ``partitions`` (default: ``spark.sql.shuffle.partitions``) and a
+    sort by ``(scope, t_occ)``; rules with ``flush=False`` as the module docs
+    say. ``rules`` must be an importable reference.
+    """
+    ref = reference_of(rules)
+    _check_key(partition_key)
+    return _replay_frame(rows, ref, load_rules(ref), partitions, partition_key, None)
+
+
+def _replay_frame(
+    rows: DataFrame,
+    ref: str,
+    det: Any,
+    partitions: int | None,
+    partition_key: str | None,
+    out: str | None,
+) -> DataFrame:
+    scoped = [r.name for r in per_scope_rules(det)]
+    spanning = cross_scope_rules(det)
+    parts = []
+    if scoped:
+        parts.append(
+            _replay_rows(rows, ref, order="scope", only=scoped, partitions=partitions, out=out)
+        )
+    if spanning:
+        parts.append(_spanning(rows, ref, det, spanning, partitions, partition_key, out))
+    return _union(rows.sparkSession, parts, out)
+
+
+def _spanning(
+    rows: DataFrame,
+    ref: str,
+    det: Any,
+    spanning: Sequence[Any],
+    partitions: int | None,
+    partition_key: str | None,
+    out: str | None,
+    *,
+    filtered: bool = False,
+) -> DataFrame:
+    wanted = _wanted(det, spanning)
+    if wanted is not None and not filtered:
+        rows = rows.filter(F.col("event").isin(wanted))
+    return _replay_rows(
+        rows,
+        ref,
+        order="t_occ",
+        only=[r.name for r in spanning],
+        partitions=partitions,
+        partition_key=partition_key,
+        out=out,
+    )
+
+
+def _wanted(det: Any, rules: Sequence[Any]) -> list[str] | None:
+    """The events the t_occ pass over ``rules`` reads (None: all)."""
+    from sentinel.replay.batch import Replayer
+
+    return Replayer(det, order="t_occ", only=[r.name for r in rules]).needed_events()
+
+
+def _union(spark: SparkSession, parts: list[DataFrame], out: str | None = None) -> DataFrame:
+    if not parts:
+        return spark.createDataFrame([], DETECTION_STRUCT if out is None else SUMMARY_STRUCT)
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    return df
+
+
+def _check_key(partition_key: str | None) -> None:
+    if partition_key is not None and not (partition_key.isidentifier() and partition_key.isascii()):
+        raise ReplayError(f"partition_key must be a parameter name, not {partition_key!r}")
+
+
+def replay_spark(
+    source: Any,
+    rules: Rules,
+    *,
+    spark: SparkSession | None = None,
+    out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    partitions: int | None = None,
+    partition_key: str | None = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    chunk_size: int = 10_000,
+) -> ReplayResult:
+    """Replay ``source`` on Spark (see the module docs); the engine behind
+    ``replay(..., engine="spark")``.
+
+    ``source``: a database URL or engine, an export directory, a pyarrow Table
+    or a Spark DataFrame of log rows. ``rules``: an importable reference.
+    ``spark``: the session (default: the active one, or a new ``local[*]``).
+    With ``out`` the detections are written there as Parquet (``overwrite``
+    replaces what is there) and counted; without, the result holds the lazy
+    DataFrame and no counts. ``partitions``: how many partitions to replay in
+    (default: one per export bucket, ``spark.sql.shuffle.partitions`` otherwise).
+
+    Raises, on the driver and before Spark runs: the source's errors,
+    :class:`~sentinel.errors.RuleReferenceError`, and
+    :class:`~sentinel.errors.ReplayError` for a bad ``partition_key``.
+    """
+    start = time.perf_counter()
+    ref = reference_of(rules)
+    det = load_rules(ref)
+    _check_key(partition_key)
+    spark = spark or session()
+    target = None if out is None else os.fspath(out)
+    events: int | None = None
+    if isinstance(source, DataFrame):
+        location = "DataFrame"
+        detections = _replay_frame(source, ref, det, partitions, partition_key, target)
+    else:
+        src = open_source(source, schema=schema, prefix=prefix, chunk_size=chunk_size)
+        try:
+            src.check()
+            location, events = src.location, src.count()
+            if target is not None:
+                prepare_output(target, overwrite=overwrite)
+            if isinstance(src, TableSource):
+                rows = spark.createDataFrame(src.table.select(list(LOG_COLUMNS)))
+                detections = _replay_frame(rows, ref, det, partitions, partition_key, target)
+            else:
+                detections = _replay_source(
+                    spark,
+                    src,
+                    ref,
+                    det,
+                    partitions=partitions,
+                    partition_key=partition_key,
+                    out=target,
+                )
+        finally:
+            if isinstance(src, DatabaseSource):
+                src.close()
+    if isinstance(source, DataFrame) and target is not None:
+        prepare_output(target, overwrite=overwrite)
+    result = ReplayResult(
+        engine="spark",
+        source=location,
+        events=-1 if events is None else events,
+        seconds=0.0,
+        passes=_passes(det),
+    )
+    if target is None:
+        result.dataframe = detections
+    else:
+        # The workers wrote the detections; their summaries say how many.
+        per_rule = dict.fromkeys(sorted(r.name for r in det.rules.values() if r.enabled), 0)
+        scope_rows = 0
+        for row in detections.collect():
+            if row["rule"] is None:
+                scope_rows += int(row["rows"])
+            else:
+                per_rule[row["rule"]] = per_rule.get(row["rule"], 0) + int(row["detections"])
+        if events is None and "scope" in result.passes:
+            result.events = scope_rows
+        result.per_rule = per_rule
+        result.detections = sum(per_rule.values())
+        if not result.detections:
+            write_empty(target)
+        result.out = Path(target)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _passes(det: Any) -> list[str]:
+    passes = []
+    if per_scope_rules(det):
+        passes.append("scope")
+    if cross_scope_rules(det):
+        passes.append("t_occ")
+    return passes
+
+
+def _replay_source(
+    spark: SparkSession,
+    src: DatabaseSource | ExportSource,
+    ref: str,
+    det: Any,
+    *,
+    partitions: int | None,
+    partition_key: str | None,
+    out: str | None,
+) -> DataFrame:
+    scoped = [r.name for r in per_scope_rules(det)]
+    spanning = cross_scope_rules(det)
+    parts = []
+    if scoped:
+        n = partitions or (
+            len(src.files) if isinstance(src, ExportSource) else _default_partitions(spark)
+        )
+        plan, options = _plan(src, n, order="scope", events=None, rules=ref, only=scoped, out=out)
+        parts.append(_load(spark, "sentinel_replay", plan, options))
+    if spanning:
+        wanted = _wanted(det, spanning)
+        if isinstance(src, ExportSource):
+            rows = spark.read.parquet(*[str(f) for f in src.files])
+            if wanted is not None:
+                rows = rows.filter(F.col("event").isin(wanted))
+        else:
+            plan, options = _plan(src, _default_partitions(spark), order="t_occ", events=wanted)
+            rows = _load(spark, "sentinel_log", plan, options)
+        parts.append(
+            _spanning(rows, ref, det, spanning, partitions, partition_key, out, filtered=True)
+        )
+    return _union(spark, parts, out)

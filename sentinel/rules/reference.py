@@ -1,0 +1,74 @@
+"""Importable references to rules: ``"package.module:attribute"``.
+
+Workers in other processes (detached rules, Spark executors, ``sentinel graph``)
+rebuild an application's rules by importing them. A reference names a module and,
+after the colon, an attribute (dots walk attributes): an object of the wanted kind,
+or a zero-argument callable returning one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from sentinel.errors import RuleReferenceError
+
+__all__ = ["import_reference"]
+
+
+def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "") -> Any:
+    """The object ``reference`` names, which must be an instance of one of
+    ``kinds`` (a zero-argument callable is called first).
+
+    Raises :class:`~sentinel.errors.RuleReferenceError` saying which step failed:
+    the reference's form, the import (``hint`` is added to that message), the
+    attribute, the call, or the kind of object found.
+
+    >>> import_reference("myapp.rules:detector", (LocalEventDetector,))  # doctest: +SKIP
+    """
+    wanted = " or ".join(k.__name__ for k in kinds)
+    module_name, sep, attr = str(reference).partition(":")
+    module_name, attr = module_name.strip(), attr.strip()
+    if not isinstance(reference, str) or not sep or not module_name or not attr or ":" in attr:
+        raise RuleReferenceError(
+            f"a rules reference looks like 'package.module:attribute', not {reference!r}",
+            reference=str(reference),
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise RuleReferenceError(
+            f"cannot import module {module_name!r} of rules reference {reference!r}: {err}"
+            + (f" ({hint})" if hint else ""),
+            reference=reference,
+        ) from err
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RuleReferenceError(
+                f"rules reference {reference!r}: {type(obj).__name__} "
+                f"{getattr(obj, '__name__', obj)!r} has no attribute {part!r}",
+                reference=reference,
+            ) from None
+    if not isinstance(obj, kinds) and callable(obj):
+        try:
+            obj = obj()
+        except TypeError as err:
+            raise RuleReferenceError(
+                f"rules reference {reference!r} is a callable that could not be called "
+                f"without arguments: {err}",
+                reference=reference,
+            ) from err
+        if not isinstance(obj, kinds):
+            raise RuleReferenceError(
+                f"rules reference {reference!r} returned {type(obj).__name__}, not a {wanted}",
+                reference=reference,
+            )
+    if not isinstance(obj, kinds):
+        raise RuleReferenceError(
+            f"rules reference {reference!r} is a {type(obj).__name__}, not a {wanted} "
+            "(nor a zero-argument callable returning one)",
+            reference=reference,
+        )
+    return obj

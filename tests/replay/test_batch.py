@@ -1,0 +1,276 @@
+"""The replay step on its own (no Spark): order of the input, batch boundaries,
+conditions, actions, coupling modes, transaction outcomes, parameters."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sentinel import LocalEventDetector, ObjectRef, Occurrence
+from sentinel.errors import ReplayError, ReplaySourceError
+from sentinel.replay import DETECTION_SCHEMA, Replayer, log_table, replay, replay_batches
+from sentinel.replay.recorder import LazyParams
+from tests.replay.workload import Online, RuleSpec, build, replayed, run_steps
+
+
+def _detector() -> LocalEventDetector:
+    det = LocalEventDetector()
+    for name in ("order", "payment", "ship"):
+        det.explicit(name)
+    return det
+
+
+def _rows(occs: list[tuple[str, int, str, dict[str, Any]]], outcome: str | None = "committed"):
+    """A log table from (event, t_occ, scope, params)."""
+    return log_table(
+        (Occurrence(e, t, float(t), scope=s, params=p), outcome) for e, t, s, p in occs
+    )
+
+
+def _detections(table: pa.Table, det: LocalEventDetector, **kw: Any) -> list[dict[str, Any]]:
+    return pa.Table.from_batches(
+        list(replay_batches(table.to_batches(), det, **kw)), schema=DETECTION_SCHEMA
+    ).to_pylist()
+
+
+def test_a_keyed_sequence_replays_with_ids_parameters_and_condition() -> None:
+    det = _detector()
+    det.rule(
+        "paid",
+        "(order ; payment) by id",
+        lambda o: o.values("amount")[0] > 5,
+        action=print,
+        context="chronicle",
+    )
+    table = _rows(
+        [
+            ("txn:begin", 1, "a", {}),
+            ("order", 2, "a", {"id": 1, "amount": 9}),
+            ("order", 3, "a", {"id": 2, "amount": 3}),
+            ("payment", 4, "a", {"id": 2}),
+            ("payment", 5, "a", {"id": 1}),
+            ("txn:commit", 6, "a", {}),
+        ]
+    )
+    out = _detections(table, det)
+    assert [
+        (d["rule"], d["scope"], d["t_occ"], d["constituent_t_occs"], d["condition"]) for d in out
+    ] == [("paid", "a", 4, [3, 4], False), ("paid", "a", 5, [2, 5], True)]
+    assert out[1]["constituent_scopes"] == ["a", "a"]
+    assert out[1]["params"] == '[{"amount":9,"id":1},{"id":1}]'
+    assert out[1]["coupling"] == "immediate" and out[1]["error"] is None
+
+
+def test_scopes_never_combine_and_may_span_batches() -> None:
+    det = _detector()
+    det.rule("paid", "order ; payment", action=print, context="chronicle")
+    occs = []
+    t = 0
+    for s in ("s1", "s2", "s3"):
+        for e in ("order", "order", "payment", "payment", "payment"):
+            t += 1
+            occs.append((e, t, s, {}))
+    occs.append(("payment", 99, "s4", {}))  # no order in its own scope
+    table = _rows(occs)
+    whole = _detections(table, det)
+    assert len(whole) == 6 and {d["scope"] for d in whole} == {"s1", "s2", "s3"}
+    for size in (1, 2, 3, 7):
+        assert (
+            _detections(pa.Table.from_batches(table.to_batches(max_chunksize=size)), det) == whole
+        )
+
+
+def test_pandas_batches_are_accepted() -> None:
+    det = _detector()
+    det.rule("r", "order", action=print)
+    df = _rows([("order", 1, "a", {"x": 1})]).to_pandas()
+    out = list(replay_batches([df], det))
+    assert out[0].num_rows == 1 and out[0].schema == DETECTION_SCHEMA
+
+
+def test_missing_log_columns_are_reported() -> None:
+    det = _detector()
+    det.rule("r", "order", action=print)
+    with pytest.raises(ReplaySourceError, match="outcome"):
+        list(replay_batches([_rows([("order", 1, "a", {})]).drop_columns(["outcome"])], det))
+
+
+def test_an_empty_partition_yields_nothing() -> None:
+    det = _detector()
+    det.rule("r", "order", action=print)
+    assert list(replay_batches([], det)) == []
+
+
+def test_actions_do_not_run_unless_asked_and_then_cannot_signal() -> None:
+    det = _detector()
+    ran: list[int] = []
+
+    def act(occ: Any) -> None:
+        ran.append(occ.t_occ)
+        det_signal = rep_holder[0]
+        assert det_signal.signal("ship") is None  # muted: the log holds what it signalled
+
+    rep_holder: list[Any] = []
+    det.rule("r", "order", action=act)
+    det.rule("s", "ship", action=print)
+    table = _rows([("order", 1, "a", {})])
+    assert len(_detections(table, det)) == 1 and ran == []
+    replayer = Replayer(det, run_actions=True)
+    rep_holder.append(replayer.detector)
+    replayer.feed(table.to_batches()[0])
+    replayer.finish()
+    assert ran == [1]
+    assert [d["rule"] for d in replayer.take().to_pylist()] == ["r"]
+
+
+def test_a_failing_condition_is_recorded_and_stops_its_instant() -> None:
+    det = _detector()
+    det.rule("first", "order", lambda o: 1 / 0, action=print, priority=10)
+    det.rule("second", "order", action=print)
+    det.rule("later", "payment", action=print)
+    out = _detections(_rows([("order", 1, "a", {}), ("payment", 2, "a", {})]), det)
+    assert [(d["rule"], d["condition"]) for d in out] == [("first", None), ("later", True)]
+    assert "ZeroDivisionError" in out[0]["error"] and "'first'" in out[0]["error"]
+
+
+def test_coupling_modes_follow_the_logged_outcome() -> None:
+    det = _detector()
+    for coupling in ("immediate", "deferred", "detached", "detached_independent"):
+        det.rule(coupling, "order", action=print, coupling=coupling)
+    committed = [
+        ("txn:begin", 1, "c", {}),
+        ("order", 2, "c", {}),
+        ("txn:pre_commit", 3, "c", {}),
+        ("txn:commit", 4, "c", {}),
+    ]
+    aborted = [("txn:begin", 5, "x", {}), ("order", 6, "x", {}), ("txn:abort", 7, "x", {})]
+    late = [
+        ("txn:begin", 8, "y", {}),
+        ("order", 9, "y", {}),
+        ("txn:pre_commit", 10, "y", {}),
+        ("txn:abort", 11, "y", {}),
+    ]
+    table = pa.concat_tables([_rows(committed), _rows(aborted, "aborted"), _rows(late, "aborted")])
+    got = sorted((d["scope"], d["rule"], d["t_occ"]) for d in _detections(table, det))
+    assert got == [
+        ("c", "deferred", 3),
+        ("c", "detached", 2),
+        ("c", "detached_independent", 2),
+        ("c", "immediate", 2),
+        ("x", "detached_independent", 6),
+        ("x", "immediate", 6),
+        ("y", "deferred", 10),
+        ("y", "detached_independent", 9),
+        ("y", "immediate", 9),
+    ]
+
+
+def test_detached_rules_outside_transactions_are_recorded() -> None:
+    det = _detector()
+    det.rule("d", "order", action=print, coupling="detached")
+    out = _detections(_rows([("order", 1, "process:ab", {})], outcome=None), det)
+    assert [(d["rule"], d["scope"]) for d in out] == [("d", "process:ab")]
+
+
+def test_scope_order_refuses_rules_that_span_transactions() -> None:
+    det = _detector()
+    det.rule("span", "order ; payment", action=print, flush=False)
+    with pytest.raises(ReplayError, match=r"'span'.*t_occ order"):
+        list(replay_batches([], det))
+    out = _detections(_rows([("order", 1, "a", {}), ("payment", 2, "b", {})]), det, order="t_occ")
+    assert [(d["scope"], d["constituent_scopes"]) for d in out] == [("b", ["a", "b"])]
+
+
+def test_unknown_rule_names_are_refused() -> None:
+    with pytest.raises(ReplayError, match="'nope'"):
+        Replayer(_detector(), only=["nope"])
+
+
+def test_parameters_keep_their_types_for_conditions() -> None:
+    det = _detector()
+    seen: list[Any] = []
+    det.rule("r", "order ; payment", lambda o: seen.append(dict(o.params)) or True, action=print)
+    ref = ObjectRef("Order", (7, "x"))
+    params = {
+        "when": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+        "amount": Decimal("1.10"),
+        "ref": ref,
+        "tags": ("a", 1),
+        "big": 10**30,
+        "text": "[{$}]",
+    }
+    out = _detections(_rows([("order", 1, "a", params), ("payment", 2, "a", {"n": 1})]), det)
+    assert seen == [{**params, "n": 1}]
+    assert len(out) == 1
+
+
+def test_parameters_are_decoded_only_when_read() -> None:
+    det = _detector()
+    det.rule("plain", "order ; payment", action=print)
+    det.rule("keyed", "(ship ; ship) by id", action=print)
+    replayer = Replayer(det)
+    kept: list[Any] = []
+    replayer.detector.scheduler.records = recs = replayer._records
+    replayer.feed(
+        _rows(
+            [
+                ("order", 1, "a", {"x": 1}),
+                ("payment", 2, "a", {"x": 2}),
+                ("ship", 3, "a", {"id": 1, "n": 5}),
+                ("ship", 4, "a", {"id": 1}),
+            ]
+        ).to_batches()[0]
+    )
+    for _, _, _, occ, _, _ in recs:
+        kept.extend(occ.constituents)
+    by_event = {o.event: o[5] for o in kept}
+    assert isinstance(by_event["order"], LazyParams) and by_event["order"].pending
+    assert by_event["order"].raw == '{"x":1}' and dict(by_event["order"]) == {}
+    assert by_event["ship"] == {"id": 1}  # the key only: what the router reads
+    replayer.finish()
+    assert [d["params"] for d in replayer.take().to_pylist()] == [
+        '[{"x":1},{"x":2}]',
+        '[{"id":1,"n":5},{"id":1}]',
+    ]
+
+
+def test_sources_become_object_references() -> None:
+    det = _detector()
+    seen: list[Any] = []
+    det.rule("r", "order", lambda o: seen.append(o.source) or True, action=print)
+    ref = ObjectRef("Order", (3,))
+    table = log_table([(Occurrence("order", 1, 0.0, source=ref, scope="a"), "committed")])
+    assert len(_detections(table, det)) == 1 and seen == [ref]
+
+
+def test_a_small_workload_replays_as_it_ran_online() -> None:
+    specs = [
+        RuleSpec("seq", "E1 ; E2", "chronicle"),
+        RuleSpec("def", "E3", coupling="deferred", condition="even"),
+        RuleSpec("det", "E1 ^ E4", coupling="detached"),
+        RuleSpec("span", "(E2 ; E4) by k", flush=False, condition="small_k"),
+    ]
+    online = Online(build(specs))
+    run_steps(
+        online,
+        [
+            ("begin",),
+            ("signal", 0, "E1", 1, 2, False),
+            ("begin",),
+            ("signal", 1, "E2", 1, 3, True),
+            ("signal", 0, "E2", 1, 3, False),
+            ("signal", 0, "E3", 0, 4, False),
+            ("signal", 0, "E4", 1, 1, False),
+            ("signal", -1, "E4", 1, 5, False),
+            ("end", 0, "commit"),
+            ("signal", 0, "E4", 1, 6, False),
+            ("end", 0, "late_abort"),
+        ],
+    )
+    assert online.detections
+    result = replay(log_table(online.rows), build(specs))
+    assert replayed(result.rows()) == sorted(online.detections)

@@ -1,0 +1,108 @@
+"""``sentinel log export`` and ``sentinel replay``."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from sentinel.cli import main
+from sentinel.log import migrate
+from tests.replay.workload import Online, matrix_detector, random_steps, replayed, run_steps
+
+RULES = "tests.replay.workload:matrix_detector"
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Online]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    online = Online(matrix_detector(), engine)
+    run_steps(online, random_steps(random.Random(3), 25, size=10))
+    engine.dispose()
+    return url, online
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_export_then_replay_locally(logged: tuple[str, Online], tmp_path: Path) -> None:
+    url, online = logged
+    res = _run("log", "export", "--url", url, "--out", str(tmp_path / "x"), "--buckets", "4")
+    assert res.exit_code == 0, res.output
+    assert f"exported {len(online.rows):,} occurrences into" in res.output
+    res = _run(
+        "replay", "--rules", RULES, "--source", str(tmp_path / "x"), "--out", str(tmp_path / "d")
+    )
+    assert res.exit_code == 0, res.output
+    assert "sentinel replay (local)" in res.output and "commit_after_e2" in res.output
+    assert f"{len(online.rows):,} events read from" in res.output
+    assert f"{len(online.detections):,}" in res.output  # the total
+    got = replayed(pq.read_table(tmp_path / "d").to_pylist())
+    assert got == sorted(online.detections)
+
+
+def test_replay_straight_from_the_database(logged: tuple[str, Online]) -> None:
+    url, online = logged
+    res = _run("replay", "--rules", RULES, "--source", url)
+    assert res.exit_code == 0, res.output
+    assert f"{len(online.rows):,} events read from {url}" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rules", "tests.replay.nowhere:x"], "cannot import module 'tests.replay.nowhere'"),
+        (["--rules", "tests.replay.workload"], "looks like 'package.module:attribute'"),
+        (["--source", "postgresql+psycopg://u@127.0.0.1:9/x"], "cannot connect"),
+        (["--source", "/no/such/export"], "no log export at /no/such/export"),
+    ],
+)
+def test_clear_errors(logged: tuple[str, Online], args: list[str], message: str) -> None:
+    url, _ = logged
+    opts = {"--rules": RULES, "--source": url}
+    opts.update(dict(zip(args[::2], args[1::2], strict=True)))
+    res = _run("replay", *[x for kv in opts.items() for x in kv])
+    assert res.exit_code == 1
+    assert message in res.output and "Traceback" not in res.output
+
+
+def test_an_unknown_schema_revision_is_a_clear_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '0042'"))
+    engine.dispose()
+    res = _run("replay", "--rules", RULES, "--source", url)
+    assert res.exit_code == 1 and "schema revision '0042'" in res.output
+    res = _run("log", "export", "--url", url, "--out", str(tmp_path / "x"))
+    assert res.exit_code == 1 and "schema revision '0042'" in res.output
+
+
+@pytest.mark.spark
+def test_replay_on_spark(logged: tuple[str, Online], spark: Any, tmp_path: Path) -> None:
+    url, online = logged
+    res = _run(
+        "replay",
+        "--rules",
+        RULES,
+        "--source",
+        url,
+        "--engine",
+        "spark",
+        "--partitions",
+        "2",
+        "--out",
+        str(tmp_path / "d"),
+    )
+    assert res.exit_code == 0, res.output
+    assert "sentinel replay (spark)" in res.output
+    assert replayed(pq.read_table(tmp_path / "d").to_pylist()) == sorted(online.detections)

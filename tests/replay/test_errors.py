@@ -1,0 +1,98 @@
+"""Clear errors before any replay starts: rules references, unreachable or
+unmigrated databases, logs at a schema revision this code does not know."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel.errors import (
+    LogConnectionError,
+    LogSchemaUnknownError,
+    LogTablesMissingError,
+    ReplayError,
+    ReplaySourceError,
+    RuleReferenceError,
+    SentinelError,
+)
+from sentinel.log import migrate
+from sentinel.replay import load_rules, log_table, replay
+from sentinel.rules import LocalEventDetector
+
+NOT_A_DETECTOR = 42
+
+
+def needs_an_argument(x: int) -> LocalEventDetector:
+    raise AssertionError("never called")
+
+
+def returns_something_else() -> object:
+    return "rules"
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("tests.replay.workload", "looks like 'package.module:attribute'"),
+        ("a:b:c", "looks like"),
+        (":matrix_detector", "looks like"),
+        ("tests.replay.no_such_module:x", "cannot import module 'tests.replay.no_such_module'"),
+        ("tests.replay.workload:no_such_rules", "has no attribute 'no_such_rules'"),
+        ("tests.replay.test_errors:NOT_A_DETECTOR", "is a int, not a LocalEventDetector"),
+        ("tests.replay.test_errors:needs_an_argument", "could not be called without arguments"),
+        ("tests.replay.test_errors:returns_something_else", "returned str, not a"),
+    ],
+)
+def test_bad_rule_references(reference: str, message: str) -> None:
+    with pytest.raises(RuleReferenceError, match=message) as info:
+        load_rules(reference)
+    assert info.value.reference == reference
+    with pytest.raises(RuleReferenceError):
+        replay("sqlite:////nonexistent/x.db", reference)  # the rules are checked first
+
+
+def test_a_good_reference_names_a_detector_or_a_factory() -> None:
+    det = load_rules("tests.replay.workload:matrix_detector")
+    assert "commit_after_e2" in det.rules
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_database(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://u:secret@127.0.0.1:{_closed_port()}/log"
+    with pytest.raises(LogConnectionError, match="cannot connect") as info:
+        replay(url, "tests.replay.workload:matrix_detector")
+    assert "secret" not in str(info.value)
+    with pytest.raises(LogTablesMissingError, match="no SQLite database"):
+        replay(f"sqlite:///{tmp_path / 'missing.db'}", "tests.replay.workload:matrix_detector")
+
+
+def test_a_log_at_an_unknown_schema_revision(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(LogSchemaUnknownError, match=r"'9999'.*does not know"):
+        replay(url, "tests.replay.workload:matrix_detector")
+
+
+def test_bad_sources_and_options() -> None:
+    rules = "tests.replay.workload:matrix_detector"
+    with pytest.raises(ReplaySourceError, match="cannot replay from a int"):
+        replay(3, rules)
+    with pytest.raises(ReplaySourceError, match="bad database URL"):
+        replay("nope://", rules)
+    with pytest.raises(ReplayError, match="engine must be"):
+        replay(log_table([]), rules, engine="flink")  # type: ignore[arg-type]
+    with pytest.raises(ReplaySourceError, match="lacks the log column"):
+        replay(log_table([]).drop_columns(["params"]), rules)
+    assert issubclass(ReplayError, SentinelError)

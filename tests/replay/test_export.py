@@ -1,0 +1,121 @@
+"""``sentinel log export``: the Parquet layout replay relies on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+
+from sentinel import ObjectRef, Occurrence
+from sentinel.errors import LogSchemaUnknownError, ReplaySourceError
+from sentinel.log import LogReader, LogWriter, migrate
+from sentinel.replay import export_log
+from sentinel.replay.export import MANIFEST, bucket_of
+from sentinel.replay.sources import EXPORT_SCHEMA, ExportSource, open_source
+
+
+@pytest.fixture
+def log_db(tmp_path: Path) -> sa.Engine:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'log.db'}")
+    migrate.upgrade(engine)
+    writer = LogWriter()
+    t = 0
+    for s in range(40):
+        occs = []
+        for e in ("txn:begin", "E1", "E2", "E1", "txn:commit"):
+            t += 1
+            src = ObjectRef("Item", (s % 3, "x")) if e == "E2" else None
+            occs.append(
+                Occurrence(
+                    e,
+                    t,
+                    1e9 + t / 7,
+                    source=src,
+                    scope=f"s{s:03d}",
+                    params={"n": t, "f": 1e16, "big": 10**20} if e == "E1" else {},
+                )
+            )
+        with engine.begin() as conn:
+            writer.write(conn, occs, outcome="committed" if s % 5 else "aborted")
+    yield engine
+    engine.dispose()
+
+
+def test_each_bucket_holds_whole_scopes_in_order(log_db: sa.Engine, tmp_path: Path) -> None:
+    out = tmp_path / "x"
+    manifest = export_log(log_db, out, buckets=4, chunk_size=7, row_group_rows=9)
+    assert manifest["rows"] == 200 and manifest["buckets"] == 4
+    assert json.loads((out / MANIFEST).read_text()) == manifest
+    seen: dict[str, str] = {}
+    total = 0
+    for name in manifest["files"]:
+        f = pq.ParquetFile(out / name)
+        assert f.schema_arrow.equals(EXPORT_SCHEMA)
+        assert f.metadata.num_row_groups > 1  # written a row group at a time
+        rows = f.read().to_pylist()
+        total += len(rows)
+        keys = [(r["scope"], r["t_occ"]) for r in rows]
+        assert keys == sorted(keys)
+        for r in rows:
+            assert seen.setdefault(r["scope"], name) == name
+            assert name.startswith(f"bucket={bucket_of(r['scope'], 4):05d}/")
+    assert total == 200 and len(seen) == 40
+
+
+def test_the_export_holds_what_the_log_holds(log_db: sa.Engine, tmp_path: Path) -> None:
+    export_log(log_db, tmp_path / "x", buckets=3)
+    exported = {
+        (r["scope"], r["t_occ"]): r
+        for b in ExportSource(tmp_path / "x").batches()
+        for r in b.to_pylist()
+    }
+    with LogReader(log_db) as reader:
+        logged = list(reader.occurrences())
+    assert len(exported) == len(logged)
+    for occ, outcome, _ in logged:
+        row = exported[(occ.scope, occ.t_occ)]
+        assert (row["event"], row["ts"], row["outcome"]) == (occ.event, occ.timestamp, outcome)
+        assert row["detected_ts"] == occ.detected_timestamp
+        if occ.source is not None:
+            key = f'[{occ.source.key[0]},"x"]'
+            assert (row["source_class"], row["source_key"]) == ("Item", key)
+    row = exported[("s001", 7)]
+    assert row["params"] == '{"big":100000000000000000000,"f":1e+16,"n":7}'
+
+
+def test_an_export_refuses_a_used_directory(log_db: sa.Engine, tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "keep.txt").write_text("mine")
+    with pytest.raises(ReplaySourceError, match="not empty"):
+        export_log(log_db, tmp_path / "x")
+    export_log(log_db, tmp_path / "x", overwrite=True)
+    assert not (tmp_path / "x" / "keep.txt").exists()
+
+
+def test_an_empty_log_exports_to_a_manifest(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'e.db'}")
+    migrate.upgrade(engine)
+    manifest = export_log(engine, tmp_path / "x")
+    assert manifest["rows"] == 0 and manifest["files"] == []
+    assert list(ExportSource(tmp_path / "x").batches()) == []
+
+
+def test_exports_of_unknown_formats_or_revisions_are_refused(
+    log_db: sa.Engine, tmp_path: Path
+) -> None:
+    export_log(log_db, tmp_path / "x")
+    manifest_file = tmp_path / "x" / MANIFEST
+    manifest = json.loads(manifest_file.read_text())
+    manifest_file.write_text(json.dumps({**manifest, "schema_version": "9999"}))
+    with pytest.raises(LogSchemaUnknownError, match=r"'9999'.*upgrade sentinel"):
+        open_source(tmp_path / "x")
+    manifest_file.write_text(json.dumps({**manifest, "format_version": 2}))
+    with pytest.raises(ReplaySourceError, match="format version 2"):
+        open_source(tmp_path / "x")
+    with pytest.raises(ReplaySourceError, match="not a sentinel log export"):
+        open_source(tmp_path)
+    with pytest.raises(ReplaySourceError, match="no log export at"):
+        open_source(tmp_path / "nowhere")
