@@ -142,8 +142,15 @@ def _outer_alembic_context() -> Iterator[None]:
             outer_op._install_proxy()
 
 
-def _run(fn: Any, bind: Bind, revision: str, schema: str | None, prefix: str,
-         sql: bool, stdout: TextIO | None) -> None:
+def _run(
+    fn: Any,
+    bind: Bind,
+    revision: str,
+    schema: str | None,
+    prefix: str,
+    sql: bool,
+    stdout: TextIO | None,
+) -> None:
     if sql:
         url = bind.engine.url if isinstance(bind, (Engine, Connection)) else bind
         cfg = alembic_config(schema=schema, prefix=prefix, url=url, stdout=stdout)
@@ -202,8 +209,11 @@ def current(bind: Bind, *, schema: str | None = None, prefix: str = DEFAULT_PREF
     tables = log_tables(schema, prefix)
     if not isinstance(bind, (Engine, Connection)):
         url = sa.make_url(bind)
-        if (url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
-                and not Path(url.database).exists()):
+        if (
+            url.get_backend_name() == "sqlite"
+            and url.database not in (None, "", ":memory:")
+            and not Path(url.database).exists()
+        ):
             return None  # do not create an empty database file just to look
     with _connection(bind) as conn:
         mc = MigrationContext.configure(

@@ -84,7 +84,9 @@ class LogReader:
                 if not path.exists():
                     raise LogTablesMissingError(
                         f"no SQLite database at {path}: there is no event log to read",
-                        location=str(path), found=None, expected=SCHEMA_VERSION,
+                        location=str(path),
+                        found=None,
+                        expected=SCHEMA_VERSION,
                         missing=self.tables.names,
                     )
             self.engine = sa.create_engine(url)
@@ -194,8 +196,18 @@ class LogReader:
         where = self._filters(scopes, scope_range, since, until, outcomes, events)
         k1, k2 = (c.scope, c.t_occ) if order == "scope" else (c.t_occ, c.scope)
         base = (
-            sa.select(c.id, c.event, c.t_occ, c.ts, c.detected_ts, c.source_class,
-                      c.source_key, c.params, c.scope, c.outcome)
+            sa.select(
+                c.id,
+                c.event,
+                c.t_occ,
+                c.ts,
+                c.detected_ts,
+                c.source_class,
+                c.source_key,
+                c.params,
+                c.scope,
+                c.outcome,
+            )
             .where(*where)
             .order_by(k1, k2)
             .limit(self.chunk_size)
@@ -231,8 +243,13 @@ class LogReader:
         """The log's occurrences one by one, in ``order``, fetched in chunks; the
         filters are those of :meth:`chunks`."""
         for chunk in self.chunks(
-            scopes=scopes, scope_range=scope_range, since=since, until=until,
-            outcomes=outcomes, events=events, order=order,
+            scopes=scopes,
+            scope_range=scope_range,
+            since=since,
+            until=until,
+            outcomes=outcomes,
+            events=events,
+            order=order,
         ):
             yield from chunk
 
@@ -253,16 +270,33 @@ class LogReader:
         with self._connect() as conn:
             return int(conn.execute(q).scalar_one())
 
-    def latest(self, limit: int = 20, *, events: Iterable[str] | None = None,
-               scopes: Iterable[str] | None = None) -> list[LoggedOccurrence]:
+    def latest(
+        self,
+        limit: int = 20,
+        *,
+        events: Iterable[str] | None = None,
+        scopes: Iterable[str] | None = None,
+    ) -> list[LoggedOccurrence]:
         """The last ``limit`` rows written (by ``id``), oldest first."""
         self._ready()
         c = self.tables.events.c
         where = self._filters(scopes, None, None, None, None, events)
         q = (
-            sa.select(c.id, c.event, c.t_occ, c.ts, c.detected_ts, c.source_class,
-                      c.source_key, c.params, c.scope, c.outcome)
-            .where(*where).order_by(c.id.desc()).limit(limit)
+            sa.select(
+                c.id,
+                c.event,
+                c.t_occ,
+                c.ts,
+                c.detected_ts,
+                c.source_class,
+                c.source_key,
+                c.params,
+                c.scope,
+                c.outcome,
+            )
+            .where(*where)
+            .order_by(c.id.desc())
+            .limit(limit)
         )
         with self._connect() as conn:
             rows = conn.execute(q).all()
@@ -288,10 +322,16 @@ class LogReader:
             where.append(f.c.status.in_([str(s) for s in statuses]))
         for row in self._by_id(f, where):
             yield Firing(
-                rule=row.rule, scope=row.scope, t_occ=row.t_occ,
+                rule=row.rule,
+                scope=row.scope,
+                t_occ=row.t_occ,
                 constituents=tuple((s, t) for s, t in row.constituents),
-                coupling=row.coupling, status=row.status, error=row.error,
-                fired_at=row.fired_at, finished_at=row.finished_at, id=row.id,
+                coupling=row.coupling,
+                status=row.status,
+                error=row.error,
+                fired_at=row.fired_at,
+                finished_at=row.finished_at,
+                id=row.id,
             )
 
     def outbox(self, *, statuses: Iterable[str] | None = None) -> Iterator[OutboxEntry]:
@@ -302,11 +342,20 @@ class LogReader:
         for row in self._by_id(o, where):
             constituents, extra = OutboxEntry.decode_payload(row.payload)
             yield OutboxEntry(
-                rule=row.rule, idempotency_key=row.idempotency_key, scope=row.scope,
-                t_occ=row.t_occ, constituents=constituents, extra=extra, status=row.status,
-                attempts=row.attempts, next_attempt_at=row.next_attempt_at,
-                claimed_by=row.claimed_by, last_error=row.last_error,
-                created_at=row.created_at, done_at=row.done_at, id=row.id,
+                rule=row.rule,
+                idempotency_key=row.idempotency_key,
+                scope=row.scope,
+                t_occ=row.t_occ,
+                constituents=constituents,
+                extra=extra,
+                status=row.status,
+                attempts=row.attempts,
+                next_attempt_at=row.next_attempt_at,
+                claimed_by=row.claimed_by,
+                last_error=row.last_error,
+                created_at=row.created_at,
+                done_at=row.done_at,
+                id=row.id,
             )
 
     def _by_id(
@@ -334,8 +383,15 @@ def _logged(row: Any) -> LoggedOccurrence:
     source = None if source_class is None else source_ref(source_class, source_key)
     occ = _new(
         Occurrence,
-        (event, t_occ, ts, dts, source,
-         {k: from_json(v) for k, v in params.items()} if params else {}, scope),
+        (
+            event,
+            t_occ,
+            ts,
+            dts,
+            source,
+            {k: from_json(v) for k, v in params.items()} if params else {},
+            scope,
+        ),
     )
     return LoggedOccurrence(occ, outcome, rid)
 

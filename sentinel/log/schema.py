@@ -79,7 +79,10 @@ def check_schema(conn: Connection, tables: LogTables) -> str:
         )
         raise LogTablesMissingError(
             f"{what}; {upgrade_hint(conn, tables)} to create them",
-            location=where, found=None, expected=SCHEMA_VERSION, missing=missing,
+            location=where,
+            found=None,
+            expected=SCHEMA_VERSION,
+            missing=missing,
         )
     if found not in SCHEMA_REVISIONS:
         raise LogSchemaUnknownError(
@@ -87,20 +90,29 @@ def check_schema(conn: Connection, tables: LogTables) -> str:
             f"of sentinel does not know (it knows {', '.join(SCHEMA_REVISIONS)} and expects "
             f"{SCHEMA_VERSION}); it was probably migrated by a newer sentinel: upgrade "
             "sentinel, or downgrade the log with the sentinel that migrated it",
-            location=where, found=found, expected=SCHEMA_VERSION, missing=missing,
+            location=where,
+            found=found,
+            expected=SCHEMA_VERSION,
+            missing=missing,
         )
     if found != SCHEMA_VERSION:
         raise LogSchemaOutdatedError(
             f"the event log in {where} is at schema revision {found}, older than "
             f"{SCHEMA_VERSION} which this version of sentinel expects; "
             f"{upgrade_hint(conn, tables)}",
-            location=where, found=found, expected=SCHEMA_VERSION, missing=missing,
+            location=where,
+            found=found,
+            expected=SCHEMA_VERSION,
+            missing=missing,
         )
     if missing:
         raise LogTablesMissingError(
             f"the event log in {where} is at revision {found} but table(s) "
             f"{', '.join(tables.qualified(m) for m in missing)} are missing; restore them "
             f"or recreate the log (`sentinel db downgrade` then `sentinel db upgrade`)",
-            location=where, found=found, expected=SCHEMA_VERSION, missing=missing,
+            location=where,
+            found=found,
+            expected=SCHEMA_VERSION,
+            missing=missing,
         )
     return found

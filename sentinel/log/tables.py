@@ -283,7 +283,6 @@ def log_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> LogTa
     """
     if not prefix or len(prefix) > MAX_PREFIX or not prefix.replace("_", "").isalnum():
         raise LogConfigError(
-            f"a table-name prefix must be 1 to {MAX_PREFIX} letters, digits and '_', "
-            f"not {prefix!r}"
+            f"a table-name prefix must be 1 to {MAX_PREFIX} letters, digits and '_', not {prefix!r}"
         )
     return LogTables(schema, prefix)

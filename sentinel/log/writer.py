@@ -15,14 +15,26 @@ their own (:meth:`LogWriter.write_aborted`).
 Before the first write through an engine the writer checks the log's schema
 revision once (see :func:`~sentinel.log.schema.check_schema`) and remembers the
 answer for that engine.
+
+The inserts skip SQLAlchemy's per-statement compilation and per-row parameter
+handling: each table's ``INSERT`` is compiled once per dialect (an
+:class:`_InsertPlan`), rows are built as tuples (or dicts, for drivers with named
+parameters) with the columns' own bind processors applied, and the batch goes to
+the driver's ``executemany`` through ``Connection.exec_driver_sql`` (so the
+connection's transaction, events and error wrapping still apply). This is what
+makes logging cheap enough to run inside every transaction of an ORM
+application (see ``bench/orm.py``).
 """
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,8 +48,10 @@ from sentinel.log.tables import (
     DEFAULT_PREFIX,
     NAME_LENGTH,
     SCOPE_LENGTH,
+    LogJSON,
     LogTables,
     Outcome,
+    UTCDateTime,
     log_tables,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
@@ -46,6 +60,279 @@ __all__ = ["LogWriter"]
 
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
+#: The ``events`` columns the writer fills, in the order of its rows.
+EVENT_COLUMNS: tuple[str, ...] = (
+    "scope",
+    "t_occ",
+    "event",
+    "at",
+    "detected_at",
+    "ts",
+    "detected_ts",
+    "source_class",
+    "source_key",
+    "params",
+    "outcome",
+)
+
+
+def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
+    """The bind processor of ``column`` on ``dialect`` (``None``: values go to the
+    driver as they are), with shortcuts for the log's own types where they
+    provably give the same result: a UTC datetime as the text or naive datetime
+    SQLite and MySQL store, JSON through :func:`json.dumps` when the engine has
+    no serializer of its own, floats as they are."""
+    generic = column.type.dialect_impl(dialect).bind_processor(dialect)
+    if generic is None:
+        return None
+    ctype = column.type
+    name = dialect.name
+    if isinstance(ctype, UTCDateTime) and name in ("sqlite", "mysql", "mariadb"):
+        as_text = name == "sqlite"
+
+        def utc(value: Any, _generic: Any = generic, _utc: Any = UTC) -> Any:
+            if value.tzinfo is not _utc:
+                return _generic(value)
+            naive = value.replace(tzinfo=None)
+            return naive.isoformat(" ", "microseconds") if as_text else naive
+
+        return utc
+    if isinstance(ctype, LogJSON) and name in ("sqlite", "mysql", "mariadb"):
+        if getattr(dialect, "_json_serializer", None) is None:
+            return json.dumps
+        return generic
+    if isinstance(ctype, sa.Double):
+
+        def as_float(value: Any, _generic: Any = generic) -> Any:
+            return value if type(value) is float else _generic(value)
+
+        return as_float
+    return generic
+
+
+class _InsertPlan:
+    """One table's ``INSERT`` compiled for one dialect, with the bind processors
+    of its columns: what :meth:`LogWriter._insert` sends through the driver's
+    ``executemany``.
+
+    ``columns`` are the columns the rows carry, in row order; ``convert`` turns a
+    row (a sequence in that order) into the driver's parameters: a tuple, or a
+    dict for drivers with named parameters, with each column's bind processor
+    applied (generated once per plan, so a row costs one call).
+    """
+
+    __slots__ = ("columns", "convert", "sql")
+
+    def __init__(self, table: sa.Table, columns: Sequence[str], dialect: sa.Dialect) -> None:
+        compiled = table.insert().compile(dialect=dialect, column_keys=list(columns))
+        self.sql: str = compiled.string
+        self.columns = tuple(columns)
+        if compiled.positional:
+            order = tuple(compiled.positiontup or ())
+            if order != self.columns:
+                raise LogWriteError(  # pragma: no cover - a dialect we do not know
+                    f"cannot prepare the insert into {table.name} for {dialect.name}: "
+                    f"parameters come in the order {order}",
+                    table=table.name,
+                )
+            names = None
+        else:
+            names = tuple(compiled.binds[c].key for c in columns)
+        env: dict[str, Any] = {}
+        parts = []
+        for i, c in enumerate(columns):
+            proc = _processor(table.c[c], dialect)
+            if proc is None:
+                parts.append(f"v[{i}]")
+                continue
+            env[f"p{i}"] = proc
+            if table.c[c].nullable:
+                parts.append(f"(None if v[{i}] is None else p{i}(v[{i}]))")
+            else:
+                parts.append(f"p{i}(v[{i}])")
+        if names is None:
+            body = "(" + ", ".join(parts) + ",)"
+        else:
+            body = "{" + ", ".join(f"{n!r}: {x}" for n, x in zip(names, parts, strict=True)) + "}"
+        src = f"def convert(v):\n    return {body}\n"
+        exec(compile(src, f"<sentinel insert {table.name}>", "exec"), env)
+        self.convert = env["convert"]
+
+    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
+        """Driver parameters for ``values`` (each a sequence in column order)."""
+        return list(map(self.convert, values))
+
+
+_KEYS: dict[tuple[Any, ...], str] = {}
+_STAMPS: dict[int, str] = {}
+
+
+def _key_text(key: tuple[Any, ...]) -> str:
+    """:func:`~sentinel.log.records.encode_key`, remembered (objects recur)."""
+    try:
+        return _KEYS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable key part: encoded each time
+        return encode_key(key)
+    if len(_KEYS) > 50_000:
+        _KEYS.clear()
+    text = _KEYS[key] = encode_key(key)
+    return text
+
+
+def _sqlite_stamp(ts: float) -> str:
+    """``datetime.fromtimestamp(ts, UTC)`` as the text SQLAlchemy stores for it
+    on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``), without making the datetime: the
+    microseconds are rounded as ``datetime`` rounds them (half to even)."""
+    secs = int(ts // 1)
+    us = round((ts - secs) * 1e6)
+    if us >= 1_000_000:
+        secs += 1
+        us -= 1_000_000
+    prefix = _STAMPS.get(secs)
+    if prefix is None:
+        if len(_STAMPS) > 10_000:
+            _STAMPS.clear()
+        prefix = _STAMPS[secs] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
+    return f"{prefix}.{us:06d}"
+
+
+_SIMPLE_JSON = frozenset({str, int, bool, type(None)})
+
+
+def _json_encoder() -> Callable[[Any], str]:
+    """A compact JSON encoder for plain values (no NaN: callers check). The C
+    encoder is made once and reused: ``JSONEncoder.encode`` makes one per call,
+    which costs as much as the encoding of a small mapping."""
+    import json.encoder as impl
+
+    c_make_encoder: Any = getattr(impl, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - not CPython
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    encode_basestring_ascii = impl.encode_basestring_ascii
+
+    def reject(value: Any) -> Any:
+        raise TypeError(f"not JSON: {value!r}")
+
+    make = c_make_encoder(
+        None, reject, encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+    join = "".join
+
+    def dumps(value: Any) -> str:
+        return join(make(value, 0))
+
+    return dumps
+
+
+_dumps = _json_encoder()
+_INF = float("inf")
+
+
+def _plain(value: Any) -> bool:
+    t = type(value)
+    return t in _SIMPLE_JSON or (t is float and -_INF < value < _INF)
+
+
+def _params_text(params: Any, event: str) -> str:
+    """Parameters as the JSON text of the ``params`` column: straight through
+    the encoder when every value is a plain JSON value (or a mapping of such, as
+    database events carry), else through
+    :func:`~sentinel.log.records.encode_params` (tagged values; raises
+    :class:`~sentinel.params.UnloggableParameter`)."""
+    if not params:
+        return "{}"
+    plain = _plain
+    out: dict[str, Any] | None = None
+    for k, v in params.items():
+        if plain(v):
+            continue
+        if type(v) is MappingProxyType and all(
+            type(x) is str and plain(y) and not x.startswith("$") for x, y in v.items()
+        ):
+            if out is None:
+                out = dict(params)
+            out[k] = dict(v)
+            continue
+        return _dumps(encode_params(params, event=event))
+    if out is not None:
+        return _dumps(out)
+    return _dumps(params if type(params) is dict else dict(params))
+
+
+class _EventsInsert:
+    """The ``events`` insert for one dialect: :meth:`rows` turns
+    :meth:`LogWriter.event_values` rows into driver parameters, making the
+    datetimes and the parameters' JSON the way the columns' types would
+    (directly as text on SQLite, naive UTC datetimes on MySQL/MariaDB, through
+    the columns' own bind processors elsewhere)."""
+
+    __slots__ = ("at", "names", "params", "sql")
+
+    def __init__(self, table: sa.Table, dialect: sa.Dialect) -> None:
+        compiled = table.insert().compile(dialect=dialect, column_keys=list(EVENT_COLUMNS))
+        self.sql: str = compiled.string
+        if compiled.positional:
+            if tuple(compiled.positiontup or ()) != EVENT_COLUMNS:  # pragma: no cover
+                raise LogWriteError(
+                    f"cannot prepare the insert into {table.name} for {dialect.name}",
+                    table=table.name,
+                )
+            self.names: tuple[str, ...] | None = None
+        else:
+            self.names = tuple(compiled.binds[c].key for c in EVENT_COLUMNS)
+        name = dialect.name
+        at_proc = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
+        json_proc = table.c.params.type.dialect_impl(dialect).bind_processor(dialect)
+        plain_json = getattr(dialect, "_json_serializer", None) is None
+        fromts, utc = _fromtimestamp, UTC
+        if name == "sqlite":
+            self.at: Any = _sqlite_stamp
+        elif name in ("mysql", "mariadb"):
+
+            def naive(ts: float) -> Any:
+                return fromts(ts, utc).replace(tzinfo=None)
+
+            self.at = naive
+        else:
+
+            def generic_at(ts: float) -> Any:
+                value = fromts(ts, utc)
+                return at_proc(value) if at_proc is not None else value
+
+            self.at = generic_at
+        if name in ("sqlite", "mysql", "mariadb") and plain_json:
+            self.params: Any = _params_text
+        else:
+
+            def generic_params(params: Any, event: str) -> Any:
+                value = encode_params(params, event=event) if params else {}
+                return json_proc(value) if json_proc is not None else value
+
+            self.params = generic_params
+
+    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
+        stamp, encode, names = self.at, self.params, self.names
+        out: list[Any] = []
+        append = out.append
+        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome in values:
+            at = stamp(ts)
+            row = (
+                scope,
+                t_occ,
+                event,
+                at,
+                at if dts == ts else stamp(dts),
+                ts,
+                dts,
+                sclass,
+                skey,
+                encode(params, event),
+                outcome,
+            )
+            append(row if names is None else dict(zip(names, row, strict=True)))
+        return out
 
 
 class LogWriter:
@@ -80,6 +367,7 @@ class LogWriter:
         self._check = check_schema
         self._checked: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._plans: dict[tuple[str, str, str], Any] = {}
 
     # -- schema ----------------------------------------------------------------------
     def check(self, bind: Connection | Engine) -> str:
@@ -125,7 +413,8 @@ class LogWriter:
         except KeyError:
             raise LogWriteError(
                 f"unknown transaction outcome {outcome!r}; expected 'committed', 'aborted' "
-                "or None (process scope)", table=self.tables.events.name
+                "or None (process scope)",
+                table=self.tables.events.name,
             ) from None
         apply = self.policy.apply if self.policy else None
         fromts = _fromtimestamp
@@ -151,19 +440,65 @@ class LogWriter:
                 )
             if apply is not None:
                 params = apply(event, params)
-            append({
-                "scope": scope,
-                "t_occ": t_occ,
-                "event": event,
-                "at": fromts(ts, utc),
-                "detected_at": fromts(dts, utc),
-                "ts": ts,
-                "detected_ts": dts,
-                "source_class": source_class,
-                "source_key": source_key,
-                "params": encode_params(params, event=event) if params else {},
-                "outcome": outcome,
-            })
+            append(
+                {
+                    "scope": scope,
+                    "t_occ": t_occ,
+                    "event": event,
+                    "at": fromts(ts, utc),
+                    "detected_at": fromts(dts, utc),
+                    "ts": ts,
+                    "detected_ts": dts,
+                    "source_class": source_class,
+                    "source_key": source_key,
+                    "params": encode_params(params, event=event) if params else {},
+                    "outcome": outcome,
+                }
+            )
+        return rows
+
+    def event_values(
+        self, occurrences: Iterable[Occurrence], outcome: str | None
+    ) -> list[tuple[Any, ...]]:
+        """The ``events`` rows for ``occurrences`` in the writer's own, cheaper
+        form: tuples ``(scope, t_occ, event, ts, detected_ts, source_class,
+        source_key, params, outcome)`` with the policy applied and the identifiers
+        checked (raises what :meth:`occurrence_rows` raises for them); the
+        parameters are encoded, and the datetimes made, when the rows are sent
+        (:class:`_EventsInsert`)."""
+        try:
+            outcome = _OUTCOMES[None if outcome is None else str(outcome)]
+        except KeyError:
+            raise LogWriteError(
+                f"unknown transaction outcome {outcome!r}; expected 'committed', 'aborted' "
+                "or None (process scope)",
+                table=self.tables.events.name,
+            ) from None
+        apply = self.policy.apply if self.policy else None
+        ref_type = ObjectRef
+        key_text = _key_text
+        rows: list[tuple[Any, ...]] = []
+        append = rows.append
+        for occ in occurrences:
+            event, t_occ, ts, dts, source, params, scope = occ
+            if type(scope) is not str or len(scope) > SCOPE_LENGTH or len(event) > NAME_LENGTH:
+                self._bad_ids(occ)
+            if source is None:
+                source_class = source_key = None
+            elif type(source) is ref_type:
+                source_class = source[0]
+                if len(source_class) > NAME_LENGTH:
+                    self._bad_ids(occ)
+                source_key = key_text(source[1])
+            else:
+                raise LogWriteError(
+                    f"occurrence {event}@{t_occ} in scope {scope!r} has source {source!r}; "
+                    "the log stores only ObjectRef sources (or None)",
+                    table=self.tables.events.name,
+                )
+            if params and apply is not None:
+                params = apply(event, params)
+            append((scope, t_occ, event, ts, dts, source_class, source_key, params, outcome))
         return rows
 
     def _bad_ids(self, occ: Occurrence) -> None:
@@ -189,17 +524,19 @@ class LogWriter:
                     f"cannot log a firing of rule {f.rule[:80]!r}: rule name or scope too long",
                     table=self.tables.firings.name,
                 )
-            rows.append({
-                "rule": f.rule,
-                "scope": str(f.scope),
-                "t_occ": f.t_occ,
-                "constituents": [[str(s), t] for s, t in f.constituents],
-                "coupling": str(f.coupling),
-                "status": str(f.status),
-                "error": f.error,
-                "fired_at": f.fired_at,
-                "finished_at": f.finished_at,
-            })
+            rows.append(
+                {
+                    "rule": f.rule,
+                    "scope": str(f.scope),
+                    "t_occ": f.t_occ,
+                    "constituents": [[str(s), t] for s, t in f.constituents],
+                    "coupling": str(f.coupling),
+                    "status": str(f.status),
+                    "error": f.error,
+                    "fired_at": f.fired_at,
+                    "finished_at": f.finished_at,
+                }
+            )
         return rows
 
     def outbox_rows(self, entries: Iterable[OutboxEntry]) -> list[dict[str, Any]]:
@@ -250,7 +587,27 @@ class LogWriter:
         for values that cannot be stored or a database error (as ``__cause__``),
         :class:`~sentinel.params.UnloggableParameter` for unloggable parameters.
         """
-        rows = self.occurrence_rows(occurrences, outcome)
+        return self.write_groups(
+            connection, [(occurrences, outcome)], firings=firings, outbox=outbox
+        )
+
+    def write_groups(
+        self,
+        connection: Connection,
+        groups: Iterable[tuple[Iterable[Occurrence], Outcome | str | None]],
+        *,
+        firings: Iterable[Firing] = (),
+        outbox: Iterable[OutboxEntry] = (),
+    ) -> int:
+        """:meth:`write` for occurrences of several outcomes at once: each group
+        is ``(occurrences, outcome)``; all rows still go in one ``executemany`` per
+        table. The ORM layer writes a transaction's own occurrences together with
+        earlier ones that were waiting (the process scope's, a previous
+        transaction's ``txn:commit``) this way. Raises what :meth:`write` raises,
+        before any SQL for bad values."""
+        rows: list[tuple[Any, ...]] = []
+        for occurrences, outcome in groups:
+            rows.extend(self.event_values(occurrences, outcome))
         frows = self.firing_rows(firings)
         orows = self.outbox_rows(outbox)
         if not (rows or frows or orows):
@@ -258,7 +615,9 @@ class LogWriter:
         if self._check:
             self.check(connection)
         t = self.tables
-        for table, batch in ((t.events, rows), (t.firings, frows), (t.outbox, orows)):
+        if rows:
+            self._insert_events(connection, rows)
+        for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
         return len(rows)
@@ -301,9 +660,7 @@ class LogWriter:
             self._insert(connection, self.tables.outbox, rows)
         return len(rows)
 
-    def set_outcome(
-        self, connection: Connection, scope: str, outcome: Outcome | str | None
-    ) -> int:
+    def set_outcome(self, connection: Connection, scope: str, outcome: Outcome | str | None) -> int:
         """Mark every logged occurrence of ``scope`` with ``outcome``; return the
         number of rows changed."""
         value = _OUTCOMES.get(None if outcome is None else str(outcome), "?")
@@ -313,9 +670,47 @@ class LogWriter:
         res = connection.execute(sa.update(ev).where(ev.c.scope == scope).values(outcome=value))
         return res.rowcount
 
-    def _insert(self, conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
+    def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """Insert :meth:`event_values` rows with one ``executemany``."""
+        dialect = conn.dialect
+        key = (dialect.name, self.tables.events.name, "*")
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _EventsInsert(self.tables.events, dialect)
+        self._execute(conn, self.tables.events, plan, rows)
+
+    def _plan(self, conn: Connection, table: sa.Table, columns: Sequence[str]) -> _InsertPlan:
+        dialect = conn.dialect
+        key = (dialect.name, table.name, ",".join(columns))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _InsertPlan(table, columns, dialect)
+        return plan
+
+    def _insert(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]] | Sequence[tuple[Any, ...]],
+        columns: Sequence[str] | None = None,
+    ) -> None:
+        """Insert ``rows`` (dicts, or tuples in the order of ``columns``) with one
+        ``executemany``."""
+        values: Sequence[Sequence[Any]]
+        if columns is None:
+            dicts: Sequence[dict[str, Any]] = rows  # type: ignore[assignment]
+            columns = tuple(dicts[0])
+            values = [tuple(r[c] for c in columns) for r in dicts]
+        else:
+            values = rows  # type: ignore[assignment]
+        self._execute(conn, table, self._plan(conn, table, columns), values)
+
+    def _execute(
+        self, conn: Connection, table: sa.Table, plan: Any, values: Sequence[Sequence[Any]]
+    ) -> None:
+        rows = plan.rows(values)  # may raise (unloggable values) before any SQL
         try:
-            conn.execute(table.insert(), rows)
+            conn.exec_driver_sql(plan.sql, rows)
         except sa.exc.IntegrityError as err:
             what = (
                 "an occurrence with the same (scope, t_occ) is already logged"
@@ -326,13 +721,15 @@ class LogWriter:
             )
             raise LogWriteError(
                 f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
-                f"{what} ({_first_line(err)})", table=table.name
+                f"{what} ({_first_line(err)})",
+                table=table.name,
             ) from err
         except sa.exc.DBAPIError as err:
             self._diagnose(conn, err)
             raise LogWriteError(
                 f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
-                f"{_first_line(err)}", table=table.name
+                f"{_first_line(err)}",
+                table=table.name,
             ) from err
 
     def _diagnose(self, conn: Connection, err: BaseException) -> None:

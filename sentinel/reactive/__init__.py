@@ -26,7 +26,14 @@ installing wrappers), :mod:`.wrapper` (the per-call path), :mod:`.handles`
 from sentinel.reactive.classes import ClassSelector, Reactive
 from sentinel.reactive.declare import event
 from sentinel.reactive.handles import EventHandles, MethodEvents, on
-from sentinel.reactive.hub import ScopeHook, bind, detector_of, set_scope_hook
+from sentinel.reactive.hub import (
+    ScopeHook,
+    bind,
+    detector_of,
+    set_scope_hook,
+    unwatch_classes,
+    watch_classes,
+)
 from sentinel.reactive.refs import object_ref, resolve
 
 __all__ = [
@@ -42,4 +49,6 @@ __all__ = [
     "on",
     "resolve",
     "set_scope_hook",
+    "unwatch_classes",
+    "watch_classes",
 ]

@@ -37,7 +37,17 @@ from sentinel.reactive.classes import LOCK, ClassInfo, class_info, hierarchy
 if TYPE_CHECKING:
     from sentinel.detector import EventDetector, Scope
 
-__all__ = ["Hub", "ScopeHook", "bind", "detector_of", "hub_for", "register", "set_scope_hook"]
+__all__ = [
+    "Hub",
+    "ScopeHook",
+    "bind",
+    "detector_of",
+    "hub_for",
+    "register",
+    "set_scope_hook",
+    "unwatch_classes",
+    "watch_classes",
+]
 
 ScopeHook = Callable[[Any], "Scope | None"]
 
@@ -58,6 +68,8 @@ class Hub:
         #: Every event name this hub defined on the detector (they stay defined).
         self.defined: set[str] = set()
         self.scope_hook: ScopeHook | None = None
+        #: Called with the classes after each :meth:`attach` (see :func:`watch_classes`).
+        self.class_hooks: tuple[Callable[[list[type]], None], ...] = ()
         detector.watch(self.refresh)
 
     @property
@@ -148,6 +160,8 @@ class Hub:
                 self.classes.add(cls)
                 info.attached = self
         self.refresh()
+        for hook in self.class_hooks:
+            hook(classes)
 
     def detach(self, classes: list[type]) -> None:
         """Stop ``classes`` signalling here: plain functions back in the classes,
@@ -304,6 +318,24 @@ def _default_changed(old: Any, new: Any) -> None:
 
 
 default.watch_default(_default_changed, check=_check_default_change)
+
+
+def watch_classes(detector: EventDetector, hook: Callable[[list[type]], None]) -> list[type]:
+    """Call ``hook(classes)`` whenever reactive classes start signalling to
+    ``detector`` (created, bound or moved there), after their event names are
+    defined; return the classes attached to it now. The ORM layer defines the
+    database events of mapped classes with it. Thread-safe."""
+    with LOCK:
+        hub = hub_for(detector)
+        hub.class_hooks = (*hub.class_hooks, hook)
+        return [c for c in list(hub.classes) if class_info(c) is not None]
+
+
+def unwatch_classes(detector: EventDetector, hook: Callable[[list[type]], None]) -> None:
+    """Stop calling a hook given to :func:`watch_classes`."""
+    with LOCK:
+        hub = hub_for(detector)
+        hub.class_hooks = tuple(h for h in hub.class_hooks if h != hook)
 
 
 def set_scope_hook(detector: EventDetector, hook: ScopeHook | None) -> None:

@@ -59,8 +59,7 @@ _options: dict[str, Any] = {
 
 def run_offline() -> None:
     url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
-    context.configure(url=url, literal_binds=True, dialect_opts={"paramstyle": "named"},
-                      **_options)
+    context.configure(url=url, literal_binds=True, dialect_opts={"paramstyle": "named"}, **_options)
     with context.begin_transaction():
         context.run_migrations(schema=schema, prefix=prefix)
 

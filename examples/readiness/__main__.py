@@ -1,0 +1,3 @@
+from examples.readiness.program import main
+
+main()

@@ -1,0 +1,942 @@
+"""Attaching sentinel to a SQLAlchemy session factory.
+
+:func:`attach` listens to the session events of a ``sessionmaker`` (or
+``scoped_session``, or ``Session`` subclass) and drives its detector with them:
+
+===================================  =============================================
+SQLAlchemy                           sentinel
+===================================  =============================================
+``after_transaction_create`` (root)  a detection scope per root transaction;
+                                     ``txn:begin``
+``after_transaction_create``         a savepoint of the scope
+(``begin_nested``)
+``after_flush``                      ``Class:insert`` / ``:update`` / ``:delete``
+``before_commit`` (root)             flush; ``txn:pre_commit`` (deferred rules);
+                                     flush; write the log and the outbox in the
+                                     transaction
+``after_commit`` (root)              ``txn:commit``; flush the scope; detached
+                                     rules to the worker pool
+``after_commit`` (``begin_nested``)  release the savepoint
+``after_transaction_end``            savepoint not released: roll detection back
+                                     to it; root not committed: ``txn:abort``,
+                                     flush the scope, log it as aborted
+===================================  =============================================
+
+``after_transaction_end`` stands for ``after_rollback`` / ``after_soft_rollback``:
+it is the one event SQLAlchemy sends for every end of a transaction (a
+rollback, a ``close()`` without commit, a rollback that itself failed), and it
+comes after the database rollback.
+
+Per detector (whatever number of session factories is attached to it) sentinel
+installs: the reactive layer's scope hook (an object's method events go to its
+session's transaction), an occurrence listener (the log), the scheduler's rule
+observer (rule firings; a failed rule dooms its transaction), the detached
+executor (the outbox) and a rule check (detached actions must be importable).
+:meth:`Attachment.detach` (or :func:`detach`) removes everything again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+from sqlalchemy import event as sa_event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, SessionTransaction, scoped_session, sessionmaker
+
+from sentinel.errors import AttachError, RollbackOnlyError, SentinelError
+from sentinel.log import LogPolicy, LogWriter, OutboxEntry, idempotency_key
+from sentinel.log.records import Firing
+from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
+from sentinel.occurrence import Occurrence
+from sentinel.orm.db_events import define_db_events, signal_flush
+from sentinel.orm.logsink import LogSink, firing_of, only_transaction_events
+from sentinel.orm.outbox import check_importable, entry_for
+from sentinel.orm.state import KEY, LIVE, Savepoint, TxnState
+from sentinel.orm.worker import DrainReport, Runner
+from sentinel.params import normalize
+from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
+from sentinel.reactive.classes import PLAIN
+from sentinel.rules import LocalEventDetector, Rule
+
+__all__ = ["Attachment", "attach", "attachments", "detach"]
+
+log = logging.getLogger("sentinel.orm")
+
+_LOCK = threading.RLock()
+#: Attached session classes (a sessionmaker's own subclass, or the class given).
+_ATTACHED: dict[type, Attachment] = {}
+_INTEGRATIONS: weakref.WeakKeyDictionary[LocalEventDetector, _Integration] = (
+    weakref.WeakKeyDictionary()
+)
+
+#: Parameter value types the log listener takes as they are (already loggable).
+_LOGGABLE = PLAIN | {MappingProxyType}
+
+
+# -- one detector ----------------------------------------------------------------------
+
+
+class _Integration:
+    """What sentinel installed on one detector for its attachments."""
+
+    def __init__(self, detector: LocalEventDetector) -> None:
+        self.detector = detector
+        self.attachments: list[Attachment] = []
+        self.plans: dict[type, Any] = {}
+        #: Occurrences of detection scopes that are not session transactions, by
+        #: scope id, until their commit or abort says how to log them.
+        self.foreign: dict[Any, list[Occurrence]] = {}
+        self._listening = False
+        #: Some attachment records rule runs whose condition was false.
+        self.log_condition_false = False
+        self._previous_executor: Any = None
+        self._previous_observer: Any = None
+
+    # installation ---------------------------------------------------------------------
+    def install(self) -> None:
+        det = self.detector
+        self._previous_executor = det.detached_executor
+        self._previous_observer = det.scheduler.observer
+        det.detached_executor = self.execute_detached
+        det.scheduler.observer = self.observe
+        det.add_rule_check(check_importable)
+        set_scope_hook(det, self.scope_of)
+        classes = watch_classes(det, self.classes_attached)
+        define_db_events(det, classes)
+
+    def uninstall(self) -> None:
+        det = self.detector
+        if det.detached_executor == self.execute_detached:
+            det.detached_executor = self._previous_executor
+        if det.scheduler.observer == self.observe:
+            det.scheduler.observer = self._previous_observer
+        det.remove_rule_check(check_importable)
+        set_scope_hook(det, None)
+        unwatch_classes(det, self.classes_attached)
+        if self._listening:
+            det.remove_listener(self.on_occurrence)
+            self._listening = False
+
+    def refresh_listener(self) -> None:
+        self.log_condition_false = any(a.log_condition_false for a in self.attachments)
+        want = any(a.sink is not None for a in self.attachments)
+        if want and not self._listening:
+            self.detector.add_listener(self.on_occurrence)
+            self._listening = True
+        elif not want and self._listening:
+            self.detector.remove_listener(self.on_occurrence)
+            self._listening = False
+
+    @property
+    def primary(self) -> Attachment | None:
+        """The attachment that logs what belongs to no session transaction."""
+        for a in self.attachments:
+            if a.sink is not None:
+                return a
+        return self.attachments[0] if self.attachments else None
+
+    def classes_attached(self, classes: list[type]) -> None:
+        self.plans.clear()
+        define_db_events(self.detector, classes)
+
+    # the per-event hooks --------------------------------------------------------------
+    def scope_of(self, obj: Any) -> Any:
+        """The reactive layer's scope hook: the scope of ``obj``'s session's
+        transaction (begun now, as SQLAlchemy's autobegin would, when the session
+        has none), or ``None``."""
+        try:
+            state = obj.__dict__["_sa_instance_state"]
+        except (AttributeError, KeyError, TypeError):
+            return None
+        session = state.session
+        if session is None:
+            return None
+        st = session.info.get(KEY)
+        if st is None:
+            if _attachment_of(session) is None or not session.autobegin:
+                return None
+            autobegin = getattr(session, "_autobegin_t", None)
+            if autobegin is None:  # pragma: no cover - guards a SQLAlchemy change
+                return None
+            autobegin()
+            st = session.info.get(KEY)
+            if st is None:
+                return None
+        if st.attachment.detector is not self.detector:
+            return None
+        return st.scope
+
+    def on_occurrence(self, occ: Occurrence) -> None:
+        """The occurrence listener (under the detector's lock): buffer ``occ``
+        for the log. Parameters that are not loggable are made so, or raise
+        :class:`~sentinel.params.UnloggableParameter` (the signal fails)."""
+        params = occ[5]
+        if params:
+            for v in params.values():
+                if type(v) not in _LOGGABLE:
+                    for k, val in list(params.items()):
+                        if type(val) not in _LOGGABLE:
+                            params[k] = normalize(val, event=occ[0], param=k)
+                    break
+        st = LIVE.get(occ[6])
+        if st is not None:
+            if st.attachment.sink is not None:
+                st.occurrences.append(occ)
+            return
+        primary = self.primary
+        if primary is None or primary.sink is None:
+            return
+        scope = occ[6]
+        if scope == self.detector.process_scope.id:
+            primary.sink.add_late(("occ", occ, None))
+            return
+        pending = self.foreign.setdefault(scope, [])
+        pending.append(occ)
+        name = occ[0]
+        if name == "txn:commit" or name == "txn:abort":
+            del self.foreign[scope]
+            outcome = "committed" if name == "txn:commit" else "aborted"
+            for o in pending:
+                primary.sink.add_late(("occ", o, outcome))
+
+    def observe(self, rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
+        """The scheduler's rule observer: buffer the firing; a failure dooms the
+        transaction it happened in."""
+        if status == "condition_false" and not self.log_condition_false:
+            return  # the common case of a guard rule: one comparison
+        try:
+            scope = occ.scope
+        except Exception:  # pragma: no cover - an occurrence without constituents
+            return
+        st = LIVE.get(scope)
+        att = st.attachment if st is not None else self.primary
+        if att is None:
+            return
+        if status == "condition_false" and not att.log_condition_false:
+            return
+        if st is not None:
+            if att.sink is not None:
+                st.firings.append((rule, occ, status, error, time.time()))
+            if status == "failed" and isinstance(error, SentinelError):
+                st.doom(rule.name, error)
+        elif att.sink is not None:
+            att.sink.add_late(("firing", firing_of((rule, occ, status, error, time.time()))))
+
+    def execute_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
+        """The detector's detached executor: after a transaction ended (or at
+        once, for a trigger outside any transaction)."""
+        st = LIVE.get(occ.scope)
+        att = st.attachment if st is not None else self.primary
+        if att is None:  # pragma: no cover - detached while a transaction ended
+            return
+        att._detached(rule, occ, committed, st)
+
+
+def _scope_id() -> str:
+    """A new transaction scope id: 32 hex digits, the time in nanoseconds then
+    random bits. Unique like a UUID, and increasing, so the log's index on
+    ``(scope, t_occ)`` grows at its end (a random id would touch a page anywhere
+    in it at every commit)."""
+    return f"{time.time_ns():016x}{uuid.uuid4().int & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
+
+def _attachment_of(session: Session) -> Attachment | None:
+    for cls in type(session).__mro__:
+        att = _ATTACHED.get(cls)
+        if att is not None:
+            return att
+    return None
+
+
+def _committing(session: Session) -> SessionTransaction | None:
+    """The transaction ``session`` is committing (inside ``before_commit``).
+
+    SQLAlchemy sends ``before_commit`` for the root transaction and for each
+    savepoint released, without saying which. Usually it is the innermost one;
+    but when the root transaction object is committed directly while a
+    savepoint is still open (``with session.begin():`` around an unreleased
+    ``begin_nested()``), the root's ``before_commit`` comes first, while the
+    savepoint is still innermost. The transaction whose ``_prepare_impl`` is in
+    progress is the one committing (SQLAlchemy's own state tracking); if that
+    ever cannot be read, the innermost transaction is assumed.
+    """
+    current = session._transaction
+    t = current
+    while t is not None:
+        fn = getattr(t, "_current_fn", None)
+        if fn is not None and getattr(fn, "__name__", "") == "_prepare_impl":
+            return t
+        t = t.parent
+    return current
+
+
+@contextmanager
+def _rollback_on_error(session: Session) -> Iterator[None]:
+    """Inside ``before_commit``: if the block raises, roll the transaction back
+    before the exception reaches the caller of ``commit()``, as SQLAlchemy does
+    when the flush inside ``commit()`` fails (the session then reports
+    ``PendingRollbackError`` with the original exception until it is rolled
+    back). Uses the same sub-transaction mechanism as ``Session.flush``."""
+    begin = getattr(session, "_autobegin_t", None)
+    sub: Any = None
+    if begin is not None:
+        sub = begin()._begin()
+    try:
+        yield
+    except BaseException:
+        if sub is not None:
+            sub.rollback(_capture_exception=True)
+        raise
+    if sub is not None:
+        sub.commit()
+
+
+# -- the attachment --------------------------------------------------------------------
+
+
+class Attachment:
+    """Sentinel attached to one session factory (returned by :func:`attach`).
+
+    ``detector`` is the detector its sessions' transactions drive;
+    ``session_factory`` makes the sessions of detached rules; ``writer`` writes
+    the log and the outbox; ``sink`` is ``None`` when occurrences are not
+    logged. A context manager: leaving the block detaches.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        listen_on: Any,
+        session_class: type,
+        session_factory: Callable[[], Session],
+        detector: LocalEventDetector,
+        writer: LogWriter,
+        sink: LogSink | None,
+        *,
+        outbox: bool,
+        flush_every: int,
+        log_empty: bool,
+        log_condition_false: bool,
+        runner_options: dict[str, Any],
+    ) -> None:
+        self.target = target
+        self._listen_on = listen_on
+        self.session_class = session_class
+        self.session_factory = session_factory
+        self.detector = detector
+        self.writer = writer
+        self.sink = sink
+        self.outbox = outbox
+        self.flush_every = flush_every
+        self.log_empty = log_empty
+        self.log_condition_false = log_condition_false
+        self.runner = Runner(self, **runner_options)
+        self._engine: Engine | None = None
+        self._attached = False
+        self._handlers: list[tuple[str, Callable[..., Any]]] = [
+            ("after_transaction_create", self._on_create),
+            ("after_flush", self._on_flush),
+            ("after_flush_postexec", self._on_flush_postexec),
+            ("before_commit", self._on_before_commit),
+            ("after_commit", self._on_after_commit),
+            ("after_transaction_end", self._on_end),
+        ]
+
+    def __repr__(self) -> str:
+        state = "attached" if self._attached else "detached"
+        return f"<sentinel Attachment {self.session_class.__name__} {state}>"
+
+    # -- public ------------------------------------------------------------------------
+    def engine(self) -> Engine:
+        """The engine the log's late rows and the outbox use: the session
+        factory's bind, or the bind of the last transaction seen."""
+        if self._engine is not None:
+            return self._engine
+        kw = getattr(self.target, "kw", None) or {}
+        bind = kw.get("bind")
+        if isinstance(bind, Engine):
+            self._engine = bind
+            return bind
+        with self.session_factory() as s:
+            b = s.get_bind()
+        self._engine = b if isinstance(b, Engine) else b.engine
+        return self._engine
+
+    def drain(self, *, limit: int | None = None) -> DrainReport:
+        """Run the detached rules waiting in the outbox that are due now (after a
+        restart, or when this process runs no worker threads), in this thread.
+        See :meth:`sentinel.orm.worker.Runner.drain`."""
+        return self.runner.drain(limit=limit)
+
+    def wait_detached(self, timeout: float | None = None) -> bool:
+        """Block until the worker pool has run everything handed to it
+        (retries included); False if ``timeout`` seconds passed first."""
+        return self.runner.wait(timeout)
+
+    def flush_log(self) -> int:
+        """Write the late log rows (see :mod:`sentinel.orm.logsink`) now; return
+        how many occurrences were written."""
+        if self.sink is None:
+            return 0
+        return self.sink.flush(self.engine() if self.sink.late else None)
+
+    def detach(self, *, timeout: float = 10.0) -> None:
+        """Stop following the sessions: remove the session listeners (and, with
+        the detector's last attachment, the detector hooks), write the late log
+        rows, and stop the worker pool (entries it had not started stay pending
+        in the outbox). Transactions in progress are no longer followed: their
+        occurrences are not logged. Idempotent."""
+        with _LOCK:
+            if not self._attached:
+                return
+            self._attached = False
+            for name, fn in self._handlers:
+                if sa_event.contains(self._listen_on, name, fn):
+                    sa_event.remove(self._listen_on, name, fn)
+            _ATTACHED.pop(self.session_class, None)
+            integ = _INTEGRATIONS.get(self.detector)
+            if integ is not None:
+                integ.attachments.remove(self)
+                if not integ.attachments:
+                    integ.uninstall()
+                    del _INTEGRATIONS[self.detector]
+                else:
+                    integ.refresh_listener()
+            for scope_id, st in list(LIVE.items()):
+                if st.attachment is self:
+                    del LIVE[scope_id]
+                    sess = st.session
+                    if sess is not None:
+                        sess.info.pop(KEY, None)
+        self.runner.close(timeout)
+        if self.sink is not None:
+            if self.sink.late:
+                try:
+                    self.sink.flush(self.engine())
+                except Exception:
+                    log.exception("sentinel's event log: late rows lost at detach")
+            self.sink.close()
+
+    close = detach
+
+    def __enter__(self) -> Attachment:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.detach()
+
+    # -- session events ----------------------------------------------------------------
+    def _on_create(self, session: Session, transaction: SessionTransaction) -> None:
+        if transaction.parent is None:
+            st = TxnState(self, transaction, weakref.ref(session), _scope_id())
+            LIVE[st.scope_id] = st
+            session.info[KEY] = st
+            det = self.detector
+            # det.begin(id), in two steps so that the scope exists even if a rule
+            # on txn:begin fails: raising out of SQLAlchemy's transaction set-up
+            # would leave the session half-begun, so the failure dooms the
+            # transaction instead (its commit raises RollbackOnlyError).
+            st.scope = det.scope(st.scope_id)
+            try:
+                det.notify(det.channel("txn:begin"), {}, scope=st.scope)
+            except SentinelError as err:
+                log.warning("sentinel: a rule on txn:begin failed: %s", err)
+                st.doom(getattr(err, "rule", "txn:begin"), err)
+            return
+        if not transaction.nested:
+            return
+        outer: TxnState | None = session.info.get(KEY)
+        if outer is None or outer.scope is None or not outer.scope.active:
+            return
+        self._savepoint(outer, transaction)
+
+    def _savepoint(self, st: TxnState, transaction: SessionTransaction) -> None:
+        assert st.scope is not None
+        pending = st.scope.info.get("detached")
+        st.savepoints.append(
+            Savepoint(
+                transaction,
+                st.scope.savepoint(),
+                len(st.occurrences),
+                len(st.firings),
+                len(pending) if pending else 0,
+            )
+        )
+
+    def _on_flush(self, session: Session, flush_context: Any) -> None:
+        st = session.info.get(KEY)
+        if st is None or st.scope is None or not st.scope.active:
+            return
+        integ = _INTEGRATIONS.get(self.detector)
+        if integ is None:  # pragma: no cover - detached meanwhile
+            return
+        signal_flush(self.detector, integ.plans, session, st.scope)
+
+    def _on_flush_postexec(self, session: Session, flush_context: Any) -> None:
+        st = session.info.get(KEY)
+        if (
+            st is None
+            or self.sink is None
+            or st.savepoints
+            or len(st.occurrences) - st.written < self.flush_every
+        ):
+            return
+        self.sink.write_partial(session.connection(), st)
+
+    def _on_before_commit(self, session: Session) -> None:
+        trans = _committing(session)
+        if trans is None or trans.parent is not None:
+            return  # a savepoint being released: nothing to do before
+        st = session.info.get(KEY)
+        if st is None or st.transaction is not trans or st.scope is None or not st.scope.active:
+            return
+        det = self.detector
+        scope = st.scope
+        with _rollback_on_error(session):
+            self._refuse_if_doomed(st)
+            session.flush()  # database events of pending changes happen before pre-commit
+            with det.use_scope(scope):
+                det.pre_commit(scope)  # deferred rules
+            st.pre_committed = True
+            session.flush()  # what the deferred rules changed
+            self._refuse_if_doomed(st)
+            entries, pending = self._outbox_entries(st)
+            if not entries and self._skip(st):
+                return  # a read-only unit of work: no write (and no SQL) for the log
+            if self.sink is not None or entries:
+                conn = session.connection()
+                if self._engine is None:
+                    self._engine = conn.engine
+                if self.sink is not None:
+                    self.sink.write_transaction(conn, st, entries, pending)
+                else:
+                    self.writer.write(conn, (), outbox=entries)
+            st.outbox_keys.update(e.idempotency_key for e in entries)
+
+    def _skip(self, st: TxnState) -> bool:
+        return not self.log_empty and st.written == 0 and only_transaction_events(st)
+
+    def _refuse_if_doomed(self, st: TxnState) -> None:
+        if st.doomed is None:
+            return
+        _, rule, error = st.doomed
+        raise RollbackOnlyError(
+            f"the transaction cannot commit: rule {rule!r} failed in it ({error}); it has "
+            "been rolled back (to keep the rest of a transaction, run the update a rule may "
+            "reject inside session.begin_nested())",
+            rule=rule,
+        ) from error
+
+    def _outbox_entries(self, st: TxnState) -> tuple[list[OutboxEntry], list[Firing]]:
+        """Outbox entries (and pending firings) for the detached rules triggered
+        in ``st`` so far, to be written in its commit."""
+        assert st.scope is not None
+        pending = st.scope.info.get("detached")
+        if not pending or not self.outbox:
+            return [], []
+        entries: list[OutboxEntry] = []
+        firings: list[Firing] = []
+        seen = set(st.outbox_keys)
+        for rule, occ, _dependent in pending:
+            entry = entry_for(rule, occ, committed=True)
+            if entry.idempotency_key in seen:
+                continue
+            seen.add(entry.idempotency_key)
+            entries.append(entry)
+            firings.append(
+                Firing.of(rule.name, occ, coupling=str(rule.coupling), status=FiringStatus.PENDING)
+            )
+        return entries, firings
+
+    def _on_after_commit(self, session: Session) -> None:
+        st = session.info.get(KEY)
+        if st is None or st.scope is None:
+            return
+        nested = session.get_nested_transaction()
+        if nested is not None:
+            self._release(st, nested)
+            return
+        if session.get_transaction() is not st.transaction or not st.scope.active:
+            return
+        st.committed = True
+        if not st.pre_committed:
+            log.warning(
+                "sentinel: transaction %s committed without its pre-commit step (deferred "
+                "rules did not run; its log rows are written after the commit)",
+                st.scope_id,
+            )
+        try:
+            # Rules on txn:commit run after the commit: their failure cannot undo it,
+            # and raising out of after_commit would leave the session half-closed.
+            self.detector.commit(st.scope)
+        except Exception:
+            log.exception("sentinel: a rule on txn:commit of %s failed", st.scope_id)
+        finally:
+            if self.sink is not None:
+                self.sink.after_commit(st, skip_empty=not self.log_empty)
+
+    def _release(self, st: TxnState, nested: SessionTransaction) -> None:
+        for i, sp in enumerate(st.savepoints):
+            if sp.transaction is nested:
+                sp.released = True
+                assert st.scope is not None
+                st.scope.release(sp.token)
+                if st.doomed is not None and st.doomed[0] == i + 1:
+                    st.doomed = (i, st.doomed[1], st.doomed[2])  # the enclosing level now
+                del st.savepoints[i:]
+                return
+
+    def _on_end(self, session: Session, transaction: SessionTransaction) -> None:
+        st = session.info.get(KEY)
+        if st is None:
+            return
+        if transaction.nested:
+            self._savepoint_ended(st, transaction)
+            return
+        if transaction.parent is not None or st.transaction is not transaction:
+            return
+        session.info.pop(KEY, None)
+        try:
+            if not st.committed:
+                self._abort(session, st)
+        finally:
+            LIVE.pop(st.scope_id, None)
+            st.ended = True
+        sink = self.sink
+        if sink is not None and len(sink.late) > sink.late_limit:
+            sink.flush_quietly(self.engine())
+
+    def _savepoint_ended(self, st: TxnState, nested: SessionTransaction) -> None:
+        for i, sp in enumerate(st.savepoints):
+            if sp.transaction is not nested:
+                continue
+            scope = st.scope
+            assert scope is not None
+            if not sp.released and scope.active:
+                occs = st.occurrences[sp.occurrences :]
+                firings = st.firings[sp.firings :]
+                del st.occurrences[sp.occurrences :]
+                del st.firings[sp.firings :]
+                if occs or firings:
+                    sub = f"{st.scope_id}/sp{len(st.rolled_back) + 1}"
+                    st.rolled_back.append((sub, occs, firings))
+                pending = scope.info.get("detached")
+                if pending:
+                    del pending[sp.detached :]
+                scope.rollback_to(sp.token)
+                if st.doomed is not None and st.doomed[0] >= i + 1:
+                    st.doomed = None
+            del st.savepoints[i:]
+            return
+
+    def _abort(self, session: Session, st: TxnState) -> None:
+        scope = st.scope
+        if scope is None:
+            return
+        aborted = st.aborted_outbox
+        try:
+            if scope.active:
+                self.detector.abort(scope)
+        except Exception:
+            log.exception("sentinel: a rule on txn:abort of %s failed", st.scope_id)
+        if not aborted and (self.sink is None or self._skip(st)):
+            return
+        try:
+            engine = self._bind_engine(session)
+        except Exception:
+            log.exception("sentinel: no engine to log aborted transaction %s", st.scope_id)
+            return
+        if self.sink is not None:
+            self.sink.write_aborted(engine, st, aborted)
+        elif aborted:
+            try:
+                with engine.begin() as conn:
+                    self.writer.write(conn, (), outbox=aborted)
+            except Exception:
+                log.exception("sentinel's outbox: detached rules of %s not enqueued", st.scope_id)
+                return
+        for entry in aborted:
+            self.runner.submit(entry.idempotency_key)
+
+    def _bind_engine(self, session: Session) -> Engine:
+        if self._engine is not None:
+            return self._engine
+        bind = session.get_bind()
+        self._engine = bind if isinstance(bind, Engine) else bind.engine
+        return self._engine
+
+    # -- detached rules ----------------------------------------------------------------
+    def _detached(self, rule: Rule, occ: Any, committed: bool, st: TxnState | None) -> None:
+        """Hand one detached detection to the outbox (see the module docs of
+        :mod:`sentinel.orm.outbox`): already written in the trigger's commit,
+        written with the aborted transaction's log, or written now."""
+        if not self.outbox:
+            log.error(
+                "sentinel: detached rule %r triggered, but this attachment has no outbox "
+                "(attach(..., outbox=True)); it does not run",
+                rule.name,
+            )
+            return
+        key = idempotency_key(rule.name, occ)
+        if st is not None and committed and key in st.outbox_keys:
+            self.runner.submit(key)  # written in the trigger's commit
+            return
+        entry = entry_for(rule, occ, committed=committed)
+        if st is not None and not committed and not st.ended:
+            st.aborted_outbox.append(entry)
+            return
+        try:
+            with self.engine().begin() as conn:
+                self.writer.write(
+                    conn,
+                    (),
+                    outbox=[entry],
+                    firings=[
+                        Firing.of(
+                            rule.name,
+                            occ,
+                            coupling=str(rule.coupling),
+                            status=FiringStatus.PENDING,
+                        )
+                    ]
+                    if self.sink is not None
+                    else (),
+                )
+        except Exception:
+            log.exception("sentinel's outbox: detached rule %r not enqueued", rule.name)
+            return
+        self.runner.submit(entry.idempotency_key)
+
+
+# -- attach / detach -------------------------------------------------------------------
+
+
+def _resolve_target(target: Any, session_factory: Any) -> tuple[Any, type, Callable[[], Session]]:
+    if isinstance(target, scoped_session):
+        target = target.session_factory
+    if isinstance(target, sessionmaker):
+        return target, target.class_, session_factory or target
+    if isinstance(target, type) and issubclass(target, Session):
+        return target, target, session_factory or target
+    if isinstance(target, Session):
+        raise AttachError(
+            "attach() takes a sessionmaker, a scoped_session or a Session subclass, not a "
+            "Session object: attach the factory your sessions come from",
+            target=target,
+        )
+    raise AttachError(
+        f"attach() takes a sessionmaker, a scoped_session or a Session subclass, not "
+        f"{type(target).__name__} ({target!r:.60})",
+        target=target,
+    )
+
+
+def _writer(log: Any, schema: str | None, prefix: str) -> tuple[LogWriter, bool]:
+    if isinstance(log, LogWriter):
+        return log, True
+    if isinstance(log, LogPolicy):
+        return LogWriter(schema=schema, prefix=prefix, policy=log), True
+    if log is True:
+        return LogWriter(schema=schema, prefix=prefix), True
+    if log is False or log is None:
+        return LogWriter(schema=schema, prefix=prefix), False
+    raise AttachError(
+        f"attach(log=...) takes True, False, a LogWriter or a LogPolicy, not {log!r:.60}",
+        target=log,
+    )
+
+
+def attach(
+    target: Any,
+    *,
+    detector: LocalEventDetector | None = None,
+    log: bool | LogWriter | LogPolicy = True,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    outbox: bool = True,
+    workers: int = 2,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    max_backoff: float = 60.0,
+    lease: float = 300.0,
+    flush_every: int = 10_000,
+    log_empty: bool = False,
+    log_condition_false: bool = False,
+    session_factory: Callable[[], Session] | None = None,
+) -> Attachment:
+    """Attach sentinel to the sessions ``target`` makes: a ``sessionmaker``, a
+    ``scoped_session`` or a ``Session`` subclass.
+
+    From now on each root transaction of those sessions is a detection scope of
+    ``detector`` (default: :func:`sentinel.default_detector`): method events of
+    objects in a session belong to its transaction, its flushes signal database
+    events (:mod:`sentinel.orm.db_events`), its commit runs the deferred rules
+    and writes the event log in the same transaction, and detached rules run after
+    it (see the module docs and ``docs/orm.md``).
+
+    ``log``
+        ``True`` (log every occurrence, in the tables ``schema`` / ``prefix``),
+        a :class:`~sentinel.log.LogPolicy` (the same, with parameters excluded or
+        redacted), a :class:`~sentinel.log.LogWriter`, or ``False`` (no event log;
+        the outbox still needs the tables).
+    ``outbox``
+        detached rules go through the durable outbox (``False``: they do not run).
+    ``workers``
+        threads running detached rules in this process (0: none; run
+        ``sentinel worker`` or :meth:`Attachment.drain`). ``max_attempts``,
+        ``backoff`` / ``max_backoff`` (seconds, doubled per attempt) and ``lease``
+        (how long a claimed entry stays claimed) tune them.
+    ``flush_every``
+        a transaction with more unwritten occurrences than this writes them at
+        its next flush (outside savepoints), bounding memory.
+    ``log_empty``
+        also log transactions in which nothing happened but their own
+        ``txn:*`` events (by default a read-only unit of work writes nothing,
+        so a ``with Session.begin():`` around queries stays read-only).
+    ``log_condition_false``
+        also record rule runs whose condition was false in the rule-firing log
+        (by default only rules that fired or failed are recorded).
+    ``session_factory``
+        makes the sessions of detached rules (default: ``target``).
+
+    Raises :class:`~sentinel.errors.AttachError` for a target that is not a
+    session factory or is already attached (directly, or through a subclass or
+    base class of its sessions), :class:`~sentinel.errors.DetachedActionError`
+    if a detached rule on the detector has an action a worker could not import,
+    and the :class:`~sentinel.errors.LogSchemaError` family when the target is
+    bound to an engine whose log tables are missing or outdated. Nothing is
+    attached when it raises.
+
+    >>> Session = sessionmaker(engine)                      # doctest: +SKIP
+    >>> attachment = sentinel.attach(Session, detector=det)  # doctest: +SKIP
+    """
+    listen_on, session_class, factory = _resolve_target(target, session_factory)
+    det = detector
+    if det is None:
+        from sentinel.default import default_detector
+
+        det = default_detector()
+    if not isinstance(det, LocalEventDetector):
+        raise AttachError(
+            f"attach(detector=...) takes a LocalEventDetector, not {type(det).__name__}",
+            target=det,
+        )
+    for name, value, low in (
+        ("workers", workers, 0),
+        ("max_attempts", max_attempts, 1),
+        ("flush_every", flush_every, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise AttachError(f"attach({name}=...) must be an int >= {low}, not {value!r}")
+    for name, num in (("backoff", backoff), ("max_backoff", max_backoff), ("lease", lease)):
+        if isinstance(num, bool) or not isinstance(num, (int, float)) or num < 0:
+            raise AttachError(f"attach({name}=...) must be a number of seconds >= 0, not {num!r}")
+    writer, logging_on = _writer(log, schema, prefix)
+    with _LOCK:
+        for cls, other in _ATTACHED.items():
+            if issubclass(session_class, cls) or issubclass(cls, session_class):
+                same = cls is session_class
+                raise AttachError(
+                    f"{target!r:.80} is already attached"
+                    + (
+                        ""
+                        if same
+                        else f" through {other.target!r:.80} (its sessions are also "
+                        f"{cls.__name__} sessions)"
+                    )
+                    + "; detach it first (attachment.detach())",
+                    target=target,
+                )
+        for r in det.rules.values():
+            check_importable(r)
+        kw = getattr(listen_on, "kw", None) or {}
+        bind = kw.get("bind")
+        if isinstance(bind, Engine) and (logging_on or outbox):
+            writer.check(bind)  # missing or outdated tables: fail now, not at a commit
+        sink = LogSink(writer) if logging_on else None
+        att = Attachment(
+            target,
+            listen_on,
+            session_class,
+            factory,
+            det,
+            writer,
+            sink,
+            outbox=outbox,
+            flush_every=flush_every,
+            log_empty=log_empty,
+            log_condition_false=log_condition_false,
+            runner_options={
+                "workers": workers,
+                "max_attempts": max_attempts,
+                "backoff": float(backoff),
+                "max_backoff": float(max_backoff),
+                "lease": float(lease),
+            },
+        )
+        if isinstance(bind, Engine):
+            att._engine = bind
+            if sink is not None:
+                sink.engine = bind
+        integ = _INTEGRATIONS.get(det)
+        fresh = integ is None
+        if integ is None:
+            integ = _INTEGRATIONS[det] = _Integration(det)
+        try:
+            if fresh:
+                integ.install()
+            integ.attachments.append(att)
+            integ.refresh_listener()
+            for name, fn in att._handlers:
+                sa_event.listen(listen_on, name, fn)
+        except BaseException:
+            for name, fn in att._handlers:
+                if sa_event.contains(listen_on, name, fn):
+                    sa_event.remove(listen_on, name, fn)
+            if att in integ.attachments:
+                integ.attachments.remove(att)
+            if fresh:
+                integ.uninstall()
+                _INTEGRATIONS.pop(det, None)
+            else:
+                integ.refresh_listener()
+            raise
+        _ATTACHED[session_class] = att
+        att._attached = True
+        return att
+
+
+def detach(target: Any) -> None:
+    """Detach sentinel from ``target`` (what was given to :func:`attach`, or the
+    :class:`Attachment`). Raises :class:`~sentinel.errors.AttachError` if it is
+    not attached."""
+    if isinstance(target, Attachment):
+        target.detach()
+        return
+    try:
+        _, session_class, _ = _resolve_target(target, None)
+    except AttachError:
+        raise AttachError(f"{target!r:.80} is not attached", target=target) from None
+    att = _ATTACHED.get(session_class)
+    if att is None:
+        raise AttachError(f"{target!r:.80} is not attached", target=target)
+    att.detach()
+
+
+def attachments() -> list[Attachment]:
+    """Every attachment in force (for inspection and tests)."""
+    with _LOCK:
+        return list(_ATTACHED.values())

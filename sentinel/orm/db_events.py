@@ -1,0 +1,401 @@
+"""Database events: insert, update and delete of reactive mapped objects.
+
+Every mapped class that is also :class:`~sentinel.Reactive` has three primitive
+events per detector, named like method events but with the operation as the
+phase: ``Stock:insert``, ``Stock:update``, ``Stock:delete``. They follow the
+reactive layer's scheme (``docs/reactive.md``):
+
+- one detector channel per operation for the top mapped reactive class of an
+  inheritance hierarchy (the *root*): every occurrence's ``event`` is the root's,
+  ``"Stock:update"``, also for a ``TechStock`` row;
+- the root's class-level event has no selector; a subclass's class-level event
+  (``TechStock:update``) carries the subclass's
+  :class:`~sentinel.reactive.ClassSelector`; an instance-level event carries the
+  row's :class:`~sentinel.ObjectRef` (``<Stock 42>``, the same reference its
+  method events carry).
+
+They are signalled by the ORM layer after each flush of an attached session
+(SQLAlchemy's ``after_flush``: the statements have run, primary keys are known,
+attribute history is still there), in the session's transaction scope: the
+inserts in the order the objects were added, then the updates, then the deletes.
+Parameters:
+
+``insert``
+    ``new``: the column attributes' values (those the object holds after the
+    INSERT; server-side defaults that were not fetched are absent).
+``update``
+    ``old`` and ``new``: the column attributes whose value changed, before and
+    after (an old value that was never loaded is absent from ``old``). Only rows
+    with a net change of a column attribute signal.
+``delete``
+    ``old``: the column attributes' values the object held.
+
+Values are made loggable like method parameters (:mod:`sentinel.params`); a
+column value the log cannot store raises
+:class:`~sentinel.params.UnloggableParameter` naming the event and
+``new.<attribute>``, and the flush fails (nothing is written).
+
+Use them by name in Snoop text, or through :func:`db_events`::
+
+    det.rule("audit", "Stock:update", action=...)                # any Stock row
+    det.rule("ibm", db_events(ibm).update, action=...)          # one row
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapper, PassiveFlag
+from sqlalchemy.orm.attributes import get_history
+
+from sentinel.algebra.expressions import Primitive
+from sentinel.errors import DuplicateEventError, ReactiveError
+from sentinel.occurrence import ObjectRef
+from sentinel.params import normalize
+from sentinel.reactive import ClassSelector, detector_of, object_ref
+from sentinel.reactive.classes import PLAIN, class_info
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from sentinel.detector import Channel, EventDetector, Scope
+
+__all__ = ["KINDS", "DBEvents", "db_events", "define_db_events", "signal_flush"]
+
+log = logging.getLogger("sentinel.orm")
+
+#: The database operations that are events.
+KINDS: Final = ("insert", "update", "delete")
+_NO_INIT = PassiveFlag.PASSIVE_NO_INITIALIZE
+
+
+def _mapper(cls: type) -> Mapper[Any] | None:
+    m: Any = sa.inspect(cls, raiseerr=False)
+    return m if isinstance(m, Mapper) else None
+
+
+def db_root(cls: type) -> type | None:
+    """The class whose channels ``cls``'s database events use: the top mapped
+    class of its inheritance hierarchy that is reactive (``None`` when ``cls`` is
+    not a reactive mapped class)."""
+    mapper = _mapper(cls)
+    if mapper is None or class_info(cls) is None:
+        return None
+    root: type | None = None
+    for m in mapper.iterate_to_root():
+        if class_info(m.class_) is not None:
+            root = m.class_
+    return root
+
+
+def _selectors(cls: type, root: type) -> tuple[ClassSelector, ...]:
+    """The class selectors an occurrence of a ``cls`` row carries: every
+    reactive class from ``cls`` up to, not including, ``root``."""
+    out = []
+    for k in cls.__mro__:
+        if k is root or not issubclass(k, root):
+            continue
+        info = class_info(k)
+        if info is not None:
+            out.append(info.selector)
+    return tuple(out)
+
+
+def _primitive(
+    cls: type, root: type, kind: str, selector: Any = None, label: str = ""
+) -> Primitive:
+    info, root_info = class_info(cls), class_info(root)
+    assert info is not None and root_info is not None
+    channel = f"{root_info.name}:{kind}"
+    if selector is None and cls is not root:
+        selector = info.selector
+    return Primitive(channel, selector, label or f"{info.name}:{kind}")
+
+
+def class_primitives(cls: type) -> list[Primitive]:
+    """The class-level database events of ``cls`` (empty when it is not a
+    reactive mapped class)."""
+    root = db_root(cls)
+    if root is None:
+        return []
+    return [_primitive(cls, root, kind) for kind in KINDS]
+
+
+def define_db_events(detector: EventDetector, classes: Iterable[type]) -> None:
+    """Define the database events of ``classes`` (the reactive mapped ones) on
+    ``detector``, so rules can name them in text. A name the detector already
+    uses for something else is reported in the log and left alone."""
+    for cls in classes:
+        for prim in class_primitives(cls):
+            try:
+                detector.define_primitive(prim)
+            except DuplicateEventError as err:
+                log.warning("database event %s not defined: %s", prim.label, err)
+
+
+class DBEvents:
+    """The database events of one reactive mapped class (class level) or of one
+    persistent object (instance level); see :func:`db_events`."""
+
+    __slots__ = ("_cls", "_prefix", "_ref", "_root")
+
+    def __init__(self, cls: type, root: type, ref: ObjectRef | None) -> None:
+        self._cls = cls
+        self._root = root
+        self._ref = ref
+        info = class_info(cls)
+        assert info is not None
+        if ref is None:
+            self._prefix = info.name
+        else:
+            self._prefix = f"{info.name}[{','.join(map(str, ref.key))}]"
+
+    def event(self, kind: str, *, name: str | None = None) -> Primitive:
+        """The ``kind`` event (``"insert"``, ``"update"`` or ``"delete"``),
+        labelled ``name`` if given (register it with
+        ``detector.define_primitive`` to use the name in text)."""
+        if kind not in KINDS:
+            raise ReactiveError(
+                f"a database event is 'insert', 'update' or 'delete', not {kind!r}",
+                owner=self._prefix,
+            )
+        label = name or f"{self._prefix}:{kind}"
+        prim = _primitive(self._cls, self._root, kind, self._ref, label)
+        det = detector_of(self._cls)
+        if det is not None:
+            det.channel(prim.name)  # so rules can use it before the first flush
+            if self._ref is None and name is None:
+                det.define_primitive(prim)
+        return prim
+
+    @property
+    def insert(self) -> Primitive:
+        """Rows inserted (class level only: an object has no identity before)."""
+        if self._ref is not None:
+            raise ReactiveError(
+                f"{self._prefix} is persistent already: instance-level insert events never "
+                "occur; use the class-level event db_events(Class).insert",
+                owner=self._prefix,
+            )
+        return self.event("insert")
+
+    @property
+    def update(self) -> Primitive:
+        """Rows updated (a net change of a column attribute)."""
+        return self.event("update")
+
+    @property
+    def delete(self) -> Primitive:
+        """Rows deleted."""
+        return self.event("delete")
+
+    def __repr__(self) -> str:
+        return f"<database events of {self._prefix}>"
+
+
+def db_events(target: Any) -> DBEvents:
+    """The database events of a reactive mapped class (class level: any row of
+    it or of its subclasses) or of one persistent object (instance level: that
+    row only)::
+
+        db_events(Stock).insert          # Stock:insert
+        db_events(TechStock).update      # TechStock:update (TechStock rows only)
+        db_events(ibm).delete            # the row of ibm
+
+    Raises :class:`~sentinel.errors.ReactiveError` for a class that is not both
+    reactive and mapped, and for an object that has no primary key yet (flush
+    it first: its events are identified by its row).
+    """
+    cls = target if isinstance(target, type) else type(target)
+    root = db_root(cls)
+    if root is None:
+        raise ReactiveError(
+            f"{cls.__qualname__} has no database events: it must be a mapped class that "
+            "derives from sentinel.Reactive",
+            owner=cls.__qualname__,
+        )
+    if isinstance(target, type):
+        return DBEvents(cls, root, None)
+    ref = object_ref(target)
+    if ref.transient:
+        raise ReactiveError(
+            f"{cls.__qualname__} object {target!r:.60} has no primary key yet; flush it (or "
+            "load it) before asking for its instance-level database events",
+            owner=cls.__qualname__,
+        )
+    return DBEvents(cls, root, ref)
+
+
+# -- signalling ------------------------------------------------------------------------
+
+
+class _Plan:
+    """What signalling the database events of one class needs (cached)."""
+
+    __slots__ = ("channels", "keys", "mapper", "name", "selectors")
+
+    def __init__(self, detector: EventDetector, cls: type, root: type) -> None:
+        info, root_info = class_info(cls), class_info(root)
+        assert info is not None and root_info is not None
+        self.name = info.name
+        mapper = _mapper(cls)
+        assert mapper is not None
+        self.mapper: Mapper[Any] = mapper
+        self.keys = tuple(p.key for p in self.mapper.column_attrs)
+        self.selectors = _selectors(cls, root)
+        self.channels: dict[str, Channel] = {
+            kind: detector.channel(f"{root_info.name}:{kind}") for kind in KINDS
+        }
+
+
+def _plan(plans: dict[type, _Plan | None], detector: EventDetector, cls: type) -> _Plan | None:
+    try:
+        return plans[cls]
+    except KeyError:
+        pass
+    root = db_root(cls)
+    plan = None
+    if root is not None and detector_of(cls) is detector:
+        plan = _Plan(detector, cls, root)
+    plans[cls] = plan
+    return plan
+
+
+def _value(v: Any, event: str, param: str) -> Any:
+    return v if type(v) in PLAIN else normalize(v, event=event, param=param)
+
+
+def _needed(ch: Channel, sels: tuple[Any, ...], ref: Any) -> bool:
+    if ch.any:
+        return True
+    sel = ch.selected
+    if not sel:
+        return False
+    return ref in sel or any(s in sel for s in sels)
+
+
+def signal_flush(
+    detector: EventDetector,
+    plans: dict[type, _Plan | None],
+    session: Session,
+    scope: Scope,
+) -> None:
+    """Signal the database events of the flush that just ran in ``session`` (call
+    from ``after_flush``), in ``scope``. Nothing is computed for a class whose
+    events nobody listens to (and no occurrence listener, such as the log)."""
+    always = detector.has_listeners
+    notify = detector.notify
+    for obj in list(session.new):
+        plan = _plan(plans, detector, type(obj))
+        if plan is None:
+            continue
+        ch = plan.channels["insert"]
+        if not (always or ch.any or ch.selected):
+            continue
+        ref = ObjectRef(plan.name, plan.mapper.primary_key_from_instance(obj))
+        if not (always or _needed(ch, plan.selectors, ref)):
+            continue
+        event = f"{plan.name}:insert"
+        state_dict = sa.inspect(obj).dict
+        new = {k: _value(state_dict[k], event, f"new.{k}") for k in plan.keys if k in state_dict}
+        notify(
+            ch,
+            {"new": MappingProxyType(new)},
+            source=ref,
+            selectors=(*plan.selectors, ref),
+            scope=scope,
+        )
+    for obj in list(session.dirty):
+        plan = _plan(plans, detector, type(obj))
+        if plan is None:
+            continue
+        ch = plan.channels["update"]
+        if not (always or ch.any or ch.selected):
+            continue
+        ref = object_ref(obj)
+        if not (always or _needed(ch, plan.selectors, ref)):
+            continue
+        event = f"{plan.name}:update"
+        old: dict[str, Any] = {}
+        new = {}
+        # Only attributes set since the last flush can have changed: SQLAlchemy
+        # keeps their committed values. Plain values are compared here as
+        # SQLAlchemy's history compares them (==); anything else (a value never
+        # loaded, a mutable type) asks the attribute's history.
+        state = sa.inspect(obj)
+        touched = state.committed_state
+        current = state.dict
+        for k in plan.keys:
+            if k not in touched:
+                continue
+            was, now = touched[k], current.get(k, touched)
+            if type(was) in PLAIN and type(now) in PLAIN:
+                if was == now:
+                    continue
+                old[k] = was
+                new[k] = now
+                continue
+            hist = get_history(obj, k, _NO_INIT)
+            if not (hist.added or hist.deleted):
+                continue
+            if hist.deleted:
+                old[k] = _value(hist.deleted[0], event, f"old.{k}")
+            new[k] = _value(hist.added[0], event, f"new.{k}") if hist.added else None
+        if not new:
+            continue  # no column changed (a collection, or the same value set again)
+        notify(
+            ch,
+            {"old": MappingProxyType(old), "new": MappingProxyType(new)},
+            source=ref,
+            selectors=(*plan.selectors, ref),
+            scope=scope,
+        )
+    for obj in list(session.deleted):
+        plan = _plan(plans, detector, type(obj))
+        if plan is None:
+            continue
+        ch = plan.channels["delete"]
+        if not (always or ch.any or ch.selected):
+            continue
+        ref = object_ref(obj)
+        if not (always or _needed(ch, plan.selectors, ref)):
+            continue
+        event = f"{plan.name}:delete"
+        state_dict = sa.inspect(obj).dict
+        old = {k: _value(state_dict[k], event, f"old.{k}") for k in plan.keys if k in state_dict}
+        notify(
+            ch,
+            {"old": MappingProxyType(old)},
+            source=ref,
+            selectors=(*plan.selectors, ref),
+            scope=scope,
+        )
+
+
+def _prepare_name(detector: EventDetector, expr: Primitive) -> None:
+    """A detector preparer (see ``EventDetector.register_preparer``): a text
+    expression naming ``Stock:update`` before sentinel was attached on that
+    detector finds the database events of its reactive mapped classes defined
+    here, on first use."""
+    name = expr.name
+    if expr.selector is not None or not name.endswith(_SUFFIXES) or name in detector.events:
+        return
+    from sentinel.reactive.hub import hub_for
+
+    define_db_events(detector, list(hub_for(detector).classes))
+
+
+_SUFFIXES: Final = tuple(f":{kind}" for kind in KINDS)
+
+
+def _install_preparer() -> None:
+    from sentinel.detector import EventDetector
+
+    EventDetector.register_preparer(Primitive, _prepare_name)  # type: ignore[arg-type]
+
+
+_install_preparer()

@@ -1,0 +1,126 @@
+"""What sentinel keeps per session transaction, and how to find it.
+
+Each root :class:`~sqlalchemy.orm.SessionTransaction` of an attached session gets
+one :class:`TxnState`: its detection scope, the occurrences and rule firings
+signalled in it (waiting to be written to the log), its open savepoints, and
+whether a failed rule marked it for rollback. The session holds it in
+``session.info`` under :data:`KEY` while the transaction is in progress;
+:data:`LIVE` maps scope ids to states for the listeners that only see an
+occurrence (the log, the rule observer, the detached executor).
+
+This module imports nothing from the rest of the ORM layer.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import SessionTransaction
+
+    from sentinel.detector import Scope
+    from sentinel.errors import SentinelError
+    from sentinel.log import OutboxEntry
+    from sentinel.occurrence import Occurrence
+    from sentinel.orm.attach import Attachment
+    from sentinel.rules import Rule
+
+__all__ = ["KEY", "LIVE", "FiringRecord", "Savepoint", "TxnState", "scope_of", "session_of"]
+
+#: ``session.info`` key of the current transaction's state.
+KEY = "_sentinel_txn"
+
+#: scope id -> state, for every session transaction in progress (all attachments).
+LIVE: dict[str, TxnState] = {}
+
+#: One rule run: (rule, occurrence, status, error, POSIX time).
+FiringRecord = tuple["Rule", Any, str, "BaseException | None", float]
+
+
+@dataclass(eq=False, slots=True)
+class Savepoint:
+    """An open ``begin_nested()`` inside a transaction: the detection scope's
+    token, and how much of each buffer predates it."""
+
+    transaction: SessionTransaction
+    token: object
+    occurrences: int
+    firings: int
+    detached: int
+    released: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class TxnState:
+    """One root session transaction, as sentinel follows it.
+
+    ``occurrences`` and ``firings`` hold what was signalled and run in the
+    transaction's scope, in ``t_occ`` order; the first ``written`` occurrences
+    (and ``firings_written`` firings) are already in the log, in this
+    transaction. ``rolled_back`` holds what savepoints that were rolled back
+    took with them, as ``(sub-scope id, occurrences, firings)``: it is logged as
+    aborted. ``doomed`` is ``(savepoint depth, rule name, error)`` once a rule
+    failed in the transaction (see :class:`~sentinel.errors.RollbackOnlyError`).
+    """
+
+    attachment: Attachment
+    transaction: SessionTransaction
+    session_ref: weakref.ref[Session]
+    scope_id: str
+    scope: Scope | None = None
+    occurrences: list[Occurrence] = field(default_factory=list)
+    written: int = 0
+    firings: list[FiringRecord] = field(default_factory=list)
+    firings_written: int = 0
+    savepoints: list[Savepoint] = field(default_factory=list)
+    rolled_back: list[tuple[str, list[Occurrence], list[FiringRecord]]] = field(
+        default_factory=list
+    )
+    doomed: tuple[int, str, SentinelError] | None = None
+    #: Idempotency keys of the outbox entries written in this transaction.
+    outbox_keys: set[str] = field(default_factory=set)
+    #: Late items taken to be written with this transaction (put back on abort).
+    borrowed: list[Any] = field(default_factory=list)
+    committed: bool = False
+    ended: bool = False
+    pre_committed: bool = False
+    #: Outbox entries of independent detached rules of an aborted transaction
+    #: (written with its aborted log).
+    aborted_outbox: list[OutboxEntry] = field(default_factory=list)
+
+    @property
+    def session(self) -> Session | None:
+        return self.session_ref()
+
+    def doom(self, rule: str, error: SentinelError) -> None:
+        """A rule failed: the innermost open savepoint (or the transaction) may no
+        longer commit. The first failure is kept."""
+        if self.doomed is None:
+            self.doomed = (len(self.savepoints), rule, error)
+
+
+def session_of(occurrence: Any) -> Session | None:
+    """The live session whose transaction ``occurrence`` (or detection) belongs
+    to, or ``None`` when it is not a transaction of an attached session or the
+    transaction has ended.
+
+    Immediate and deferred rules use it to work in the triggering transaction::
+
+        def restock(occ):
+            session = sentinel.orm.session_of(occ)
+            session.add(Order(item=occ.source.key[0], qty=10))
+    """
+    st = LIVE.get(occurrence.scope)
+    return None if st is None else st.session
+
+
+def scope_of(session: Session) -> Scope | None:
+    """The detection scope of ``session``'s transaction in progress, or ``None``
+    (no transaction, or a session sentinel is not attached to). Signal explicit
+    events into it with ``detector.use_scope(scope)``."""
+    st = session.info.get(KEY)
+    return None if st is None else st.scope

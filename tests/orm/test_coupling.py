@@ -1,0 +1,284 @@
+"""Coupling modes in real transactions (issue 4, "Coupling modes"; HiPAC and
+Sentinel 3.2, 4.3): immediate, deferred and detached rules x commit, rollback and
+a rolled-back savepoint, on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import PendingRollbackError
+
+import sentinel
+from sentinel.errors import RollbackOnlyError, RuleError
+
+from . import actions
+from .conftest import ORM
+
+ENDINGS = ("commit", "rollback", "savepoint_rollback")
+
+
+def _writes_effect(name: str, runs: list[Any]) -> Any:
+    """An action that writes one ``effects`` row per constituent, in the
+    triggering transaction (immediate and deferred rules)."""
+
+    def action(occ: Any) -> None:
+        runs.append(occ)
+        session = sentinel.session_of(occ)
+        assert session is not None
+        for c in occ.constituents:
+            session.execute(
+                sa.text("INSERT INTO effects (rule, ikey, value) VALUES (:r, :k, :v)"),
+                {"r": name, "k": str(c.scope), "v": c.params["price"]},
+            )
+
+    return action
+
+
+def _run(orm: ORM, ending: str) -> None:
+    (ibm,) = orm.add_stocks("IBM")
+    s = orm.Session()
+    try:
+        stock = s.get(orm.model.Stock, ibm)
+        stock.set_price(1.0)
+        if ending == "savepoint_rollback":
+            nested = s.begin_nested()
+            stock.set_price(2.0)
+            s.flush()
+            nested.rollback()
+        else:
+            stock.set_price(2.0)
+        if ending == "rollback":
+            s.rollback()
+        else:
+            s.commit()
+    finally:
+        s.close()
+
+
+EXPECTED = {  # values written by the rule's action, as committed
+    "commit": [1.0, 2.0],
+    "rollback": [],
+    "savepoint_rollback": [1.0],
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_immediate(orm: ORM, ending: str) -> None:
+    att = orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("R", "Stock.e2", action=_writes_effect("R", runs))
+    _run(orm, ending)
+    # it ran at each detection, inside the transaction, whatever came after...
+    assert [o.params["price"] for o in runs] == [1.0, 2.0]
+    # ...and its effects share the transaction's (and the savepoint's) fate
+    assert [e[2] for e in orm.effects()] == EXPECTED[ending]
+    fired = [f for f in orm.firings() if f.rule == "R"]
+    assert [f.status for f in fired] == ["fired", "fired"]
+    att.detach()
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_deferred(orm: ORM, ending: str) -> None:
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("R", "Stock.e2", action=_writes_effect("R", runs), coupling="deferred",
+                 context="cumulative")  # fmt: skip
+    _run(orm, ending)
+    if ending == "rollback":
+        assert runs == []
+    else:
+        # once, at commit, with every detection that survived (the net effect)
+        assert len(runs) == 1
+        assert runs[0].values("price") == tuple(EXPECTED[ending])
+    assert [e[2] for e in orm.effects()] == EXPECTED[ending]
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_detached(orm: ORM, ending: str) -> None:
+    att = orm.attach()
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _run(orm, ending)
+    assert att.wait_detached(60)
+    effects = orm.effects()
+    assert sorted(e[2] for e in effects) == EXPECTED[ending]
+    # one outbox row per detection that committed, done, each with its own key
+    outbox = orm.outbox()
+    assert sorted(e.status for e in outbox) == ["done"] * len(EXPECTED[ending])
+    assert sorted(e[1] for e in effects) == sorted(e.idempotency_key for e in outbox)
+    if ending == "rollback":
+        assert actions.ATTEMPTS == []
+
+
+def test_detached_runs_after_the_commit_in_a_new_transaction(orm: ORM) -> None:
+    att = orm.attach(workers=0)  # nothing runs until drained
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).set_price(3.0)
+        trigger_scope = sentinel.scope_of(s)
+        assert trigger_scope is not None
+    assert orm.effects() == []
+    (entry,) = orm.outbox()
+    assert (entry.status, entry.rule, entry.scope) == ("pending", "R", trigger_scope.id)
+    report = att.drain()
+    assert (report.done, report.failed, report.retried) == (1, 0, 0)
+    assert [e[:3] for e in orm.effects()] == [("R", entry.idempotency_key, 3.0)]
+    # the effect was written in a transaction of its own, logged as such
+    log = orm.log()
+    effect_scopes = {o.occurrence.scope for o in log if o.occurrence.event == "txn:begin"}
+    assert len(effect_scopes) == 3  # add_stocks, the trigger, the detached rule
+    statuses = [(f.rule, f.status, f.scope) for f in orm.firings() if f.rule == "R"]
+    assert statuses == [("R", "pending", trigger_scope.id), ("R", "done", trigger_scope.id)]
+    assert att.drain().total == 0  # done is done
+
+
+def test_detached_independent_runs_after_a_rollback(orm: ORM) -> None:
+    att = orm.attach()
+    orm.det.rule("dep", "Stock.e2", action=actions.record_if_committed, coupling="detached")
+    orm.det.rule("ind", "Stock.e2", action=actions.record_if_committed,
+                 coupling="detached_independent")  # fmt: skip
+    (ibm,) = orm.add_stocks("IBM")
+    s = orm.Session()
+    s.get(orm.model.Stock, ibm).set_price(4.0)
+    s.rollback()
+    s.close()
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).set_price(5.0)
+    assert att.wait_detached(60)
+    assert sorted((e[0], e[2], e[3]) for e in orm.effects()) == [
+        ("dep", 5.0, "committed"),
+        ("ind", 4.0, "aborted"),
+        ("ind", 5.0, "committed"),
+    ]
+
+
+def test_deferred_fires_once_with_all_detections_and_not_when_nothing_happened(
+    orm: ORM,
+) -> None:
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("R1", "Stock.e1 ^ Stock.e2", action=runs.append, coupling="deferred",
+                 context="cumulative")  # fmt: skip
+    ids = orm.add_stocks("IBM", "DEC", "MS")
+    assert runs == []  # inserting rows signals no e1/e2
+    with orm.Session.begin() as s:
+        ibm, dec, ms = (s.get(orm.model.Stock, i) for i in ids)
+        ibm.set_price(115.0)
+        dec.set_price(100.0)
+        ms.sell_stock(200)
+        assert runs == []  # not before the commit
+    assert len(runs) == 1
+    assert runs[0].values("price") == (115.0, 100.0)
+    assert runs[0].values("qty") == (200,)
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ids[0]).name = "I.B.M."  # no e1, no e2
+    assert len(runs) == 1
+
+
+def test_deferred_rules_may_change_and_flush_objects(orm: ORM) -> None:
+    orm.attach()
+    Stock = orm.model.Stock
+
+    def restock(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        for c in occ.constituents:
+            stock = session.get(Stock, c.source.key[0])
+            stock.qty += 1000
+        session.flush()
+
+    updates: list[Any] = []
+    orm.det.rule("restock", "Stock.e1", action=restock, coupling="deferred")
+    orm.det.rule("seen", "Stock:update", action=updates.append)
+    (ms,) = orm.add_stocks("MS")
+    with orm.Session.begin() as s:
+        s.get(Stock, ms).sell_stock(200)
+    with orm.Session() as s:
+        assert s.get(Stock, ms).qty == 800
+    # the rule's change was flushed in the transaction: its update event too
+    assert [dict(u.params["new"]) for u in updates] == [{"qty": -200}, {"qty": 800}]
+
+
+def test_a_failing_immediate_rule_rolls_the_transaction_back(orm: ORM) -> None:
+    orm.attach()
+
+    def reject(occ: Any) -> None:
+        raise ValueError("prices are positive")
+
+    orm.det.rule("positive", "Stock.e2", lambda occ: occ.params["price"] <= 0, action=reject)
+    (ibm,) = orm.add_stocks("IBM")
+    s = orm.Session()
+    stock = s.get(orm.model.Stock, ibm)
+    stock.name = "changed"
+    with pytest.raises(RuleError, match="rule 'positive' failed in its action") as info:
+        stock.set_price(-1.0)
+    assert isinstance(info.value.__cause__, ValueError)
+    # the application goes on and commits anyway: refused, rolled back
+    with pytest.raises(RollbackOnlyError, match="'positive'") as refused:
+        s.commit()
+    assert refused.value.rule == "positive"
+    with pytest.raises(PendingRollbackError):
+        s.execute(sa.text("SELECT 1"))
+    s.rollback()
+    s.close()
+    with orm.Session() as s:
+        assert s.get(orm.model.Stock, ibm).name == "IBM"
+    failed = [f for f in orm.firings() if f.rule == "positive"]
+    assert [(f.status, f.error is not None) for f in failed] == [("failed", True)]
+
+
+def test_a_rule_failure_inside_a_savepoint_rolls_back_the_savepoint_only(orm: ORM) -> None:
+    orm.attach()
+
+    def reject(occ: Any) -> None:
+        raise ValueError("prices are positive")
+
+    orm.det.rule("positive", "Stock.e2", lambda occ: occ.params["price"] <= 0, action=reject)
+    ibm, dec = orm.add_stocks("IBM", "DEC")
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).set_price(10.0)
+        with pytest.raises(RuleError), s.begin_nested():
+            s.get(orm.model.Stock, dec).set_price(-1.0)
+    with orm.Session() as s:
+        assert [s.get(orm.model.Stock, i).price for i in (ibm, dec)] == [10.0, 0.0]
+
+
+def test_a_failing_deferred_rule_rolls_the_commit_back(orm: ORM) -> None:
+    orm.attach()
+
+    def fail(occ: Any) -> None:
+        raise RuntimeError("the books do not balance")
+
+    orm.det.rule("audit", "Stock.e1", action=fail, coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    s = orm.Session()
+    s.get(orm.model.Stock, ms).sell_stock(5)
+    with pytest.raises(RuleError, match="rule 'audit' failed") as info:
+        s.commit()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    # rolled back already: the session says so until it is rolled back
+    with pytest.raises(PendingRollbackError, match="the books do not balance"):
+        s.execute(sa.text("SELECT 1"))
+    s.rollback()
+    s.close()
+    with orm.Session() as s:
+        assert s.get(orm.model.Stock, ms).qty == 0
+    log = orm.log()
+    sold = [o for o in log if o.occurrence.event == "Stock.sell_stock:end"]
+    assert [o.outcome for o in sold] == ["aborted"]
+
+
+def test_a_failing_deferred_rule_in_a_begin_block(orm: ORM) -> None:
+    orm.attach()
+
+    def fail(occ: Any) -> None:
+        raise RuntimeError("no")
+
+    orm.det.rule("audit", "Stock.e1", action=fail, coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    with pytest.raises(RuleError, match="'audit'"), orm.Session.begin() as s:
+        s.get(orm.model.Stock, ms).sell_stock(5)
+    with orm.Session() as s:
+        assert s.get(orm.model.Stock, ms).qty == 0

@@ -1,0 +1,168 @@
+"""Insert, update and delete of reactive mapped objects as primitive events
+(issue 4, "Database events"): class- and instance-level, old and new values."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from sentinel import ObjectRef, on
+from sentinel.errors import ReactiveError, UnknownEventError
+from sentinel.orm import db_events
+
+from .conftest import ORM
+
+
+def _seen(orm: ORM, name: str, event: Any) -> list[Any]:
+    out: list[Any] = []
+    orm.det.rule(name, event, action=out.append)
+    return out
+
+
+def test_insert_update_delete_with_old_and_new_values(orm: ORM) -> None:
+    orm.attach()
+    Stock = orm.model.Stock
+    inserts = _seen(orm, "i", "Stock:insert")
+    updates = _seen(orm, "u", "Stock:update")
+    deletes = _seen(orm, "d", "Stock:delete")
+    with orm.Session.begin() as s:
+        ibm = Stock(name="IBM", price=1.5)
+        s.add(ibm)
+        s.flush()
+        ibm_id = ibm.id
+    (ins,) = inserts
+    assert ins.source == ObjectRef("Stock", (ibm_id,))
+    assert dict(ins.params["new"]) == {
+        "id": ibm_id, "name": "IBM", "kind": "stock", "price": 1.5, "qty": 0,
+    }  # fmt: skip
+    with orm.Session.begin() as s:
+        ibm = s.get(Stock, ibm_id)
+        ibm.set_price(2.5)
+        ibm.name = "I.B.M."
+        ibm.qty = 0  # set to the value it has: no change
+    (upd,) = updates
+    assert dict(upd.params["old"]) == {"price": 1.5, "name": "IBM"}
+    assert dict(upd.params["new"]) == {"price": 2.5, "name": "I.B.M."}
+    with orm.Session.begin() as s:
+        s.delete(s.get(Stock, ibm_id))
+    (dele,) = deletes
+    assert dict(dele.params["old"])["name"] == "I.B.M."
+    assert "new" not in dele.params
+    assert len(inserts) == len(updates) == 1
+
+
+def test_no_update_event_without_a_net_change(orm: ORM) -> None:
+    orm.attach()
+    updates = _seen(orm, "u", "Stock:update")
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session.begin() as s:
+        stock = s.get(orm.model.Stock, ibm)
+        stock.price = 3.0
+        stock.price = 0.0  # back to what it was
+    assert updates == []
+
+
+def test_events_come_in_flush_order_within_the_transaction(orm: ORM) -> None:
+    orm.attach()
+    seen = _seen(orm, "all", "Stock:insert | Stock:update | Stock.e2")
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session.begin() as s:
+        stock = s.get(orm.model.Stock, ibm)
+        stock.set_price(1.0)
+        s.flush()
+        stock.set_price(2.0)
+    assert [o.event for o in seen] == [
+        "Stock:insert",
+        "Stock.set_price:begin",
+        "Stock:update",
+        "Stock.set_price:begin",
+        "Stock:update",
+    ]
+    assert len({o.scope for o in seen[1:]}) == 1
+    assert [o.t_occ for o in seen] == sorted(o.t_occ for o in seen)
+
+
+def test_subclass_and_instance_level_events(orm: ORM) -> None:
+    orm.attach()
+    Stock, TechStock = orm.model.Stock, orm.model.TechStock
+    (plain,) = orm.add_stocks("IBM")
+    (tech,) = orm.add_stocks("ARM", cls=TechStock)
+    any_stock = _seen(orm, "any", db_events(Stock).update)
+    tech_only = _seen(orm, "tech", "TechStock:update")
+    with orm.Session() as s:
+        arm = s.get(Stock, tech)
+        one_row = _seen(orm, "one", db_events(arm).update)
+    with orm.Session.begin() as s:
+        for i in (plain, tech):
+            s.get(Stock, i).price = 9.0
+    assert [o.source for o in any_stock] == [ObjectRef("Stock", (plain,)),
+                                             ObjectRef("TechStock", (tech,))]  # fmt: skip
+    assert [o.source for o in tech_only] == [ObjectRef("TechStock", (tech,))]
+    assert [o.event for o in one_row] == ["Stock:update"]  # the root's channel
+    assert [o.source for o in one_row] == [ObjectRef("TechStock", (tech,))]
+
+
+def test_database_events_combine_with_method_events(orm: ORM) -> None:
+    """``Stock:update ; Stock.e1`` is detected per transaction, like any other
+    expression over primitive events."""
+    orm.attach()
+    got = _seen(orm, "r", "Stock:update ; Stock.e1")
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session.begin() as s:
+        stock = s.get(orm.model.Stock, ibm)
+        stock.price = 5.0
+        s.flush()
+        stock.sell_stock(3)
+    assert len(got) == 1
+    assert [c.event for c in got[0].constituents] == ["Stock:update", "Stock.sell_stock:end"]
+
+
+def test_handles_and_errors(orm: ORM) -> None:
+    Stock = orm.model.Stock
+    assert str(db_events(Stock).insert) == "Stock:insert"
+    assert db_events(orm.model.TechStock).delete.label == "TechStock:delete"
+    with pytest.raises(ReactiveError, match="'insert', 'update' or 'delete'"):
+        db_events(Stock).event("upsert")
+    with pytest.raises(ReactiveError, match="no primary key yet"):
+        db_events(Stock(name="draft"))
+    with pytest.raises(ReactiveError, match="no database events"):
+        db_events(int)
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session() as s:
+        stock = s.get(Stock, ibm)
+        assert repr(db_events(stock)) == f"<database events of Stock[{ibm}]>"
+        with pytest.raises(ReactiveError, match="insert events never occur"):
+            _ = db_events(stock).insert
+    with pytest.raises(UnknownEventError):
+        orm.det.rule("r", "Stock:upsert", action=print)
+    # method events and database events sit side by side in on()/db_events()
+    assert on(Stock).set_price.begin.name == "Stock.set_price:begin"
+
+
+def test_nobody_listening_costs_no_event(orm: ORM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a log and without rules on them, no database event is built (not
+    even the row's reference)."""
+    module = importlib.import_module("sentinel.orm.db_events")
+    refs: list[Any] = []
+    real = module.object_ref
+
+    def spy(obj: Any) -> Any:
+        refs.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(module, "object_ref", spy)
+    orm.attach(log=False, outbox=False)
+    (ibm,) = orm.add_stocks("IBM")
+    holders = _seen(orm, "h", "Holder:insert")
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).price = 2.0
+        s.add(orm.model.Holder(name="h"))
+    assert refs == []
+    assert [c.event for c in holders] == ["Holder:insert"]
+    updates = _seen(orm, "u", "Stock:update")
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).price = 3.0
+    assert len(refs) == 1
+    assert [dict(u.params["new"]) for u in updates] == [{"price": 3.0}]
