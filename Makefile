@@ -21,7 +21,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo
-	$(BIN)/python -m examples.snoop_x
+	$(BIN)/python -m examples.demo
 
 test: $(VENV)/.installed-dev lint typecheck pytest
 

@@ -4,6 +4,8 @@ The public surface. Everything importable from ``sentinel`` is documented and
 stable; submodules are implementation.
 """
 
+from typing import TYPE_CHECKING
+
 from sentinel.algebra import SOURCE, A, Any, Astar, Expression, Not, Primitive, parse
 from sentinel.default import (
     default_detector,
@@ -13,47 +15,89 @@ from sentinel.default import (
 )
 from sentinel.detector import TXN_ABORT, TXN_BEGIN, TXN_COMMIT, TXN_PRE_COMMIT, Context, Scope
 from sentinel.errors import (
+    AttachError,
     CascadeLimitError,
+    DetachedActionError,
     DuplicateEventError,
+    EventLogError,
     ExpressionError,
+    LogConnectionError,
+    LogSchemaError,
+    LogWriteError,
+    OutboxError,
     ReactiveError,
+    ReplayError,
+    RollbackOnlyError,
     RuleDefinitionError,
     RuleError,
     ScopeError,
     SentinelError,
     SnoopSyntaxError,
+    TemporalError,
+    TimeStringError,
     UnknownEventError,
 )
 from sentinel.occurrence import CompositeOccurrence, ObjectRef, Occurrence
 from sentinel.params import UnloggableParameter
 from sentinel.reactive import Reactive, bind, event, object_ref, on, resolve
 from sentinel.rules import Coupling, LocalEventDetector, Rule, TriggerMode
+from sentinel.temporal import (
+    TICK,
+    Absolute,
+    Duration,
+    P,
+    Pstar,
+    Relative,
+    ReplayClock,
+    SystemClock,
+    VirtualClock,
+    not_within,
+    timers,
+    within,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SOURCE",
+    "TICK",
     "TXN_ABORT",
     "TXN_BEGIN",
     "TXN_COMMIT",
     "TXN_PRE_COMMIT",
     "A",
+    "Absolute",
     "Any",
     "Astar",
+    "AttachError",
+    "Attachment",
     "CascadeLimitError",
     "CompositeOccurrence",
     "Context",
     "Coupling",
+    "DetachedActionError",
     "DuplicateEventError",
+    "Duration",
+    "EventLogError",
     "Expression",
     "ExpressionError",
     "LocalEventDetector",
+    "LogConnectionError",
+    "LogSchemaError",
+    "LogWriteError",
     "Not",
     "ObjectRef",
     "Occurrence",
+    "OutboxError",
+    "P",
     "Primitive",
+    "Pstar",
     "Reactive",
     "ReactiveError",
+    "Relative",
+    "ReplayClock",
+    "ReplayError",
+    "RollbackOnlyError",
     "Rule",
     "RuleDefinitionError",
     "RuleError",
@@ -61,17 +105,55 @@ __all__ = [
     "ScopeError",
     "SentinelError",
     "SnoopSyntaxError",
+    "SystemClock",
+    "TemporalError",
+    "TimeStringError",
     "TriggerMode",
     "UnknownEventError",
     "UnloggableParameter",
+    "VirtualClock",
+    "attach",
     "bind",
+    "db_events",
     "default_detector",
+    "detach",
+    "detached_context",
     "event",
+    "not_within",
     "object_ref",
     "on",
     "parse",
+    "replay",
     "resolve",
     "rule",
+    "scope_of",
+    "session_of",
     "set_default_detector",
+    "timers",
     "using_default_detector",
+    "within",
 ]
+
+#: Names of the ORM layer, imported on first use: it loads SQLAlchemy's ORM, which
+#: code that never attaches to a session does not need.
+_ORM = frozenset(
+    {"Attachment", "attach", "db_events", "detach", "detached_context", "scope_of", "session_of"}
+)
+
+if TYPE_CHECKING:
+    from sentinel.orm.attach import Attachment, attach, detach
+    from sentinel.orm.db_events import db_events
+    from sentinel.orm.state import scope_of, session_of
+    from sentinel.orm.worker import detached_context
+
+
+def __getattr__(name: str) -> object:
+    if name in _ORM:
+        from sentinel import orm
+
+        return getattr(orm, name)
+    if name == "replay":  # needs pyarrow: imported on first use
+        import sentinel.replay
+
+        return sentinel.replay
+    raise AttributeError(f"module 'sentinel' has no attribute {name!r}")

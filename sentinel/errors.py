@@ -203,3 +203,108 @@ class ReactiveError(SentinelError, TypeError):
         self.owner = owner
         self.method = method
         super().__init__(message)
+
+
+class ReplayError(SentinelError):
+    """Replay of the event log cannot run as asked (a bad option, a rule that
+    cannot be replayed in the order requested, a worker without PySpark)."""
+
+
+class RuleReferenceError(ReplayError, LookupError):
+    """A rules reference (``package.module:attribute``) that does not lead to a
+    :class:`~sentinel.LocalEventDetector`: malformed, a module that cannot be
+    imported, a missing attribute, or something that is not a detector (nor a
+    zero-argument callable returning one).
+
+    ``reference`` is the reference as given; the import error, if any, is
+    ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, reference: str) -> None:
+        self.reference = reference
+        super().__init__(message)
+
+
+class ReplaySourceError(ReplayError):
+    """A replay source that cannot be read: a path that does not exist, a
+    directory that is not a sentinel log export, a table without the log's
+    columns. ``source`` names it."""
+
+    def __init__(self, message: str, *, source: str) -> None:
+        self.source = source
+        super().__init__(message)
+
+
+class TimeStringError(ExpressionError):
+    """A malformed time string: an absolute time (``<(17:00:00)*/*/*>``), a
+    relative offset or a periodic interval (``[00:10:00]``).
+
+    ``text`` is the time string, ``position`` the 0-based offset of the problem in
+    it and ``reason`` what is wrong there. Inside Snoop text, :func:`sentinel.parse`
+    reports the same problem as a :class:`SnoopSyntaxError` at its line and column.
+    """
+
+    def __init__(self, reason: str, text: str, position: int) -> None:
+        self.reason = reason
+        self.text = text
+        self.position = position
+        super().__init__(
+            f"{reason} at position {position + 1} of {text!r}\n    {text}\n    {' ' * position}^"
+        )
+
+
+class TemporalError(SentinelError):
+    """A temporal event that cannot be detected as asked: a detector whose clock
+    cannot run timers, a clock used after it was closed, an unknown or failing
+    sampler of P*, a virtual clock moved backwards."""
+
+
+class AttachError(SentinelError):
+    """Sentinel cannot be attached to (or detached from) a session factory as
+    asked: the same sessionmaker or session class attached twice (or one whose
+    sessions another attachment already covers), something that is not a
+    sessionmaker, ``scoped_session`` or ``Session`` subclass, a bad option.
+    ``target`` is what was given."""
+
+    def __init__(self, message: str, *, target: object = None) -> None:
+        self.target = target
+        super().__init__(message)
+
+
+class DetachedActionError(RuleDefinitionError):
+    """A detached rule whose condition or action the outbox worker could not
+    import: a lambda, a nested function, a bound method, a function defined in
+    ``__main__``. The worker runs detached rules from the outbox in another
+    transaction (possibly another process), so they must be module-level
+    functions of an importable module. ``rule`` names the rule, ``function`` the
+    offending callable's ``module:qualname`` (as far as it has one)."""
+
+    def __init__(self, message: str, *, rule: str, function: str) -> None:
+        self.rule = rule
+        self.function = function
+        super().__init__(message)
+
+
+class RollbackOnlyError(SentinelError):
+    """A commit refused because a rule failed earlier in the transaction.
+
+    A failing immediate rule marks its transaction (or the savepoint it ran in)
+    for rollback; the exception reached the code that signalled the event. If the
+    application goes on and commits anyway, the commit raises this error and the
+    transaction is rolled back. ``rule`` names the rule that failed; its
+    :class:`RuleError` is ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        self.rule = rule
+        super().__init__(message)
+
+
+class OutboxError(EventLogError):
+    """A detached rule's outbox entry that cannot be run: its rule is unknown to
+    the worker (and its action cannot be imported), its claim was lost to another
+    worker, a bad worker option. ``key`` is the entry's idempotency key."""
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        self.key = key
+        super().__init__(message)

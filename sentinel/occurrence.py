@@ -194,7 +194,11 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
     expression: Expression = property(itemgetter(0))  # type: ignore[assignment]
     t_occ: int = property(itemgetter(1))  # type: ignore[assignment]
-    parts: tuple[AnyOccurrence, ...] = property(itemgetter(2))  # type: ignore[assignment]
+
+    @property
+    def parts(self) -> tuple[AnyOccurrence, ...]:
+        """The child occurrences combined, in operator order."""
+        return tuple(map(finished, self[2]))
 
     @property
     def event(self) -> str:
@@ -272,6 +276,19 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
 def _rebuild_composite(fields: tuple[Any, ...]) -> CompositeOccurrence:
     return _new(CompositeOccurrence, fields)  # type: ignore[no-any-return]
+
+
+def finished(occ: Any) -> Any:
+    """The user-facing form of an occurrence from the detector's graph.
+
+    Inside the graph a composite is a plain ``(expression, t_occ, parts)`` tuple
+    (a third of the cost of a tuple subclass); detections become
+    :class:`CompositeOccurrence` when they are delivered, and ``parts`` converts
+    lazily.
+    """
+    if type(occ) is tuple:
+        return _new(CompositeOccurrence, occ)
+    return occ
 
 
 def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:

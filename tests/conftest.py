@@ -72,7 +72,9 @@ def _reachable(url: sa.URL) -> str | None:
 
 def _admin(url: sa.URL) -> sa.Engine:
     return sa.create_engine(
-        url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT",
+        url,
+        poolclass=sa.pool.NullPool,
+        isolation_level="AUTOCOMMIT",
         connect_args={"connect_timeout": CONNECT_TIMEOUT},
     )
 
@@ -123,14 +125,35 @@ def _start_throwaway_postgres(bindir: Path) -> tuple[sa.URL, Callable[[], None]]
     data, logfile, port = root / "data", root / "server.log", _free_port()
 
     def run(*args: str) -> None:
-        subprocess.run([*prefix, *args], check=True, capture_output=True, text=True,
-                       timeout=120, cwd=root)
+        subprocess.run(
+            [*prefix, *args], check=True, capture_output=True, text=True, timeout=120, cwd=root
+        )
 
     try:
-        run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-            "-E", "UTF8", "--no-sync")
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-w", "-t", "60",
-            "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        run(
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(logfile),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
         detail = getattr(err, "stderr", "") or ""
         shutil.rmtree(root, ignore_errors=True)
@@ -153,16 +176,19 @@ def _postgres_server() -> Server:
         admin = sa.make_url(configured)
         why = _reachable(admin)
         if why:
-            pytest.skip(f"PostgreSQL at SENTINEL_TEST_POSTGRES_URL is not reachable ({why}); "
-                        + _PG_HINT)
+            pytest.skip(
+                f"PostgreSQL at SENTINEL_TEST_POSTGRES_URL is not reachable ({why}); " + _PG_HINT
+            )
     else:
         admin = sa.make_url(POSTGRES_DEFAULT)
         why = None if configured.lower() == "throwaway" else _reachable(admin)
         if configured.lower() == "throwaway" or why:
             bindir = _pg_bindir()
             if bindir is None:
-                pytest.skip(f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and no initdb/pg_ctl "
-                            "to start one; " + _PG_HINT)
+                pytest.skip(
+                    f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and no initdb/pg_ctl "
+                    "to start one; " + _PG_HINT
+                )
             try:
                 admin, stop = _start_throwaway_postgres(bindir)
             except RuntimeError as err:
@@ -239,9 +265,7 @@ class Namespaces:
                 if self.server.name == "postgresql":
                     conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
                 else:
-                    conn.exec_driver_sql(
-                        f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
-                    )
+                    conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         finally:
             eng.dispose()
         self.created.append(name)
@@ -266,8 +290,7 @@ class Namespaces:
                             conn.exec_driver_sql("SET SESSION lock_wait_timeout = 10")
                             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
                     except Exception as err:  # left for the session's database drop
-                        warnings.warn(f"could not drop test namespace {name}: {err}",
-                                      stacklevel=1)
+                        warnings.warn(f"could not drop test namespace {name}: {err}", stacklevel=1)
         finally:
             eng.dispose()
 

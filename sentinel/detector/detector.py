@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from threading import get_ident
-from typing import Any
+from typing import Any, ClassVar
 
 from sentinel.algebra import expressions as ex
 from sentinel.algebra.syntax import parse
@@ -25,6 +25,7 @@ from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import (
     DuplicateEventError,
     ExpressionError,
+    ScopeError,
     UnknownEventError,
 )
 from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence
@@ -45,6 +46,9 @@ _TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
 
 _new: Any = tuple.__new__
 OccurrenceListener = Callable[[Occurrence], None]
+#: Routes a logged occurrence that no channel carries to the entries it reaches
+#: (see :meth:`EventDetector.route_injected`).
+InjectRoute = Callable[[Occurrence, Scope], tuple[Callable[[Store, Any], None], ...]]
 
 
 class EventDetector:
@@ -53,23 +57,43 @@ class EventDetector:
     Thread-safe: signals from several threads are serialised (each gets its
     ``t_occ`` and is propagated under one lock); callbacks run outside the lock.
     Each thread (or asyncio task) has its own current scope.
+
+    ``clock`` is where wall-clock times come from: a function returning POSIX
+    seconds, or a clock of :mod:`sentinel.temporal` (``SystemClock``,
+    ``VirtualClock``), which also runs the timers of temporal events.
+    ``replaying=True`` marks a detector that replays the event log: temporal
+    events do not fire on their own there (the log holds what they produced).
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    #: What a layer above must set up on a detector before it can detect an
+    #: expression of a given type (the temporal layer: its timer service, the
+    #: channels of absolute events). See :meth:`register_preparer`.
+    _preparers: ClassVar[dict[type, Callable[[EventDetector, ex.Expression], None]]] = {}
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, replaying: bool = False) -> None:
         self._lock = threading.RLock()
         self._t = 0
-        self._wall = clock
+        #: The clock given as ``clock=`` (a function, or a clock object).
+        self.wall_clock = clock
+        now = getattr(clock, "now", None)
+        self._wall: Callable[[], float] = now if callable(now) else clock
+        self.replaying = replaying
+        #: Named value sources (``P*(E1, [t] name, E3)`` samples them); see :meth:`sampler`.
+        self.samplers: dict[str, Callable[[], Any]] = {}
+        self._routes: dict[str, InjectRoute] = {}
+        self._flush_hooks: tuple[Callable[[Scope | None], None], ...] = ()
         self._channels: dict[str, Channel] = {}
         self._explicit: dict[str, Channel] = {}
         self._events: dict[str, ex.Expression] = {}
         self._triggered: list[tuple[Subscription, Any]] = []
         #: Threads whose signals are ignored (a rule's condition is running there).
         self._muted: set[int] = set()
-        self.graph = EventGraph(self._channels, self._sink)
+        self.graph = EventGraph(self._channels, self._sink, self._triggered)
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
+        self.process_scope.process = True
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
         self._listeners: tuple[OccurrenceListener, ...] = ()
         self._watchers: tuple[Callable[[], None], ...] = ()
@@ -165,7 +189,27 @@ class EventDetector:
             )
         return self._resolve(expr, text)
 
+    @classmethod
+    def register_preparer(
+        cls, expr_type: type, preparer: Callable[[EventDetector, ex.Expression], None]
+    ) -> None:
+        """Call ``preparer(detector, expr)`` whenever an expression of ``expr_type``
+        is resolved on a detector (:meth:`expression`, rules, subscriptions), before
+        it is used: layers above set up what detecting it needs there."""
+        cls._preparers[expr_type] = preparer
+
+    def sampler(self, name: str, fn: Callable[[], Any]) -> None:
+        """Register ``fn`` as the sampler ``name``: ``P*(E1, [t] name, E3)`` calls
+        ``fn()`` at each tick and keeps the value (it must be loggable) as the
+        tick's parameter ``name``. Replaces a sampler of the same name."""
+        if not isinstance(name, str) or not name or not callable(fn):
+            raise ExpressionError(f"a sampler is a name and a callable, not {name!r}, {fn!r}")
+        self.samplers[name] = fn
+
     def _resolve(self, expr: ex.Expression, text: str | None) -> ex.Expression:
+        prepare = self._preparers.get(type(expr))
+        if prepare is not None:
+            prepare(self, expr)
         if isinstance(expr, ex.Primitive):
             if expr.selector is None and expr.label == expr.name:
                 known = self._events.get(expr.name)
@@ -193,7 +237,7 @@ class EventDetector:
             raise UnknownEventError(name, self._explicit, where="signal()")
         if self._muted and get_ident() in self._muted:
             return None
-        return self._fire(ch, (), params, None, self._scope_var.get() or self.process_scope)
+        return self._fire(ch, (), params, None, self._scope_var.get() or self._process_view())
 
     def notify(
         self,
@@ -212,7 +256,7 @@ class EventDetector:
         if self._muted and get_ident() in self._muted:
             return None
         if scope is None:
-            scope = self._scope_var.get() or self.process_scope
+            scope = self._scope_var.get() or self._process_view()
         return self._fire(channel, selectors, params, source, scope, timestamp)
 
     def _fire(
@@ -244,15 +288,33 @@ class EventDetector:
                     scope.id,
                 ),
             )
+            if self.graph.dirty:
+                self.graph.rewire()
             targets = channel.targets(selectors) if selectors else channel.any
             if self._listeners:
                 for listener in self._listeners:
                     listener(occ)
-            items = self._propagate(targets, occ, scope) if targets else None
+            if not targets:
+                return occ
+            # _propagate, inlined: one call less on every listened signal.
+            triggered = self._triggered
+            store = scope.store
+            try:
+                for f in targets:
+                    f(store, occ)
+                if self.graph.agenda:
+                    self.graph.drain()
+            except BaseException:
+                self.graph.reset()
+                triggered.clear()
+                raise
+            if not triggered:
+                return occ
+            items = triggered[:]
+            triggered.clear()
         finally:
             lock.release()
-        if items:
-            self._deliver(items, scope)
+        self._deliver(items, scope)
         return occ
 
     def _propagate(
@@ -289,10 +351,18 @@ class EventDetector:
         try:
             if occ[1] > self._t:
                 self._t = occ[1]
+            if self.graph.dirty:
+                self.graph.rewire()
             if ch is None:
-                return
-            source = occ[4]
-            targets = ch.targets(self.selectors_for(occ[0], source) if source is not None else ())
+                route = self._routes.get(occ[0])
+                if route is None:
+                    return
+                targets = route(occ, scope)
+            else:
+                source = occ[4]
+                targets = ch.targets(
+                    self.selectors_for(occ[0], source) if source is not None else ()
+                )
             items = self._propagate(targets, occ, scope) if targets else None
         finally:
             lock.release()
@@ -308,6 +378,21 @@ class EventDetector:
         if resolver is not None:
             return resolver(event, source)
         return (source,)
+
+    def route_injected(self, event: str, route: InjectRoute) -> None:
+        """Let a layer dispatch logged occurrences of ``event`` that no channel
+        carries (the temporal layer's ticks, which reach the timer they belong to):
+        :meth:`inject` calls ``route(occurrence, scope)`` under the lock and
+        propagates the occurrence to the entries it returns."""
+        with self._lock:
+            self._routes[event] = route
+
+    def add_flush_hook(self, hook: Callable[[Scope | None], None]) -> None:
+        """Call ``hook(scope)`` (under the lock) whenever :meth:`flush` forgets the
+        detection state of ``scope``, or of everything (``None``): layers that keep
+        work beside the state (the temporal layer's timers) drop it too."""
+        with self._lock:
+            self._flush_hooks = (*self._flush_hooks, hook)
 
     def set_selector_resolver(
         self, resolver: Callable[[str, Hashable], tuple[Hashable, ...]] | None
@@ -404,13 +489,20 @@ class EventDetector:
     def _sink(
         self, sub: Subscription
     ) -> tuple[Callable[[Store, Any], None], Callable[[Store, list[Any]], None]]:
+        # Detections leave the graph here: plain composite tuples become
+        # CompositeOccurrence (see sentinel.occurrence.finished).
         append = self._triggered.append
+        composite = CompositeOccurrence
 
         def one(store: Store, occ: Any) -> None:
+            if type(occ) is tuple:
+                occ = _new(composite, occ)
             append((sub, occ))
 
         def many(store: Store, occs: list[Any]) -> None:
             for o in occs:
+                if type(o) is tuple:
+                    o = _new(composite, o)
                 append((sub, o))
 
         return one, many
@@ -444,7 +536,15 @@ class EventDetector:
 
     def current_scope(self) -> Scope:
         """The scope signals of this thread (or task) go to."""
-        return self._scope_var.get() or self.process_scope
+        return self._scope_var.get() or self._process_view()
+
+    def _process_view(self) -> Scope:
+        """This thread's (or task's) view of the process scope: the same id and
+        store, its own rule-cascade depth. Made once per context, so the per-signal
+        path stays a context-variable lookup."""
+        view = self.process_scope.view()
+        self._scope_var.set(view)
+        return view
 
     @contextmanager
     def muted(self) -> Iterator[None]:
@@ -475,6 +575,25 @@ class EventDetector:
         self._scopes.add(scope)
         self._fire(self._channels["txn:begin"], (), {}, None, scope)
         return scope
+
+    def scope(self, id: Hashable) -> Scope:
+        """A new, active detection scope with ``id``, *without* signalling
+        ``txn:begin`` (replay injects the logged ``txn:begin`` itself). Finish it
+        with :meth:`end_scope`."""
+        scope = Scope(id, self._new_store())
+        self._scopes.add(scope)
+        return scope
+
+    def end_scope(self, scope: Scope, status: str) -> None:
+        """Mark ``scope`` ``"committed"`` or ``"aborted"``, flush it and run what
+        follows the end of a transaction (detached rules), *without* signalling
+        ``txn:commit`` / ``txn:abort`` (replay injected the logged ones)."""
+        if status not in ("committed", "aborted"):
+            raise ScopeError(f"status must be 'committed' or 'aborted', not {status!r}")
+        scope._check_active("commit" if status == "committed" else "abort")
+        scope.status = status
+        self.flush(scope)
+        self._after_end(scope)
 
     def pre_commit(self, scope: Scope) -> None:
         """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
@@ -529,6 +648,8 @@ class EventDetector:
         """Forget detection state: of ``scope``, or of every scope (and the
         process-wide state of rules that do not flush) when ``scope`` is None."""
         with self._lock:
+            for hook in self._flush_hooks:
+                hook(scope)
             if scope is not None:
                 scope.store.clear()
                 return

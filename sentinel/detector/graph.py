@@ -29,9 +29,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from sentinel.algebra import expressions as ex
+from sentinel.detector.codegen import Spec, compile_leaf
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators import Entry, Handler, handler_class
 from sentinel.detector.scopes import Store
@@ -43,8 +44,7 @@ __all__ = ["Channel", "EventGraph", "Mode", "Subscription"]
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class Mode:
+class Mode(NamedTuple):
     """How a subscription's expression is detected: the parameter context, and
     whether detection state is per scope (``flush=True``: flushed at commit and
     abort) or shared by every scope of the process (``flush=False``)."""
@@ -131,13 +131,20 @@ class EventGraph:
     Not thread-safe by itself: the detector serialises changes and propagation.
     """
 
+    #: Compile each channel's leaf targets into one function (codegen.py). Off,
+    #: every arrival is a call through the wired bound methods.
+    compile = True
+
     def __init__(
         self,
         channels: dict[str, Channel],
         sink: Callable[[Subscription], tuple[Entry, Entry]],
+        triggered: list[Any] | None = None,
     ) -> None:
         self.channels = channels
         self._make_sink = sink
+        #: The detector's list of the instant's detections (inlined sinks append).
+        self.triggered = triggered
         self.handlers: dict[Key, Handler] = {}
         self.routers: dict[Key, int] = {}
         self.refs: Counter[Key] = Counter()
@@ -151,6 +158,10 @@ class EventGraph:
         self.buffered: set[int] = set()
         #: False while every subscription has the same priority (no sorting needed).
         self.mixed_priorities = False
+        #: How many active subscriptions use each primitive event (channel, selector).
+        self.leaf_refs: Counter[tuple[str, Hashable]] = Counter()
+        #: Subscriptions changed since the wiring was compiled.
+        self.dirty = False
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(self, sub: Subscription) -> bool:
@@ -168,7 +179,9 @@ class EventGraph:
                 fresh = False
         self.subscriptions.append(sub)
         sub.active = True
-        self.rewire()
+        leaves = _leaves(sub)
+        self.leaf_refs.update(leaves)
+        self._changed(leaves)
         return fresh
 
     def unsubscribe(self, sub: Subscription) -> list[int]:
@@ -184,10 +197,38 @@ class EventGraph:
                 del self.refs[key]
                 hid = self._destroy(key)
                 gone.append(hid)
-        self.rewire()
+        leaves = _leaves(sub)
+        self.leaf_refs.subtract(leaves)
+        for leaf in leaves:
+            if self.leaf_refs[leaf] <= 0:
+                del self.leaf_refs[leaf]
+        self._changed(leaves)
         for hid in gone:
             self.global_store.pop(hid, None)
         return gone
+
+    def _changed(self, leaves: set[tuple[str, Hashable]]) -> None:
+        """Note that the wiring is out of date; it is compiled again before the next
+        signal (:meth:`ensure`), so defining many rules costs one compilation.
+        Meanwhile a channel's ``any`` and ``selected`` already tell truthfully
+        whether something listens (layers that signal only while listened read
+        them), through placeholders that are never called."""
+        self.dirty = True
+        refs = self.leaf_refs
+        for name, selector in leaves:
+            ch = self.channels[name]
+            if selector is None:
+                ch.any = _PENDING if refs[(name, None)] else ()
+            elif refs[(name, selector)]:
+                ch.selected[selector] = _PENDING
+            else:
+                ch.selected.pop(selector, None)
+
+    def ensure(self) -> None:
+        """Compile the wiring if subscriptions changed since it was last compiled
+        (the detector calls this, under its lock, before dispatching)."""
+        if self.dirty:
+            self.rewire()
 
     def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
         if isinstance(expr, ex.Primitive):
@@ -226,6 +267,7 @@ class EventGraph:
 
     # -- compiling the wiring ----------------------------------------------------
     def rewire(self) -> None:
+        self.dirty = False
         self.mixed_priorities = len({s.priority for s in self.subscriptions}) > 1
         edges: list[_Edge] = []
         for key in self.handlers:
@@ -243,7 +285,11 @@ class EventGraph:
             h.height = heights[key]
             h.out, h.outb = [], []  # type: ignore[assignment]
 
+        # Each edge becomes a function in its source's outputs (the wiring every
+        # path can use) and a spec for the leaf compiler (see codegen.py).
         leaves: dict[tuple[str, Hashable], list[Entry]] = {}
+        leaf_specs: dict[tuple[str, Hashable], list[Spec]] = {}
+        out_specs: dict[int, list[Spec]] = {}
         for edge in self._bypass_or(edges):
             one, many = self._target(edge.target)
             kind, src = edge.source
@@ -255,22 +301,58 @@ class EventGraph:
                 if not mode.flush:
                     fn = _with_store(fn, self.global_store)
                 leaves.setdefault(src, []).append(fn)
+                if not region and mode.flush:
+                    spec = self._spec(edge.target, one)
+                elif (
+                    len(region) == 1
+                    and mode.flush
+                    and not self._buffered_region((region[0], mode, ()))
+                ):
+                    key = (region[0], mode, ())
+                    spec = ("route", region[0].key, self.routers[key], self._spec(edge.target, one))
+                else:
+                    spec = ("call", fn)
+                leaf_specs.setdefault(src, []).append(spec)
             else:
                 levels = edge.wrap[0]
                 source = self.handlers[src]
                 source.out.append(_exit(one, levels))  # type: ignore[attr-defined]
                 source.outb.append(_exit(many, levels))  # type: ignore[attr-defined]
+                out_specs.setdefault(source.hid, []).append(
+                    self._spec(edge.target, one) if levels == 0 else ("call", _exit(one, levels))
+                )
         for h in self.handlers.values():
             h.out, h.outb = tuple(h.out), tuple(h.outb)
 
         for ch in self.channels.values():
             ch.any, ch.selected = (), {}
         for (name, selector), fns in leaves.items():
+            if self.compile and self.triggered is not None:
+                targets: tuple[Entry, ...] = (
+                    compile_leaf(
+                        name,
+                        leaf_specs[(name, selector)],
+                        out_specs,
+                        self.triggered,
+                        self._new_partition,
+                    ),
+                )
+            else:
+                targets = tuple(fns)
             ch = self.channels[name]
             if selector is None:
-                ch.any = tuple(fns)
+                ch.any = targets
             else:
-                ch.selected[selector] = tuple(fns)
+                ch.selected[selector] = targets
+
+    def _spec(self, target: tuple[str, Any, int], one: Entry) -> Spec:
+        kind, obj, slot = target
+        if kind == "sink":
+            return ("sink", obj)
+        h = self.handlers[obj]
+        if h.hid in self.buffered:
+            return ("call", one)
+        return ("h", h, slot)
 
     def _bypass_or(self, edges: list[_Edge]) -> list[_Edge]:
         """Connect what feeds an OR straight to what the OR feeds.
@@ -389,16 +471,25 @@ class EventGraph:
 
         return one, many
 
+    def _buffered_region(self, router_key: Key) -> bool:
+        """Whether a handler inside the partition ``router_key`` enters is buffered
+        (then partitions are released at the end of the instant, not at once)."""
+        keyed, mode = router_key[0], router_key[1]
+        return any(
+            h.hid in self.buffered
+            for (_e, m, r), h in self.handlers.items()
+            if m == mode and keyed in r
+        )
+
+    def _new_partition(self, parent: Store) -> Store:
+        return Store(self.factories, parent)
+
     def _router(self, router_key: Key, inner: Entry) -> Entry:
         keyed = router_key[0]
         assert isinstance(keyed, ex.Keyed)
         rid = self.routers[router_key]
         factories = self.factories
-        region_buffered = any(
-            h.hid in self.buffered
-            for (_e, m, r), h in self.handlers.items()
-            if m == router_key[1] and keyed in r
-        )
+        region_buffered = self._buffered_region(router_key)
         release_later = self._release.append
         key = keyed.key
         idx = SOURCE if key is ex.SOURCE else PARAMS
@@ -468,6 +559,7 @@ class EventGraph:
 
     def describe(self) -> list[str]:
         """One line per handler, for debugging and ``sentinel graph``."""
+        self.ensure()
         lines = []
         for (expr, mode, region), h in sorted(self.handlers.items(), key=lambda kv: kv[1].hid):
             tag = " buffered" if h.hid in self.buffered else ""
@@ -478,6 +570,17 @@ class EventGraph:
                 f"(refs {self.refs[(expr, mode, region)]})"
             )
         return lines
+
+
+def _leaves(sub: Subscription) -> set[tuple[str, Hashable]]:
+    return {(p.name, p.selector) for p in sub.expression.primitives()}
+
+
+def _pending_wiring(store: Store, occ: Any) -> None:  # pragma: no cover - never called
+    raise AssertionError("the event graph was used before its wiring was compiled")
+
+
+_PENDING: tuple[Entry, ...] = (_pending_wiring,)
 
 
 def _router_state() -> list[Any]:

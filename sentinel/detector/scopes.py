@@ -14,6 +14,7 @@ partitions are released when they empty.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -24,14 +25,21 @@ __all__ = ["Scope", "Store"]
 
 
 class Store(dict):  # type: ignore[type-arg]
-    """Handler id -> state, with states created on first access."""
+    """Handler id -> state, with states created on first access.
 
-    __slots__ = ("factories", "parent")
+    ``parent`` is the enclosing store of a partition's sub-store; ``owner`` is a
+    weak reference to the :class:`Scope` whose state a top-level store is (None
+    for sub-stores and the process-wide store of rules that do not flush), so
+    work started from a store later (a timer) knows its scope.
+    """
+
+    __slots__ = ("factories", "owner", "parent")
 
     def __init__(self, factories: dict[int, Callable[[], list[Any]]], parent: Store | None = None):
-        super().__init__()
+        # No dict.__init__: a new dict is empty already (one call less per partition).
         self.factories = factories
         self.parent = parent
+        self.owner: weakref.ref[Scope] | None = None
 
     def __missing__(self, hid: int) -> list[Any]:
         state = self[hid] = self.factories[hid]()
@@ -43,12 +51,12 @@ class Store(dict):  # type: ignore[type-arg]
 
     def snapshot(self) -> dict[int, list[Any]]:
         """A copy of every state, for restoring after a rolled-back savepoint."""
-        return {hid: _copy_state(st) for hid, st in self.items()}
+        return {hid: _copy_state(st, None) for hid, st in self.items()}
 
     def restore(self, snap: dict[int, list[Any]]) -> None:
         self.clear()
         for hid, st in snap.items():
-            self[hid] = _copy_state(st)
+            self[hid] = _copy_state(st, self)
 
     def occurrences(self) -> int:
         """How many stored entries this store holds (for inspection and tests)."""
@@ -64,7 +72,9 @@ class Store(dict):  # type: ignore[type-arg]
         return n
 
 
-def _copy_state(state: list[Any]) -> list[Any]:
+def _copy_state(state: list[Any], owner: Store | None) -> list[Any]:
+    """A copy of one handler's state; the partitions it holds become sub-stores of
+    ``owner`` (detections leaving a partition go to its parent store)."""
     out: list[Any] = []
     for item in state:
         if isinstance(item, list):
@@ -74,7 +84,7 @@ def _copy_state(state: list[Any]) -> list[Any]:
         elif isinstance(item, dict):  # a router's partitions: key -> Store
             parts = {}
             for key, sub in item.items():
-                copy = Store(sub.factories, sub.parent)
+                copy = Store(sub.factories, owner)
                 copy.restore(sub.snapshot())
                 parts[key] = copy
             item = parts
@@ -92,16 +102,44 @@ class Scope:
     transaction it stands for.
     """
 
-    __slots__ = ("__weakref__", "_savepoints", "depth", "id", "info", "status", "store")
+    __slots__ = (
+        "__weakref__",
+        "_savepoints",
+        "depth",
+        "id",
+        "info",
+        "on_restore",
+        "process",
+        "status",
+        "store",
+    )
 
     def __init__(self, id: Hashable, store: Store) -> None:
         self.id = id
         self.store = store
+        if store.owner is None:  # the first scope of a store owns it (views share it)
+            store.owner = weakref.ref(self)
+        #: Set by a layer that keeps work beside the store (the temporal layer's
+        #: timers): ``on_restore(scope, snapshot)`` then restores the store on
+        #: :meth:`rollback_to` itself and re-synchronises that work.
+        self.on_restore: Callable[[Scope, dict[int, list[Any]]], None] | None = None
         self.status = "active"
         #: How deeply rules triggered in this scope are nested right now.
         self.depth = 0
+        #: True for the process scope (events outside any transaction) and the
+        #: per-thread views of it that carry their own cascade depth.
+        self.process = False
         self.info: dict[str, Any] = {}
         self._savepoints: list[tuple[object, dict[int, list[Any]]]] = []
+
+    def view(self) -> Scope:
+        """Another handle on this scope: the same id, store, status and savepoints,
+        its own cascade ``depth`` (one per thread signalling outside transactions).
+        The store keeps pointing at this scope as its owner."""
+        v = Scope.__new__(Scope)
+        v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
+        v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
+        return v
 
     @property
     def active(self) -> bool:
@@ -127,7 +165,11 @@ class Scope:
         """Restore the detection state of the savepoint: occurrences signalled since
         are gone from detection, as if they never happened."""
         snap = self._pop_to(token)
-        self.store.restore(snap)
+        restore = self.on_restore
+        if restore is None:
+            self.store.restore(snap)
+        else:
+            restore(self, snap)
 
     def _pop_to(self, token: object) -> dict[int, list[Any]]:
         for i in range(len(self._savepoints) - 1, -1, -1):

@@ -52,6 +52,7 @@ class LocalEventDetector(EventDetector):
         self._rules: dict[str, Rule] = {}
         #: Runs detached rules; the ORM layer installs one with an outbox.
         self.detached_executor: DetachedExecutor = self._run_detached_inline
+        self._rule_checks: tuple[Callable[[Rule], None], ...] = ()
 
     # -- rules ---------------------------------------------------------------------
     @overload
@@ -161,6 +162,8 @@ class LocalEventDetector(EventDetector):
             if name in self._rules:
                 raise RuleDefinitionError(f"a rule named {name!r} already exists")
             r = Rule(self, name, expr, condition, action, ctx, cpl, prio, mode, flush)
+            for check in self._rule_checks:
+                check(r)  # may reject the rule (RuleDefinitionError): nothing applied yet
             self._rules[name] = r
             try:
                 if enabled:
@@ -170,15 +173,30 @@ class LocalEventDetector(EventDetector):
                 raise
         return r
 
-    def replica(self) -> LocalEventDetector:
+    def add_rule_check(self, check: Callable[[Rule], None]) -> None:
+        """Call ``check(rule)`` for every rule defined from now on, before it is
+        registered or enabled; a check that raises (a
+        :class:`~sentinel.errors.RuleDefinitionError`) rejects the rule and nothing
+        of it is applied. Layers with requirements of their own use this (the ORM
+        layer: detached actions must be importable by the outbox worker)."""
+        with self._lock:
+            self._rule_checks = (*self._rule_checks, check)
+
+    def remove_rule_check(self, check: Callable[[Rule], None]) -> None:
+        with self._lock:
+            self._rule_checks = tuple(c for c in self._rule_checks if c != check)
+
+    def replica(self, cls: type[LocalEventDetector] | None = None) -> LocalEventDetector:
         """A fresh detector with this one's event definitions and rules (in the
         same state, enabled or not) and no detection state: what replay runs the
-        logged occurrences through."""
+        logged occurrences through. ``cls`` (a subclass of LocalEventDetector)
+        is the replica's class instead of this detector's."""
         with self._lock:
-            det = type(self)(
+            det = (cls or type(self))(
                 cascade_limit=self.scheduler.cascade_limit,
                 priority_classes=self.priority_classes,
                 clock=self._wall,
+                replaying=True,  # temporal events come from the log, not from timers
             )
             for name in self._channels:
                 det.channel(name)
@@ -253,7 +271,7 @@ class LocalEventDetector(EventDetector):
         self.scheduler.run(rule, occ)
 
     def _detach(self, rule: Rule, occ: Any, scope: Scope, *, dependent: bool) -> None:
-        if scope is self.process_scope:
+        if scope.process:
             # No transaction to wait for: the triggering event is already final.
             self.detached_executor(rule, occ, True)
             return

@@ -104,10 +104,11 @@ class Rule:
         self._subscription = Subscription(
             self.strategy.detected_expression(event),
             Mode(context, flush),
-            self.strategy.bind(detector, self),
+            _unbound,
             priority=priority,
             owner=self,
         )
+        self._subscription.deliver = self.strategy.bind(detector, self)
 
     @property
     def enabled(self) -> bool:
@@ -139,3 +140,7 @@ class Rule:
             f"<Rule {self.name!r} on {self.event} {self.context} {self.coupling} "
             f"priority={self.priority} {state}>"
         )
+
+
+def _unbound(occ: Any, scope: Any) -> None:  # pragma: no cover - replaced at once
+    raise AssertionError("rule subscription used before it was bound")

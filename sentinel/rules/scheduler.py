@@ -18,6 +18,8 @@ at that instant do not run; the exception reaches the code that signalled the ev
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,10 @@ if TYPE_CHECKING:
     from sentinel.rules.local import LocalEventDetector
     from sentinel.rules.rule import Rule
 
-__all__ = ["Scheduler"]
+__all__ = ["RuleObserver", "Scheduler"]
+
+#: ``observer(rule, occurrence, status, error)``: see :attr:`Scheduler.observer`.
+RuleObserver = Callable[["Rule", Any, str, "BaseException | None"], None]
 
 
 class Scheduler:
@@ -42,6 +47,14 @@ class Scheduler:
         self._depth = _Depth()
         self._muted = detector._muted
         self._process_scope = detector.process_scope
+        self._scope_var = detector._scope_var
+        self._graph = detector.graph
+        #: Told about every rule run, after it: ``observer(rule, occurrence,
+        #: status, error)`` with status ``"fired"`` (the action ran),
+        #: ``"condition_false"`` or ``"failed"`` (``error`` is the exception about
+        #: to reach the signaller). ``None`` (the default) costs one check per run.
+        #: The ORM layer records rule firings with it; it must not raise.
+        self.observer: RuleObserver | None = None
 
     @property
     def depth(self) -> int:
@@ -53,15 +66,22 @@ class Scheduler:
     def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
         """Run an instant's triggered rules, higher priority first (ties in order of
         triggering), one level deeper in the cascade."""
-        # The cascade depth lives on the scope (one thread at a time uses it);
-        # the process scope is shared by threads, so there it is thread-local.
+        # The cascade depth lives on the scope: a transaction's scope is used by one
+        # thread at a time, and each thread signals outside transactions through
+        # its own view of the process scope. Only the shared process scope itself
+        # (passed explicitly, e.g. by the timer thread) needs a thread-local.
         depth_of = self._depth if scope is self._process_scope else scope
         depth = depth_of.depth
         if depth >= self.cascade_limit:
             raise CascadeLimitError(_first_rule(items), self.cascade_limit)
         depth_of.depth = depth + 1
+        # Rules run in the scope that triggered them: what their actions signal
+        # belongs to the same transaction (the ORM resolves scopes per object, so
+        # the thread's current scope may be another one).
+        var = self._scope_var
+        token = var.set(scope) if var.get() is not scope else None
         try:
-            if len(items) > 1 and self.detector.graph.mixed_priorities:
+            if len(items) > 1 and self._graph.mixed_priorities:
                 items.sort(key=_by_priority)
             for sub, occ in items:
                 since = sub.since
@@ -70,12 +90,73 @@ class Scheduler:
                 sub.deliver(occ, scope)
         finally:
             depth_of.depth = depth
+            if token is not None:
+                var.reset(token)
+
+    def runner(self, rule: Rule) -> Callable[[Any, Scope], None]:
+        """What runs ``rule`` for a detection: ``runner(rule)(occurrence, scope)``.
+
+        Built once per rule, so the per-detection path holds only what this rule
+        needs (no condition: just the action). A subclass that overrides
+        :meth:`run` gets its ``run`` called instead.
+        """
+        if type(self).run is not Scheduler.run:
+            return partial(self.run, rule)
+        sub = rule._subscription
+        action = rule.action
+        name = rule.name
+        cond = rule.condition
+        if cond is None:
+
+            def run_action(occ: Any, scope: Scope | None = None) -> None:
+                if self.observer is not None:
+                    return self.run(rule, occ, scope)  # someone records rule runs
+                if not sub.active:
+                    return  # disabled by an earlier rule of the same instant
+                try:
+                    action(occ)
+                except SentinelError:
+                    raise
+                except Exception as e:
+                    raise RuleError(name, "action", e) from e
+
+            return run_action
+        muted = self._muted
+
+        def run_rule(occ: Any, scope: Scope | None = None) -> None:
+            if self.observer is not None:
+                return self.run(rule, occ, scope)  # someone records rule runs
+            if not sub.active:
+                return
+            me = get_ident()
+            mine = me not in muted
+            if mine:
+                muted.add(me)
+            try:
+                ok = cond(occ)
+            except SentinelError:
+                raise
+            except Exception as e:
+                raise RuleError(name, "condition", e) from e
+            finally:
+                if mine:
+                    muted.discard(me)
+            if ok:
+                try:
+                    action(occ)
+                except SentinelError:
+                    raise
+                except Exception as e:
+                    raise RuleError(name, "action", e) from e
+
+        return run_rule
 
     def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
         """Evaluate ``rule``'s condition on ``occ`` and, if it holds, run its
         action (the immediate coupling mode, and the last step of the others)."""
         if not rule._subscription.active:
             return  # disabled by an earlier rule of the same instant
+        observer = self.observer
         cond = rule.condition
         if cond is not None:
             # Inline rather than detector.muted(): a generator-based context
@@ -87,21 +168,35 @@ class Scheduler:
                 muted.add(me)
             try:
                 ok = cond(occ)
-            except SentinelError:
+            except SentinelError as e:
+                if observer is not None:
+                    observer(rule, occ, "failed", e)
                 raise
             except Exception as e:
-                raise RuleError(rule.name, "condition", e) from e
+                err = RuleError(rule.name, "condition", e)
+                if observer is not None:
+                    observer(rule, occ, "failed", err)
+                raise err from e
             finally:
                 if mine:
                     muted.discard(me)
             if not ok:
+                if observer is not None:
+                    observer(rule, occ, "condition_false", None)
                 return
         try:
             rule.action(occ)
-        except SentinelError:
+        except SentinelError as e:
+            if observer is not None:
+                observer(rule, occ, "failed", e)
             raise
         except Exception as e:
-            raise RuleError(rule.name, "action", e) from e
+            err = RuleError(rule.name, "action", e)
+            if observer is not None:
+                observer(rule, occ, "failed", err)
+            raise err from e
+        if observer is not None:
+            observer(rule, occ, "fired", None)
 
 
 class _Depth(threading.local):

@@ -103,5 +103,15 @@ def _occ(e: ex.Expression, hist: tuple[Any, ...]) -> tuple[Occ, ...]:
 _NO = object()
 
 
-def _order(o: Occ) -> tuple[int, str]:
-    return (o[0], repr(o[1]))
+def _order(o: Occ) -> tuple[int, tuple[int, ...]]:
+    # The detector orders one instant's occurrences by their constituents' t_occ
+    # in tree order (graph._canonical).
+    return (o[0], tuple(_ts(o[1])))
+
+
+def _ts(tree: Any) -> Any:
+    if isinstance(tree, int):
+        yield tree
+    else:
+        for part in tree[1]:
+            yield from _ts(part)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
 from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
-from sentinel.detector import Channel
+from sentinel.detector import Channel, EventGraph
 from tests.detector.oracle import unrestricted
 from tests.helpers import tree
 
@@ -262,3 +262,41 @@ def test_results_do_not_depend_on_which_leaf_is_served_first(
 @pytest.mark.parametrize("context", list(Context))
 def test_one_occurrence_matching_two_leaves_is_one_occurrence_of_or(context: Context) -> None:
     assert len(detect_on_channel(S_ANY | S_X, ["Sx", "Sy"], context)) == 2
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(channel_expressions, min_size=2, max_size=4),
+    st.lists(st.sampled_from(["Sx", "Sy", "E1", "E2"]), min_size=4, max_size=16),
+    st.sampled_from(list(Context)),
+)
+def test_compiled_leaves_detect_what_the_wired_graph_detects(
+    exprs: list[ex.Expression], history: list[str], ctx: Context
+) -> None:
+    """Fragment: every expression (several rules sharing nodes), every context.
+    The leaf compiler (codegen.py) inlines handlers; it must change nothing."""
+
+    def run() -> list[Any]:
+        det = LocalEventDetector()
+        det.explicit("E1")
+        det.explicit("E2")
+        det.define_primitive(S_ANY)
+        det.define_primitive(S_X)
+        out: list[Any] = []
+        for i, e in enumerate(exprs):
+            det.rule(f"r{i}", e, action=lambda o, i=i: out.append((i, tree(o))), context=ctx)
+        s = det.channel("S")
+        for h in history:
+            if h.startswith("S"):
+                det.notify(s, {}, selectors=(h[1],))
+            else:
+                det.signal(h)
+        return out
+
+    compiled = run()
+    EventGraph.compile = False
+    try:
+        wired = run()
+    finally:
+        EventGraph.compile = True
+    assert compiled == wired

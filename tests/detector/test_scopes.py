@@ -190,3 +190,25 @@ def test_rules_come_and_go_while_other_threads_signal() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_nested_partitions_work_after_a_savepoint_rollback() -> None:
+    det = LocalEventDetector()
+    for name in ("order", "ship", "pay"):
+        det.explicit(name)
+    seen: list[Any] = []
+    det.rule(
+        "r",
+        "((order ; ship) by order_id ; pay) by customer",
+        action=seen.append,
+        context="chronicle",
+    )
+    with det.transaction() as scope:
+        det.signal("order", customer="a", order_id=1)
+        sp = scope.savepoint()
+        det.signal("order", customer="a", order_id=2)
+        scope.rollback_to(sp)
+        # the restored inner partition must deliver to the restored outer one
+        det.signal("ship", customer="a", order_id=1)
+        det.signal("pay", customer="a", order_id=1)
+    assert len(seen) == 1

@@ -36,12 +36,26 @@ def reader(migrated: sa.Engine) -> Iterator[LogReader]:
         yield r
 
 
-def occ(event: str, t: int, scope: str = "tx-1", *, ts: float | None = None,
-        source: Any = None, **params: Any) -> Occurrence:
+def occ(
+    event: str,
+    t: int,
+    scope: str = "tx-1",
+    *,
+    ts: float | None = None,
+    source: Any = None,
+    **params: Any,
+) -> Occurrence:
     """An occurrence as the detector makes it (parameters normalized)."""
     stamp = T0 + t / 1000 if ts is None else ts
-    return Occurrence(event, t, stamp, stamp + 0.000_000_3, source,
-                      {k: normalize(v, event=event, param=k) for k, v in params.items()}, scope)
+    return Occurrence(
+        event,
+        t,
+        stamp,
+        stamp + 0.000_000_3,
+        source,
+        {k: normalize(v, event=event, param=k) for k, v in params.items()},
+        scope,
+    )
 
 
 def every_loggable_value() -> dict[str, Any]:
@@ -60,8 +74,9 @@ def every_loggable_value() -> dict[str, Any]:
         "ref": ObjectRef("Stock", ("IBM",)),
         "composite_ref": ObjectRef("Order", (7, "2024-01", uuid.UUID(int=5))),
         "transient": ObjectRef("Draft", ("local", 42)),
-        "aware": dt.datetime(2024, 3, 1, 12, 30, 15, 123456,
-                             tzinfo=dt.timezone(dt.timedelta(hours=5))),
+        "aware": dt.datetime(
+            2024, 3, 1, 12, 30, 15, 123456, tzinfo=dt.timezone(dt.timedelta(hours=5))
+        ),
         "naive": dt.datetime(2024, 3, 1, 12, 30, 15, 1),
         "day": dt.date(1999, 12, 31),
         "clock": dt.time(23, 59, 58, 999999),

@@ -57,26 +57,30 @@ def test_db_upgrade_current_downgrade(run: CliRunner, db_url: str, engine: sa.En
 def test_log_show(run: CliRunner, db_url: str, engine: sa.Engine) -> None:
     migrate.upgrade(engine)
     with engine.begin() as conn:
-        LogWriter().write(conn, [
-            occ("Buy", 1, "tx-a", source=ObjectRef("Stock", ("IBM",)), qty=5),
-            occ("Sell", 2, "tx-a", qty=7),
-            occ("Sell", 3, "tx-b", qty=9),
-        ])
-    result = run.invoke(main, ["log", "show", "--url", db_url, "-n", "2"],
-                        env={"COLUMNS": "200"})
+        LogWriter().write(
+            conn,
+            [
+                occ("Buy", 1, "tx-a", source=ObjectRef("Stock", ("IBM",)), qty=5),
+                occ("Sell", 2, "tx-a", qty=7),
+                occ("Sell", 3, "tx-b", qty=9),
+            ],
+        )
+    result = run.invoke(main, ["log", "show", "--url", db_url, "-n", "2"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "last 2 row(s)" in result.output
     assert "Sell" in result.output and "Buy" not in result.output
     assert '{"qty":9}' in result.output and "committed" in result.output
 
-    result = run.invoke(main, ["log", "show", "--event", "Buy"], env={"SENTINEL_URL": db_url,
-                                                                     "COLUMNS": "200"})
+    result = run.invoke(
+        main, ["log", "show", "--event", "Buy"], env={"SENTINEL_URL": db_url, "COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     assert "<Stock IBM>" in result.output and "Sell" not in result.output
 
 
-def test_log_show_on_a_database_without_the_log(run: CliRunner, db_url: str,
-                                                 engine: sa.Engine) -> None:
+def test_log_show_on_a_database_without_the_log(
+    run: CliRunner, db_url: str, engine: sa.Engine
+) -> None:
     with engine.begin() as conn:  # make SQLite create its file
         conn.exec_driver_sql("CREATE TABLE unrelated (id INTEGER PRIMARY KEY)")
     result = run.invoke(main, ["log", "show", "--url", db_url])
@@ -99,8 +103,9 @@ def test_current_reports_an_unknown_revision(run: CliRunner, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # SQLite has no schemas
-def test_schema_and_prefix_options(run: CliRunner, db_url: str, engine: sa.Engine,
-                                   extra_schema: str) -> None:
+def test_schema_and_prefix_options(
+    run: CliRunner, db_url: str, engine: sa.Engine, extra_schema: str
+) -> None:
     args = ["--url", db_url, "--schema", extra_schema, "--prefix", "audit_"]
     assert run.invoke(main, ["db", "upgrade", *args]).exit_code == 0
     assert migrate.current(engine, schema=extra_schema, prefix="audit_") == SCHEMA_VERSION
@@ -119,8 +124,9 @@ def test_bad_url_and_unreachable_server(run: CliRunner) -> None:
     result = run.invoke(main, ["db", "current", "--url", "nonsense://"])
     assert result.exit_code == 1 and "Error:" in result.output
     assert "Traceback" not in result.output
-    result = run.invoke(main, ["db", "upgrade", "--url",
-                               "postgresql+psycopg://x@127.0.0.1:1/db?connect_timeout=2"])
+    result = run.invoke(
+        main, ["db", "upgrade", "--url", "postgresql+psycopg://x@127.0.0.1:1/db?connect_timeout=2"]
+    )
     assert result.exit_code == 1 and "cannot use the database" in result.output
 
 

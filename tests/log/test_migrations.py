@@ -98,10 +98,14 @@ def _declared() -> dict[str, Any]:
     for table in log_tables().metadata.sorted_tables:
         out[table.name] = {
             "columns": [(c.name, c.nullable) for c in table.columns],
-            "indexes": sorted((i.name, tuple(c.name for c in i.columns), bool(i.unique))
-                              for i in table.indexes),
-            "uniques": sorted((u.name, tuple(c.name for c in u.columns))
-                              for u in table.constraints if isinstance(u, sa.UniqueConstraint)),
+            "indexes": sorted(
+                (i.name, tuple(c.name for c in i.columns), bool(i.unique)) for i in table.indexes
+            ),
+            "uniques": sorted(
+                (u.name, tuple(c.name for c in u.columns))
+                for u in table.constraints
+                if isinstance(u, sa.UniqueConstraint)
+            ),
             "pk": [c.name for c in table.primary_key.columns],
         }
     return out
@@ -145,11 +149,15 @@ def test_autogenerate_sees_no_difference_after_upgrade(engine: sa.Engine) -> Non
     migrate.upgrade(engine)
     tables = log_tables()
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={
-            "compare_type": True,
-            "include_name": lambda name, type_, parents: (
-                type_ != "table" or name in tables.names),
-        })
+        ctx = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "include_name": lambda name, type_, parents: (
+                    type_ != "table" or name in tables.names
+                ),
+            },
+        )
         diff = compare_metadata(ctx, tables.metadata)
     assert diff == []
 
@@ -160,8 +168,12 @@ def test_schema_and_prefix(engine: sa.Engine, extra_schema: str) -> None:
     migrate.upgrade(engine, schema=extra_schema, prefix="audit_")
     assert migrate.current(engine, schema=extra_schema, prefix="audit_") == SCHEMA_VERSION
     assert migrate.current(engine) is None  # nothing in the default schema
-    assert {"audit_events", "audit_rule_firings", "audit_outbox",
-            "audit_alembic_version"} <= _tables(engine, extra_schema)
+    assert {
+        "audit_events",
+        "audit_rule_firings",
+        "audit_outbox",
+        "audit_alembic_version",
+    } <= _tables(engine, extra_schema)
     assert not _tables(engine)
 
     writer = LogWriter(schema=extra_schema, prefix="audit_")
@@ -184,15 +196,23 @@ def test_prefix_on_sqlite(tmp_path: Path) -> None:
 
 
 # -- offline SQL ----------------------------------------------------------------------
-@pytest.mark.parametrize("url", ["sqlite://", "postgresql+psycopg://u@h/db",
-                                 "mysql+pymysql://u@h/db", "mariadb+pymysql://u@h/db"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://",
+        "postgresql+psycopg://u@h/db",
+        "mysql+pymysql://u@h/db",
+        "mariadb+pymysql://u@h/db",
+    ],
+)
 def test_offline_sql(url: str) -> None:
     out = io.StringIO()
     migrate.upgrade(url, sql=True, stdout=out)
     ddl = out.getvalue()
     assert "CREATE TABLE sentinel_events" in ddl
     assert "sentinel_alembic_version" in ddl and "alembic_version (" not in ddl.replace(
-        "sentinel_alembic_version (", "")
+        "sentinel_alembic_version (", ""
+    )
     if "postgresql" in url:
         assert "JSONB" in ddl and "TIMESTAMP WITH TIME ZONE" in ddl
     if "mysql" in url or "mariadb" in url:
@@ -222,7 +242,7 @@ def downgrade():
     op.drop_table("app_items")
 '''
 
-APP_ENV = '''
+APP_ENV = """
 import sqlalchemy as sa
 from alembic import context
 
@@ -247,7 +267,7 @@ def run_migrations_online():
 
 
 run_migrations_online()
-'''
+"""
 
 
 def _app(tmp_path: Path, db_url: str) -> Path:
@@ -258,15 +278,17 @@ def _app(tmp_path: Path, db_url: str) -> Path:
     (root / "migrations" / "env.py").write_text(APP_ENV)
     (root / "migrations" / "versions" / "a1_items.py").write_text(APP_REVISION)
     url = db_url.replace("%", "%%")  # configparser interpolation
-    (root / "alembic.ini").write_text(textwrap.dedent(f"""\
+    (root / "alembic.ini").write_text(
+        textwrap.dedent(f"""\
         [alembic]
-        script_location = {root / 'migrations'}
+        script_location = {root / "migrations"}
         sqlalchemy.url = {url}
 
         [sentinel]
         script_location = sentinel.log:migrations
         sqlalchemy.url = {url}
-        """))
+        """)
+    )
     return root / "alembic.ini"
 
 
@@ -275,45 +297,55 @@ def _versions(engine: sa.Engine) -> dict[str, list[str]]:
     with engine.connect() as conn:
         for table in ("alembic_version", "sentinel_alembic_version"):
             if sa.inspect(conn).has_table(table):
-                out[table] = list(conn.exec_driver_sql(
-                    f"SELECT version_num FROM {table}").scalars())
+                out[table] = list(
+                    conn.exec_driver_sql(f"SELECT version_num FROM {table}").scalars()
+                )
     return out
 
 
-def test_alongside_app_history_from_its_env_py(tmp_path: Path, db_url: str,
-                                                engine: sa.Engine) -> None:
+def test_alongside_app_history_from_its_env_py(
+    tmp_path: Path, db_url: str, engine: sa.Engine
+) -> None:
     ini = _app(tmp_path, db_url)
     cfg = Config(str(ini))
     cfg.cmd_opts = type("Opts", (), {"x": ["with_sentinel=1"]})()  # type: ignore[assignment]
     command.upgrade(cfg, "head")
-    assert _versions(engine) == {"alembic_version": ["a1"],
-                                 "sentinel_alembic_version": [SCHEMA_VERSION]}
+    assert _versions(engine) == {
+        "alembic_version": ["a1"],
+        "sentinel_alembic_version": [SCHEMA_VERSION],
+    }
     assert {"app_items"} | LOG_TABLES <= _tables(engine)
 
     # the app's autogenerate, with sentinel's hook, proposes nothing about sentinel
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={
-            "include_name": migrate.exclude_sentinel_tables})
+        ctx = MigrationContext.configure(
+            conn, opts={"include_name": migrate.exclude_sentinel_tables}
+        )
         target = sa.MetaData()
         sa.Table("app_items", target, sa.Column("id", sa.Integer, primary_key=True))
         assert compare_metadata(ctx, target) == []
 
     # the app's downgrade leaves sentinel's tables and history alone
     command.downgrade(Config(str(ini)), "base")
-    assert _versions(engine) == {"alembic_version": [],
-                                 "sentinel_alembic_version": [SCHEMA_VERSION]}
+    assert _versions(engine) == {
+        "alembic_version": [],
+        "sentinel_alembic_version": [SCHEMA_VERSION],
+    }
     assert _tables(engine) >= LOG_TABLES and "app_items" not in _tables(engine)
 
 
-def test_alongside_app_history_as_an_ini_section(tmp_path: Path, db_url: str,
-                                                 engine: sa.Engine) -> None:
+def test_alongside_app_history_as_an_ini_section(
+    tmp_path: Path, db_url: str, engine: sa.Engine
+) -> None:
     from alembic.config import main as alembic_main
 
     ini = _app(tmp_path, db_url)
     alembic_main(argv=["-c", str(ini), "upgrade", "head"])
     alembic_main(argv=["-c", str(ini), "-n", "sentinel", "upgrade", "head"])
-    assert _versions(engine) == {"alembic_version": ["a1"],
-                                 "sentinel_alembic_version": [SCHEMA_VERSION]}
+    assert _versions(engine) == {
+        "alembic_version": ["a1"],
+        "sentinel_alembic_version": [SCHEMA_VERSION],
+    }
     assert migrate.current(engine) == SCHEMA_VERSION
     alembic_main(argv=["-c", str(ini), "-n", "sentinel", "downgrade", "base"])
     assert _versions(engine) == {"alembic_version": ["a1"], "sentinel_alembic_version": []}
@@ -328,8 +360,11 @@ def test_migrations_are_found_outside_a_source_checkout(tmp_path: Path) -> None:
     """Copy the package somewhere else (as an installed copy would be) and migrate
     from there, with the repository nowhere on the path."""
     site = tmp_path / "site"
-    shutil.copytree(Path(sentinel.__file__).parent, site / "sentinel",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(sentinel.__file__).parent,
+        site / "sentinel",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     db = tmp_path / "installed.db"
     code = textwrap.dedent(f"""
         import sentinel
@@ -339,7 +374,13 @@ def test_migrations_are_found_outside_a_source_checkout(tmp_path: Path) -> None:
         print(migrate.current("sqlite:///{db}"))
     """)
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == SCHEMA_VERSION

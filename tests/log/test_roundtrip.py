@@ -25,8 +25,9 @@ from sentinel.params import UnloggableParameter
 from .conftest import T0, every_loggable_value, occ
 
 
-def test_every_loggable_type_round_trips(migrated: sa.Engine, writer: LogWriter,
-                                         reader: LogReader) -> None:
+def test_every_loggable_type_round_trips(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     params = every_loggable_value()
     original = occ("Stock.set_price:begin", 1, source=ObjectRef("Stock", ("IBM",)), **params)
     with migrated.begin() as conn:
@@ -46,8 +47,9 @@ def test_every_loggable_type_round_trips(migrated: sa.Engine, writer: LogWriter,
     assert row.outcome == "committed"
 
 
-def test_timestamps_are_restored_exactly(migrated: sa.Engine, writer: LogWriter,
-                                         reader: LogReader) -> None:
+def test_timestamps_are_restored_exactly(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     stamps = [T0, T0 + 1e-7, 0.0, 1.5, 4_102_444_800.999999, 1_234_567_890.000_000_4]
     occs = [Occurrence("E", i + 1, ts, ts + 0.25e-6, None, {}, "tx") for i, ts in enumerate(stamps)]
     with migrated.begin() as conn:
@@ -110,8 +112,9 @@ def test_order_is_scope_then_t_occ_across_chunks(migrated: sa.Engine, writer: Lo
         got = [(r.occurrence.scope, r.occurrence.t_occ) for c in chunks for r in c]
         assert got == sorted((o.scope, o.t_occ) for o in occs)
 
-        by_time = [(r.occurrence.t_occ, r.occurrence.scope)
-                   for r in reader.occurrences(order="t_occ")]
+        by_time = [
+            (r.occurrence.t_occ, r.occurrence.scope) for r in reader.occurrences(order="t_occ")
+        ]
         assert by_time == sorted((o.t_occ, o.scope) for o in occs)
 
 
@@ -157,8 +160,9 @@ def test_filters(migrated: sa.Engine, writer: LogWriter, reader: LogReader) -> N
     assert ids(outcomes=set()) == []
     assert ids(events=["B"]) == [2, 4]
     utc = dt.UTC
-    assert ids(since=dt.datetime.fromtimestamp(200.0, utc),
-               until=dt.datetime.fromtimestamp(400.0, utc)) == [3, 2]
+    assert ids(
+        since=dt.datetime.fromtimestamp(200.0, utc), until=dt.datetime.fromtimestamp(400.0, utc)
+    ) == [3, 2]
     assert ids(since=dt.datetime(1970, 1, 1, 0, 6)) == [4]  # naive means UTC
     assert reader.count(outcomes={"committed"}) == 2
     assert reader.count() == 4
@@ -167,11 +171,13 @@ def test_filters(migrated: sa.Engine, writer: LogWriter, reader: LogReader) -> N
     assert outcomes == {1: "committed", 2: "committed", 3: None, 4: "aborted"}
 
 
-def test_aborted_write_is_its_own_transaction(migrated: sa.Engine, writer: LogWriter,
-                                              reader: LogReader) -> None:
+def test_aborted_write_is_its_own_transaction(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     aborted = [occ("txn:begin", 1, "tx9"), occ("E", 2, "tx9", v=1), occ("txn:abort", 3, "tx9")]
-    firing = Firing.of("R", aborted[1], coupling="immediate", status=FiringStatus.FAILED,
-                       error="boom")
+    firing = Firing.of(
+        "R", aborted[1], coupling="immediate", status=FiringStatus.FAILED, error="boom"
+    )
     assert writer.write_aborted(migrated, aborted, firings=[firing]) == 3
     rows = list(reader.occurrences())
     assert [r.occurrence for r in rows] == aborted
@@ -179,8 +185,9 @@ def test_aborted_write_is_its_own_transaction(migrated: sa.Engine, writer: LogWr
     assert [f.error for f in reader.firings()] == ["boom"]
 
 
-def test_aborted_write_is_all_or_nothing(migrated: sa.Engine, writer: LogWriter,
-                                         reader: LogReader) -> None:
+def test_aborted_write_is_all_or_nothing(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     with migrated.begin() as conn:
         writer.write(conn, [occ("E", 2, "tx9")])
     # the second occurrence collides with a logged one: nothing of the batch stays
@@ -189,11 +196,11 @@ def test_aborted_write_is_all_or_nothing(migrated: sa.Engine, writer: LogWriter,
     assert [r.occurrence.t_occ for r in reader.occurrences()] == [2]
 
 
-def test_bad_values_raise_before_anything_is_sent(migrated: sa.Engine, writer: LogWriter,
-                                                  reader: LogReader) -> None:
+def test_bad_values_raise_before_anything_is_sent(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     statements: list[str] = []
-    sa.event.listen(migrated, "before_cursor_execute",
-                    lambda *a: statements.append(a[2]))
+    sa.event.listen(migrated, "before_cursor_execute", lambda *a: statements.append(a[2]))
     bad = [
         (Occurrence("E", 2, T0, None, None, {"x": object()}, "tx"), UnloggableParameter, "'x'"),
         (Occurrence("E", 2, T0, None, ("not", "a ref"), {}, "tx"), LogWriteError, "ObjectRef"),
@@ -216,8 +223,13 @@ def test_firings_round_trip(migrated: sa.Engine, writer: LogWriter, reader: LogR
     from sentinel.occurrence import CompositeOccurrence
 
     comp = CompositeOccurrence(parse("E1 ; E2"), 2, (e1, e2))
-    fired = Firing.of("R1", comp, coupling="deferred", status=FiringStatus.FIRED,
-                      finished_at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
+    fired = Firing.of(
+        "R1",
+        comp,
+        coupling="deferred",
+        status=FiringStatus.FIRED,
+        finished_at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+    )
     false = Firing.of("R2", e1, coupling="immediate", status="condition_false")
     with migrated.begin() as conn:
         assert writer.write_firings(conn, [fired, false]) == 2
@@ -236,8 +248,9 @@ def test_firings_round_trip(migrated: sa.Engine, writer: LogWriter, reader: LogR
 def test_outbox_round_trip(migrated: sa.Engine, writer: LogWriter, reader: LogReader) -> None:
     params = every_loggable_value()
     trigger = occ("E", 5, "tx", source=ObjectRef("Stock", ("IBM",)), **params)
-    entry = OutboxEntry.of("notify", trigger, extra={"attempt_limit": 3,
-                                                    "when": dt.date(2024, 1, 1)})
+    entry = OutboxEntry.of(
+        "notify", trigger, extra={"attempt_limit": 3, "when": dt.date(2024, 1, 1)}
+    )
     with migrated.begin() as conn:
         assert writer.enqueue(conn, [entry]) == 1
         with pytest.raises(LogWriteError, match="idempotency key"), conn.begin_nested():
@@ -246,7 +259,12 @@ def test_outbox_round_trip(migrated: sa.Engine, writer: LogWriter, reader: LogRe
     assert back.constituents == (trigger,)
     assert dict(back.extra) == {"attempt_limit": 3, "when": dt.date(2024, 1, 1)}
     assert (back.rule, back.status, back.attempts, back.scope, back.t_occ) == (
-        "notify", "pending", 0, "tx", 5)
+        "notify",
+        "pending",
+        0,
+        "tx",
+        5,
+    )
     assert back.idempotency_key == entry.idempotency_key and len(back.idempotency_key) == 64
     assert back.next_attempt_at is not None and back.next_attempt_at.tzinfo is not None
     assert list(reader.outbox(statuses=["done"])) == []
@@ -256,19 +274,26 @@ def test_write_in_a_rolled_back_transaction_leaves_nothing(
     migrated: sa.Engine, writer: LogWriter, reader: LogReader
 ) -> None:
     with migrated.connect() as conn:
-        writer.write(conn, [occ("E", 1)], firings=[Firing.of("R", occ("E", 1), coupling="immediate",
-                                                             status="fired")])
+        writer.write(
+            conn,
+            [occ("E", 1)],
+            firings=[Firing.of("R", occ("E", 1), coupling="immediate", status="fired")],
+        )
         conn.rollback()
     assert list(reader.occurrences()) == [] and list(reader.firings()) == []
 
 
 def test_set_outcome(migrated: sa.Engine, writer: LogWriter, reader: LogReader) -> None:
     with migrated.begin() as conn:
-        writer.write(conn, [occ("E", 1, "tx"), occ("E", 2, "tx"), occ("E", 3, "other")],
-                     outcome=None)
+        writer.write(
+            conn, [occ("E", 1, "tx"), occ("E", 2, "tx"), occ("E", 3, "other")], outcome=None
+        )
         assert writer.set_outcome(conn, "tx", Outcome.ABORTED) == 2
     assert {r.occurrence.t_occ: r.outcome for r in reader.occurrences()} == {
-        1: "aborted", 2: "aborted", 3: None}
+        1: "aborted",
+        2: "aborted",
+        3: None,
+    }
 
 
 def test_read_occurrences_from_a_url(db_url: str, migrated: sa.Engine, writer: LogWriter) -> None:
@@ -287,12 +312,20 @@ def test_reader_arguments_are_checked(migrated: sa.Engine) -> None:
         list(LogReader(migrated).occurrences(order="time"))  # type: ignore[arg-type]
 
 
-def test_floats_keep_their_type_and_sign(migrated: sa.Engine, writer: LogWriter,
-                                         reader: LogReader) -> None:
+def test_floats_keep_their_type_and_sign(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
     # JSONB (PostgreSQL) stores numbers as numeric: 1e16 would come back as an int
     # and -0.0 as 0.0 unless the log keeps them apart
-    values = {"big": 1e16, "huge": -1.5e300, "neg_zero": -0.0, "one": 1.0, "tiny": 5e-324,
-              "nested": [1e20, {"x": -0.0}], "int": 10**16}
+    values = {
+        "big": 1e16,
+        "huge": -1.5e300,
+        "neg_zero": -0.0,
+        "one": 1.0,
+        "tiny": 5e-324,
+        "nested": [1e20, {"x": -0.0}],
+        "int": 10**16,
+    }
     trigger = occ("E", 1, **values)
     with migrated.begin() as conn:
         writer.write(conn, [trigger], outbox=[OutboxEntry.of("D", trigger)])

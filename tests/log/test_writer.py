@@ -72,11 +72,13 @@ def test_schema_is_checked_once_per_engine(migrated: sa.Engine) -> None:
 
 
 def test_policy_excludes_and_redacts_at_write_time(migrated: sa.Engine) -> None:
-    policy = LogPolicy({
-        "User.set_password:*": {"exclude": ["password"]},
-        "User.*": {"redact": ["email"]},
-        "*": {"redact": ["*token*"]},
-    })
+    policy = LogPolicy(
+        {
+            "User.set_password:*": {"exclude": ["password"]},
+            "User.*": {"redact": ["email"]},
+            "*": {"redact": ["*token*"]},
+        }
+    )
     writer = LogWriter(policy=policy)
     login = occ("User.set_password:begin", 1, password="hunter2", email="a@b.c", user=7)
     other = occ("Stock.sell:begin", 2, qty=3, api_token="t0k", password="kept")
@@ -162,8 +164,10 @@ def test_a_table_dropped_after_the_check(migrated: sa.Engine) -> None:
         log_tables().firings.drop(conn)
     # the cached check passed; the failed insert is diagnosed as a missing table
     firing = Firing.of("R", occ("E", 2), coupling="immediate", status="fired")
-    with pytest.raises(LogTablesMissingError, match="sentinel_rule_firings"), \
-            migrated.begin() as conn:
+    with (
+        pytest.raises(LogTablesMissingError, match="sentinel_rule_firings"),
+        migrated.begin() as conn,
+    ):
         writer.write(conn, [occ("E", 2)], firings=[firing])
     with LogReader(migrated, check=False) as reader:
         assert [r.occurrence.t_occ for r in reader.occurrences()] == [1]

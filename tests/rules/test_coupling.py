@@ -185,3 +185,15 @@ def test_immediate_error_rolls_back_detection_state(det: LocalEventDetector) -> 
         det.signal("E1")
         det.signal("E2")
     assert det.stored() == 0
+
+
+def test_rules_signal_into_the_scope_that_triggered_them(det: LocalEventDetector) -> None:
+    # A scope driven from outside (as the ORM layer does, without making it the
+    # thread's current scope): what an action signals belongs to that scope.
+    seen: list[Any] = []
+    det.rule("chain", "E1", action=lambda o: det.signal("E2"))
+    det.rule("pair", "E1 ; E2", action=seen.append, context="chronicle")
+    scope = det.begin()
+    det.notify(det.channel("E1"), {}, scope=scope)
+    assert [c.scope for c in seen[0].constituents] == [scope.id, scope.id]
+    assert det.current_scope() is not scope

@@ -13,11 +13,15 @@ is stored (the pseudocode's "is not empty" is a typo).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
+from operator import itemgetter
 from typing import Any
 
-from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.operators.base import Handler
 from sentinel.detector.scopes import Store
+
+_t_occ = itemgetter(1)
 
 
 class _Interval(Handler):
@@ -43,10 +47,23 @@ class ARecent(_Interval):
     def on1(self, store: Store, occ: Any) -> None:
         e1 = store[self.hid][0]
         if e1 is not None:
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, occ)))
 
     def on2(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = None
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0] = {occ}")
+        elif slot == 1:
+            e1 = g.var("e")
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None:")
+            with g.block():
+                self.gen_detect(g, store, occ, f"{e1}, {occ}")
+        else:
+            g.line(f"{st}[0] = None")
 
 
 class AChronicle(_Interval):
@@ -63,10 +80,23 @@ class AChronicle(_Interval):
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
         if q:
-            self.emit(store, _new(C, (self.expr, occ[1], (q.popleft(), occ))))
+            self.emit(store, (self.expr, occ[1], (q.popleft(), occ)))
 
     def on2(self, store: Store, occ: Any) -> None:
         store[self.hid][0].clear()
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0].append({occ})")
+        elif slot == 1:
+            q = g.var("q")
+            g.line(f"{q} = {st}[0]")
+            g.line(f"if {q}:")
+            with g.block():
+                self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
+        else:
+            g.line(f"{st}[0].clear()")
 
 
 class AContinuous(_Interval):
@@ -87,7 +117,7 @@ class AContinuous(_Interval):
         e1s = store[self.hid][0]
         if e1s:
             expr = self.expr
-            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in e1s])
+            self.emit_batch(store, [(expr, x[1], (i, x)) for x in occs for i in e1s])
 
     def on2(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = []
@@ -111,7 +141,7 @@ class ACumulative(_Interval):
         e1 = st[0]
         if e1 is not None:
             st[0] = None
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, occ)))
 
     def on2(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = None
@@ -152,7 +182,26 @@ class AstarRecent(_Interval):
             e2s = st[1]
             st[0] = None
             st[1] = []
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, *e2s, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, *e2s, occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0] = {occ}")
+            g.line(f"{st}[1] = []")
+        elif slot == 1:
+            g.line(f"if {st}[0] is not None:")
+            with g.block():
+                g.line(f"{st}[1].append({occ})")
+        else:
+            e1, e2s = g.var("e"), g.var("m")
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None:")
+            with g.block():
+                g.line(f"{e2s} = {st}[1]")
+                g.line(f"{st}[0] = None")
+                g.line(f"{st}[1] = []")
+                self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
 class AstarChronicle(_Interval):
@@ -180,11 +229,23 @@ class AstarChronicle(_Interval):
         head = q.popleft()
         e2s = st[1]
         if q:
-            t_next = q[0][1]
-            st[1] = [e for e in e2s if e[1] > t_next]
+            # E2s are kept in t_occ order: cut the prefix at the next interval's start.
+            st[1] = e2s[bisect_right(e2s, q[0][1], key=_t_occ) :]
         else:
             st[1] = []
-        self.emit(store, _new(C, (self.expr, occ[1], (head, *e2s, occ))))
+        self.emit(store, (self.expr, occ[1], (head, *e2s, occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        if slot == 2:
+            g.line(f"{g.const(self.on2)}({store}, {occ})")
+            return
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0].append({occ})")
+        else:
+            g.line(f"if {st}[0]:")
+            with g.block():
+                g.line(f"{st}[1].append({occ})")
 
 
 class AstarContinuous(_Interval):
@@ -212,7 +273,7 @@ class AstarContinuous(_Interval):
         expr, t = self.expr, occ[1]
         self.emit_batch(
             store,
-            [_new(C, (expr, t, (e1, *[e for e in e2s if e[1] > e1[1]], occ))) for e1 in e1s],
+            [(expr, t, (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], occ)) for e1 in e1s],
         )
 
 
@@ -241,7 +302,27 @@ class AstarCumulative(_Interval):
             e2s = st[1]
             st[0] = None
             st[1] = []
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, *e2s, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, *e2s, occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"if {st}[0] is None:")
+            with g.block():
+                g.line(f"{st}[0] = {occ}")
+        elif slot == 1:
+            g.line(f"if {st}[0] is not None:")
+            with g.block():
+                g.line(f"{st}[1].append({occ})")
+        else:
+            e1, e2s = g.var("e"), g.var("m")
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None:")
+            with g.block():
+                g.line(f"{e2s} = {st}[1]")
+                g.line(f"{st}[0] = None")
+                g.line(f"{st}[1] = []")
+                self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
 class AstarUnrestricted(_Interval):
@@ -267,5 +348,5 @@ class AstarUnrestricted(_Interval):
             expr, t = self.expr, occ[1]
             self.emit_batch(
                 store,
-                [_new(C, (expr, t, (e1, *[e for e in e2s if e[1] > e1[1]], occ))) for e1 in e1s],
+                [(expr, t, (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], occ)) for e1 in e1s],
             )

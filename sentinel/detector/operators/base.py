@@ -39,8 +39,11 @@ _new: Any = tuple.__new__
 C = CompositeOccurrence
 
 
-def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> CompositeOccurrence:
-    return _new(C, (expr, t_occ, parts))  # type: ignore[no-any-return]
+def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A detection as handlers emit it: a plain ``(expression, t_occ, parts)``
+    tuple (see :func:`sentinel.occurrence.finished`; a ``CompositeOccurrence``
+    works too, at three times the cost)."""
+    return (expr, t_occ, parts)
 
 
 class Handler:
@@ -82,6 +85,14 @@ class Handler:
 
     def entry_batch(self, slot: int) -> Entry:
         return getattr(self, f"on{slot}_batch")  # type: ignore[no-any-return]
+
+    # -- inlining (codegen.py) ---------------------------------------------------------
+    def gen_detect(self, g: Any, store: str, occ: str, parts: str) -> None:
+        """Write: build the detection ``(expr, t_occ of occ, (parts))`` and deliver
+        it to the outputs."""
+        c = g.var("c")
+        g.line(f"{c} = ({g.const(self.expr)}, {occ}[1], ({parts}))")
+        g.emit(self, store, c)
 
     # -- emitting ---------------------------------------------------------------
     def emit(self, store: Store, occ: Any) -> None:

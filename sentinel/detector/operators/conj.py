@@ -15,11 +15,12 @@ and cumulative contexts an occurrence that completed a detection is consumed.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 from itertools import combinations, product
 from operator import itemgetter
 from typing import Any
 
-from sentinel.detector.operators.base import C, Entry, Handler, _new
+from sentinel.detector.operators.base import Entry, Handler
 from sentinel.detector.scopes import Store
 
 _t = itemgetter(1)
@@ -43,7 +44,7 @@ class AndRecent(Handler):
         st = store[self.hid]
         other = st[1]
         if other is not None and other is not occ:
-            c = _new(C, (self.expr, occ[1], (other, occ)))
+            c = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
         st[0] = occ
@@ -52,10 +53,19 @@ class AndRecent(Handler):
         st = store[self.hid]
         other = st[0]
         if other is not None and other is not occ:
-            c = _new(C, (self.expr, occ[1], (other, occ)))
+            c = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
         st[1] = occ
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        o = g.var("o")
+        g.line(f"{o} = {st}[{1 - slot}]")
+        g.line(f"if {o} is not None and {o} is not {occ}:")
+        with g.block():
+            self.gen_detect(g, store, occ, f"{o}, {occ}")
+        g.line(f"{st}[{slot}] = {occ}")
 
 
 class AndChronicle(Handler):
@@ -64,21 +74,35 @@ class AndChronicle(Handler):
     def new_state(self) -> list[Any]:
         return [deque(), deque()]
 
-    def _on(self, store: Store, occ: Any, mine: int) -> None:
+    def _on(self, mine: int, store: Store, occ: Any) -> None:
         st = store[self.hid]
         q = st[1 - mine]
         if q and q[0] is not occ:
-            c = _new(C, (self.expr, occ[1], (q.popleft(), occ)))
+            c = (self.expr, occ[1], (q.popleft(), occ))
             for f in self.out:
                 f(store, c)
         else:
             st[mine].append(occ)
 
     def on0(self, store: Store, occ: Any) -> None:
-        self._on(store, occ, 0)
+        self._on(0, store, occ)
 
     def on1(self, store: Store, occ: Any) -> None:
-        self._on(store, occ, 1)
+        self._on(1, store, occ)
+
+    def entry(self, slot: int) -> Entry:
+        return partial(self._on, slot)  # one Python frame per arrival, not two
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        q = g.var("q")
+        g.line(f"{q} = {st}[{1 - slot}]")
+        g.line(f"if {q} and {q}[0] is not {occ}:")
+        with g.block():
+            self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
+        g.line("else:")
+        with g.block():
+            g.line(f"{st}[{slot}].append({occ})")
 
 
 class AndContinuous(Handler):
@@ -96,7 +120,7 @@ class AndContinuous(Handler):
             partners = _partners(other, occ)
             if partners:
                 t = occ[1]
-                out.extend(_new(C, (expr, t, (i, occ))) for i in partners)
+                out.extend((expr, t, (i, occ)) for i in partners)
         if out:
             kept = [i for i in other if any(i is o for o in occs)]
             st[1 - mine] = kept
@@ -123,23 +147,26 @@ class AndCumulative(Handler):
     def new_state(self) -> list[Any]:
         return [[], []]
 
-    def _on(self, store: Store, occ: Any, mine: int) -> None:
+    def _on(self, mine: int, store: Store, occ: Any) -> None:
         st = store[self.hid]
         other = st[1 - mine]
         partners = _partners(other, occ)
         if partners:
             st[1 - mine] = [occ] if partners is not other else []
-            c = _new(C, (self.expr, occ[1], (*partners, occ)))
+            c = (self.expr, occ[1], (*partners, occ))
             for f in self.out:
                 f(store, c)
         else:
             st[mine].append(occ)
 
     def on0(self, store: Store, occ: Any) -> None:
-        self._on(store, occ, 0)
+        self._on(0, store, occ)
 
     def on1(self, store: Store, occ: Any) -> None:
-        self._on(store, occ, 1)
+        self._on(1, store, occ)
+
+    def entry(self, slot: int) -> Entry:
+        return partial(self._on, slot)
 
 
 class AndUnrestricted(Handler):
@@ -152,7 +179,7 @@ class AndUnrestricted(Handler):
         st = store[self.hid]
         other = st[1 - mine]
         expr = self.expr
-        out = [_new(C, (expr, occ[1], (i, occ))) for occ in occs for i in _partners(other, occ)]
+        out = [(expr, occ[1], (i, occ)) for occ in occs for i in _partners(other, occ)]
         st[mine].extend(occs)
         if out:
             self.emit_batch(store, out)
@@ -223,7 +250,7 @@ class AnyRecent(_AnyBase):
             st[k] = occ
             if len(others) >= need:
                 chosen = sorted(others, key=_t)[len(others) - need :] if need else []
-                self.emit(store, _new(C, (self.expr, occ[1], (*chosen, occ))))
+                self.emit(store, (self.expr, occ[1], (*chosen, occ)))
 
 
 class AnyChronicle(_AnyBase):
@@ -242,7 +269,7 @@ class AnyChronicle(_AnyBase):
             if len(heads) >= need:
                 heads.sort()
                 chosen = [st[j].popleft() for _, j in heads[:need]]
-                self.emit(store, _new(C, (self.expr, occ[1], (*chosen, occ))))
+                self.emit(store, (self.expr, occ[1], (*chosen, occ)))
             else:
                 st[k].append(occ)
 
@@ -269,7 +296,7 @@ class AnyContinuous(_AnyBase):
             for js in combinations(avail, need):
                 for combo in product(*(_partners(st[j], occ) for j in js)):
                     parts = tuple(sorted(combo, key=_t))
-                    out.append(_new(C, (self.expr, occ[1], (*parts, occ))))
+                    out.append((self.expr, occ[1], (*parts, occ)))
             used.update(avail)
         for j in used:
             st[j] = [i for i in st[j] if any(i is o for o in occs)]
@@ -296,7 +323,7 @@ class AnyCumulative(_AnyBase):
                 parts = sorted((i for j, lst in enumerate(st) for i in _partners(lst, occ)), key=_t)
                 for j in range(self.n):
                     st[j] = [i for i in st[j] if i is occ]
-                self.emit(store, _new(C, (self.expr, occ[1], (*parts, occ))))
+                self.emit(store, (self.expr, occ[1], (*parts, occ)))
             else:
                 st[k].append(occ)
 
@@ -318,7 +345,7 @@ class AnyUnrestricted(_AnyBase):
             for js in combinations(avail, need):
                 for combo in product(*(_partners(st[j], occ) for j in js)):
                     parts = tuple(sorted(combo, key=_t))
-                    out.append(_new(C, (self.expr, occ[1], (*parts, occ))))
+                    out.append((self.expr, occ[1], (*parts, occ)))
         st[k].extend(occs)
         if out:
             self.emit_batch(store, out)

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.operators.base import Handler
 from sentinel.detector.scopes import Store
 
 
@@ -46,7 +46,21 @@ class NotRecent(_Not):
         e1 = st[0]
         if e1 is not None:
             st[0] = None
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0] = {occ}")
+        elif slot == 1:
+            g.line(f"{st}[0] = None")
+        else:
+            e1 = g.var("e")
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None:")
+            with g.block():
+                g.line(f"{st}[0] = None")
+                self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
 class NotChronicle(_Not):
@@ -64,7 +78,20 @@ class NotChronicle(_Not):
     def on2(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
         if q:
-            self.emit(store, _new(C, (self.expr, occ[1], (q.popleft(), occ))))
+            self.emit(store, (self.expr, occ[1], (q.popleft(), occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0].append({occ})")
+        elif slot == 1:
+            g.line(f"{st}[0].clear()")
+        else:
+            q = g.var("q")
+            g.line(f"{q} = {st}[0]")
+            g.line(f"if {q}:")
+            with g.block():
+                self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
 
 
 class NotContinuous(_Not):
@@ -85,7 +112,7 @@ class NotContinuous(_Not):
         if e1s:
             st[0] = []
             expr, t = self.expr, occ[1]
-            self.emit_batch(store, [_new(C, (expr, t, (e1, occ))) for e1 in e1s])
+            self.emit_batch(store, [(expr, t, (e1, occ)) for e1 in e1s])
 
 
 class NotCumulative(_Not):
@@ -107,7 +134,23 @@ class NotCumulative(_Not):
         e1 = st[0]
         if e1 is not None:
             st[0] = None
-            self.emit(store, _new(C, (self.expr, occ[1], (e1, occ))))
+            self.emit(store, (self.expr, occ[1], (e1, occ)))
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"if {st}[0] is None:")
+            with g.block():
+                g.line(f"{st}[0] = {occ}")
+        elif slot == 1:
+            g.line(f"{st}[0] = None")
+        else:
+            e1 = g.var("e")
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None:")
+            with g.block():
+                g.line(f"{st}[0] = None")
+                self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
 class NotUnrestricted(_Not):
@@ -128,4 +171,4 @@ class NotUnrestricted(_Not):
         e1s = store[self.hid][0]
         if e1s:
             expr, t = self.expr, occ[1]
-            self.emit_batch(store, [_new(C, (expr, t, (e1, occ))) for e1 in e1s])
+            self.emit_batch(store, [(expr, t, (e1, occ)) for e1 in e1s])

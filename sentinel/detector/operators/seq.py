@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from sentinel.detector.operators.base import C, Handler, _new
+from sentinel.detector.operators.base import Handler
 from sentinel.detector.scopes import Store
 
 
@@ -33,9 +33,20 @@ class SeqRecent(_Seq):
     def on1(self, store: Store, occ: Any) -> None:
         init = store[self.hid][0]
         if init is not None:
-            c = _new(C, (self.expr, occ[1], (init, occ)))
+            c = (self.expr, occ[1], (init, occ))
             for f in self.out:
                 f(store, c)
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0] = {occ}")
+            return
+        i = g.var("i")
+        g.line(f"{i} = {st}[0]")
+        g.line(f"if {i} is not None:")
+        with g.block():
+            self.gen_detect(g, store, occ, f"{i}, {occ}")
 
 
 class SeqChronicle(_Seq):
@@ -52,9 +63,20 @@ class SeqChronicle(_Seq):
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
         if q:
-            c = _new(C, (self.expr, occ[1], (q.popleft(), occ)))
+            c = (self.expr, occ[1], (q.popleft(), occ))
             for f in self.out:
                 f(store, c)
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0].append({occ})")
+            return
+        q = g.var("q")
+        g.line(f"{q} = {st}[0]")
+        g.line(f"if {q}:")
+        with g.block():
+            self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
 
 
 class SeqContinuous(_Seq):
@@ -74,7 +96,7 @@ class SeqContinuous(_Seq):
         if inits:
             st[0] = []
             expr, t = self.expr, occ[1]
-            self.emit_batch(store, [_new(C, (expr, t, (i, occ))) for i in inits])
+            self.emit_batch(store, [(expr, t, (i, occ)) for i in inits])
 
     def on1_batch(self, store: Store, occs: list[Any]) -> None:
         st = store[self.hid]
@@ -82,7 +104,7 @@ class SeqContinuous(_Seq):
         if inits:
             st[0] = []
             expr = self.expr
-            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in inits])
+            self.emit_batch(store, [(expr, x[1], (i, x)) for x in occs for i in inits])
 
 
 class SeqCumulative(_Seq):
@@ -101,9 +123,21 @@ class SeqCumulative(_Seq):
         inits = st[0]
         if inits:
             st[0] = []
-            c = _new(C, (self.expr, occ[1], (*inits, occ)))
+            c = (self.expr, occ[1], (*inits, occ))
             for f in self.out:
                 f(store, c)
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        st = g.state(self, store)
+        if slot == 0:
+            g.line(f"{st}[0].append({occ})")
+            return
+        i = g.var("i")
+        g.line(f"{i} = {st}[0]")
+        g.line(f"if {i}:")
+        with g.block():
+            g.line(f"{st}[0] = []")
+            self.gen_detect(g, store, occ, f"*{i}, {occ}")
 
 
 class SeqUnrestricted(_Seq):
@@ -121,10 +155,10 @@ class SeqUnrestricted(_Seq):
         inits = store[self.hid][0]
         if inits:
             expr, t = self.expr, occ[1]
-            self.emit_batch(store, [_new(C, (expr, t, (i, occ))) for i in inits])
+            self.emit_batch(store, [(expr, t, (i, occ)) for i in inits])
 
     def on1_batch(self, store: Store, occs: list[Any]) -> None:
         inits = store[self.hid][0]
         if inits:
             expr = self.expr
-            self.emit_batch(store, [_new(C, (expr, x[1], (i, x))) for x in occs for i in inits])
+            self.emit_batch(store, [(expr, x[1], (i, x)) for x in occs for i in inits])

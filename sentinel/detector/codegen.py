@@ -1,0 +1,182 @@
+"""Compiling a channel's leaf targets into one Python function.
+
+The wired graph calls one bound method per handler an occurrence reaches; in
+CPython a call costs more than the work most entry points do. For each primitive
+event's list of targets, :func:`compile_leaf` writes one function that does the work
+of every *direct* handler on the way inline — the handler's code for that slot, then
+its outputs', up to the subscription sinks — and calls what it cannot inline
+(buffered handlers, partitions, batch emitters, strategies without a template).
+
+A strategy supports inlining by defining ``gen(slot, g, store, occ)``, which writes
+the statements of its ``on<slot>`` entry through the :class:`Gen` ``g``: they must do
+exactly what the method does (the graph's tests run with compilation on, and a
+property test compares it with compilation off). ``g.emit(self, store, var)``
+writes the delivery of a detection held in ``var`` to the handler's outputs.
+
+Generated source is registered with :mod:`linecache`, so tracebacks through it
+show the code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sentinel.occurrence import CompositeOccurrence
+
+__all__ = ["Gen", "Spec", "compile_leaf"]
+
+#: How a target is reached: ("h", handler, slot) to inline a direct handler's
+#: entry point, ("sink", subscription) for a subscription's sink, ("call", fn) for
+#: anything else (called as ``fn(store, occ)``).
+Spec = tuple[Any, ...]
+
+MAX_DEPTH = 12
+MAX_LINES = 4000
+
+_ids = itertools.count(1)
+_MISSING = object()
+_new = tuple.__new__
+
+
+class Gen:
+    """Writes one generated function's body."""
+
+    def __init__(self, outputs: Mapping[int, Sequence[Spec]], triggered: list[Any]) -> None:
+        self._outputs = outputs
+        self.lines: list[str] = []
+        self.consts: dict[str, Any] = {
+            "_new": _new,
+            "_C": CompositeOccurrence,
+            "_T": triggered.append,
+            "_MISSING": _MISSING,
+            "_unhashable": _unhashable,
+        }
+        self._names: dict[int, str] = {}
+        self._n = 0
+        self._indent = 1
+        self._depth = 0
+
+    def const(self, obj: Any) -> str:
+        """A name under which the generated code sees ``obj``."""
+        name = self._names.get(id(obj))
+        if name is None:
+            name = self._names[id(obj)] = f"_c{len(self._names)}"
+            self.consts[name] = obj
+        return name
+
+    def var(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self._indent + text)
+
+    @contextmanager
+    def block(self) -> Iterator[None]:
+        self._indent += 1
+        try:
+            yield
+        finally:
+            self._indent -= 1
+
+    def state(self, handler: Any, store: str) -> str:
+        """A variable holding ``handler``'s state in ``store``."""
+        st = self.var("s")
+        self.line(f"{st} = {store}[{handler.hid}]")
+        return st
+
+    def emit(self, handler: Any, store: str, occ: str) -> None:
+        """Deliver the detection in ``occ`` to each of ``handler``'s outputs."""
+        for spec in self._outputs.get(handler.hid, ()):
+            self.target(spec, store, occ)
+
+    def _route(self, spec: Spec, store: str, occ: str) -> None:
+        """Enter a partition: the store of the occurrence's key value, created on
+        first use and released when it holds nothing (as graph._router does)."""
+        from sentinel.algebra.expressions import SOURCE
+
+        _kind, key, rid, inner = spec
+        k, parts, sub = self.var("k"), self.var("p"), self.var("u")
+        if key is SOURCE:
+            self.line(f"{k} = {occ}[4]")
+            self.line(f"if {k} is not None:")
+        else:
+            self.line(f"{k} = {occ}[5].get({self.const(key)}, _MISSING)")
+            self.line(f"if {k} is not _MISSING:")
+        with self.block():
+            self.line(f"{parts} = {store}[{rid}][0]")
+            self.line("try:")
+            with self.block():
+                self.line(f"{sub} = {parts}.get({k})")
+            self.line("except TypeError:")
+            with self.block():
+                self.line(f"_unhashable({self.const(key)}, {k}, {occ})")
+            self.line(f"if {sub} is None:")
+            with self.block():
+                self.line(f"{sub} = {parts}[{k}] = _part({store})")
+            self.target(inner, sub, occ)
+            self.line(f"if not any(map(any, {sub}.values())):")
+            with self.block():
+                self.line(f"del {parts}[{k}]")
+
+    def target(self, spec: Spec, store: str, occ: str) -> None:
+        kind = spec[0]
+        if kind == "h":
+            h, slot = spec[1], spec[2]
+            gen = getattr(h, "gen", None)
+            if gen is not None and self._depth < MAX_DEPTH and len(self.lines) < MAX_LINES:
+                self._depth += 1
+                try:
+                    gen(slot, self, store, occ)
+                finally:
+                    self._depth -= 1
+            else:
+                self.line(f"{self.const(h.entry(slot))}({store}, {occ})")
+        elif kind == "route":
+            self._route(spec, store, occ)
+        elif kind == "sink":
+            sub = self.const(spec[1])
+            self.line(f"if type({occ}) is tuple:")
+            with self.block():
+                self.line(f"{occ} = _new(_C, {occ})")
+            self.line(f"_T(({sub}, {occ}))")
+        else:
+            self.line(f"{self.const(spec[1])}({store}, {occ})")
+
+
+def _unhashable(key: Any, value: Any, occ: Any) -> None:
+    from sentinel.errors import SentinelError
+
+    raise SentinelError(
+        f"cannot partition by {key!r}: value {value!r} of {occ[0]} is not hashable"
+    ) from None
+
+
+def compile_leaf(
+    name: str,
+    specs: Sequence[Spec],
+    outputs: Mapping[int, Sequence[Spec]],
+    triggered: list[Any],
+    new_partition: Callable[[Any], Any],
+) -> Callable[[Any, Any], None]:
+    """One function doing what calling each of ``specs`` would do."""
+    g = Gen(outputs, triggered)
+    g.consts["_part"] = new_partition
+    for spec in specs:
+        g.target(spec, "store", "occ")
+    ident = re.sub(r"\W", "_", name)[:40]
+    func = f"leaf_{ident}_{next(_ids)}"
+    source = f"def {func}(store, occ):\n" + "\n".join(g.lines or ["    pass"]) + "\n"
+    filename = f"<sentinel leaf {name!r} #{func}>"
+    code = compile(source, filename, "exec")
+    namespace = dict(g.consts)
+    exec(code, namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    fn: Callable[[Any, Any], None] = namespace[func]
+    fn.__sentinel_source__ = source  # type: ignore[attr-defined]
+    return fn
