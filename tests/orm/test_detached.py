@@ -148,7 +148,7 @@ def test_the_worker_command(orm: ORM, db_url: str) -> None:
         cli, ["worker", "--url", db_url, "--rules", "tests.orm.nowhere:x", "--once"]
     )
     assert bad.exit_code == 1
-    assert "cannot import 'tests.orm.nowhere'" in bad.output
+    assert "cannot import module 'tests.orm.nowhere'" in bad.output
 
 
 def _url(engine: sa.Engine) -> str:
