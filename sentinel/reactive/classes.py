@@ -30,7 +30,7 @@ import re
 import threading
 import types
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from sentinel.algebra.expressions import Primitive
@@ -40,7 +40,6 @@ from sentinel.reactive.binder import Binder, make_binder
 from sentinel.reactive.declare import BEGIN, END, PHASES, Declaration, _Declared
 
 if TYPE_CHECKING:
-    import wrapt
 
     from sentinel.detector import Channel, EventDetector
     from sentinel.reactive.hub import Hub
@@ -193,10 +192,10 @@ class Entry:
             for p, n in method.declaration.names
         }
         self.installed = False
-        self._wrapper: wrapt.FunctionWrapper[..., Any] | None = None
+        self._wrapper: Callable[..., Any] | None = None
 
     @property
-    def wrapper(self) -> wrapt.FunctionWrapper[..., Any]:
+    def wrapper(self) -> Callable[..., Any]:
         if self._wrapper is None:
             from sentinel.reactive.wrapper import make_wrapper
 

@@ -18,13 +18,15 @@ A call through it, in order:
    signalled with ``result`` (if someone still needs it). If it raises, the
    exception propagates and no end event is signalled.
 
-Wrappers follow wrapt's contract, so signatures, docstrings and introspection of
-the wrapped method survive, and methods, classmethods and staticmethods are handled
-alike.
+Signatures, docstrings and introspection of the wrapped method survive (an
+instance method's wrapper is a plain function updated from it; classmethods and
+staticmethods get wrapt wrappers, on wrapt's ``(wrapped, instance, args, kwargs)``
+contract).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -49,10 +51,21 @@ def _not_set_up(cls: type, method: str) -> ReactiveError:
     )
 
 
-def make_wrapper(entry: Entry) -> wrapt.FunctionWrapper[..., Any]:
-    """The wrapt wrapper of ``entry``'s callable (see the module docs)."""
-    fn = _object_wrapper(entry) if entry.method.kind == METHOD else _class_wrapper(entry)
-    return wrapt.FunctionWrapper(entry.raw, fn)
+def make_wrapper(entry: Entry) -> Callable[..., Any]:
+    """The wrapper of ``entry``'s callable (see the module docs).
+
+    An instance method's wrapper is a plain function standing in for the method in
+    the class (``functools.update_wrapper`` keeps its name, docstring, signature
+    and ``__wrapped__``): Python binds it like the method itself, at the cost of a
+    bare call, where a wrapt wrapper would build a bound wrapper on every access.
+    Classmethods and staticmethods, rarer, get a wrapt ``FunctionWrapper``, which
+    binds them alike.
+    """
+    if entry.method.kind == METHOD:
+        fn = _object_wrapper(entry)
+        functools.update_wrapper(fn, entry.raw)
+        return fn
+    return wrapt.FunctionWrapper(entry.raw, _class_wrapper(entry))
 
 
 def _object_wrapper(entry: Entry) -> Callable[..., Any]:
@@ -64,6 +77,7 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
     sels = entry.selectors
     binder = entry.binder
     label = entry.label
+    raw = entry.raw
     by_id = LOCAL.by_id
 
     def ref_of(instance: Any) -> ObjectRef:
@@ -86,11 +100,11 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
             ref = ref_of(instance)
         return ref in sel, ref
 
-    def signal(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def event_method(instance: Any, *args: Any, **kwargs: Any) -> Any:
         if type(instance) is not owner:
             if class_info(type(instance)) is None:
                 raise _not_set_up(type(instance), method.name)
-            return wrapped(*args, **kwargs)  # a super() call inside the object's own call
+            return raw(instance, *args, **kwargs)  # a super() call inside the object's own call
         b = method.begin
         e = method.end
         always = method.always
@@ -107,17 +121,17 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
             elif e.selected:
                 ne, ref = selected(e.selected, instance, ref)
         if not (nb or ne):
-            return wrapped(*args, **kwargs)
+            return raw(instance, *args, **kwargs)
 
         det = method.detector
         if det is None:  # detached from its detector meanwhile
-            return wrapped(*args, **kwargs)
+            return raw(instance, *args, **kwargs)
         try:
             params = binder(*args, **kwargs)  # bound and made loggable
         except SentinelError:
             raise  # an unloggable argument
         except TypeError:
-            return wrapped(*args, **kwargs)  # a bad call: let the method report it
+            return raw(instance, *args, **kwargs)  # a bad call: let the method report it
         hub = method.hub
         hook = hub.scope_hook if hub is not None else None
         if nb:
@@ -130,7 +144,7 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
                 selectors=(*sels, ref) if sels else (ref,),
                 scope=hook(instance) if hook is not None else None,
             )
-        result = wrapped(*args, **kwargs)
+        result = raw(instance, *args, **kwargs)
         e = method.end
         if e is None:
             return result
@@ -160,7 +174,7 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
             )
         return result
 
-    return signal
+    return event_method
 
 
 def _class_wrapper(entry: Entry) -> Callable[..., Any]:
