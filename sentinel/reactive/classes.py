@@ -40,7 +40,6 @@ from sentinel.reactive.binder import Binder, make_binder
 from sentinel.reactive.declare import BEGIN, END, PHASES, Declaration, _Declared
 
 if TYPE_CHECKING:
-
     from sentinel.detector import Channel, EventDetector
     from sentinel.reactive.hub import Hub
 
