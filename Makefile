@@ -36,7 +36,9 @@ pytest: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-dev
-	$(BIN)/python bench/detector.py
+	for b in detector wrapper orm temporal replay; do \
+		$(BIN)/python bench/$$b.py --quick || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -290,7 +290,9 @@ class EventDetector:
             )
             if self.graph.dirty:
                 self.graph.rewire()
-            targets = channel.targets(selectors) if selectors else channel.any
+            targets = channel.any
+            if selectors and channel.selected:
+                targets = channel.targets(selectors)
             if self._listeners:
                 for listener in self._listeners:
                     listener(occ)

@@ -141,7 +141,7 @@ class Entry:
     """A reactive class's own callable for one event method.
 
     ``raw`` is what the class holds while nothing listens (a function, or a
-    classmethod/staticmethod of one); ``wrapper`` the wrapt wrapper installed
+    classmethod/staticmethod of one); ``wrapper`` the wrapper installed
     while something does. ``selectors`` are the class selectors a call on an
     instance of ``owner`` carries; ``handles`` the class-level events by phase and
     ``named`` the named ones.
