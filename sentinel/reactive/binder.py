@@ -3,8 +3,8 @@
 ``inspect.Signature.bind`` costs microseconds per call. A method event needs the
 call's arguments by name, with defaults applied and made loggable, on every
 signalled call, so each event method gets a *binder*: a function generated once
-with the method's own parameter list (minus ``self``/``cls``) whose body checks each
-value's type and returns its locals as a dict. CPython's own call machinery does
+with the method's own parameter list (minus ``self``/``cls``) that returns its
+arguments as a dict, each value's type checked. CPython's own call machinery does
 the binding, defaults included; values of plain types (numbers, strings, None,
 object references) are taken as they are, anything else goes through the
 normalizer.
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Binder", "make_binder"]
+__all__ = ["Binder", "CallShape", "call_shape", "make_binder"]
 
 Binder = Callable[..., dict[str, Any]]
 Normalizer = Callable[[Any, str], Any]
@@ -28,33 +29,105 @@ Normalizer = Callable[[Any, str], Any]
 _P = inspect.Parameter
 
 
-def make_binder(
+@dataclass(frozen=True, slots=True)
+class CallShape:
+    """A signature as source text, for functions generated to take the same
+    arguments (the binder; the reactive layer's per-method wrapper).
+
+    ``head`` is the parameter list without the first parameter when it was
+    skipped, ``full_head`` with it; ``first`` names the skipped parameter (else
+    ``None``). ``forward`` passes the parameters after the first on to a call
+    (``price, *args, key=key, **kwargs``). ``values`` is a dict display of the
+    bound values by name, each of a type not in ``plain`` normalized, excluded
+    parameters left out; it reads the names in ``env``. ``defaults`` and
+    ``kwdefaults`` go to the generated function's ``__defaults__`` and
+    ``__kwdefaults__`` (of ``head``; ``full_defaults`` of ``full_head``).
+    """
+
+    head: str
+    full_head: str
+    first: str | None
+    forward: str
+    values: str
+    env: dict[str, Any]
+    defaults: tuple[Any, ...] | None
+    full_defaults: tuple[Any, ...] | None
+    kwdefaults: dict[str, Any] | None
+    names: frozenset[str]
+
+    def compile(self, src: str, name: str, filename: str) -> Any:
+        """Run ``src`` with (a copy of) :attr:`env` as its globals; return the
+        function it defines under ``name``."""
+        namespace: dict[str, Any] = {}
+        exec(compile(src, filename, "exec"), dict(self.env), namespace)
+        return namespace[name]
+
+
+def call_shape(
     signature: inspect.Signature,
     *,
     skip_first: bool,
     exclude: Iterable[str] = (),
     normalize: Normalizer | None = None,
     plain: frozenset[type] = frozenset(),
-) -> Binder:
-    """A function taking the same arguments as ``signature`` (without its first
-    parameter when ``skip_first``) and returning ``{name: value}`` for every
-    parameter not in ``exclude``, defaults applied. ``*args`` binds to a tuple and
-    ``**kwargs`` to a dict under their own names.
-
-    With ``normalize``, each value whose type is not in ``plain`` is replaced by
-    ``normalize(value, name)`` (which may raise). Raises ``TypeError``, like the
-    method would, when called with arguments that do not fit.
-    """
+) -> CallShape:
+    """The :class:`CallShape` of ``signature``. With ``normalize``, each value
+    whose type is not in ``plain`` is replaced in :attr:`CallShape.values` by
+    ``normalize(value, name)`` (which may raise); ``*args`` binds to a tuple and
+    ``**kwargs`` to a dict under their own names."""
     params = list(signature.parameters.values())
-    if skip_first:
-        params = params[1:]
+    first = params[0].name if skip_first and params else None
+    rest = params[1:] if skip_first else params
     skip = set(exclude)
     taken = {p.name for p in params}
     plain_name = _free("_plain", taken)
     norm_name = _free("_normalize", taken)
     type_name = _free("_type", taken)  # a parameter may be called ``type``
+    head, defaults, kwdefaults = _head(rest)
+    full_head, full_defaults, _ = _head(params)
+    forward: list[str] = []
+    values: list[str] = []
+    for p in rest:
+        n = p.name
+        if p.kind is _P.VAR_POSITIONAL:
+            forward.append("*" + n)
+        elif p.kind is _P.VAR_KEYWORD:
+            forward.append("**" + n)
+        elif p.kind is _P.KEYWORD_ONLY:
+            forward.append(f"{n}={n}")
+        else:
+            forward.append(n)
+        if n in skip:
+            continue
+        if normalize is None:
+            value = n
+        elif p.kind is _P.VAR_POSITIONAL:
+            value = f"({norm_name}({n}, {n!r}) if {n} else {n})"
+        elif p.kind is _P.VAR_KEYWORD:
+            value = f"{norm_name}({n}, {n!r})"
+        else:
+            value = f"({n} if {type_name}({n}) in {plain_name} else {norm_name}({n}, {n!r}))"
+        values.append(f"{n!r}: {value}")
+    return CallShape(
+        head=head,
+        full_head=full_head,
+        first=first,
+        forward=", ".join(forward),
+        values="{" + ", ".join(values) + "}",
+        env={"__builtins__": {}, type_name: type, plain_name: plain, norm_name: normalize},
+        defaults=defaults,
+        full_defaults=full_defaults,
+        kwdefaults=kwdefaults,
+        names=frozenset(taken | {plain_name, norm_name, type_name}),
+    )
+
+
+def _head(
+    params: list[inspect.Parameter],
+) -> tuple[str, tuple[Any, ...] | None, dict[str, Any] | None]:
+    """The parameter list ``params`` as source, with its defaults (attached as
+    values afterwards, so any object works as a default)."""
     head: list[str] = []
-    checks: list[str] = []
     defaults: list[Any] = []
     kwdefaults: dict[str, Any] = {}
     seen_kwonly = False
@@ -81,27 +154,39 @@ def make_binder(
                 defaults.append(p.default)
         if i == last_posonly:
             head.append("/")
-        if normalize is not None and p.name not in skip:
-            n = p.name
-            if p.kind is _P.VAR_POSITIONAL:
-                checks.append(f"    if {n}: {n} = {norm_name}({n}, {n!r})")
-            elif p.kind is _P.VAR_KEYWORD:
-                checks.append(f"    {n} = {norm_name}({n}, {n!r})")
-            else:
-                checks.append(
-                    f"    if {type_name}({n}) not in {plain_name}: {n} = {norm_name}({n}, {n!r})"
-                )
-    body = ", ".join(f"{p.name!r}: {p.name}" for p in params if p.name not in skip)
-    src = "def bind({}):\n{}    return {{{}}}\n".format(
-        ", ".join(head), "".join(c + "\n" for c in checks), body
+    return ", ".join(head), tuple(defaults) or None, kwdefaults or None
+
+
+def make_binder(
+    signature: inspect.Signature | CallShape,
+    *,
+    skip_first: bool = True,
+    exclude: Iterable[str] = (),
+    normalize: Normalizer | None = None,
+    plain: frozenset[type] = frozenset(),
+) -> Binder:
+    """A function taking the same arguments as ``signature`` (without its first
+    parameter when ``skip_first``) and returning ``{name: value}`` for every
+    parameter not in ``exclude``, defaults applied. ``*args`` binds to a tuple and
+    ``**kwargs`` to a dict under their own names.
+
+    With ``normalize``, each value whose type is not in ``plain`` is replaced by
+    ``normalize(value, name)`` (which may raise). Raises ``TypeError``, like the
+    method would, when called with arguments that do not fit. ``signature`` may
+    be a :class:`CallShape` made already (the other arguments are then unused).
+    """
+    shape = (
+        signature
+        if isinstance(signature, CallShape)
+        else call_shape(
+            signature, skip_first=skip_first, exclude=exclude, normalize=normalize, plain=plain
+        )
     )
-    namespace: dict[str, Any] = {}
-    env = {"__builtins__": {}, type_name: type, plain_name: plain, norm_name: normalize}
-    exec(compile(src, "<sentinel binder>", "exec"), env, namespace)
-    fn: Binder = namespace["bind"]
-    # Defaults are attached as values, so any object works as a default.
-    fn.__defaults__ = tuple(defaults) or None
-    fn.__kwdefaults__ = kwdefaults or None
+    fn: Binder = shape.compile(
+        f"def bind({shape.head}):\n    return {shape.values}\n", "bind", "<sentinel binder>"
+    )
+    fn.__defaults__ = shape.defaults
+    fn.__kwdefaults__ = shape.kwdefaults
     return fn
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
 from sentinel.occurrence import ObjectRef
-from sentinel.reactive.binder import Binder, make_binder
+from sentinel.reactive.binder import Binder, CallShape, call_shape, make_binder
 from sentinel.reactive.declare import BEGIN, END, PHASES, Declaration, _Declared
 
 if TYPE_CHECKING:
@@ -161,6 +161,7 @@ class Entry:
         "raw",
         "selector",
         "selectors",
+        "shape",
     )
 
     def __init__(
@@ -169,7 +170,7 @@ class Entry:
         owner_name: str,
         method: EventMethod,
         raw: Any,
-        binder: Binder,
+        shape: CallShape,
         selector: ClassSelector | None,
         selectors: tuple[ClassSelector, ...],
     ) -> None:
@@ -177,7 +178,9 @@ class Entry:
         self.owner_name = owner_name
         self.method = method
         self.raw = raw
-        self.binder = binder
+        #: The method's signature as source (see :mod:`.binder`).
+        self.shape = shape
+        self.binder: Binder = make_binder(shape)
         self.selector = selector
         self.selectors = selectors
         #: What parameter errors name: ``Stock.set_price``.
@@ -378,9 +381,9 @@ def _set_up(
             method = base_entry.method
             _check_override(cls, m, method, kind, decl)
         selectors = _selectors(cls, info, method.root)
-        binder = _binder_for(cls, name, m, raw, kind, method.declaration)
+        shape = _shape_of(cls, name, m, raw, kind, method.declaration)
         entry = Entry(
-            cls, name, method, raw, binder, None if cls is method.root else info.selector, selectors
+            cls, name, method, raw, shape, None if cls is method.root else info.selector, selectors
         )
         _mark(cls, raw, entry)
         if not own:
@@ -538,9 +541,9 @@ def _check_override(
         )
 
 
-def _binder_for(
+def _shape_of(
     cls: type, info_name: str, m: str, raw: Any, kind: str, decl: Declaration
-) -> Binder:
+) -> CallShape:
     import inspect
 
     f = _func(raw)
@@ -582,7 +585,7 @@ def _binder_for(
     def loggable(value: Any, param: str) -> Any:
         return normalize(value, event=label, param=param, ref=param_ref)
 
-    return make_binder(
+    return call_shape(
         sig,
         skip_first=skip,
         exclude=[x for x in decl.exclude if x in rest],

@@ -18,10 +18,12 @@ A call through it, in order:
    signalled with ``result`` (if someone still needs it). If it raises, the
    exception propagates and no end event is signalled.
 
-Signatures, docstrings and introspection of the wrapped method survive (an
-instance method's wrapper is a plain function updated from it; classmethods and
-staticmethods get wrapt wrappers, on wrapt's ``(wrapped, instance, args, kwargs)``
-contract).
+Signatures, docstrings and introspection of the wrapped method survive. An
+instance method's wrapper is a plain function updated from it: for a method with
+an end event only, one generated with the method's own parameter list
+(:func:`_end_only_wrapper`, the common case and the fastest), otherwise a general
+one taking ``*args, **kwargs``. Classmethods and staticmethods get wrapt wrappers,
+on wrapt's ``(wrapped, instance, args, kwargs)`` contract.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from sentinel.errors import ReactiveError, SentinelError
 from sentinel.occurrence import ObjectRef
 from sentinel.params import normalize
 from sentinel.reactive.classes import CLASSMETHOD, METHOD, PLAIN, Entry, class_info
+from sentinel.reactive.declare import BEGIN
 from sentinel.reactive.refs import LOCAL, param_ref, ref_for
 
 __all__ = ["make_wrapper"]
@@ -62,13 +65,130 @@ def make_wrapper(entry: Entry) -> Callable[..., Any]:
     binds them alike.
     """
     if entry.method.kind == METHOD:
-        fn = _object_wrapper(entry)
+        generic, ref_of, selected = _object_wrapper(entry)
+        fn = generic
+        if BEGIN not in entry.method.declaration.phases and entry.shape.first is not None:
+            fn = _end_only_wrapper(entry, generic, ref_of, selected)
         functools.update_wrapper(fn, entry.raw)
         return fn
     return wrapt.FunctionWrapper(entry.raw, _class_wrapper(entry))
 
 
-def _object_wrapper(entry: Entry) -> Callable[..., Any]:
+def _end_only_wrapper(
+    entry: Entry,
+    generic: Callable[..., Any],
+    ref_of: Callable[[Any], ObjectRef],
+    selected: Callable[..., tuple[bool, ObjectRef | None]],
+) -> Callable[..., Any]:
+    """The wrapper of a method with an end event only (the common declaration),
+    generated with the method's own parameter list: the call's arguments reach
+    the method, and the parameters' dict, without ``*args``/``**kwargs`` packing
+    or a binder call, and the detector is called positionally (:meth:`emit`).
+    It does what :func:`_object_wrapper`'s wrapper does, step for step; calls it
+    does not handle itself (a ``super()`` call, an object of a class that was
+    not set up) go to that wrapper."""
+    shape = entry.shape
+    me = shape.first
+    assert me is not None
+    taken = set(shape.names)
+
+    def free(name: str) -> str:
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
+    n = {
+        k: free(f"_{k}")
+        for k in (
+            "type", "owner", "generic", "raw", "method", "ref_of", "selected", "plain",
+            "norm_result", "e", "d", "p", "r", "ref", "ok", "hub", "hook", "sels",
+        )
+    }  # fmt: skip
+    sels = entry.selectors
+    label = entry.label
+    fwd = f"{me}, {shape.forward}" if shape.forward else me
+    selectors = f"(*{n['sels']}, {n['ref']})" if sels else f"({n['ref']},)"
+    src = f"""\
+def {entry.method.name}({shape.full_head}):
+    if {n["type"]}({me}) is not {n["owner"]}:
+        return {n["generic"]}({fwd})
+    {n["e"]} = {n["method"]}.end
+    if {n["e"]} is None or not (
+        {n["method"]}.always or {n["e"]}.any
+        or ({n["e"]}.selected and {n["selected"]}({n["e"]}.selected, {me}, None)[0])
+    ):
+        return {n["raw"]}({fwd})
+    {n["d"]} = {n["method"]}.detector
+    if {n["d"]} is None:
+        return {n["raw"]}({fwd})
+    {n["p"]} = {shape.values}
+    {n["r"]} = {n["raw"]}({fwd})
+    {n["e"]} = {n["method"]}.end
+    if {n["e"]} is None:
+        return {n["r"]}
+    if {n["method"]}.always or {n["e"]}.any:
+        {n["ref"]} = {n["ref_of"]}({me})
+    elif {n["e"]}.selected:
+        {n["ok"]}, {n["ref"]} = {n["selected"]}({n["e"]}.selected, {me}, None)
+        if not {n["ok"]}:
+            return {n["r"]}
+        if {n["ref"]} is None:
+            {n["ref"]} = {n["ref_of"]}({me})
+    else:
+        return {n["r"]}
+    {n["p"]}["result"] = (
+        {n["r"]} if {n["type"]}({n["r"]}) in {n["plain"]} else {n["norm_result"]}({n["r"]})
+    )
+    {n["hub"]} = {n["method"]}.hub
+    {n["hook"]} = {n["hub"]}.scope_hook if {n["hub"]} is not None else None
+    {n["d"]}.emit(
+        {n["e"]}, {n["p"]}, {n["ref"]}, {selectors},
+        {n["hook"]}({me}) if {n["hook"]} is not None else None,
+    )
+    return {n["r"]}
+"""
+
+    def norm_result(value: Any) -> Any:
+        return normalize(value, event=label, param="result", ref=param_ref)
+
+    env = dict(shape.env)
+    env.update(
+        {
+            n["type"]: type,
+            n["owner"]: entry.owner,
+            n["generic"]: generic,
+            n["raw"]: entry.raw,
+            n["method"]: entry.method,
+            n["ref_of"]: ref_of,
+            n["selected"]: selected,
+            n["plain"]: PLAIN,
+            n["norm_result"]: norm_result,
+            n["sels"]: sels,
+        }
+    )
+    namespace: dict[str, Any] = {}
+    code = compile(src, f"<sentinel wrapper {label}>", "exec")
+    exec(code, env, namespace)
+    fn = namespace[entry.method.name]
+    raw = entry.raw
+    # Errors of a bad call name the method as the method itself would.
+    fn.__code__ = fn.__code__.replace(co_qualname=raw.__qualname__)
+    fn.__defaults__ = shape.full_defaults
+    fn.__kwdefaults__ = shape.kwdefaults
+    return fn  # type: ignore[no-any-return]
+
+
+def _object_wrapper(
+    entry: Entry,
+) -> tuple[
+    Callable[..., Any],
+    Callable[[Any], ObjectRef],
+    Callable[..., tuple[bool, ObjectRef | None]],
+]:
+    """The generic wrapper of an instance method, with the two helpers it uses
+    (the object's reference; whether an instance-level or subclass event wants
+    the call)."""
     # The hot path: everything is a local, and the common cases (nobody needs
     # the call; a class-level rule needs it) are decided without calls.
     method = entry.method
@@ -174,7 +294,7 @@ def _object_wrapper(entry: Entry) -> Callable[..., Any]:
             )
         return result
 
-    return event_method
+    return event_method, ref_of, selected
 
 
 def _class_wrapper(entry: Entry) -> Callable[..., Any]:

@@ -4,6 +4,7 @@ failures, recursion and reentrancy."""
 from __future__ import annotations
 
 import enum
+import inspect
 from typing import Any
 
 import pytest
@@ -175,6 +176,21 @@ class TestParameters:
             "result": None,
         }
 
+    def test_parameters_named_like_the_wrappers_own_names(self, det: LocalEventDetector) -> None:
+        # An end-only method's wrapper is generated with the method's parameter
+        # list; its own locals and globals must not capture the parameters.
+        class Odd(Reactive, detector=det):
+            @event
+            def m(self, _e: Any, _p: Any, _r: Any = 3, *, _owner: Any, _method: Any = 5) -> Any:
+                return (_e, _p, _r, _owner, _method)
+
+        seen: list[dict[str, Any]] = []
+        det.rule("r", Odd.m.end, action=lambda occ: seen.append(dict(occ.params)))
+        assert Odd().m(1, 2, _owner=4) == (1, 2, 3, 4, 5)
+        assert seen == [
+            {"_e": 1, "_p": 2, "_r": 3, "_owner": 4, "_method": 5, "result": (1, 2, 3, 4, 5)}
+        ]
+
     def test_a_bad_call_raises_the_methods_own_type_error(
         self, det: LocalEventDetector, Shop: Any
     ) -> None:
@@ -182,6 +198,31 @@ class TestParameters:
         with pytest.raises(TypeError, match="order"):
             Shop().order()
         assert rec.occurrences == []
+
+    def test_a_bad_call_says_what_the_bare_method_says(
+        self, det: LocalEventDetector, Shop: Any
+    ) -> None:
+        Recorder(det)  # the wrapper is installed while something listens
+        shop = Shop()
+        bare = Shop.order.__wrapped__
+        for call in (lambda f: f(shop), lambda f: f(shop, "tea", qty=2, item="jam")):
+            with pytest.raises(TypeError) as wrapped_error:
+                call(Shop.order)
+            with pytest.raises(TypeError) as bare_error:
+                call(bare)
+            assert str(wrapped_error.value) == str(bare_error.value)
+
+    def test_a_positional_only_self(self, det: LocalEventDetector) -> None:
+        class Pos(Reactive, detector=det):
+            @event
+            def m(self, /, x: int, *, y: int = 1) -> int:
+                return x + y
+
+        rec = Recorder(det)
+        assert Pos().m(2, y=3) == 5
+        assert dict(rec.occurrences[0].params) == {"x": 2, "y": 3, "result": 5}
+        assert inspect.signature(Pos.m) == inspect.signature(Pos.m.__wrapped__)
+        assert "(self, /, x" in str(inspect.signature(Pos.m))
 
     def test_values_are_made_loggable(self, det: LocalEventDetector, Shop: Any) -> None:
         class Colour(enum.Enum):
