@@ -4,7 +4,7 @@
 log rows (:data:`LOG_SCHEMA`; pandas DataFrames are accepted too) to an iterator
 of record batches of detections (:data:`DETECTION_SCHEMA`). It is the whole of
 replay: the local engine calls it once over the log, the Spark engine once per
-partition (``mapInArrow`` or the replay data source). It needs no Spark.
+partition (in ``mapInArrow``). It needs no Spark.
 
 Input order is the contract:
 

@@ -6,10 +6,13 @@ How the log reaches the workers decides the plan:
 an export or a database (the fast path)
     the driver checks the source and plans partitions that are already whole
     scopes in ``(scope, t_occ)`` order: groups of an export's bucket files, or
-    scope ranges of the database's ``(scope, t_occ)`` index. The Python data
-    source ``sentinel_replay`` reads each partition in a worker (pyarrow, or
-    SQLAlchemy: no JVM-side JDBC driver) and replays it right there; only
-    detections cross into the JVM. No shuffle, no sort.
+    scope ranges of the database's ``(scope, t_occ)`` index. One Spark task
+    per planned partition (``spark.range`` numbers them; ``mapInArrow`` runs
+    the step) reads it in a Python worker (pyarrow, or SQLAlchemy: no JVM-side
+    JDBC driver) and replays it right there; only detections, or with ``out``
+    only per-rule counts, cross into the JVM. No shuffle, no sort. (The Python
+    data source ``sentinel_log`` reads the same plans as log rows, for
+    :func:`read_log`.)
 any DataFrame of log rows (:func:`replay_dataframe`)
     ``repartition`` by scope, ``sortWithinPartitions`` by ``(scope, t_occ)``,
     then ``mapInArrow`` with the replay step.
@@ -77,7 +80,6 @@ __all__ = [
     "DETECTION_STRUCT",
     "LOG_STRUCT",
     "LogDataSource",
-    "ReplayDataSource",
     "read_log",
     "replay_dataframe",
     "replay_spark",
@@ -116,8 +118,52 @@ def session(master: str = "local[*]", *, remote: str | None = None, **conf: str)
     return builder.getOrCreate()
 
 
-# -- the Python data sources ------------------------------------------------------------
-class _PlannedReader(DataSourceReader):
+# -- planned partitions: the replay, and the Python data source of log rows --------------
+def _planned_rows(plan: dict[str, Any], url: str | None, spec: Any) -> Iterator[pa.RecordBatch]:
+    """The log rows of one planned partition: ``spec`` is a group of export files
+    or a ``(low, high)`` scope range of the database at ``url``."""
+    events = plan.get("events")
+    if plan["kind"] == "export":
+        for batch in read_export_files(spec):
+            yield select_events(batch, events)
+        return
+    db = DatabaseSource(
+        url or "",
+        schema=plan.get("schema"),
+        prefix=plan.get("prefix") or DEFAULT_PREFIX,
+        chunk_size=int(plan.get("chunk_size") or 10_000),
+        check=False,  # the driver checked
+    )
+    try:
+        lo, hi = spec
+        yield from db.batches(plan["order"], events=events, scope_range=(lo, hi))
+    finally:
+        db.close()
+
+
+def _replay_planned(
+    ids: Iterator[pa.RecordBatch], *, plan: dict[str, Any], url: str | None
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` step over ``spark.range`` (one id per Spark partition):
+    read planned partition ``id`` and replay it here, yielding its detections
+    (or, when the plan names an ``out`` directory, writing them there and
+    yielding the summary)."""
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            rows = _planned_rows(plan, url, plan["partitions"][index])
+            if plan.get("out"):
+                yield from replay_to_parquet(
+                    rows,
+                    plan["rules"],
+                    out=plan["out"],
+                    name=f"scope-{index:05d}",
+                    only=plan["only"],
+                )
+            else:
+                yield from replay_batches(rows, plan["rules"], order="scope", only=plan["only"])
+
+
+class _LogReader(DataSourceReader):
     """Reads the partitions the driver planned (option ``plan``, JSON)."""
 
     def __init__(self, options: Any, schema: Any) -> None:
@@ -128,57 +174,12 @@ class _PlannedReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return [InputPartition([i, p]) for i, p in enumerate(self.plan["partitions"])]
 
-    def rows(self, spec: Any) -> Iterator[pa.RecordBatch]:
-        plan = self.plan
-        events = plan.get("events")
-        if plan["kind"] == "export":
-            for batch in read_export_files(spec):
-                yield select_events(batch, events)
-            return
-        db = DatabaseSource(
-            self.url or "",
-            schema=plan.get("schema"),
-            prefix=plan.get("prefix") or DEFAULT_PREFIX,
-            chunk_size=int(plan.get("chunk_size") or 10_000),
-            check=False,  # the driver checked
-        )
-        try:
-            lo, hi = spec
-            yield from db.batches(plan["order"], events=events, scope_range=(lo, hi))
-        finally:
-            db.close()
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        raise NotImplementedError
-
-
-class _LogReader(_PlannedReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         expected = to_arrow_schema(self.schema, timezone="UTC")
-        for batch in self.rows(partition.value[1]):
+        for batch in _planned_rows(self.plan, self.url, partition.value[1]):
             yield pa.RecordBatch.from_arrays(
                 [batch.column(c) for c in LOG_COLUMNS], schema=expected
             )
-
-
-class _ReplayReader(_PlannedReader):
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        plan = self.plan
-        expected = to_arrow_schema(self.schema, timezone="UTC")
-        index, spec = partition.value
-        rows = self.rows(spec)
-        if plan.get("out"):
-            batches = replay_to_parquet(
-                rows,
-                plan["rules"],
-                out=plan["out"],
-                name=f"scope-{index:05d}",
-                only=plan["only"],
-            )
-        else:
-            batches = replay_batches(rows, plan["rules"], order="scope", only=plan["only"])
-        for batch in batches:
-            yield pa.RecordBatch.from_arrays(batch.columns, schema=expected)
 
 
 class LogDataSource(DataSource):
@@ -196,24 +197,8 @@ class LogDataSource(DataSource):
         return _LogReader(self.options, schema)
 
 
-class ReplayDataSource(DataSource):
-    """``sentinel_replay``: the detections (:data:`DETECTION_STRUCT`) of the
-    partitions the driver planned, each replayed in the worker that reads it."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "sentinel_replay"
-
-    def schema(self) -> Any:
-        return SUMMARY_STRUCT if json.loads(self.options["plan"]).get("out") else DETECTION_STRUCT
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return _ReplayReader(self.options, schema)
-
-
 def _register(spark: SparkSession) -> None:
     spark.dataSource.register(LogDataSource)
-    spark.dataSource.register(ReplayDataSource)
 
 
 def _plan(
@@ -514,6 +499,19 @@ def replay_spark(
     return result
 
 
+def _replay_plan(spark: SparkSession, plan: dict[str, Any], url: str | None) -> DataFrame:
+    """The detections (or, with ``out``, the summaries) of the planned
+    partitions, each read and replayed in one Spark task: ``spark.range`` gives
+    each task its partition's index. (A Python data source would do the same at
+    the price of extra Python planning workers, several seconds of start-up.)"""
+    struct = SUMMARY_STRUCT if plan.get("out") else DETECTION_STRUCT
+    n = len(plan["partitions"])
+    if not n:
+        return spark.createDataFrame([], struct)
+    step = functools.partial(_replay_planned, plan=plan, url=url)
+    return spark.range(0, n, 1, numPartitions=n).mapInArrow(step, struct)
+
+
 def _passes(det: Any) -> list[str]:
     passes = []
     if per_scope_rules(det):
@@ -541,7 +539,7 @@ def _replay_source(
             len(src.files) if isinstance(src, ExportSource) else _default_partitions(spark)
         )
         plan, options = _plan(src, n, order="scope", events=None, rules=ref, only=scoped, out=out)
-        parts.append(_load(spark, "sentinel_replay", plan, options))
+        parts.append(_replay_plan(spark, plan, options.get(_URL_OPTION)))
     if spanning:
         wanted = _wanted(det, spanning)
         if isinstance(src, ExportSource):
