@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from keyword import iskeyword
+from types import FunctionType
 from typing import Any
 
 import wrapt
@@ -67,11 +69,31 @@ def make_wrapper(entry: Entry) -> Callable[..., Any]:
     if entry.method.kind == METHOD:
         generic, ref_of, selected = _object_wrapper(entry)
         fn = generic
-        if BEGIN not in entry.method.declaration.phases and entry.shape.first is not None:
+        if _can_generate(entry):
             fn = _end_only_wrapper(entry, generic, ref_of, selected)
         functools.update_wrapper(fn, entry.raw)
         return fn
     return wrapt.FunctionWrapper(entry.raw, _class_wrapper(entry))
+
+
+def _can_generate(entry: Entry) -> bool:
+    """Whether :func:`_end_only_wrapper` can stand in for the generic wrapper:
+    an end event only, and a plain function whose parameter list is its own
+    (a decorator's ``__wrapped__`` or a ``__signature__`` would give the
+    wrapper another function's parameters), named by an identifier, whose first
+    parameter has no default (a call without it must fail as the generic
+    wrapper's does)."""
+    f = entry.raw
+    name = entry.method.name
+    if BEGIN in entry.method.declaration.phases or entry.shape.first is None:
+        return False
+    if type(f) is not FunctionType or hasattr(f, "__wrapped__") or hasattr(f, "__signature__"):
+        return False
+    if not name.isidentifier() or iskeyword(name):
+        return False
+    code = f.__code__
+    positional = code.co_argcount  # the first parameter is positional (checked at declaration)
+    return not f.__defaults__ or len(f.__defaults__) < positional
 
 
 def _end_only_wrapper(
@@ -86,7 +108,8 @@ def _end_only_wrapper(
     or a binder call, and the detector is called positionally (:meth:`emit`).
     It does what :func:`_object_wrapper`'s wrapper does, step for step; calls it
     does not handle itself (a ``super()`` call, an object of a class that was
-    not set up) go to that wrapper."""
+    not set up) go to that wrapper. Defaults are the method's when the wrapper
+    is made (it passes them on explicitly)."""
     shape = entry.shape
     me = shape.first
     assert me is not None

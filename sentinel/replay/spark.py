@@ -258,6 +258,8 @@ def read_log(
     src.check()
     if isinstance(src, ExportSource) and order != "scope":
         # Buckets are sorted by scope: another order needs Spark's sort.
+        if not src.files:  # an empty export: Spark cannot read a schema from no files
+            return spark.createDataFrame([], LOG_STRUCT)
         df = spark.read.parquet(*[str(f) for f in src.files]).select(*LOG_COLUMNS)
         if events is not None:
             df = df.filter(F.col("event").isin(sorted(events)))
@@ -543,9 +545,12 @@ def _replay_source(
     if spanning:
         wanted = _wanted(det, spanning)
         if isinstance(src, ExportSource):
-            rows = spark.read.parquet(*[str(f) for f in src.files])
-            if wanted is not None:
-                rows = rows.filter(F.col("event").isin(wanted))
+            if src.files:
+                rows = spark.read.parquet(*[str(f) for f in src.files])
+                if wanted is not None:
+                    rows = rows.filter(F.col("event").isin(wanted))
+            else:  # an empty export: Spark cannot read a schema from no files
+                rows = spark.createDataFrame([], LOG_STRUCT)
         else:
             plan, options = _plan(src, _default_partitions(spark), order="t_occ", events=wanted)
             rows = _load(spark, "sentinel_log", plan, options)

@@ -4,6 +4,7 @@ failures, recursion and reentrancy."""
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 from typing import Any
 
@@ -211,6 +212,46 @@ class TestParameters:
             with pytest.raises(TypeError) as bare_error:
                 call(bare)
             assert str(wrapped_error.value) == str(bare_error.value)
+
+    def test_a_decorated_method_keeps_its_decorators_parameters(
+        self, det: LocalEventDetector
+    ) -> None:
+        # functools.wraps gives the decorator's function the inner signature;
+        # the wrapper must still call the decorator with what the caller passed.
+        def logged(f: Any) -> Any:
+            @functools.wraps(f)
+            def inner(self: Any, *a: Any, verbose: bool = False, **k: Any) -> Any:
+                return (verbose, len(a), f(self, *a, **k))
+
+            return inner
+
+        class A(Reactive, detector=det):
+            @event
+            @logged
+            def m(self, x: int, y: int = 2) -> int:
+                return x + y
+
+        a = A()
+        before = (a.m(1), a.m(1, verbose=True))
+        rec = Recorder(det)
+        assert (a.m(1), a.m(1, verbose=True)) == before == ((False, 1, 3), (True, 1, 3))
+        # Parameters are bound by the method's own signature: the call that fits
+        # only the decorator's runs, unsignalled (documented in reactive.md).
+        assert [dict(o.params) for o in rec.occurrences] == [
+            {"x": 1, "y": 2, "result": (False, 1, 3)}
+        ]
+
+    def test_a_first_parameter_with_a_default(self, det: LocalEventDetector) -> None:
+        class A(Reactive, detector=det):
+            @event
+            def m(self: Any = None) -> str:
+                return "ran"
+
+        rec = Recorder(det)
+        assert A().m() == "ran"
+        assert len(rec.occurrences) == 1
+        with pytest.raises(TypeError):
+            A.m()  # no object: as the wrapper of any event method says
 
     def test_a_positional_only_self(self, det: LocalEventDetector) -> None:
         class Pos(Reactive, detector=det):

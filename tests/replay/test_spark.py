@@ -103,3 +103,15 @@ def test_an_empty_log_has_no_detections(spark: Any, tmp_path: Path) -> None:
     result = replay(log_table([]), MATRIX, engine="spark", spark=spark, out=tmp_path / "o")
     assert result.detections == 0 and result.events == 0
     assert set(result.per_rule or {}) == set(matrix_detector().rules)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_an_empty_export_has_no_detections_even_for_rules_spanning_transactions(
+    engine: sa.Engine, spark: Any, tmp_path: Path
+) -> None:
+    migrate.upgrade(engine)
+    export_log(engine, tmp_path / "export")
+    result = replay(tmp_path / "export", MATRIX, engine="spark", spark=spark, out=tmp_path / "o")
+    assert "t_occ" in result.passes  # the matrix has rules with flush=False
+    assert result.detections == 0 and result.events == 0
+    assert read_log(spark, tmp_path / "export", order="t_occ").count() == 0
