@@ -235,9 +235,7 @@ class EventDetector:
         ch = self._explicit.get(name)
         if ch is None:
             raise UnknownEventError(name, self._explicit, where="signal()")
-        if self._muted and get_ident() in self._muted:
-            return None
-        return self._fire(ch, (), params, None, self._scope_var.get() or self._process_view())
+        return self.emit(ch, params, None, (), None)
 
     def notify(
         self,
@@ -253,27 +251,7 @@ class EventDetector:
         :meth:`signal` used by other layers). ``selectors`` pick the
         selector-carrying primitive events that also receive it. ``params`` is
         owned by the occurrence from now on."""
-        if self._muted and get_ident() in self._muted:
-            return None
-        if scope is None:
-            scope = self._scope_var.get() or self._process_view()
-        return self._fire(channel, selectors, params, source, scope, timestamp)
-
-    def emit(
-        self,
-        channel: Channel,
-        params: dict[str, Any],
-        source: Hashable | None,
-        selectors: tuple[Hashable, ...],
-        scope: Scope | None,
-    ) -> Occurrence | None:
-        """:meth:`notify` with every argument positional: the reactive layer's
-        per-call path, where keyword passing costs a measurable share."""
-        if self._muted and get_ident() in self._muted:
-            return None
-        if scope is None:
-            scope = self._scope_var.get() or self._process_view()
-        return self._fire(channel, selectors, params, source, scope)
+        return self.emit(channel, params, source, selectors, scope, timestamp)
 
     def _fire(
         self,
@@ -282,8 +260,30 @@ class EventDetector:
         params: dict[str, Any],
         source: Hashable | None,
         scope: Scope,
-        timestamp: float | None = None,
     ) -> Occurrence:
+        """Signal in ``scope`` even from a muted thread (transaction events)."""
+        occ = self.emit(channel, params, source, selectors, scope, None, False)
+        assert occ is not None
+        return occ
+
+    def emit(
+        self,
+        channel: Channel,
+        params: dict[str, Any],
+        source: Hashable | None,
+        selectors: tuple[Hashable, ...],
+        scope: Scope | None,
+        timestamp: float | None = None,
+        muting: bool = True,
+    ) -> Occurrence | None:
+        """:meth:`notify` with every argument positional: the reactive layer's
+        per-call path, where keyword passing costs a measurable share.
+        ``scope`` ``None`` is the current scope; ``muting=False`` signals even
+        from a thread whose signals are muted."""
+        if muting and self._muted and get_ident() in self._muted:
+            return None
+        if scope is None:
+            scope = self._scope_var.get() or self._process_view()
         # The hot path of every signal: one lock, one tuple, one call per leaf
         # target. Rules run after the lock is released. The targets are read under
         # the lock: a rule deleted meanwhile must not leave a stale target.
