@@ -267,7 +267,6 @@ def export(
 ) -> None:
     """Export the event log to Parquet, in the layout replay reads fastest."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from sentinel.replay.export import export_log
     from sentinel.replay.sources import DatabaseSource
@@ -279,14 +278,7 @@ def export(
     finally:
         db.close()
     console = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
+    with _progress(console) as bar:
         task = bar.add_task("exporting", total=total)
         manifest = export_log(
             url,
@@ -392,7 +384,6 @@ def replay_command(
     import time
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     from rich.table import Table
 
     try:
@@ -423,14 +414,7 @@ def replay_command(
             close = getattr(src, "close", None)
             if close is not None:
                 close()
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
+        with _progress(console) as bar:
             task = bar.add_task("replaying", total=total)
             result = replay(
                 source,
@@ -666,3 +650,17 @@ def _dot(det: Any) -> str:
             lines.append(f"  {src} -> {name};")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _progress(console: Any) -> Any:
+    """The progress bar of the long-running commands (on stderr, gone when done)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )

@@ -253,19 +253,6 @@ class EventDetector:
         owned by the occurrence from now on."""
         return self.emit(channel, params, source, selectors, scope, timestamp)
 
-    def _fire(
-        self,
-        channel: Channel,
-        selectors: tuple[Hashable, ...],
-        params: dict[str, Any],
-        source: Hashable | None,
-        scope: Scope,
-    ) -> Occurrence:
-        """Signal in ``scope`` even from a muted thread (transaction events)."""
-        occ = self.emit(channel, params, source, selectors, scope, None, False)
-        assert occ is not None
-        return occ
-
     def emit(
         self,
         channel: Channel,
@@ -279,7 +266,7 @@ class EventDetector:
         """:meth:`notify` with every argument positional: the reactive layer's
         per-call path, where keyword passing costs a measurable share.
         ``scope`` ``None`` is the current scope; ``muting=False`` signals even
-        from a thread whose signals are muted."""
+        from a thread whose signals are muted (the transaction events)."""
         if muting and self._muted and get_ident() in self._muted:
             return None
         if scope is None:
@@ -591,7 +578,7 @@ class EventDetector:
         """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
         scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
         self._scopes.add(scope)
-        self._fire(self._channels["txn:begin"], (), {}, None, scope)
+        self.emit(self._channels["txn:begin"], {}, None, (), scope, None, False)
         return scope
 
     def scope(self, id: Hashable) -> Scope:
@@ -616,13 +603,13 @@ class EventDetector:
     def pre_commit(self, scope: Scope) -> None:
         """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
         scope._check_active("pre-commit")
-        self._fire(self._channels["txn:pre_commit"], (), {}, None, scope)
+        self.emit(self._channels["txn:pre_commit"], {}, None, (), scope, None, False)
 
     def commit(self, scope: Scope) -> None:
         """Signal ``txn:commit`` in ``scope``, then flush it."""
         scope._check_active("commit")
         try:
-            self._fire(self._channels["txn:commit"], (), {}, None, scope)
+            self.emit(self._channels["txn:commit"], {}, None, (), scope, None, False)
         finally:
             scope.status = "committed"
             self.flush(scope)
@@ -634,7 +621,7 @@ class EventDetector:
             return
         scope._check_active("abort")
         try:
-            self._fire(self._channels["txn:abort"], (), {}, None, scope)
+            self.emit(self._channels["txn:abort"], {}, None, (), scope, None, False)
         finally:
             scope.status = "aborted"
             self.flush(scope)

@@ -55,11 +55,13 @@ class CallShape:
     kwdefaults: dict[str, Any] | None
     names: frozenset[str]
 
-    def compile(self, src: str, name: str, filename: str) -> Any:
-        """Run ``src`` with (a copy of) :attr:`env` as its globals; return the
-        function it defines under ``name``."""
+    def compile(
+        self, src: str, name: str, filename: str, extra: dict[str, Any] | None = None
+    ) -> Any:
+        """Run ``src`` with :attr:`env` (and ``extra``) as its globals; return
+        the function it defines under ``name``."""
         namespace: dict[str, Any] = {}
-        exec(compile(src, filename, "exec"), dict(self.env), namespace)
+        exec(compile(src, filename, "exec"), {**self.env, **(extra or {})}, namespace)
         return namespace[name]
 
 
@@ -157,31 +159,14 @@ def _head(
     return ", ".join(head), tuple(defaults) or None, kwdefaults or None
 
 
-def make_binder(
-    signature: inspect.Signature | CallShape,
-    *,
-    skip_first: bool = True,
-    exclude: Iterable[str] = (),
-    normalize: Normalizer | None = None,
-    plain: frozenset[type] = frozenset(),
-) -> Binder:
-    """A function taking the same arguments as ``signature`` (without its first
-    parameter when ``skip_first``) and returning ``{name: value}`` for every
-    parameter not in ``exclude``, defaults applied. ``*args`` binds to a tuple and
-    ``**kwargs`` to a dict under their own names.
-
-    With ``normalize``, each value whose type is not in ``plain`` is replaced by
-    ``normalize(value, name)`` (which may raise). Raises ``TypeError``, like the
-    method would, when called with arguments that do not fit. ``signature`` may
-    be a :class:`CallShape` made already (the other arguments are then unused).
-    """
-    shape = (
-        signature
-        if isinstance(signature, CallShape)
-        else call_shape(
-            signature, skip_first=skip_first, exclude=exclude, normalize=normalize, plain=plain
-        )
-    )
+def make_binder(shape: CallShape) -> Binder:
+    """A function taking the arguments of ``shape``'s signature (without its
+    first parameter when :func:`call_shape` skipped it) and returning
+    ``{name: value}`` for every parameter not excluded, defaults applied,
+    values normalized as :attr:`CallShape.values` says. ``*args`` binds to a
+    tuple and ``**kwargs`` to a dict under their own names. Raises
+    ``TypeError``, like the method would, when called with arguments that do not
+    fit."""
     fn: Binder = shape.compile(
         f"def bind({shape.head}):\n    return {shape.values}\n", "bind", "<sentinel binder>"
     )

@@ -175,25 +175,19 @@ def {entry.method.name}({shape.full_head}):
     def norm_result(value: Any) -> Any:
         return normalize(value, event=label, param="result", ref=param_ref)
 
-    env = dict(shape.env)
-    env.update(
-        {
-            n["type"]: type,
-            n["owner"]: entry.owner,
-            n["generic"]: generic,
-            n["raw"]: entry.raw,
-            n["method"]: entry.method,
-            n["ref_of"]: ref_of,
-            n["selected"]: selected,
-            n["plain"]: PLAIN,
-            n["norm_result"]: norm_result,
-            n["sels"]: sels,
-        }
-    )
-    namespace: dict[str, Any] = {}
-    code = compile(src, f"<sentinel wrapper {label}>", "exec")
-    exec(code, env, namespace)
-    fn = namespace[entry.method.name]
+    env = {
+        n["type"]: type,
+        n["owner"]: entry.owner,
+        n["generic"]: generic,
+        n["raw"]: entry.raw,
+        n["method"]: entry.method,
+        n["ref_of"]: ref_of,
+        n["selected"]: selected,
+        n["plain"]: PLAIN,
+        n["norm_result"]: norm_result,
+        n["sels"]: sels,
+    }
+    fn = shape.compile(src, entry.method.name, f"<sentinel wrapper {label}>", env)
     raw = entry.raw
     # Errors of a bad call name the method as the method itself would.
     fn.__code__ = fn.__code__.replace(co_qualname=raw.__qualname__)
@@ -280,12 +274,12 @@ def _object_wrapper(
         if nb:
             if ref is None:
                 ref = ref_of(instance)
-            det.notify(
+            det.emit(
                 b,  # type: ignore[arg-type]
                 dict(params) if e is not None else params,
-                source=ref,
-                selectors=(*sels, ref) if sels else (ref,),
-                scope=hook(instance) if hook is not None else None,
+                ref,
+                (*sels, ref) if sels else (ref,),
+                hook(instance) if hook is not None else None,
             )
         result = raw(instance, *args, **kwargs)
         e = method.end
@@ -308,12 +302,12 @@ def _object_wrapper(
                 if type(result) in PLAIN
                 else normalize(result, event=label, param="result", ref=param_ref)
             )
-            det.notify(
+            det.emit(
                 e,
                 params,
-                source=ref,
-                selectors=(*sels, ref) if sels else (ref,),
-                scope=hook(instance) if hook is not None else None,
+                ref,
+                (*sels, ref) if sels else (ref,),
+                hook(instance) if hook is not None else None,
             )
         return result
 

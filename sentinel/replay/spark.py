@@ -258,11 +258,7 @@ def read_log(
     src.check()
     if isinstance(src, ExportSource) and order != "scope":
         # Buckets are sorted by scope: another order needs Spark's sort.
-        if not src.files:  # an empty export: Spark cannot read a schema from no files
-            return spark.createDataFrame([], LOG_STRUCT)
-        df = spark.read.parquet(*[str(f) for f in src.files]).select(*LOG_COLUMNS)
-        if events is not None:
-            df = df.filter(F.col("event").isin(sorted(events)))
+        df = _export_rows(spark, src, None if events is None else sorted(events))
         n = partitions or _default_partitions(spark)
         return df.repartition(n, "scope").sortWithinPartitions(order, "scope")
     if partitions is None:
@@ -274,6 +270,18 @@ def read_log(
         events=None if events is None else sorted(events),
     )
     return _load(spark, "sentinel_log", plan, options)
+
+
+def _export_rows(spark: SparkSession, src: ExportSource, events: list[str] | None) -> DataFrame:
+    """An export's log rows read by Spark's Parquet reader (only ``events``,
+    when given); an empty export is an empty DataFrame (Spark cannot infer a
+    schema from no files)."""
+    if not src.files:
+        return spark.createDataFrame([], LOG_STRUCT)
+    df = spark.read.parquet(*[str(f) for f in src.files]).select(*LOG_COLUMNS)
+    if events is not None:
+        df = df.filter(F.col("event").isin(events))
+    return df
 
 
 def _default_partitions(spark: SparkSession) -> int:
@@ -545,12 +553,7 @@ def _replay_source(
     if spanning:
         wanted = _wanted(det, spanning)
         if isinstance(src, ExportSource):
-            if src.files:
-                rows = spark.read.parquet(*[str(f) for f in src.files])
-                if wanted is not None:
-                    rows = rows.filter(F.col("event").isin(wanted))
-            else:  # an empty export: Spark cannot read a schema from no files
-                rows = spark.createDataFrame([], LOG_STRUCT)
+            rows = _export_rows(spark, src, wanted)
         else:
             plan, options = _plan(src, _default_partitions(spark), order="t_occ", events=wanted)
             rows = _load(spark, "sentinel_log", plan, options)
