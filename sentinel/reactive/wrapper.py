@@ -126,11 +126,27 @@ def _end_only_wrapper(
         for k in (
             "type", "owner", "generic", "raw", "method", "ref_of", "selected", "plain",
             "norm_result", "e", "d", "p", "r", "ref", "ok", "hub", "hook", "sels",
+            "by_id", "id", "k",
         )
     }  # fmt: skip
     sels = entry.selectors
     label = entry.label
     fwd = f"{me}, {shape.forward}" if shape.forward else me
+    ref_lookup = f"""\
+        {n["ref"]} = {n["ref_of"]}({me})"""
+    if entry.owner.__dictoffset__:
+        # ref_of inlined for an object whose reference is already known (one call
+        # less); an ORM object (it has _sa_instance_state) is referred to by its
+        # current primary key instead, as ref_of does.
+        ref_lookup = f"""\
+        {n["k"]} = {n["by_id"]}.get({n["id"]}({me}))
+        if (
+            {n["k"]} is not None and {n["k"]}[0]() is {me}
+            and "_sa_instance_state" not in {me}.__dict__
+        ):
+            {n["ref"]} = {n["k"]}[1]
+        else:
+            {n["ref"]} = {n["ref_of"]}({me})"""
     selectors = f"(*{n['sels']}, {n['ref']})" if sels else f"({n['ref']},)"
     src = f"""\
 def {entry.method.name}({shape.full_head}):
@@ -151,7 +167,7 @@ def {entry.method.name}({shape.full_head}):
     if {n["e"]} is None:
         return {n["r"]}
     if {n["method"]}.always or {n["e"]}.any:
-        {n["ref"]} = {n["ref_of"]}({me})
+{ref_lookup}
     elif {n["e"]}.selected:
         {n["ok"]}, {n["ref"]} = {n["selected"]}({n["e"]}.selected, {me}, None)
         if not {n["ok"]}:
@@ -186,6 +202,8 @@ def {entry.method.name}({shape.full_head}):
         n["plain"]: PLAIN,
         n["norm_result"]: norm_result,
         n["sels"]: sels,
+        n["by_id"]: LOCAL.by_id,
+        n["id"]: id,
     }
     fn = shape.compile(src, entry.method.name, f"<sentinel wrapper {label}>", env)
     raw = entry.raw
