@@ -25,12 +25,16 @@ and the error a condition raised (``condition`` is then null).
 
 from __future__ import annotations
 
+import functools
+import gc
+import threading
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import itemgetter
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sentinel.errors import ReplayError, ReplaySourceError
 from sentinel.log.records import source_ref
@@ -41,7 +45,6 @@ from sentinel.replay.recorder import (
     LazyParams,
     ReplayDetector,
     decode_params,
-    key_params,
 )
 from sentinel.replay.rules import Rules, resolve_rules, rule_events
 
@@ -97,6 +100,47 @@ _new = tuple.__new__
 _t_occ = itemgetter(1)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: While replaying, the cyclic garbage collector's youngest generation waits for
+#: this many allocations (CPython's default: 700).
+GC_YOUNG_THRESHOLD: Final = 100_000
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_saved: tuple[int, ...] = ()
+
+
+def _fewer_collections(method: _F) -> _F:
+    """Run ``method`` with the cyclic garbage collector tuned for replay.
+
+    Replay allocates millions of short-lived, acyclic containers (occurrences,
+    their parameters, detections) and holds tens of thousands of them at once
+    (the detections not yet taken). With CPython's default thresholds the
+    collector runs thousands of times per million rows, and each full
+    collection traverses everything held: about a third of replay's time. The
+    youngest generation's threshold is raised to :data:`GC_YOUNG_THRESHOLD`
+    while any replayer in the process is working, and restored after.
+    """
+
+    @functools.wraps(method)
+    def tuned(*args: Any, **kwargs: Any) -> Any:
+        global _gc_users, _gc_saved
+        with _gc_lock:
+            if not _gc_users:
+                _gc_saved = gc.get_threshold()
+                gc.set_threshold(max(_gc_saved[0], GC_YOUNG_THRESHOLD), *_gc_saved[1:])
+            _gc_users += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            with _gc_lock:
+                _gc_users -= 1
+                if not _gc_users:
+                    gc.set_threshold(*_gc_saved)
+
+    return tuned  # type: ignore[return-value]
+
+
 class Replayer:
     """Feeds log rows to a fresh replay detector and collects its detections.
 
@@ -135,7 +179,7 @@ class Replayer:
         self.order: Order = order
         self.listened, self.keyed = rule_events(active)
         # Per event name: _SKIP (nothing listens), _LAZY (decode parameters when
-        # read), _FULL (decode them now), or the parameter names to read now.
+        # read) or _NOW (detection reads them: decode them now).
         self._modes: dict[str, Any] = {}
         self.rows = 0
         self.per_rule: Counter[str] = Counter()
@@ -146,8 +190,11 @@ class Replayer:
         self._outcome: str | None = None
         self._open: dict[Any, tuple[Any, str | None]] = {}
         self._refs: dict[tuple[str, str | None], Any] = {}
+        wanted = self.needed_events()
+        self._wanted = None if wanted is None else pa.array(wanted, pa.string())
 
     # -- input -----------------------------------------------------------------------
+    @_fewer_collections
     def feed(self, batch: pa.RecordBatch | Any) -> None:
         """Replay one batch of log rows (a record batch, a table or a pandas
         DataFrame with the :data:`LOG_SCHEMA` columns)."""
@@ -159,6 +206,10 @@ class Replayer:
         n = batch.num_rows
         if not n:
             return
+        self.rows += n
+        if self._wanted is not None and "event" in batch.schema.names:
+            # Rows nothing listens to are dropped in Arrow, not looped over.
+            batch = batch.filter(pc.is_in(batch.column("event"), value_set=self._wanted))
         try:
             cols = [batch.column(name).to_pylist() for name in LOG_COLUMNS]
         except KeyError as err:
@@ -168,7 +219,6 @@ class Replayer:
                 f"{', '.join(LOG_COLUMNS)}",
                 source="input batch",
             ) from err
-        self.rows += n
         if self.order == "scope":
             self._feed_by_scope(cols)
         else:
@@ -181,11 +231,9 @@ class Replayer:
         if not self.detector.listens(event):
             mode: Any = _SKIP
         elif event not in self.listened:
-            mode = _FULL  # routed by a layer (temporal ticks): it may read anything
+            mode = _NOW  # routed by a layer (temporal ticks): it may read anything
         else:
-            mode = self.keyed.get(event, _LAZY)
-            if mode is None:
-                mode = _FULL
+            mode = _NOW if event in self.keyed else _LAZY
         self._modes[event] = mode
         return mode
 
@@ -213,8 +261,9 @@ class Replayer:
                     p = LazyParams()
                     p.raw = text
                     p.pending = text != "{}"
-                    if m is not _LAZY and p.pending:
-                        _read_keys(p, text, m)
+                    if m is _NOW and p.pending:
+                        p.update(decode_params(text))
+                        p.pending = False
                     if sc is None:
                         source = None
                     else:
@@ -244,8 +293,9 @@ class Replayer:
                         p = LazyParams()
                         p.raw = text
                         p.pending = text != "{}"
-                        if m is not _LAZY and p.pending:
-                            _read_keys(p, text, m)
+                        if m is _NOW and p.pending:
+                            p.update(decode_params(text))
+                            p.pending = False
                         if sc is None:
                             source = None
                         else:
@@ -273,6 +323,7 @@ class Replayer:
         # as committed hands its detached rules over, as online does at once.
         self.detector.end_scope(scope, "aborted" if outcome == "aborted" else "committed")
 
+    @_fewer_collections
     def finish(self) -> None:
         """End the scopes still open (the input is over)."""
         if self._scope is not None:
@@ -296,6 +347,7 @@ class Replayer:
         """How many detections are waiting to be taken."""
         return len(self._records)
 
+    @_fewer_collections
     def take(self) -> pa.RecordBatch:
         """The detections recorded since the last call, as one record batch."""
         records = self._records[:]
@@ -305,15 +357,18 @@ class Replayer:
         names, couplings, scopes, occs, conditions, errors = zip(*records, strict=True)
         self.per_rule.update(names)
         t_occs = [o[1] for o in occs]
+        # Each detection's constituents, flattened: their scopes, t_occs and
+        # parameters' JSON texts, with one offset per detection. Arrow joins the
+        # texts into each detection's JSON array.
         offsets = [0]
         flat_scopes: list[Any] = []
         flat_t: list[int] = []
-        params: list[str] = []
-        add_offset, add_scope, add_t, add_params = (
+        texts: list[str] = []
+        add_offset, add_scope, add_t, add_text = (
             offsets.append,
             flat_scopes.append,
             flat_t.append,
-            params.append,
+            texts.append,
         )
         n = 0
         for occ in occs:
@@ -321,7 +376,7 @@ class Replayer:
                 add_scope(occ[6])
                 add_t(occ[1])
                 p = occ[5]
-                add_params("[" + (p.raw if type(p) is LazyParams else dumps(p)) + "]")
+                add_text(p.raw if type(p) is LazyParams else dumps(p))
                 n += 1
                 add_offset(n)
                 continue
@@ -335,16 +390,15 @@ class Replayer:
                 cons = sorted(parts, key=_t_occ)
             else:
                 cons = occ.constituents
-            texts = []
             for c in cons:
                 add_scope(c[6])
                 add_t(c[1])
                 p = c[5]
-                texts.append(p.raw if type(p) is LazyParams else dumps(p))
-            add_params("[" + ",".join(texts) + "]")
+                add_text(p.raw if type(p) is LazyParams else dumps(p))
             n += len(cons)
             add_offset(n)
         off = pa.array(offsets, pa.int32())
+        joined = pc.binary_join(pa.ListArray.from_arrays(off, pa.array(texts, pa.string())), ",")
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(names, pa.string()),
@@ -353,7 +407,7 @@ class Replayer:
                 pa.array(t_occs, pa.int64()),
                 pa.ListArray.from_arrays(off, pa.array(flat_scopes, pa.string()), type=_STRINGS),
                 pa.ListArray.from_arrays(off, pa.array(flat_t, pa.int64()), type=_INTS),
-                pa.array(params, pa.string()),
+                pc.binary_join_element_wise("[", joined, "]", ""),
                 pa.array(conditions, pa.bool_()),
                 pa.array(errors, pa.string()),
             ],
@@ -363,17 +417,7 @@ class Replayer:
 
 _SKIP: Final = "skip"
 _LAZY: Final = "lazy"
-_FULL: Final = "full"
-
-
-def _read_keys(p: LazyParams, text: str, keys: Any) -> None:
-    """Give ``p`` what detection reads: the values of ``keys`` (or everything)."""
-    found = None if keys is _FULL else key_params(text, keys)
-    if found is None:
-        p.update(decode_params(text))
-        p.pending = False
-    else:
-        p.update(found)
+_NOW: Final = "now"
 
 
 def _as_batch(batch: Any) -> pa.RecordBatch:

@@ -17,10 +17,11 @@ so parameters are never re-encoded.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Collection
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
 
 from sentinel.errors import ReplayError, RuleError
 from sentinel.occurrence import Occurrence
@@ -38,10 +39,10 @@ __all__ = [
     "ReplayDetector",
     "decode_params",
     "fill",
-    "key_params",
 ]
 
-_loads = json.loads
+_fast_loads = orjson.loads
+_FastError = orjson.JSONDecodeError
 
 
 class LazyParams(dict):  # type: ignore[type-arg]
@@ -67,35 +68,30 @@ class LazyParams(dict):  # type: ignore[type-arg]
 
 def decode_params(text: str) -> dict[str, Any]:
     """A log row's ``params`` JSON text as a parameter mapping (tagged values
-    decoded). A flat object of plain values skips the tag decoder."""
-    if "$" not in text and "[" not in text and text.count("{") == 1:
-        return _loads(text)  # type: ignore[no-any-return]
-    return loads(text)
+    decoded).
 
-
-def key_params(text: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """The integer or string values of ``keys`` in the log's JSON text of a
-    parameter mapping, without decoding the rest; ``None`` when the text is not
-    a flat object of plain values or a key's value is of another type (decode it
-    all then). A key that is absent is left out, as decoding would."""
-    if "$" in text or "[" in text or "\\" in text or text.count("{") != 1:
-        return None
-    out: dict[str, Any] = {}
-    for key in keys:
-        # Without escapes a string value holds no quote, so '"key":' is the key.
-        i = text.find(f'"{key}":')
-        if i < 0:
-            continue
-        j = i + len(key) + 3
-        if text[j] == '"':
-            out[key] = text[j + 1 : text.index('"', j + 1)]
-            continue
-        end = text.find(",", j)
-        value = text[j : end if end >= 0 else text.index("}", j)]
-        if not value.lstrip("-").isdigit():
-            return None
-        out[key] = int(value)
+    orjson parses it (about 6x faster than :func:`json.loads` on a log's small
+    objects); a mapping of plain values is then done. Where orjson reads the
+    text otherwise than :mod:`json` does, :mod:`json` reads it: a lone surrogate
+    (orjson refuses it) and an integer beyond 64 bits (orjson reads a float).
+    """
+    try:
+        out: dict[str, Any] = _fast_loads(text)
+    except _FastError:
+        return loads(text)
+    if _PLAIN.issuperset(map(type, out.values())):
+        return out
+    for v in out.values():
+        if type(v) is float:
+            if not -(2.0**63) <= v < 2.0**64:
+                return loads(text)  # perhaps an integer beyond 64 bits
+        elif type(v) in _NESTED:
+            return loads(text)  # tagged values, perhaps nested
     return out
+
+
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
+_NESTED: Final = frozenset({dict, list})
 
 
 def fill(occ: Any) -> None:
@@ -182,13 +178,13 @@ class RecordingScheduler(Scheduler):
             finally:
                 if mine:
                     muted.discard(me)
-        self.records.append((rule.name, rule.coupling.value, self.scope_id, occ, ok, None))
+        self.records.append((rule.name, rule.coupling._value_, self.scope_id, occ, ok, None))
 
     def _failed(self, rule: Rule, occ: Any, ok: bool | None, phase: str, error: Exception) -> None:
         message = (
             str(error) if isinstance(error, RuleError) else str(RuleError(rule.name, phase, error))
         )
-        self.records.append((rule.name, rule.coupling.value, self.scope_id, occ, ok, message))
+        self.records.append((rule.name, rule.coupling._value_, self.scope_id, occ, ok, message))
         raise InstantFailed(message) from error
 
 

@@ -4,6 +4,7 @@ conditions, actions, coupling modes, transaction outcomes, parameters."""
 from __future__ import annotations
 
 import datetime as dt
+import gc
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 from sentinel import LocalEventDetector, ObjectRef, Occurrence
 from sentinel.errors import ReplayError, ReplaySourceError
 from sentinel.replay import DETECTION_SCHEMA, Replayer, log_table, replay, replay_batches
-from sentinel.replay.recorder import LazyParams
+from sentinel.replay.batch import GC_YOUNG_THRESHOLD
+from sentinel.replay.recorder import LazyParams, decode_params
 from tests.replay.workload import Online, RuleSpec, build, replayed, run_steps
 
 
@@ -97,6 +99,19 @@ def test_missing_log_columns_are_reported() -> None:
     det.rule("r", "order", action=print)
     with pytest.raises(ReplaySourceError, match="outcome"):
         list(replay_batches([_rows([("order", 1, "a", {})]).drop_columns(["outcome"])], det))
+
+
+def test_the_garbage_collector_is_tuned_while_replaying_and_restored_after() -> None:
+    det = _detector()
+    during: list[tuple[int, ...]] = []
+    det.rule("r", "order", lambda o: during.append(gc.get_threshold()) or True, action=print)
+    before = gc.get_threshold()
+    assert len(_detections(_rows([("order", 1, "a", {})]), det)) == 1
+    assert during[0][0] == max(before[0], GC_YOUNG_THRESHOLD) and during[0][1:] == before[1:]
+    assert gc.get_threshold() == before
+    with pytest.raises(ReplaySourceError):
+        list(replay_batches([_rows([("order", 1, "a", {})]).drop_columns(["outcome"])], det))
+    assert gc.get_threshold() == before
 
 
 def test_an_empty_partition_yields_nothing() -> None:
@@ -230,12 +245,31 @@ def test_parameters_are_decoded_only_when_read() -> None:
     by_event = {o.event: o[5] for o in kept}
     assert isinstance(by_event["order"], LazyParams) and by_event["order"].pending
     assert by_event["order"].raw == '{"x":1}' and dict(by_event["order"]) == {}
-    assert by_event["ship"] == {"id": 1}  # the key only: what the router reads
+    ships = [o[5] for o in kept if o.event == "ship"]
+    # The router reads the key: those parameters are decoded as they are read in.
+    assert ships == [{"id": 1, "n": 5}, {"id": 1}] and not any(p.pending for p in ships)
     replayer.finish()
     assert [d["params"] for d in replayer.take().to_pylist()] == [
         '[{"x":1},{"x":2}]',
         '[{"id":1,"n":5},{"id":1}]',
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n":1,"s":"caf\\u00e9","f":1.5,"b":true,"z":null}',
+        '{"big":123456789012345678901234567890,"f":2.5}',  # beyond 64 bits: orjson reads a float
+        '{"small":-123456789012345678901234567890}',
+        '{"f":1e300,"g":-1e300,"u64":18446744073709551615,"i64":-9223372036854775808}',
+        '{"s":"\\ud800"}',  # a lone surrogate: orjson refuses
+        '{"when":{"$datetime":"2024-01-02T03:04:05+00:00"}}',  # tagged
+    ],
+)
+def test_logged_parameters_decode_as_the_json_module_reads_them(text: str) -> None:
+    from sentinel.params import loads
+
+    assert decode_params(text) == loads(text)
 
 
 def test_sources_become_object_references() -> None:
