@@ -25,7 +25,11 @@ local
     detections written to Parquet.
 spark
     the same through ``engine="spark"`` on ``local[2]``, SparkSession start-up
-    included; detections written to Parquet by Spark.
+    included; detections written to Parquet by Spark. ``JVM start`` says how
+    :func:`sentinel.replay.spark.session` started the JVM
+    (:mod:`sentinel.replay.jvm`): ``archive`` (the usual case: classes mapped
+    from the class archive), ``dump`` (the first run on a machine: no archive
+    yet, this run writes it at exit, after its time is taken) or ``c1 only``.
 
 Memory: peak resident set (``VmHWM`` from /proc) of the local process; for Spark,
 of the Python driver, of the driver JVM, and of the largest Python worker.
@@ -264,8 +268,11 @@ def run_hand(log: Path) -> dict[str, Any]:
 
 def run_spark(log: Path) -> dict[str, Any]:
     from sentinel.replay import replay
+    from sentinel.replay.jvm import plan_start
     from sentinel.replay.spark import session
 
+    planned = plan_start()  # what session() will do: the JVM's class archive
+    start = "c1 only" if planned.archive is None else "archive" if planned.dump is None else "dump"
     spark = session(
         "local[2]",
         **{"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"},
@@ -286,6 +293,7 @@ def run_spark(log: Path) -> dict[str, Any]:
             "rss": _hwm(),
             "jvm": _hwm(jvm),
             "worker": max((_hwm(p) for p in workers), default=0),
+            "start": start,
         }
     spark.stop()
     return figures
@@ -356,6 +364,7 @@ def main() -> None:
                 f"{_mb(f['rss'])}"
                 if engine != "spark"
                 else f"driver {_mb(f['rss'])} + JVM {_mb(f['jvm'])}; worker {_mb(f['worker'])}"
+                f"; JVM start: {f['start']}"
             )
             print(
                 f"{f['events']:>10,}  {engine:<6} {f['seconds']:>8.1f} {rates[engine]:>10,.0f} "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 import time
@@ -45,6 +46,7 @@ import pyarrow as pa
 from sentinel.errors import ReplayError
 from sentinel.log.tables import DEFAULT_PREFIX
 from sentinel.replay.batch import DETECTION_SCHEMA, LOG_COLUMNS, LOG_SCHEMA, Order, replay_batches
+from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start
 from sentinel.replay.output import (
     SUMMARY_SCHEMA,
     prepare_output,
@@ -86,6 +88,8 @@ __all__ = [
     "session",
 ]
 
+log = logging.getLogger(__name__)
+
 #: The detections' Spark schema (the Arrow :data:`DETECTION_SCHEMA`).
 DETECTION_STRUCT = from_arrow_schema(DETECTION_SCHEMA)
 #: The log rows' Spark schema (the Arrow :data:`LOG_SCHEMA`).
@@ -98,24 +102,55 @@ SUMMARY_STRUCT = from_arrow_schema(SUMMARY_SCHEMA)
 _URL_OPTION = "url_secret"
 
 
-def session(master: str = "local[*]", *, remote: str | None = None, **conf: str) -> SparkSession:
+def session(
+    master: str = "local[*]",
+    *,
+    remote: str | None = None,
+    fast_start: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **conf: str,
+) -> SparkSession:
     """A SparkSession for replay: ``remote`` (a Spark Connect URL) or ``master``,
     with the console progress bar and the UI off unless ``conf`` says otherwise;
     a local master runs Python workers with this interpreter. Returns the active
-    session if there is one."""
+    session if there is one.
+
+    With ``fast_start`` (the default), a local master's JVM starts with the C1
+    compiler only and a class-data-sharing archive kept in ``cache_dir``, written
+    by the first such session when its process exits (see
+    :mod:`sentinel.replay.jvm`: about 4 s less start-up; not applied when
+    ``conf`` sets ``spark.driver.extraJavaOptions``)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     builder = SparkSession.builder.appName("sentinel replay")
     builder = builder.remote(remote) if remote else builder.master(master)
-    if not remote and master.startswith("local"):
+    start = None
+    local = not remote and master.startswith("local")
+    if local:
         # Local workers run this interpreter (its virtualenv has sentinel), not
         # whatever "python3" is first on PATH. PySpark reads only the variable.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if fast_start and "spark.driver.extraJavaOptions" not in conf:
+            start = plan_start(cache_dir)
     settings = {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "false", **conf}
+    if start is not None:
+        settings["spark.driver.extraJavaOptions"] = start.options
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception:
+        if start is None or start.archive is None or start.dump is not None:
+            raise
+        # A JVM that cannot start with the archive (a damaged file) starts
+        # without it; the next session writes a new one.
+        log.warning("the Spark driver JVM did not start with %s; deleting it", start.archive)
+        start.archive.unlink(missing_ok=True)
+        spark = builder.config("spark.driver.extraJavaOptions", C1_ONLY).getOrCreate()
+    if start is not None:
+        finish_at_exit(start, spark)
+    return spark
 
 
 # -- planned partitions: the replay, and the Python data source of log rows --------------
