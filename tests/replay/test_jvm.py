@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sentinel.replay import jvm
+from sentinel.replay.jvm import C1_ONLY, JvmStart, cache_directory, plan_start
+
 pytest.importorskip("pyspark")
-
-from sentinel.replay import jvm  # noqa: E402
-from sentinel.replay.jvm import C1_ONLY, JvmStart, cache_directory, plan_start  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake_java(tmp_path: Path, version: str, *, base_archive: bool = True) -> Path:
@@ -27,9 +25,7 @@ def fake_java(tmp_path: Path, version: str, *, base_archive: bool = True) -> Pat
     home = tmp_path / f"java-{version}"
     (home / "bin").mkdir(parents=True)
     (home / "bin" / "java").write_text("#!/bin/sh\n")
-    (home / "release").write_text(
-        f'JAVA_VERSION="{version}"\nJAVA_RUNTIME_VERSION="{version}+1"\n'
-    )
+    (home / "release").write_text(f'JAVA_VERSION="{version}"\nJAVA_RUNTIME_VERSION="{version}+1"\n')
     if base_archive:
         (home / "lib" / "server").mkdir(parents=True)
         (home / "lib" / "server" / "classes.jsa").write_bytes(b"base")
@@ -114,7 +110,9 @@ def test_dumps_of_processes_that_died_long_ago_are_removed(
 def _jvm_like(dump: Path, code: int) -> subprocess.Popen[bytes]:
     """A process that, like the driver JVM, writes its dump and exits with
     ``code`` when its standard input ends."""
-    script = f"import sys; sys.stdin.read(); open({str(dump)!r}, 'w').write('dump'); sys.exit({code})"
+    script = (
+        f"import sys; sys.stdin.read(); open({str(dump)!r}, 'w').write('dump'); sys.exit({code})"
+    )
     return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
 
 
