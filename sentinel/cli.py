@@ -347,6 +347,13 @@ def export(
     "--remote", default=None, help="Spark Connect URL (sc://host:15002) instead of --master."
 )
 @click.option(
+    "--fast-start/--no-fast-start",
+    default=True,
+    show_default=True,
+    help="Spark, local master: start the JVM with the C1 compiler only and from a class "
+    "archive kept in the cache directory (written by the first run; see docs/replay.md).",
+)
+@click.option(
     "--run-actions",
     is_flag=True,
     help="Local engine: run the actions of rules whose condition holds.",
@@ -375,6 +382,7 @@ def replay_command(
     partition_key: str | None,
     master: str,
     remote: str | None,
+    fast_start: bool,
     run_actions: bool,
     schema: str | None,
     prefix: str,
@@ -431,7 +439,7 @@ def replay_command(
             raise click.UsageError("--run-actions works with the local engine only")
         from sentinel.replay.spark import session
 
-        spark = session(master, remote=remote)
+        spark = session(master, remote=remote, fast_start=fast_start)
         result = replay(
             source,
             rules,

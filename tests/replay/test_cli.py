@@ -106,3 +106,28 @@ def test_replay_on_spark(logged: tuple[str, Online], spark: Any, tmp_path: Path)
     assert res.exit_code == 0, res.output
     assert "sentinel replay (spark)" in res.output
     assert replayed(pq.read_table(tmp_path / "d").to_pylist()) == sorted(online.detections)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("flag", "fast"), [([], True), (["--no-fast-start"], False)])
+def test_the_spark_session_starts_fast_unless_told_not_to(
+    logged: tuple[str, Online],
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: list[str],
+    fast: bool,
+) -> None:
+    import sentinel.replay.spark as engine
+
+    asked: list[dict[str, Any]] = []
+    real = engine.session
+
+    def session(master: str, **kw: Any) -> Any:
+        asked.append(kw)
+        return real(master, **kw)  # the test session's, already active
+
+    monkeypatch.setattr(engine, "session", session)
+    url, _ = logged
+    res = _run("replay", "--rules", RULES, "--source", url, "--engine", "spark", *flag)
+    assert res.exit_code == 0, res.output
+    assert [kw["fast_start"] for kw in asked] == [fast]
