@@ -128,7 +128,8 @@ def _fewer_collections(method: _F) -> _F:
         with _gc_lock:
             if not _gc_users:
                 _gc_saved = gc.get_threshold()
-                gc.set_threshold(max(_gc_saved[0], GC_YOUNG_THRESHOLD), *_gc_saved[1:])
+                if _gc_saved[0]:  # 0: automatic collection is off, and stays so
+                    gc.set_threshold(max(_gc_saved[0], GC_YOUNG_THRESHOLD), *_gc_saved[1:])
             _gc_users += 1
         try:
             return method(*args, **kwargs)
@@ -207,8 +208,14 @@ class Replayer:
         if not n:
             return
         self.rows += n
-        if self._wanted is not None and "event" in batch.schema.names:
-            # Rows nothing listens to are dropped in Arrow, not looped over.
+        names = batch.schema.names
+        if (
+            self._wanted is not None
+            and "event" in names
+            and batch.schema.field("event").type in _FILTERABLE
+        ):
+            # Rows nothing listens to are dropped in Arrow, not looped over (other
+            # types, such as string views, lack the kernels: the loop skips them).
             batch = batch.filter(pc.is_in(batch.column("event"), value_set=self._wanted))
         try:
             cols = [batch.column(name).to_pylist() for name in LOG_COLUMNS]
@@ -415,6 +422,7 @@ class Replayer:
         )
 
 
+_FILTERABLE: Final = (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()))
 _SKIP: Final = "skip"
 _LAZY: Final = "lazy"
 _NOW: Final = "now"

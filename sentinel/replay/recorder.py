@@ -83,7 +83,7 @@ def decode_params(text: str) -> dict[str, Any]:
         return out
     for v in out.values():
         if type(v) is float:
-            if not -(2.0**63) <= v < 2.0**64:
+            if not -(2.0**63) < v < 2.0**64:
                 return loads(text)  # perhaps an integer beyond 64 bits
         elif type(v) in _NESTED:
             return loads(text)  # tagged values, perhaps nested

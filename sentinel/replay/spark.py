@@ -46,7 +46,7 @@ import pyarrow as pa
 from sentinel.errors import ReplayError
 from sentinel.log.tables import DEFAULT_PREFIX
 from sentinel.replay.batch import DETECTION_SCHEMA, LOG_COLUMNS, LOG_SCHEMA, Order, replay_batches
-from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start
+from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start, submit_options
 from sentinel.replay.output import (
     SUMMARY_SCHEMA,
     prepare_output,
@@ -71,6 +71,7 @@ from sentinel.replay.sources import (
 )
 
 try:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -115,41 +116,42 @@ def session(
     a local master runs Python workers with this interpreter. Returns the active
     session if there is one.
 
-    With ``fast_start`` (the default), a local master's JVM starts with the C1
-    compiler only and a class-data-sharing archive kept in ``cache_dir``, written
-    by the first such session when its process exits (see
-    :mod:`sentinel.replay.jvm`: about 4 s less start-up; not applied when
-    ``conf`` sets ``spark.driver.extraJavaOptions``)."""
+    With ``fast_start`` (the default), a local master's JVM, when this call
+    starts it, starts with the C1 compiler only and from a class-data-sharing
+    archive kept in ``cache_dir``, written by the first such session when its
+    process exits (see :mod:`sentinel.replay.jvm`: about 4 s less start-up)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     builder = SparkSession.builder.appName("sentinel replay")
     builder = builder.remote(remote) if remote else builder.master(master)
     start = None
-    local = not remote and master.startswith("local")
-    if local:
+    if not remote and master.startswith("local"):
         # Local workers run this interpreter (its virtualenv has sentinel), not
         # whatever "python3" is first on PATH. PySpark reads only the variable.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if fast_start and "spark.driver.extraJavaOptions" not in conf:
+        if fast_start and SparkContext._gateway is None:  # this call starts the JVM
             start = plan_start(cache_dir)
     settings = {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "false", **conf}
-    if start is not None:
-        settings["spark.driver.extraJavaOptions"] = start.options
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if start is None:
+        return builder.getOrCreate()
     try:
-        spark = builder.getOrCreate()
+        with submit_options(start.options):
+            spark = builder.getOrCreate()
     except Exception:
-        if start is None or start.archive is None or start.dump is not None:
+        if start.archive is None or start.dump is not None or SparkContext._gateway is not None:
             raise
-        # A JVM that cannot start with the archive (a damaged file) starts
-        # without it; the next session writes a new one.
-        log.warning("the Spark driver JVM did not start with %s; deleting it", start.archive)
+        # The JVM did not start with the archive. Without it, it may: then the
+        # archive was the cause (a damaged file) and goes; the next session
+        # writes a new one. If not, the error is another one, raised as such.
+        with submit_options(C1_ONLY):
+            spark = builder.getOrCreate()
+        log.warning("the Spark driver JVM did not start with %s; deleted it", start.archive)
         start.archive.unlink(missing_ok=True)
-        spark = builder.config("spark.driver.extraJavaOptions", C1_ONLY).getOrCreate()
-    if start is not None:
-        finish_at_exit(start, spark)
+        return spark
+    finish_at_exit(start, SparkContext._gateway, spark.stop)
     return spark
 
 

@@ -101,6 +101,21 @@ def test_missing_log_columns_are_reported() -> None:
         list(replay_batches([_rows([("order", 1, "a", {})]).drop_columns(["outcome"])], det))
 
 
+@pytest.mark.parametrize(
+    "event_type",
+    [pa.large_string(), pa.string_view(), pa.dictionary(pa.int32(), pa.string())],
+)
+def test_event_names_of_any_arrow_string_type_replay_alike(event_type: pa.DataType) -> None:
+    det = _detector()
+    det.rule("r", "order ; payment", action=print)
+    table = _rows([("order", 1, "a", {}), ("ship", 2, "a", {}), ("payment", 3, "a", {"n": 1})])
+    retyped = table.set_column(
+        table.schema.get_field_index("event"), "event", table.column("event").cast(event_type)
+    )
+    assert _detections(retyped, det) == _detections(table, det)
+    assert [d["constituent_t_occs"] for d in _detections(table, det)] == [[1, 3]]
+
+
 def test_the_garbage_collector_is_tuned_while_replaying_and_restored_after() -> None:
     det = _detector()
     during: list[tuple[int, ...]] = []
@@ -261,6 +276,7 @@ def test_parameters_are_decoded_only_when_read() -> None:
         '{"n":1,"s":"caf\\u00e9","f":1.5,"b":true,"z":null}',
         '{"big":123456789012345678901234567890,"f":2.5}',  # beyond 64 bits: orjson reads a float
         '{"small":-123456789012345678901234567890}',
+        '{"just_below_i64":-9223372036854775809}',  # orjson: the float -2**63
         '{"f":1e300,"g":-1e300,"u64":18446744073709551615,"i64":-9223372036854775808}',
         '{"s":"\\ud800"}',  # a lone surrogate: orjson refuses
         '{"when":{"$datetime":"2024-01-02T03:04:05+00:00"}}',  # tagged

@@ -32,6 +32,21 @@ def fake_java(tmp_path: Path, version: str, *, base_archive: bool = True) -> Pat
     return home
 
 
+@pytest.fixture
+def java17(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Java 17 with dynamic archives, and a Spark installation with one jar and
+    an empty conf directory."""
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "17.0.15")))
+    spark_home = tmp_path / "spark"
+    (spark_home / "jars").mkdir(parents=True)
+    (spark_home / "conf").mkdir()
+    (spark_home / "jars" / "spark-core.jar").write_bytes(b"jar")
+    monkeypatch.setenv("SPARK_HOME", str(spark_home))
+    for var in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return spark_home
+
+
 def test_the_cache_directory_is_the_argument_then_the_environment_then_xdg(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -46,28 +61,33 @@ def test_the_cache_directory_is_the_argument_then_the_environment_then_xdg(
 
 
 def test_a_first_start_writes_the_archive_and_later_ones_use_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, java17: Path
 ) -> None:
-    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "17.0.15")))
     first = plan_start(tmp_path / "cache")
     assert first.archive is not None and first.dump is not None
     assert first.archive.parent == first.dump.parent == tmp_path / "cache"
-    assert first.options.split()[:2] == [C1_ONLY, f"-XX:ArchiveClassesAtExit={first.dump}"]
+    assert first.options.split()[:2] == [C1_ONLY, f"-XX:ArchiveClassesAtExit='{first.dump}'"]
     assert not first.archive.exists()
+    assert plan_start(tmp_path / "cache").dump != first.dump  # each process its own dump
     first.archive.write_bytes(b"archive")
     later = plan_start(tmp_path / "cache")
     assert later.dump is None and later.archive == first.archive
-    assert later.options.split()[:2] == [C1_ONLY, f"-XX:SharedArchiveFile={first.archive}"]
+    assert later.options.split()[:2] == [C1_ONLY, f"-XX:SharedArchiveFile='{first.archive}'"]
 
 
-def test_another_java_installation_has_its_own_archive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_cache_path_with_a_quote_gets_no_archive(tmp_path: Path, java17: Path) -> None:
+    assert plan_start(tmp_path / "it's") == JvmStart(C1_ONLY)
+
+
+def test_another_java_or_spark_installation_has_its_own_archive(
+    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "17.0.15")))
     a = plan_start(tmp_path).archive
-    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "21.0.2")))
+    (java17 / "jars" / "spark-core.jar").write_bytes(b"reinstalled")
     b = plan_start(tmp_path).archive
-    assert a is not None and b is not None and a != b
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "21.0.2")))
+    c = plan_start(tmp_path).archive
+    assert None not in (a, b, c) and len({a, b, c}) == 3
 
 
 @pytest.mark.parametrize(
@@ -83,19 +103,47 @@ def test_a_java_without_dynamic_archives_gets_the_c1_option_only(
     assert not (tmp_path / "cache").exists()
 
 
-def test_an_unwritable_cache_directory_means_no_archive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_no_archive_on_windows(
+    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "17.0.15")))
+    monkeypatch.setattr(jvm.os, "name", "nt")
+    assert plan_start(tmp_path / "cache") == JvmStart(C1_ONLY)
+
+
+@pytest.mark.parametrize("variable", [None, "SPARK_CONF_DIR", "HADOOP_CONF_DIR"])
+def test_a_non_empty_directory_on_the_class_path_means_no_archive(
+    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch, variable: str | None
+) -> None:
+    conf = java17 / "conf" if variable is None else tmp_path / "conf"
+    conf.mkdir(exist_ok=True)
+    (conf / "log4j2.properties").write_text("rootLogger.level = warn\n")
+    if variable is not None:
+        monkeypatch.setenv(variable, str(conf))
+    assert plan_start(tmp_path / "cache") == JvmStart(C1_ONLY)
+
+
+def test_an_unusable_cache_directory_means_no_archive(
+    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     assert plan_start(blocker / "cache") == JvmStart(C1_ONLY)
+    monkeypatch.setattr(jvm.os, "access", lambda *_: False)  # read-only (root may write anyway)
+    assert plan_start(tmp_path / "cache") == JvmStart(C1_ONLY)
 
 
-def test_dumps_of_processes_that_died_long_ago_are_removed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, "17.0.15")))
+def test_no_home_directory_means_no_archive(java17: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SENTINEL_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(jvm.Path, "home", staticmethod(no_home))
+    assert plan_start() == JvmStart(C1_ONLY)
+
+
+def test_dumps_of_processes_that_died_long_ago_are_removed(tmp_path: Path, java17: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
     old, recent = cache / "spark-classes-x.1.dump", cache / "spark-classes-x.2.dump"
@@ -105,6 +153,18 @@ def test_dumps_of_processes_that_died_long_ago_are_removed(
     os.utime(old, (stale, stale))
     plan_start(cache)
     assert not old.exists() and recent.exists()
+
+
+def test_options_reach_the_launcher_before_the_users_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    with jvm.submit_options("-XX:A"):
+        assert os.environ["SPARK_SUBMIT_OPTS"] == "-XX:A"
+    assert "SPARK_SUBMIT_OPTS" not in os.environ
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xmx2g")
+    with pytest.raises(ValueError), jvm.submit_options("-XX:A"):
+        assert os.environ["SPARK_SUBMIT_OPTS"] == "-XX:A -Xmx2g"
+        raise ValueError
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-Xmx2g"
 
 
 def _jvm_like(dump: Path, code: int) -> subprocess.Popen[bytes]:
@@ -124,10 +184,14 @@ def test_a_dump_is_moved_into_place_after_the_jvm_exits_normally(tmp_path: Path)
     assert archive.read_text() == "dump" and not dump.exists()
 
 
-def test_the_dump_of_a_jvm_that_failed_is_discarded(tmp_path: Path) -> None:
-    dump, archive = tmp_path / "a.1.dump", tmp_path / "a.jsa"
-    jvm._finish(dump, archive, _jvm_like(dump, 1), lambda: None)
-    assert not archive.exists() and not dump.exists()
+def test_the_dump_of_a_jvm_that_failed_is_discarded_and_not_tried_again_soon(
+    tmp_path: Path, java17: Path
+) -> None:
+    start = plan_start(tmp_path / "cache")
+    assert start.dump is not None and start.archive is not None
+    jvm._finish(start.dump, start.archive, _jvm_like(start.dump, 1), lambda: None)
+    assert not start.archive.exists() and not start.dump.exists()
+    assert plan_start(tmp_path / "cache") == JvmStart(C1_ONLY)
 
 
 # -- with a real JVM ---------------------------------------------------------------------
@@ -137,14 +201,15 @@ _RUN = textwrap.dedent(
     from sentinel.replay.spark import session
     spark = session("local[1]", cache_dir=sys.argv[1])
     spark.sparkContext.setLogLevel("ERROR")
-    print("options:", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
+    bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    print("options:", " ".join(bean.getInputArguments()))
     print("rows:", spark.range(3).count())
     """
 )
 
 
 def _session_process(cache: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, str(cache)],
         capture_output=True,
@@ -161,12 +226,12 @@ def _session_process(cache: Path) -> str:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_local_session_writes_uses_and_replaces_its_class_archive(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+def test_a_local_session_writes_uses_and_drops_a_damaged_class_archive(tmp_path: Path) -> None:
+    cache = tmp_path / "a cache"  # a space: the options quote their paths
     if plan_start(cache).dump is None:
-        pytest.skip("this Java cannot write class archives (see sentinel.replay.jvm)")
+        pytest.skip("this Java or Spark cannot write class archives (see sentinel.replay.jvm)")
     out = _session_process(cache)
-    assert "-XX:ArchiveClassesAtExit=" in out
+    assert f"-XX:ArchiveClassesAtExit={cache}" in out and C1_ONLY in out
     (archive,) = cache.glob("*.jsa")
     assert not list(cache.glob("*.dump"))
 
@@ -175,5 +240,5 @@ def test_a_local_session_writes_uses_and_replaces_its_class_archive(tmp_path: Pa
     good = archive.read_bytes()
     archive.chmod(0o644)
     archive.write_bytes(good[: len(good) // 100])  # damaged: the JVM would not start
-    _session_process(cache)  # started without it
-    assert not archive.exists() or archive.read_bytes() == good
+    out = _session_process(cache)  # started without it
+    assert "SharedArchiveFile" not in out and not archive.exists()
