@@ -28,7 +28,8 @@ its own, and the process that started it moves it into place only after that
 JVM exited normally. That happens at the interpreter's exit, which waits for the
 dump once: about 10-15 s, and the dumping session itself starts about 2 s slower.
 A process killed before its exit handlers run leaves its dump behind (removed
-after a day) and the next session dumps again. A JVM that fails to dump (an
+after a day) and the next session dumps again. An archive no session used for
+30 days is removed (one of a Java or Spark since replaced). A JVM that fails to dump (an
 unwritable directory, a full disk) leaves a marker, and no session tries again
 for a week.
 
@@ -73,6 +74,8 @@ QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 #: A dump left by a process that died before moving it into place is removed
 #: after this long.
 STALE_DUMP_SECONDS = 24 * 3600
+#: An archive no session used for this long is removed.
+UNUSED_ARCHIVE_SECONDS = 30 * 24 * 3600
 #: After a JVM failed to write the archive, no other tries for this long.
 RETRY_FAILED_SECONDS = 7 * 24 * 3600
 
@@ -204,6 +207,8 @@ def plan_start(cache_dir: str | os.PathLike[str] | None = None) -> JvmStart:
     if quoted is None:
         return JvmStart(C1_ONLY)
     if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # in use: not stale
         return JvmStart(f"{C1_ONLY} -XX:SharedArchiveFile={quoted} {QUIET_CDS}", archive)
     if _failed_recently(archive):
         return JvmStart(C1_ONLY)
@@ -227,11 +232,14 @@ def _failed_recently(archive: Path) -> bool:
 
 
 def _remove_stale(directory: Path) -> None:
-    cutoff = time.time() - STALE_DUMP_SECONDS
-    for old in directory.glob("spark-classes-*.dump"):
-        with contextlib.suppress(OSError):
-            if old.stat().st_mtime < cutoff:
-                old.unlink()
+    """Remove dumps of processes that died, and archives no session used lately
+    (those of a Java or Spark since replaced)."""
+    now = time.time()
+    for pattern, age in (("*.dump", STALE_DUMP_SECONDS), ("*.jsa", UNUSED_ARCHIVE_SECONDS)):
+        for old in directory.glob(f"spark-classes-{pattern}"):
+            with contextlib.suppress(OSError):
+                if old.stat().st_mtime < now - age:
+                    old.unlink()
 
 
 @contextlib.contextmanager

@@ -143,16 +143,24 @@ def test_no_home_directory_means_no_archive(java17: Path, monkeypatch: pytest.Mo
     assert plan_start() == JvmStart(C1_ONLY)
 
 
-def test_dumps_of_processes_that_died_long_ago_are_removed(tmp_path: Path, java17: Path) -> None:
+def test_old_dumps_and_archives_no_session_used_lately_are_removed(
+    tmp_path: Path, java17: Path
+) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
     old, recent = cache / "spark-classes-x.1.dump", cache / "spark-classes-x.2.dump"
-    old.write_bytes(b"partial")
-    recent.write_bytes(b"in progress")
-    stale = time.time() - jvm.STALE_DUMP_SECONDS - 60
-    os.utime(old, (stale, stale))
-    plan_start(cache)
-    assert not old.exists() and recent.exists()
+    unused, used = cache / "spark-classes-y.jsa", plan_start(cache).archive
+    assert used is not None
+    for f in (old, recent, unused, used):
+        f.write_bytes(b"x")
+    for f, age in ((old, jvm.STALE_DUMP_SECONDS), (unused, jvm.UNUSED_ARCHIVE_SECONDS)):
+        then = time.time() - age - 60
+        os.utime(f, (then, then))
+    then = time.time() - jvm.UNUSED_ARCHIVE_SECONDS + 3600
+    os.utime(used, (then, then))
+    assert plan_start(cache).archive == used  # used now: its clock starts again
+    assert not old.exists() and recent.exists() and not unused.exists()
+    assert used.stat().st_mtime > time.time() - 60
 
 
 def test_options_reach_the_launcher_before_the_users_own(monkeypatch: pytest.MonkeyPatch) -> None:
