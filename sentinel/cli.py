@@ -400,7 +400,7 @@ def replay_command(
         from sentinel.replay.sources import open_source
     except ImportError as err:
         raise click.ClickException(
-            f"replay needs pyarrow (pip install 'sentinel[spark]'): {err}"
+            f"replay needs pyarrow and orjson (pip install 'sentinel[spark]'): {err}"
         ) from err
 
     # Like `python -m`: rules in the current directory are importable, here and by

@@ -16,7 +16,7 @@ The pieces, each usable on its own:
   (``sentinel log export``);
 - :mod:`~sentinel.replay.local` and :mod:`~sentinel.replay.spark`: the engines.
 
-Replay needs pyarrow (``pip install 'sentinel[spark]'``); the Spark engine PySpark.
+Replay needs pyarrow and orjson (``pip install 'sentinel[spark]'``); the Spark engine PySpark.
 See ``docs/replay.md``.
 """
 
