@@ -434,7 +434,7 @@ def _spanning(
 
 
 def _wanted(det: Any, rules: Sequence[Any]) -> list[str] | None:
-    """The events the t_occ pass over ``rules`` reads (None: all)."""
+    """The events replaying ``rules`` reads (None: all)."""
     from sentinel.replay.batch import Replayer
 
     return Replayer(det, order="t_occ", only=[r.name for r in rules]).needed_events()
@@ -578,14 +578,17 @@ def _replay_source(
     partition_key: str | None,
     out: str | None,
 ) -> DataFrame:
-    scoped = [r.name for r in per_scope_rules(det)]
+    scoped_rules = per_scope_rules(det)
+    scoped = [r.name for r in scoped_rules]
     spanning = cross_scope_rules(det)
     parts = []
     if scoped:
         n = partitions or (
             len(src.files) if isinstance(src, ExportSource) else _default_partitions(spark)
         )
-        plan, options = _plan(src, n, order="scope", events=None, rules=ref, only=scoped, out=out)
+        # Workers read only the events these rules need (a database selects them).
+        events = _wanted(det, scoped_rules)
+        plan, options = _plan(src, n, order="scope", events=events, rules=ref, only=scoped, out=out)
         parts.append(_replay_plan(spark, plan, options.get(_URL_OPTION)))
     if spanning:
         wanted = _wanted(det, spanning)
