@@ -208,10 +208,9 @@ class Replayer:
         if not n:
             return
         self.rows += n
-        names = batch.schema.names
         if (
             self._wanted is not None
-            and "event" in names
+            and "event" in batch.schema.names
             and batch.schema.field("event").type in _FILTERABLE
         ):
             # Rows nothing listens to are dropped in Arrow, not looped over (other

@@ -199,7 +199,9 @@ def plan_start(cache_dir: str | os.PathLike[str] | None = None) -> JvmStart:
             raise PermissionError(f"{directory} is not writable")
         _remove_stale(directory)
     except (OSError, RuntimeError) as err:
-        log.debug("no JVM class archive: %s", err)
+        # A directory the user named and that cannot be used is worth a word.
+        asked = cache_dir is not None or bool(os.environ.get(CACHE_ENV))
+        log.log(logging.WARNING if asked else logging.DEBUG, "no JVM class archive: %s", err)
         return JvmStart(C1_ONLY)
     digest = _fingerprint(home, runtime, spark_home)
     archive = directory / f"spark-classes-{digest}.jsa"

@@ -123,11 +123,12 @@ def test_a_non_empty_directory_on_the_class_path_means_no_archive(
 
 
 def test_an_unusable_cache_directory_means_no_archive(
-    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, java17: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     assert plan_start(blocker / "cache") == JvmStart(C1_ONLY)
+    assert "no JVM class archive" in caplog.text  # the directory named cannot be used
     monkeypatch.setattr(jvm.os, "access", lambda *_: False)  # read-only (root may write anyway)
     assert plan_start(tmp_path / "cache") == JvmStart(C1_ONLY)
 
