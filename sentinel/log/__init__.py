@@ -8,7 +8,7 @@
 - :class:`LogReader`: streams occurrences back in replay order, in chunks;
 - :mod:`sentinel.log.migrate` (imported on demand: it loads alembic): upgrade,
   downgrade and inspect the tables with the migrations shipped in
-  ``sentinel/log/migrations``.
+  ``migrations/`` (top level; ``sentinel/migrations`` when installed).
 
 This layer depends on :mod:`sentinel.occurrence` and :mod:`sentinel.params` only.
 """

@@ -1,8 +1,9 @@
 """Running sentinel's migrations: upgrade, downgrade and inspect the log's schema.
 
-The migrations ship inside the package (``sentinel/log/migrations``; as an alembic
-``script_location``: ``sentinel.log:migrations``), so they are found wherever
-sentinel is installed. They keep their revision in their own version table
+The migrations live in the repository's top-level ``migrations/`` directory and
+ship inside the package (``sentinel/migrations`` in the wheel; as an alembic
+``script_location``: ``sentinel:migrations``), so they are found wherever sentinel
+is installed, and in a source checkout. They keep their revision in their own version table
 (``sentinel_alembic_version``; ``<prefix>alembic_version`` with another prefix),
 apart from any application's alembic history.
 
@@ -50,12 +51,27 @@ __all__ = [
     "exclude_sentinel_tables",
     "head",
     "history",
+    "script_directory",
     "upgrade",
 ]
 
-#: Where the migrations live, as an alembic ``script_location``.
-SCRIPT_LOCATION = "sentinel.log:migrations"
-_DIRECTORY = Path(__file__).with_name("migrations")
+#: Where an installed sentinel's migrations live, as an alembic ``script_location``.
+SCRIPT_LOCATION = "sentinel:migrations"
+
+
+def script_directory() -> Path:
+    """The directory of sentinel's alembic environment: inside the installed
+    package, or the top-level ``migrations/`` of a source checkout (an editable
+    install imports the package from the checkout)."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "migrations", package.parent / "migrations"):
+        if (candidate / "env.py").is_file() and (candidate / "versions").is_dir():
+            return candidate
+    raise RuntimeError(  # pragma: no cover - a broken installation
+        f"sentinel's migrations are missing: neither {package / 'migrations'} nor "
+        f"{package.parent / 'migrations'} holds env.py; reinstall sentinel"
+    )
+
 
 Bind = str | sa.URL | Engine | Connection
 
@@ -72,11 +88,8 @@ def alembic_config(
     log_tables(schema, prefix)  # validates the prefix
     # alembic writes messages to ``stdout`` and offline DDL to ``output_buffer``.
     cfg = Config(stdout=stdout, output_buffer=stdout) if stdout is not None else Config()
-    # The resource form also works from zipped installs; a plain path when the
-    # package is a directory keeps alembic's error messages readable.
-    cfg.set_main_option(
-        "script_location", str(_DIRECTORY) if _DIRECTORY.is_dir() else SCRIPT_LOCATION
-    )
+    # A plain path keeps alembic's error messages readable.
+    cfg.set_main_option("script_location", str(script_directory()))
     cfg.attributes["sentinel_schema"] = schema
     cfg.attributes["sentinel_prefix"] = prefix
     if url is not None:

@@ -35,9 +35,9 @@ MariaDB/MySQL and text on SQLite, always bound and returned as aware UTC
 datetimes (:class:`UTCDateTime`). Indexed strings stay short enough for
 MariaDB's index limits with utf8mb4.
 
-The migrations in ``sentinel/log/migrations`` create exactly these tables; a test
-compares the two. Changing a table here means adding a migration and bumping
-:data:`SCHEMA_VERSION`.
+The migrations in ``migrations/`` (top level; ``sentinel/migrations`` when
+installed) create exactly these tables; a test compares the two. Changing a table
+here means adding a migration and bumping :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Options, first found wins: ``config.attributes`` (``connection``,
 ``sentinel_schema``, ``sentinel_prefix``; set by :mod:`sentinel.log.migrate`),
 ``-x schema=... -x prefix=...`` on alembic's command line, and the ini options
 ``sentinel_schema`` / ``sentinel_prefix`` (for an ``alembic.ini`` section that
-points ``script_location`` at ``sentinel.log:migrations``). The database is the
+points ``script_location`` at ``sentinel:migrations``). The database is the
 ``connection`` attribute or ``sqlalchemy.url``.
 """
 
