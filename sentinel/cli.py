@@ -494,10 +494,11 @@ def replay_command(
 )
 @click.option(
     "--lease",
-    default=300.0,
+    default=60.0,
     show_default=True,
     type=click.FloatRange(min=0.1),
-    help="Seconds an entry stays claimed; a worker that dies leaves it to others after that.",
+    help="Seconds a claim outlives its worker's last heartbeat (renewed every lease/3 s "
+    "while a rule runs); a worker that dies leaves its entry to others after that.",
 )
 @click.option(
     "--max-attempts",

@@ -44,6 +44,7 @@ from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
 from sentinel.log.schema import check_schema
+from sentinel.log.signing import OutboxSigner
 from sentinel.log.tables import (
     DEFAULT_PREFIX,
     NAME_LENGTH,
@@ -341,7 +342,10 @@ class LogWriter:
     ``schema`` and ``prefix`` select the tables (see
     :func:`~sentinel.log.tables.log_tables`); ``policy`` excludes or redacts
     parameters per event. ``check_schema=False`` skips the once-per-engine
-    revision check (for code that checked already).
+    revision check (for code that checked already). ``outbox_key`` (a key, or an
+    :class:`~sentinel.log.signing.OutboxSigner`) signs the outbox rows it writes,
+    so workers with the same key can refuse rows that were not (see
+    :mod:`sentinel.log.signing`).
 
     Thread-safe: a writer holds no per-batch state; share one per application.
 
@@ -361,9 +365,16 @@ class LogWriter:
         prefix: str = DEFAULT_PREFIX,
         policy: LogPolicy | None = None,
         check_schema: bool = True,
+        outbox_key: str | bytes | OutboxSigner | None = None,
     ) -> None:
         self.tables: LogTables = log_tables(schema, prefix)
         self.policy = policy if policy is not None else LogPolicy()
+        #: Signs outbox rows (``None``: rows are not signed).
+        self.signer: OutboxSigner | None = (
+            outbox_key
+            if isinstance(outbox_key, OutboxSigner) or outbox_key is None
+            else OutboxSigner(outbox_key)
+        )
         self._check = check_schema
         self._checked: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -540,8 +551,9 @@ class LogWriter:
         return rows
 
     def outbox_rows(self, entries: Iterable[OutboxEntry]) -> list[dict[str, Any]]:
-        """The ``outbox`` rows for ``entries`` (payloads encoded)."""
-        return [
+        """The ``outbox`` rows for ``entries`` (payloads encoded, and signed
+        when the writer has a key)."""
+        rows: list[dict[str, Any]] = [
             {
                 "rule": e.rule,
                 "idempotency_key": e.idempotency_key,
@@ -558,6 +570,13 @@ class LogWriter:
             }
             for e in entries
         ]
+        signer = self.signer
+        if signer is not None:
+            for r in rows:
+                r["payload"] = signer.signed(
+                    r["rule"], r["idempotency_key"], r["scope"], r["t_occ"], r["payload"]
+                )
+        return rows
 
     # -- writing ---------------------------------------------------------------------
     def write(

@@ -43,7 +43,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import MappingProxyType, TracebackType
 from typing import Any
 
@@ -54,6 +54,7 @@ from sqlalchemy.orm import Session, SessionTransaction, scoped_session, sessionm
 from sentinel.errors import AttachError, RollbackOnlyError, SentinelError
 from sentinel.log import LogPolicy, LogWriter, OutboxEntry, idempotency_key
 from sentinel.log.records import Firing
+from sentinel.log.signing import OutboxSigner, key_from_env
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.occurrence import Occurrence
 from sentinel.orm.db_events import define_db_events, signal_flush
@@ -759,6 +760,28 @@ def _writer(log: Any, schema: str | None, prefix: str) -> tuple[LogWriter, bool]
     )
 
 
+def _signer(writer: LogWriter, log: Any, outbox_key: Any) -> OutboxSigner | None:
+    """The signer ``writer`` must get: from ``attach(outbox_key=...)``, else
+    from the environment (for a writer that has none of its own); ``None``:
+    leave the writer as it is."""
+    if outbox_key is None:
+        outbox_key = key_from_env()
+        if outbox_key is None or writer.signer is not None:
+            return None
+    elif isinstance(log, LogWriter):
+        raise AttachError(
+            "attach(outbox_key=...) together with log=LogWriter(...): give the key to the "
+            "writer instead (LogWriter(outbox_key=...)), which writes the outbox rows",
+            target=log,
+        )
+    if isinstance(outbox_key, OutboxSigner):
+        return outbox_key
+    try:
+        return OutboxSigner(outbox_key)
+    except (TypeError, ValueError) as err:
+        raise AttachError(f"attach(outbox_key=...): {err}") from None
+
+
 def attach(
     target: Any,
     *,
@@ -771,11 +794,13 @@ def attach(
     max_attempts: int = 5,
     backoff: float = 0.5,
     max_backoff: float = 60.0,
-    lease: float = 300.0,
+    lease: float = 60.0,
     flush_every: int = 10_000,
     log_empty: bool = False,
     log_condition_false: bool = False,
     session_factory: Callable[[], Session] | None = None,
+    context: Callable[[], AbstractContextManager[Any]] | None = None,
+    outbox_key: str | bytes | OutboxSigner | None = None,
 ) -> Attachment:
     """Attach sentinel to the sessions ``target`` makes: a ``sessionmaker``, a
     ``scoped_session`` or a ``Session`` subclass.
@@ -798,7 +823,8 @@ def attach(
         threads running detached rules in this process (0: none; run
         ``sentinel worker`` or :meth:`Attachment.drain`). ``max_attempts``,
         ``backoff`` / ``max_backoff`` (seconds, doubled per attempt) and ``lease``
-        (how long a claimed entry stays claimed) tune them.
+        (how long a claim outlives its worker's last heartbeat: a running rule's
+        claim is renewed every ``lease / 3`` seconds) tune them.
     ``flush_every``
         a transaction with more unwritten occurrences than this writes them at
         its next flush (outside savepoints), bounding memory.
@@ -810,7 +836,17 @@ def attach(
         also record rule runs whose condition was false in the rule-firing log
         (by default only rules that fired or failed are recorded).
     ``session_factory``
-        makes the sessions of detached rules (default: ``target``).
+        makes the sessions of detached rules (default: ``target``); needed when
+        ``target`` is a ``Session`` class that cannot be called without
+        arguments (Flask-SQLAlchemy's: attach ``db.session`` instead).
+    ``context``
+        a callable returning a context manager that each detached rule runs in,
+        with its claim and commit (Flask: ``context=app.app_context``).
+    ``outbox_key``
+        signs the outbox rows this attachment writes, and makes its workers
+        refuse rows without a valid signature (:mod:`sentinel.log.signing`);
+        default: the ``SENTINEL_OUTBOX_KEY`` environment variable, if set. With
+        ``log=`` a :class:`~sentinel.log.LogWriter`, give the key to the writer.
 
     Raises :class:`~sentinel.errors.AttachError` for a target that is not a
     session factory or is already attached (directly, or through a subclass or
@@ -844,7 +880,14 @@ def attach(
     for name, num in (("backoff", backoff), ("max_backoff", max_backoff), ("lease", lease)):
         if isinstance(num, bool) or not isinstance(num, (int, float)) or num < 0:
             raise AttachError(f"attach({name}=...) must be a number of seconds >= 0, not {num!r}")
+    if context is not None and not callable(context):
+        raise AttachError(
+            f"attach(context=...) takes a callable returning a context manager (such as "
+            f"app.app_context), not {context!r:.60}",
+            target=context,
+        )
     writer, logging_on = _writer(log, schema, prefix)
+    signer = _signer(writer, log, outbox_key)
     with _LOCK:
         for cls, other in _ATTACHED.items():
             if issubclass(session_class, cls) or issubclass(cls, session_class):
@@ -866,6 +909,8 @@ def attach(
         bind = kw.get("bind")
         if isinstance(bind, Engine) and (logging_on or outbox):
             writer.check(bind)  # missing or outdated tables: fail now, not at a commit
+        if signer is not None:
+            writer.signer = signer
         sink = LogSink(writer) if logging_on else None
         att = Attachment(
             target,
@@ -885,6 +930,7 @@ def attach(
                 "backoff": float(backoff),
                 "max_backoff": float(max_backoff),
                 "lease": float(lease),
+                "context": context,
             },
         )
         if isinstance(bind, Engine):

@@ -4,25 +4,36 @@ A causally dependent detached rule triggered in a transaction gets an outbox row
 written *in that transaction* (with its occurrences), so it exists exactly when
 the trigger committed. Workers then, for each due row:
 
-1. **claim** it in a short transaction of their own: ``status`` ``pending`` (or a
-   ``running`` row whose claim expired) becomes ``running``, ``attempts`` goes up,
-   ``claimed_by`` names the worker and ``next_attempt_at`` becomes the end of the
-   claim (the *lease*);
-2. run the rule's condition and action in a new session and transaction, and
-   **finish** the row (``done``) in that same transaction, only if the claim is
-   still theirs, so the action's database effects and the ``done`` mark commit
-   together, exactly once;
+1. **claim** it in a short transaction of their own, with one ``UPDATE ...
+   WHERE`` that names the state it expects: a ``pending`` row that is due, or a
+   ``running`` row whose claim expired, *and* fewer ``attempts`` than the
+   worker's ``max_attempts``, becomes ``running``; ``attempts`` goes up (every
+   claim is an attempt), ``claimed_by`` names the worker and ``next_attempt_at``
+   becomes the end of the claim (the *lease*). Of two workers claiming one row,
+   the database lets exactly one ``UPDATE`` match: PostgreSQL and InnoDB
+   re-check the ``WHERE`` against the row the other committed, SQLite runs
+   writers one at a time. A due row with no attempts left is marked ``failed``
+   instead (with an ``UPDATE`` that expects the state just read);
+2. run the rule's condition and action in a new session and transaction while
+   a heartbeat renews the lease (:meth:`OutboxStore.renew`), and **finish** the
+   row (``done``) in that same transaction, only if the claim is still theirs
+   (``claimed_by`` and ``attempts`` unchanged), so the action's database effects
+   and the ``done`` mark commit together, exactly once;
 3. on failure, roll that transaction back and **record the failure** in another
-   short transaction: ``pending`` again with a later ``next_attempt_at``
-   (exponential backoff), or ``failed`` after the last attempt.
+   short transaction, again only if the claim is still theirs: ``pending``
+   again with a later ``next_attempt_at`` (exponential backoff), or ``failed``
+   after the last attempt.
 
-A worker that dies mid-action leaves a ``running`` row; once its lease ends any
-worker may claim it again.
+A worker that dies mid-action stops renewing its lease; once the lease ends any
+worker may claim the row again (an attempt like any other). A worker whose lease
+was taken over while its action ran cannot finish: its ``UPDATE`` matches no row,
+so its transaction, with the action's effects, is rolled back.
 
-Detached conditions and actions run in another transaction and possibly in
-another process (``sentinel worker``), so they must be importable:
-:func:`check_importable` rejects lambdas, nested functions, bound methods and
-functions of ``__main__`` when the rule is defined.
+Workers run only rules of their own rule set, looked up by the row's rule name
+(:meth:`OutboxStore.claim` reads nothing else from the row that could name
+code). :func:`check_importable` still rejects lambdas, nested functions, bound
+methods and functions of ``__main__`` when a detached rule is defined: a worker
+process must be able to build the same rule set by importing it.
 """
 
 from __future__ import annotations
@@ -49,12 +60,13 @@ if TYPE_CHECKING:
     from sentinel.rules import Rule
 
 __all__ = [
+    "ClaimLost",
     "Claimed",
+    "Exhausted",
     "OutboxStore",
     "check_importable",
     "entry_for",
     "function_path",
-    "import_function",
     "rebuild",
 ]
 
@@ -108,19 +120,6 @@ def check_importable(rule: Rule) -> None:
             )
 
 
-def import_function(path: str) -> Any:
-    """The function ``module:qualname`` names (a :class:`~sentinel.Rule` found
-    there, as the ``@rule`` decorator leaves, stands for its action)."""
-    module_name, _, qual = path.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    action = getattr(obj, "action", None)
-    if action is not None and not inspect.isfunction(obj):
-        return action
-    return obj
-
-
 def entry_for(rule: Rule, occurrence: Any, *, committed: bool) -> OutboxEntry:
     """The outbox entry for ``rule``'s detection ``occurrence``; ``committed``
     is whether the trigger committed (known later for independent rules)."""
@@ -140,36 +139,58 @@ def entry_for(rule: Rule, occurrence: Any, *, committed: bool) -> OutboxEntry:
 
 
 def rebuild(
-    constituents: Sequence[Occurrence], extra: Any, t_occ: int, event: Any = None
+    constituents: Sequence[Occurrence], extra: Any, t_occ: int, event: Any
 ) -> Occurrence | CompositeOccurrence:
     """What a detached action receives: the primitive occurrence, or a composite
-    of the rule's event whose ``parts`` are the detection's constituents in
+    of the rule's ``event`` whose ``parts`` are the detection's constituents in
     ``t_occ`` order (the nesting of operators is not kept in the outbox)."""
     if not extra.get("composite") and len(constituents) == 1:
         return constituents[0]
-    if event is None:
-        from sentinel.algebra import parse
-
-        event = parse(extra.get("expression") or "outbox")
     return CompositeOccurrence(event, t_occ, tuple(constituents))
 
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """An outbox row a worker holds: its key, rule, detection and attempt."""
+    """An outbox row a worker holds: its key, rule, detection, attempt, and the
+    ``payload`` as stored (decode it with
+    :meth:`~sentinel.log.OutboxEntry.decode_payload`: a row written by hand may
+    not decode)."""
 
     id: int
     key: str
     rule: str
     scope: str
     t_occ: int
-    constituents: tuple[Occurrence, ...]
-    extra: Any
+    payload: Any
     attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """A due row that had no attempts left when a worker came to claim it, and
+    that the worker marked ``failed`` with ``error``."""
+
+    id: int
+    key: str
+    rule: str
+    scope: str
+    t_occ: int
+    payload: Any
+    attempts: int
+    error: str
+
+
+class ClaimLost(OutboxError):
+    """The worker's claim of an entry ended while its attempt ran: the lease ran
+    out and another worker took the entry (or someone changed the row). The
+    attempt must be rolled back; it is not this worker's failure to record."""
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+_CLAIMABLE = (OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value)
 
 
 class OutboxStore:
@@ -186,28 +207,30 @@ class OutboxStore:
         now = _now()
         q = (
             sa.select(t.c.idempotency_key)
-            .where(
-                t.c.status.in_((OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value)),
-                t.c.next_attempt_at <= now,
-            )
+            .where(t.c.status.in_(_CLAIMABLE), t.c.next_attempt_at <= now)
             .order_by(t.c.id)
         )
         if limit is not None:
             q = q.limit(limit)
         return list(conn.execute(q).scalars())
 
-    def claim(self, conn: Connection, key: str, worker: str, lease: float) -> Claimed | None:
-        """Claim the row ``key`` for ``worker`` until ``lease`` seconds from now;
-        ``None`` when it is not claimable (done, failed, claimed by a live
-        worker, or not due). Run in a transaction of its own and commit."""
+    def claim(
+        self, conn: Connection, key: str, worker: str, lease: float, max_attempts: int
+    ) -> Claimed | Exhausted | None:
+        """Claim the row ``key`` for ``worker`` until ``lease`` seconds from now,
+        if it has had fewer than ``max_attempts`` attempts; mark it ``failed``
+        (:class:`Exhausted`) if it is due and has none left; ``None`` when it is
+        not claimable (done, failed, claimed by a live worker, not due, or taken
+        by another worker meanwhile). Run in a transaction of its own and commit."""
         t = self.table
         now = _now()
         res = conn.execute(
             sa.update(t)
             .where(
                 t.c.idempotency_key == key,
-                t.c.status.in_((OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value)),
+                t.c.status.in_(_CLAIMABLE),
                 t.c.next_attempt_at <= now,
+                t.c.attempts < max_attempts,
             )
             .values(
                 status=OutboxStatus.RUNNING.value,
@@ -216,25 +239,95 @@ class OutboxStore:
                 next_attempt_at=now + timedelta(seconds=lease),
             )
         )
-        if res.rowcount != 1:
-            return None
+        claimed = res.rowcount == 1
         row = conn.execute(
             sa.select(
-                t.c.id, t.c.rule, t.c.scope, t.c.t_occ, t.c.payload, t.c.attempts, t.c.claimed_by
+                t.c.id,
+                t.c.rule,
+                t.c.scope,
+                t.c.t_occ,
+                t.c.payload,
+                t.c.status,
+                t.c.attempts,
+                t.c.claimed_by,
+                t.c.next_attempt_at,
+                t.c.last_error,
             ).where(t.c.idempotency_key == key)
-        ).one()
-        if row.claimed_by != worker:  # pragma: no cover - the UPDATE just set it
+        ).one_or_none()
+        if row is None:
             return None
-        constituents, extra = OutboxEntry.decode_payload(row.payload)
-        return Claimed(
-            row.id, key, row.rule, row.scope, row.t_occ, constituents, extra, row.attempts
+        if claimed:
+            return Claimed(row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts)
+        if (
+            row.status not in _CLAIMABLE
+            or row.next_attempt_at is None
+            or row.next_attempt_at > now
+            or row.attempts < max_attempts
+        ):
+            return None  # not due, or claimed by another worker in the meantime
+        return self._exhaust(conn, key, row, max_attempts, now)
+
+    def _exhaust(
+        self, conn: Connection, key: str, row: Any, max_attempts: int, now: datetime
+    ) -> Exhausted | None:
+        t = self.table
+        if row.status == OutboxStatus.RUNNING.value:
+            error = (
+                f"attempt {row.attempts} of {max_attempts} did not finish: the claim of worker "
+                f"{row.claimed_by!r} expired (the worker stopped, hung, or lost the database)"
+            )
+        else:
+            error = f"no attempts left ({row.attempts} made, at most {max_attempts})"
+        if row.last_error:
+            error += f"; the last error before: {row.last_error}"
+        error = error[:4000]
+        res = conn.execute(
+            sa.update(t)
+            .where(
+                t.c.id == row.id,
+                t.c.status == row.status,
+                t.c.attempts == row.attempts,
+                t.c.claimed_by.is_(None)
+                if row.claimed_by is None
+                else t.c.claimed_by == row.claimed_by,
+                t.c.next_attempt_at <= now,
+            )
+            .values(
+                status=OutboxStatus.FAILED.value,
+                claimed_by=None,
+                next_attempt_at=None,
+                last_error=error,
+            )
         )
+        if res.rowcount != 1:
+            return None  # another worker changed it first
+        return Exhausted(
+            row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts, error
+        )
+
+    def renew(self, conn: Connection, claimed: Claimed, worker: str, lease: float) -> bool:
+        """Extend ``worker``'s claim of ``claimed`` to ``lease`` seconds from now
+        (the heartbeat of a running attempt). Returns False when the claim is no
+        longer this worker's: its lease ran out and another worker took the row,
+        or someone changed the row's status."""
+        t = self.table
+        res = conn.execute(
+            sa.update(t)
+            .where(
+                t.c.id == claimed.id,
+                t.c.status == OutboxStatus.RUNNING.value,
+                t.c.claimed_by == worker,
+                t.c.attempts == claimed.attempts,
+            )
+            .values(next_attempt_at=_now() + timedelta(seconds=lease))
+        )
+        return bool(res.rowcount == 1)
 
     def finish(self, conn: Connection, claimed: Claimed, worker: str) -> None:
         """Mark the row done, in the action's own transaction. Raises
-        :class:`~sentinel.errors.OutboxError` if the claim is no longer this
-        worker's (its lease expired and another worker took the row): the caller
-        must then roll back, so the action's effects do not commit twice."""
+        :class:`ClaimLost` if the claim is no longer this worker's (its lease
+        expired and another worker took the row): the caller must then roll
+        back, so the action's effects do not commit twice."""
         t = self.table
         res = conn.execute(
             sa.update(t)
@@ -247,10 +340,10 @@ class OutboxStore:
             .values(status=OutboxStatus.DONE.value, done_at=_now(), last_error=None)
         )
         if res.rowcount != 1:
-            raise OutboxError(
+            raise ClaimLost(
                 f"outbox entry {claimed.key[:12]}… of rule {claimed.rule!r}: the claim of "
-                f"worker {worker!r} expired and another worker took the entry; this "
-                "attempt is rolled back",
+                f"worker {worker!r} ended (its lease expired and another worker took the "
+                "entry, or the row was changed); this attempt is rolled back",
                 key=claimed.key,
             )
 

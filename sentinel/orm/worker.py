@@ -4,10 +4,24 @@
 commits, the attachment hands the entry's idempotency key to the runner's
 bounded pool of threads; :meth:`Runner.drain` runs every due entry in the
 calling thread (after a restart, or from ``sentinel worker``). Running one entry
-(:meth:`Runner.run_one`) follows :mod:`sentinel.orm.outbox`: claim, run in a
-new session and transaction from the attachment's session factory and mark the
-row done in that transaction, or record the failure and retry later with
-exponential backoff, up to ``max_attempts``.
+(:meth:`Runner.run_one`) follows :mod:`sentinel.orm.outbox`: claim (an
+attempt, refused once ``max_attempts`` were made), run in a new session and
+transaction from the attachment's session factory while a heartbeat
+(:mod:`sentinel.orm.heartbeat`) keeps the claim, and mark the row done in that
+transaction; or record the failure and retry later with exponential backoff.
+
+The rule is looked up by the entry's rule name in the attachment's own
+detector; an entry naming anything else, a rule that is not detached, or (when
+the log has a signing key, :mod:`sentinel.log.signing`) carrying no valid
+signature, is refused: marked ``failed`` at once, nothing run.
+
+Whatever a condition or action raises is that attempt's failure, recorded as
+the entry's ``last_error`` and in the rule-firing log, and counted against
+``max_attempts``: exceptions, and also ``SystemExit``,
+``KeyboardInterrupt``, ``GeneratorExit`` and any other ``BaseException``. None
+of them ends a worker thread or leaves an entry ``running``. The one exception:
+a ``KeyboardInterrupt`` in the main thread (Ctrl-C during :meth:`Runner.drain`)
+is re-raised once the attempt is recorded, so a drain can still be interrupted.
 
 Inside the detached condition and action, :func:`detached_context` gives the
 session to work in, the entry's idempotency key (the same on every attempt: use
@@ -24,21 +38,25 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from sentinel.errors import OutboxError, RuleError, SentinelError
-from sentinel.log import Firing, FiringStatus
-from sentinel.orm.outbox import Claimed, OutboxStore, import_function, rebuild
+from sentinel.log import Firing, FiringStatus, OutboxEntry
+from sentinel.orm.heartbeat import Heartbeat, Lease
+from sentinel.orm.outbox import DETACHED, Claimed, ClaimLost, Exhausted, OutboxStore, rebuild
 from sentinel.orm.state import KEY
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
+    from sentinel.rules import Rule
 
 __all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "load_target", "serve"]
 
@@ -115,21 +133,17 @@ class DrainReport:
         return self.done + self.retried + self.failed
 
 
-class _RuleRef(NamedTuple):
-    """Stands for a rule in firing records when the worker only has its name."""
-
-    name: str
-    coupling: str
-
-
 class Runner:
     """Runs one attachment's outbox entries (see the module docs).
 
     ``workers`` threads (started on first use; 0: never run entries in this
     process, only :meth:`drain` does); ``max_attempts`` per entry; failed
     attempts wait ``backoff * 2 ** (attempt - 1)`` seconds, at most
-    ``max_backoff``; a claim lasts ``lease`` seconds (after which another worker
-    may take an entry whose worker died). Thread-safe.
+    ``max_backoff``; a claim lasts ``lease`` seconds past its last heartbeat
+    (after which another worker may take an entry whose worker died);
+    ``context``, if given, is called for each entry and its context manager is
+    entered around the entry's claim, condition, action and commit (Flask:
+    ``app.app_context``). Thread-safe.
     """
 
     def __init__(
@@ -141,6 +155,7 @@ class Runner:
         backoff: float,
         max_backoff: float,
         lease: float,
+        context: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.attachment = attachment
         self.store = OutboxStore(attachment.writer.tables)
@@ -149,8 +164,10 @@ class Runner:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.lease = lease
+        self.context = context
         #: How this process's claims are signed in the outbox.
         self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.heartbeat = Heartbeat(self.store, self.id, lease)
         self._heap: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -168,9 +185,11 @@ class Runner:
             if self._stopping:
                 return
             heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), key))
+            # a thread that ended anyway (it should not) no longer counts
+            self._threads = [t for t in self._threads if t.is_alive()]
             if len(self._threads) < self.workers and self._busy >= len(self._threads):
                 t = threading.Thread(
-                    target=self._loop, name=f"sentinel-outbox-{len(self._threads)}", daemon=True
+                    target=self._loop, name=f"sentinel-outbox-{next(self._seq)}", daemon=True
                 )
                 self._threads.append(t)
                 t.start()
@@ -194,7 +213,7 @@ class Runner:
                 self._busy += 1
             try:
                 self.run_one(key)
-            except Exception:
+            except BaseException:  # nothing an entry does may end a worker thread
                 log.exception("sentinel's outbox: entry %s could not be run", key[:12])
             finally:
                 with cond:
@@ -223,18 +242,27 @@ class Runner:
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        self.heartbeat.close(max(0.0, deadline - time.monotonic()))
 
     # -- running entries ---------------------------------------------------------------
+    def _entered(self) -> AbstractContextManager[Any]:
+        return self.context() if self.context is not None else nullcontext()
+
     def drain(self, *, limit: int | None = None) -> DrainReport:
         """Run every outbox entry that is due now (pending, or running with an
         expired claim), oldest first, in this thread; return what happened.
-        Entries that fail and are retried later are not run again in this call."""
+        Entries that fail and are retried later are not run again in this call.
+
+        Raises what reading the outbox raises (the database is unreachable, the
+        tables are missing); a ``KeyboardInterrupt`` in the main thread is
+        re-raised once the attempt it interrupted is recorded."""
         report = DrainReport()
-        engine = self.attachment.engine()
         seen: set[str] = set()
         while limit is None or report.total < limit:
-            with engine.connect() as conn:
-                keys = [k for k in self.store.due(conn, limit=100) if k not in seen]
+            with self._entered():
+                engine = self.attachment.engine()
+                with engine.connect() as conn:
+                    keys = [k for k in self.store.due(conn, limit=100) if k not in seen]
             if not keys:
                 break
             for key in keys:
@@ -252,108 +280,179 @@ class Runner:
 
     def run_one(self, key: str) -> str:
         """Claim, run and finish the entry ``key``; returns ``"done"``,
-        ``"retried"`` (failed, will run again), ``"failed"`` (failed for good) or
-        ``"skipped"`` (not claimable: done, failed, claimed by a live worker,
-        not due)."""
-        att = self.attachment
-        engine = att.engine()
-        with engine.begin() as conn:
-            claimed = self.store.claim(conn, key, self.id, self.lease)
-        if claimed is None:
-            return "skipped"
+        ``"retried"`` (failed, will run again), ``"failed"`` (failed for good, or
+        refused) or ``"skipped"`` (not claimable: done, failed, claimed by a live
+        worker, not due; or the claim was lost while the attempt ran).
+
+        Whatever the rule raises, ``BaseException`` included, is the attempt's
+        failure (see the module docs). Raises what claiming raises (the database
+        is unreachable), and a ``KeyboardInterrupt`` of the main thread after
+        recording the attempt it interrupted."""
+        with self._entered():
+            engine = self.attachment.engine()
+            with engine.begin() as conn:
+                got = self.store.claim(conn, key, self.id, self.lease, self.max_attempts)
+                if isinstance(got, Exhausted):
+                    self._record_exhausted(conn, got)
+            if got is None:
+                return "skipped"
+            if isinstance(got, Exhausted):
+                log.error(
+                    "sentinel: detached rule %r, entry %s failed: %s", got.rule, key[:12], got.error
+                )
+                return "failed"
+            lease = self.heartbeat.hold(engine, got)
+            try:
+                return self._attempt(got, lease)
+            finally:
+                self.heartbeat.release(lease)
+
+    def _attempt(self, claimed: Claimed, lease: Lease) -> str:
         try:
-            cond, action, rule_ref, event = self._resolve(claimed)
-        except Exception as err:
-            return self._failed(claimed, _RuleRef(claimed.rule, "detached"), None, err)
-        occ = rebuild(claimed.constituents, claimed.extra, claimed.t_occ, event)
-        committed = bool(claimed.extra.get("committed", True))
-        session = att.session_factory()
+            rule, constituents, extra = self._prepare(claimed)
+        except OutboxError as err:  # refused for good: it would fail the same way again
+            return self._failed(claimed, None, (), err, final=True)
+        occ = rebuild(constituents, extra, claimed.t_occ, rule.event)
+        try:
+            session = self._new_session()
+        except BaseException as err:
+            return self._failed_or_raise(claimed, rule, constituents, err)
         try:
             with session.begin():
                 token = _CONTEXT.set(
                     DetachedContext(
-                        claimed.rule,
+                        rule.name,
                         claimed.key,
                         claimed.attempts,
-                        committed,
+                        bool(extra.get("committed", True)),
                         session,
                         claimed.scope,
                         claimed.t_occ,
                     )
                 )
                 try:
-                    status = self._run_rule(claimed.rule, cond, action, occ)
+                    status = self._run_rule(rule, occ)
                 finally:
                     _CONTEXT.reset(token)
+                if lease.lost:
+                    raise ClaimLost("the heartbeat found the claim gone", key=claimed.key)
                 self.store.finish(session.connection(), claimed, self.id)
+                # the row is ours and locked until the commit: no renewal needed,
+                # and one blocked behind the commit must not report a lost claim
+                self.heartbeat.release(lease)
                 st = session.info.get(KEY)
-                if st is not None and att.sink is not None:
-                    st.firings.append((rule_ref, occ, status, None, time.time()))
-        except OutboxError as err:
-            if err.key == claimed.key:  # our claim was taken over: not our failure
-                log.warning("%s", err)
-                return "skipped"
-            return self._failed(claimed, rule_ref, occ, err)
-        except Exception as err:
-            return self._failed(claimed, rule_ref, occ, err)
+                if st is not None and self.attachment.sink is not None:
+                    st.firings.append((rule, occ, status, None, time.time()))
+        except ClaimLost as err:
+            log.warning("%s", err)
+            return "skipped"
+        except BaseException as err:
+            return self._failed_or_raise(claimed, rule, constituents, err)
         finally:
             session.close()
         return "done"
 
-    def _resolve(self, claimed: Claimed) -> tuple[Any, Callable[[Any], Any], Any, Any]:
-        """The condition, action, rule (or a stand-in) and event of an entry: the
-        rule of that name on the attachment's detector, else the functions named
-        in the entry."""
-        det = self.attachment.detector
-        rule = det.rules.get(claimed.rule)
-        if rule is not None:
-            return rule.condition, rule.action, rule, rule.event
-        extra = claimed.extra
-        path = extra.get("action")
-        if not path:
+    def _prepare(self, claimed: Claimed) -> tuple[Rule, tuple[Any, ...], Mapping[str, Any]]:
+        """The rule an entry names (from this worker's rule set, by name) and its
+        decoded detection; raises :class:`~sentinel.errors.OutboxError` for an
+        entry that must not run: unsigned or badly signed when the log has a
+        signing key, naming no detached rule of this worker, unreadable."""
+        where = f"outbox entry {claimed.key[:12]}… (rule {claimed.rule!r})"
+        payload = claimed.payload
+        if not isinstance(payload, Mapping):
+            raise OutboxError(f"{where}: its payload is not a JSON object", key=claimed.key)
+        signer = self.attachment.writer.signer
+        if signer is not None:
+            why = signer.verify(claimed.rule, claimed.key, claimed.scope, claimed.t_occ, payload)
+            if why is not None:
+                raise OutboxError(
+                    f"{where} refused: {why}; this worker runs only entries signed with its "
+                    "outbox key (written by an application attached with the same key)",
+                    key=claimed.key,
+                )
+        rule = self.attachment.detector.rules.get(claimed.rule)
+        if rule is None:
             raise OutboxError(
-                f"outbox entry {claimed.key[:12]}…: rule {claimed.rule!r} is not defined on "
-                "this worker's detector and the entry names no action",
+                f"{where} refused: this worker's rule set defines no rule of that name; a "
+                "worker runs only its own detached rules, looked up by name (deploy the "
+                "rule to the workers, then set the entry back to pending)",
+                key=claimed.key,
+            )
+        if rule.coupling not in DETACHED:
+            raise OutboxError(
+                f"{where} refused: {rule.name!r} is a {rule.coupling} rule of this worker, "
+                "not a detached one",
                 key=claimed.key,
             )
         try:
-            action = import_function(path)
-            cond_path = extra.get("condition")
-            cond = import_function(cond_path) if cond_path else None
+            constituents, extra = OutboxEntry.decode_payload(payload)
         except Exception as err:
             raise OutboxError(
-                f"outbox entry {claimed.key[:12]}…: rule {claimed.rule!r} is not defined on "
-                f"this worker's detector and its action {path} cannot be imported: {err}",
+                f"{where}: its payload cannot be read ({type(err).__name__}: {err})",
                 key=claimed.key,
             ) from err
-        return cond, action, _RuleRef(claimed.rule, str(extra.get("coupling", "detached"))), None
+        return rule, constituents, extra
 
-    def _run_rule(self, name: str, cond: Any, action: Callable[[Any], Any], occ: Any) -> str:
+    def _new_session(self) -> Session:
+        factory = self.attachment.session_factory
+        try:
+            return factory()
+        except Exception as err:
+            raise OutboxError(
+                f"sentinel's outbox: the session factory {factory!r:.80} could not make a "
+                f"session for a detached rule ({type(err).__name__}: {err}); give attach() "
+                "one that can be called without arguments: attach(..., session_factory=...) "
+                "(with Flask-SQLAlchemy: attach(db.session, ...), see docs/operations.md)"
+            ) from err
+
+    def _run_rule(self, rule: Rule, occ: Any) -> str:
         det = self.attachment.detector
+        cond = rule.condition
         if cond is not None:
             try:
                 with det.muted():
-                    ok = cond(occ)
+                    ok = bool(cond(occ))
             except SentinelError:
                 raise
-            except Exception as e:
-                raise RuleError(name, "condition", e) from e
+            except BaseException as e:  # SystemExit, GeneratorExit, ... are failures too
+                raise RuleError(rule.name, "condition", e) from e
             if not ok:
                 return FiringStatus.CONDITION_FALSE.value
         try:
-            action(occ)
+            rule.action(occ)
         except SentinelError:
             raise
-        except Exception as e:
-            raise RuleError(name, "action", e) from e
+        except BaseException as e:
+            raise RuleError(rule.name, "action", e) from e
         return FiringStatus.DONE.value
 
-    def _failed(self, claimed: Claimed, rule_ref: Any, occ: Any, err: BaseException) -> str:
+    def _failed_or_raise(
+        self, claimed: Claimed, rule: Rule, constituents: Sequence[Any], err: BaseException
+    ) -> str:
+        """Record a failed attempt; then re-raise a ``KeyboardInterrupt`` that
+        reached the main thread (how Ctrl-C arrives while ``drain`` runs there)."""
+        outcome = self._failed(claimed, rule, constituents, err)
+        cause = err.__cause__ if isinstance(err, RuleError) else err
+        if isinstance(cause, KeyboardInterrupt) and (
+            threading.current_thread() is threading.main_thread()
+        ):
+            raise err
+        return outcome
+
+    def _failed(
+        self,
+        claimed: Claimed,
+        rule: Rule | None,
+        constituents: Sequence[Any],
+        err: BaseException,
+        *,
+        final: bool = False,
+    ) -> str:
         """Record a failed attempt (and its firing) in a short transaction; queue
-        the retry. Returns ``"retried"`` or ``"failed"``."""
-        att = self.attachment
+        the retry. Returns ``"retried"``, ``"failed"``, or ``"skipped"`` when the
+        claim is no longer this worker's."""
         text = f"{type(err).__name__}: {err}"
-        final = claimed.attempts >= self.max_attempts
+        final = final or claimed.attempts >= self.max_attempts
         delay = self._retry_delay(claimed.attempts)
         retry_at = None if final else datetime.now(UTC) + timedelta(seconds=delay)
         log.log(
@@ -366,29 +465,16 @@ class Runner:
             text,
         )
         try:
-            with att.engine().begin() as conn:
+            with self.attachment.engine().begin() as conn:
                 if not self.store.fail(conn, claimed, self.id, text, retry_at=retry_at):
                     return "skipped"
-                if att.sink is not None:
-                    now = datetime.now(UTC)
-                    att.writer.write_firings(
-                        conn,
-                        [
-                            Firing(
-                                rule=claimed.rule,
-                                scope=claimed.scope,
-                                t_occ=claimed.t_occ,
-                                constituents=tuple(
-                                    (c.scope, c.t_occ) for c in claimed.constituents
-                                ),
-                                coupling=str(getattr(rule_ref, "coupling", "detached")),
-                                status=FiringStatus.FAILED.value,
-                                error=f"attempt {claimed.attempts}: {text}"[:4000],
-                                fired_at=now,
-                                finished_at=now,
-                            )
-                        ],
-                    )
+                self._write_firing(
+                    conn,
+                    claimed,
+                    rule,
+                    constituents,
+                    f"attempt {claimed.attempts}: {text}",
+                )
         except Exception:
             log.exception(
                 "sentinel's outbox: the failure of entry %s was not recorded", claimed.key
@@ -398,6 +484,43 @@ class Runner:
             return "failed"
         self.submit(claimed.key, delay)
         return "retried"
+
+    def _record_exhausted(self, conn: Connection, got: Exhausted) -> None:
+        try:
+            constituents, _ = OutboxEntry.decode_payload(got.payload)
+        except Exception:
+            constituents = ()
+        rule = self.attachment.detector.rules.get(got.rule)
+        self._write_firing(conn, got, rule, constituents, got.error)
+
+    def _write_firing(
+        self,
+        conn: Connection,
+        entry: Claimed | Exhausted,
+        rule: Rule | None,
+        constituents: Sequence[Any],
+        error: str,
+    ) -> None:
+        att = self.attachment
+        if att.sink is None:
+            return
+        now = datetime.now(UTC)
+        att.writer.write_firings(
+            conn,
+            [
+                Firing(
+                    rule=entry.rule,
+                    scope=entry.scope,
+                    t_occ=entry.t_occ,
+                    constituents=tuple((c.scope, c.t_occ) for c in constituents),
+                    coupling=str(rule.coupling) if rule is not None else "detached",
+                    status=FiringStatus.FAILED.value,
+                    error=error[:4000],
+                    fired_at=now,
+                    finished_at=now,
+                )
+            ],
+        )
 
 
 def serve(

@@ -25,7 +25,7 @@ from sentinel.orm import attach, detached_context
 from sentinel.orm.outbox import OutboxStore
 
 from . import actions
-from .conftest import ORM
+from .conftest import ORM, make_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,14 +93,35 @@ def test_a_detached_condition_runs_in_the_detached_transaction(orm: ORM) -> None
     assert sorted(e.status for e in orm.outbox()) == ["done", "done"]
 
 
-def test_a_worker_without_the_rule_imports_its_action(orm: ORM) -> None:
+def test_a_worker_runs_the_rule_of_its_own_rule_set(orm: ORM) -> None:
+    """Another process's view: a detector of its own that defines the rule by
+    name (what ``sentinel worker --rules`` loads)."""
     orm.attach(workers=0)
     orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
     _trigger(orm)
-    # another process's view: a detector that does not define R
-    with attach(sessionmaker(orm.engine), detector=LocalEventDetector(), workers=0) as other:
+    det = LocalEventDetector()
+    make_model(det)
+    det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    with attach(sessionmaker(orm.engine), detector=det, workers=0) as other:
         assert other.drain().done == 1
     assert [e[0] for e in orm.effects()] == ["R"]
+
+
+def test_a_worker_without_the_rule_refuses_the_entry(orm: ORM) -> None:
+    """The entry names the action (``extra.action``), but a worker never imports
+    code an outbox row names: the entry fails for good, nothing runs."""
+    orm.attach(workers=0)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _trigger(orm)
+    (entry,) = orm.outbox()
+    assert entry.extra["action"] == "tests.orm.actions:record"
+    with attach(sessionmaker(orm.engine), detector=LocalEventDetector(), workers=0) as other:
+        report = other.drain()
+    assert (report.done, report.failed) == (0, 1)
+    assert orm.effects() == [] and actions.ATTEMPTS == []
+    (entry,) = orm.outbox()
+    assert (entry.status, entry.attempts) == ("failed", 1)
+    assert "defines no rule of that name" in str(entry.last_error)
 
 
 def test_a_lost_claim_rolls_the_attempt_back(orm: ORM, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +139,7 @@ def test_a_lost_claim_rolls_the_attempt_back(orm: ORM, monkeypatch: pytest.Monke
         # while the action starts, its claim (lease 0) expires and another
         # worker claims the entry
         with orm.engine.begin() as other:
-            assert store.claim(other, entry.idempotency_key, "someone-else", 60) is not None
+            assert store.claim(other, entry.idempotency_key, "someone-else", 60, 5) is not None
         return real_run(*args)
 
     monkeypatch.setattr(runner, "_run_rule", run_rule)
@@ -160,6 +181,8 @@ def _drain_until_done(orm: ORM, deadline: float = 60) -> None:
     left by the killed process is taken over once its lease expired)."""
     end = time.monotonic() + deadline
     worker_det = LocalEventDetector()
+    make_model(worker_det)
+    worker_det.rule("R", "Stock.e2", action=actions.external, coupling="detached")
     with attach(sessionmaker(orm.engine), detector=worker_det, workers=0, backoff=0.01) as worker:
         while time.monotonic() < end:
             worker.drain()
