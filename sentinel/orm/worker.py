@@ -534,11 +534,21 @@ def serve(
     """Drain ``attachment``'s outbox until ``stop`` is set (or once, with
     ``once``), waiting ``poll`` seconds between drains that found nothing due;
     return the totals. ``report(drain)`` is called after each drain that did
-    something. What ``sentinel worker`` runs."""
+    something. What ``sentinel worker`` runs.
+
+    A drain that fails (the database is unreachable for a while) is logged and
+    tried again after ``poll`` seconds; with ``once`` its error is raised."""
     total = DrainReport()
     stop = stop or threading.Event()
     while not stop.is_set():
-        done = attachment.drain()
+        try:
+            done = attachment.drain()
+        except Exception:
+            if once:
+                raise
+            log.exception("sentinel's outbox: a drain failed; trying again in %g s", poll)
+            stop.wait(poll)
+            continue
         for name in ("done", "retried", "failed", "skipped"):
             setattr(total, name, getattr(total, name) + getattr(done, name))
         total.keys.extend(done.keys)

@@ -389,7 +389,7 @@ class SystemClock(Clock):
                         self.on_error(exc)
                     else:
                         log.error("a timer of %r failed", self, exc_info=exc)
-                except Exception:
+                except BaseException:  # SystemExit from the handler must not end the thread
                     log.exception("the on_error handler of %r failed", self)
 
     def close(self, timeout: float | None = 5.0) -> None:

@@ -213,6 +213,22 @@ class TestSystemClock:
             assert ok.wait(10)
         assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
 
+    @pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt, GeneratorExit])
+    def test_a_timer_or_handler_raising_a_base_exception_does_not_end_the_thread(
+        self, exc: type[BaseException]
+    ) -> None:
+        def raise_it(*_: Any) -> None:
+            raise exc("from user code")
+
+        for on_error in (None, raise_it):  # the timer raises; then its handler does too
+            with SystemClock(on_error=on_error) as clock:
+                ok = threading.Event()
+                now = time.time()
+                clock.call_at(now, raise_it)
+                clock.call_at(now + 0.01, ok.set)
+                assert ok.wait(10)
+                assert clock.running
+
     def test_close_from_one_of_its_timers(self) -> None:
         clock = SystemClock()
         done = threading.Event()
