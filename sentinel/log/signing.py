@@ -8,9 +8,11 @@ altered row is marked ``failed`` and never runs.
 
 What is signed: the rule's name, the idempotency key, the trigger's scope and
 ``t_occ``, and the payload without ``sig``, in a canonical JSON form (keys
-sorted, ASCII, integral floats written as integers) that survives what the JSON
-column types do to a document: PostgreSQL's ``jsonb`` reorders keys and writes
-``1e16`` back as ``10000000000000000``; MySQL's ``JSON`` reorders keys.
+sorted, ASCII, floats in the tagged form ``{"$float": "1e+16"}`` read as the
+float they stand for) that survives what the log's JSON column does to a
+document: PostgreSQL's ``jsonb`` reorders keys, and the column writes the floats
+``jsonb`` would change (``1e16``, ``-0.0``) in that tagged form
+(:class:`~sentinel.log.tables.LogJSON`).
 
 The worker's status columns (``status``, ``attempts``, ``next_attempt_at``,
 ``claimed_by``, ``last_error``) are not signed: whoever can write the table can
@@ -28,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -49,9 +52,11 @@ def key_from_env() -> str | None:
 
 
 def _canonical(value: Any) -> Any:
-    if type(value) is float and value.is_integer():
-        return int(value)
     if isinstance(value, Mapping):
+        if len(value) == 1 and type(value.get("$float")) is str:
+            number = float(value["$float"])
+            if math.isfinite(number):  # NaN and infinities keep their tag
+                return number
         return {k: _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]

@@ -377,6 +377,31 @@ class OutboxStore:
         )
         return bool(res.rowcount == 1)
 
+    def requeue(
+        self, conn: Connection, *, rule: str | None = None, keys: Sequence[str] | None = None
+    ) -> int:
+        """Set ``failed`` rows (of ``rule``, or with these ``keys``, or all) back
+        to ``pending``, due now, with their attempts reset (``last_error`` stays
+        until the next attempt); return how many. For after the cause of their
+        failure was fixed (``sentinel worker --retry-failed``)."""
+        t = self.table
+        where = [t.c.status == OutboxStatus.FAILED.value]
+        if rule is not None:
+            where.append(t.c.rule == rule)
+        if keys is not None:
+            where.append(t.c.idempotency_key.in_(list(keys)))
+        res = conn.execute(
+            sa.update(t)
+            .where(*where)
+            .values(
+                status=OutboxStatus.PENDING.value,
+                attempts=0,
+                claimed_by=None,
+                next_attempt_at=_now(),
+            )
+        )
+        return int(res.rowcount)
+
     def status(self, conn: Connection, key: str) -> str | None:
         """The row's status (``None``: no such row)."""
         t = self.table

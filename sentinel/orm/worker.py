@@ -380,8 +380,8 @@ class Runner:
             )
         if rule.coupling not in DETACHED:
             raise OutboxError(
-                f"{where} refused: {rule.name!r} is a {rule.coupling} rule of this worker, "
-                "not a detached one",
+                f"{where} refused: {rule.name!r} is not a detached rule of this worker (its "
+                f"coupling is {rule.coupling})",
                 key=claimed.key,
             )
         try:
@@ -436,7 +436,7 @@ class Runner:
         if isinstance(cause, KeyboardInterrupt) and (
             threading.current_thread() is threading.main_thread()
         ):
-            raise err
+            raise cause
         return outcome
 
     def _failed(

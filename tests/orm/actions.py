@@ -79,3 +79,40 @@ def external(occ: Any) -> None:
     if os.environ.get("SENTINEL_TEST_CRASH") == "action" and ctx.attempt == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     _record(occ, "external")
+
+
+class CustomInterrupt(BaseException):
+    """A BaseException of the application's own (as frameworks define them)."""
+
+
+#: What ``raise_base`` raises (set by the test).
+RAISE: dict[str, type[BaseException]] = {"exc": SystemExit}
+
+
+def raise_base(occ: Any) -> None:
+    """Raises ``RAISE["exc"]``: a BaseException that is not an Exception."""
+    ctx = detached_context()
+    ATTEMPTS.append((ctx.rule, ctx.idempotency_key, ctx.attempt, ctx.committed))
+    raise RAISE["exc"]("raised by the action")
+
+
+def raise_base_in_condition(occ: Any) -> bool:
+    ctx = detached_context()
+    ATTEMPTS.append((ctx.rule, ctx.idempotency_key, ctx.attempt, ctx.committed))
+    raise RAISE["exc"]("raised by the condition")
+
+
+#: Test-provided bodies for ``hook`` (``HOOKS["hook"](occ)``).
+HOOKS: dict[str, Any] = {}
+
+
+def hook(occ: Any) -> None:
+    """Runs ``HOOKS["hook"](occ)`` (set by the test), then writes its row."""
+    HOOKS["hook"](occ)
+    _record(occ, "hook")
+
+
+def note_attempt(occ: Any) -> None:
+    """Notes the attempt only (no database effect)."""
+    ctx = detached_context()
+    ATTEMPTS.append((ctx.rule, ctx.idempotency_key, ctx.attempt, ctx.committed))
