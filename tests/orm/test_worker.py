@@ -24,7 +24,7 @@ from sentinel.errors import AttachError
 from sentinel.log import LogWriter, OutboxEntry
 from sentinel.log.signing import OUTBOX_KEY_ENV, OutboxSigner
 from sentinel.occurrence import Occurrence
-from sentinel.orm import attach, detached_context
+from sentinel.orm import attach
 from sentinel.orm.outbox import Claimed, Exhausted, OutboxStore
 
 from . import actions
@@ -370,9 +370,12 @@ def test_the_environment_gives_the_key(orm: ORM, monkeypatch: pytest.MonkeyPatch
 def test_keys_rotate_and_bad_keys_are_refused(orm: ORM) -> None:
     old = OutboxSigner("the old key, long enough")
     payload = old.signed("R", "k", "s", 1, {"constituents": []})
-    assert OutboxSigner("the new key, long enough", "the old key, long enough").verify(
-        "R", "k", "s", 1, payload
-    ) is None
+    assert (
+        OutboxSigner("the new key, long enough", "the old key, long enough").verify(
+            "R", "k", "s", 1, payload
+        )
+        is None
+    )
     with pytest.raises(AttachError, match="at least 16 bytes"):
         attach(orm.Session, detector=orm.det, outbox_key="short")
     with pytest.raises(AttachError, match="give the key to the writer"):
