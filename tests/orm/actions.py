@@ -116,3 +116,26 @@ def note_attempt(occ: Any) -> None:
     """Notes the attempt only (no database effect)."""
     ctx = detached_context()
     ATTEMPTS.append((ctx.rule, ctx.idempotency_key, ctx.attempt, ctx.committed))
+
+
+def slow(occ: Any) -> None:
+    """Notes its start and end in the file ``SENTINEL_TEST_RUNLOG`` (with the
+    process and thread running it) around a sleep of ``SENTINEL_TEST_SLEEP``
+    seconds; then writes its row, or fails for an odd price."""
+    import threading
+    import time
+
+    ctx = detached_context()
+    path = Path(os.environ["SENTINEL_TEST_RUNLOG"])
+    who = f"{os.getpid()}/{threading.get_ident()}"
+
+    def note(what: str) -> None:
+        with path.open("a") as f:  # one short append: atomic between processes
+            f.write(f"{what} {ctx.idempotency_key} {who} {ctx.attempt}\n")
+
+    note("start")
+    time.sleep(float(os.environ["SENTINEL_TEST_SLEEP"]))
+    note("end")
+    if int(occ.params["price"]) % 2:
+        raise RuntimeError("odd prices always fail")
+    _record(occ, "slow")
