@@ -465,7 +465,7 @@ def test_rules_run_inside_the_given_context(orm: ORM) -> None:
     assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith("sentinel-outbox")
     assert _INSIDE == [] and [e[0] for e in orm.effects()] == ["R"]
     with pytest.raises(AttachError, match="context"):
-        attach(sessionmaker(orm.engine), detector=LocalEventDetector(), context=42)  # type: ignore[arg-type]
+        attach(sessionmaker(orm.engine), detector=LocalEventDetector(), context=42)
 
 
 def test_a_worker_process_rule_set_loads_the_same_rules(orm: ORM) -> None:
