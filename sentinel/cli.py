@@ -507,6 +507,12 @@ def replay_command(
     type=click.IntRange(min=1),
     help="Attempts per entry before it is marked failed.",
 )
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="First set every failed entry back to pending, with its attempts reset "
+    "(after fixing what made them fail).",
+)
 @_errors
 def worker_command(
     url: str,
@@ -517,6 +523,7 @@ def worker_command(
     poll: float,
     lease: float,
     max_attempts: int,
+    retry_failed: bool,
 ) -> None:
     """Run the detached rules waiting in the outbox (after a restart, or as the
     dedicated worker of applications attached with workers=0)."""
@@ -561,6 +568,10 @@ def worker_command(
         )
 
     try:
+        if retry_failed:
+            with attachment.engine().begin() as conn:
+                n = attachment.runner.store.requeue(conn)
+            click.echo(f"{n} failed entr{'y' if n == 1 else 'ies'} set back to pending")
         total = serve(attachment, poll=poll, once=once, stop=stop, report=report)
     finally:
         if owned:

@@ -165,6 +165,18 @@ def test_the_worker_command(orm: ORM, db_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert "1 done" in result.output
     assert [e[2] for e in orm.effects()] == [7.0]
+    # an entry that failed for good runs again after --retry-failed
+    with orm.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_outbox SET status = 'failed', attempts = 5"))
+    again = ["worker", "--url", db_url, "--rules", "tests.orm.worker_rules:detector", "--once"]
+    result = CliRunner().invoke(cli, again)
+    assert result.exit_code == 0 and "0 done" in result.output, result.output
+    result = CliRunner().invoke(cli, [*again, "--retry-failed"])
+    assert result.exit_code == 0, result.output
+    assert "1 failed entry set back to pending" in result.output
+    assert "1 done" in result.output
+    assert [e[2] for e in orm.effects()] == [7.0, 7.0]
+    assert [(e.status, e.attempts) for e in orm.outbox()] == [("done", 1)]
     bad = CliRunner().invoke(
         cli, ["worker", "--url", db_url, "--rules", "tests.orm.nowhere:x", "--once"]
     )
