@@ -50,11 +50,12 @@ def test_detached_rules_run_in_the_application_context(app: Flask) -> None:
         assert client.post(f"/accounts/{account}/deposit/50").json == {"balance": 50}
         assert client.post(f"/accounts/{account}/deposit/20").json == {"balance": 70}
         assert attachment.wait_detached(60)
-        assert client.get(f"/accounts/{account}/receipts").json == [
-            "Thank you for your deposit of 50.",
+        assert sorted(client.get(f"/accounts/{account}/receipts").json) == [  # two threads
             "Thank you for your deposit of 20.",
+            "Thank you for your deposit of 50.",
         ]
-    assert [(e.rule, e.status, e.attempts) for e in _outbox(app)] == [("receipt", "done", 1)] * 2
+    assert [(e.rule, e.status) for e in _outbox(app)] == [("receipt", "done")] * 2
+    assert len(_receipts(app)) == 2
 
 
 def test_without_the_context_the_rule_fails_and_says_why(app: Flask) -> None:
