@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sentinel.errors import OutboxError, RuleError, SentinelError
@@ -214,7 +214,14 @@ class Runner:
             try:
                 self.run_one(key)
             except BaseException:  # nothing an entry does may end a worker thread
-                log.exception("sentinel's outbox: entry %s could not be run", key[:12])
+                # claiming failed (the database is away, no engine, the context
+                # raised): the entry is still pending; try it again later
+                log.exception(
+                    "sentinel's outbox: entry %s could not be run; trying again in %g s",
+                    key[:12],
+                    self.max_backoff,
+                )
+                self.submit(key, self.max_backoff)
             finally:
                 with cond:
                     self._busy -= 1
@@ -292,14 +299,13 @@ class Runner:
             engine = self.attachment.engine()
             with engine.begin() as conn:
                 got = self.store.claim(conn, key, self.id, self.lease, self.max_attempts)
-                if isinstance(got, Exhausted):
-                    self._record_exhausted(conn, got)
             if got is None:
                 return "skipped"
             if isinstance(got, Exhausted):
                 log.error(
                     "sentinel: detached rule %r, entry %s failed: %s", got.rule, key[:12], got.error
                 )
+                self._record_exhausted(engine, got)
                 return "failed"
             lease = self.heartbeat.hold(engine, got)
             try:
@@ -485,13 +491,18 @@ class Runner:
         self.submit(claimed.key, delay)
         return "retried"
 
-    def _record_exhausted(self, conn: Connection, got: Exhausted) -> None:
+    def _record_exhausted(self, engine: Engine, got: Exhausted) -> None:
+        """The rule-firing row of an entry failed at its claim (no attempts left)."""
         try:
             constituents, _ = OutboxEntry.decode_payload(got.payload)
         except Exception:
             constituents = ()
         rule = self.attachment.detector.rules.get(got.rule)
-        self._write_firing(conn, got, rule, constituents, got.error)
+        try:
+            with engine.begin() as conn:
+                self._write_firing(conn, got, rule, constituents, got.error)
+        except Exception:
+            log.exception("sentinel's outbox: the failure of entry %s was not logged", got.key)
 
     def _write_firing(
         self,
