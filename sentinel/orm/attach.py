@@ -366,8 +366,18 @@ class Attachment:
         if isinstance(bind, Engine):
             self._engine = bind
             return bind
-        with self.session_factory() as s:
-            b = s.get_bind()
+        try:
+            with self.session_factory() as s:
+                b = s.get_bind()
+        except Exception as err:
+            raise AttachError(
+                f"sentinel cannot find the engine of the log and the outbox: the session "
+                f"factory {self.session_factory!r:.80} could not make a session and give its "
+                f"bind ({type(err).__name__}: {err}); give attach() a session factory that "
+                "can be called without arguments (attach(..., session_factory=...)), or bind "
+                "the sessionmaker to an engine",
+                target=self.target,
+            ) from err
         self._engine = b if isinstance(b, Engine) else b.engine
         return self._engine
 

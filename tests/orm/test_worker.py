@@ -480,3 +480,25 @@ def test_a_worker_process_rule_set_loads_the_same_rules(orm: ORM) -> None:
     with attach(sessionmaker(orm.engine), detector=det, workers=0, outbox_key=KEY) as w:
         assert w.drain().done == 1
     assert [e[2] for e in orm.effects()] == [9.0]
+
+
+def test_a_detached_rule_outside_transactions_needs_a_factory_that_finds_the_engine(
+    orm: ORM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Triggered outside any transaction before any commit, an entry is written
+    through the engine the session factory's sessions use: a factory that cannot
+    make sessions is named in the error; with one that can, the rule runs."""
+    orm.det.explicit("Deposit")
+    orm.det.rule("R", "Deposit", action=actions.record, coupling="detached")
+    with attach(NeedsAnArgument, detector=orm.det, workers=0):
+        with caplog.at_level(logging.ERROR, "sentinel.orm"):
+            orm.det.signal("Deposit", amount=1.0)
+        assert "not enqueued" in caplog.text
+        assert "could not make a session and give its bind" in caplog.text
+        assert "attach(..., session_factory=...)" in caplog.text
+    assert _rows(orm) == []
+    factory = sessionmaker(orm.engine, class_=NeedsAnArgument, owner="worker")
+    with attach(NeedsAnArgument, detector=orm.det, workers=0, session_factory=factory) as att:
+        orm.det.signal("Deposit", amount=2.0)
+        assert att.drain().done == 1
+    assert [(e[0], e[2]) for e in orm.effects()] == [("R", 2.0)]
