@@ -315,10 +315,9 @@ class Runner:
 
     def _attempt(self, claimed: Claimed, lease: Lease) -> str:
         try:
-            rule, constituents, extra = self._prepare(claimed)
+            rule, constituents, extra, occ = self._prepare(claimed)
         except OutboxError as err:  # refused for good: it would fail the same way again
             return self._failed(claimed, None, (), err, final=True)
-        occ = rebuild(constituents, extra, claimed.t_occ, rule.event)
         try:
             session = self._new_session()
         except BaseException as err:
@@ -358,9 +357,10 @@ class Runner:
             session.close()
         return "done"
 
-    def _prepare(self, claimed: Claimed) -> tuple[Rule, tuple[Any, ...], Mapping[str, Any]]:
-        """The rule an entry names (from this worker's rule set, by name) and its
-        decoded detection; raises :class:`~sentinel.errors.OutboxError` for an
+    def _prepare(self, claimed: Claimed) -> tuple[Rule, tuple[Any, ...], Mapping[str, Any], Any]:
+        """The rule an entry names (from this worker's rule set, by name), its
+        decoded constituents and extra values, and the occurrence its action
+        receives; raises :class:`~sentinel.errors.OutboxError` for an
         entry that must not run: unsigned or badly signed when the log has a
         signing key, naming no detached rule of this worker, unreadable."""
         where = f"outbox entry {claimed.key[:12]}… (rule {claimed.rule!r})"
@@ -381,7 +381,7 @@ class Runner:
             raise OutboxError(
                 f"{where} refused: this worker's rule set defines no rule of that name; a "
                 "worker runs only its own detached rules, looked up by name (deploy the "
-                "rule to the workers, then set the entry back to pending)",
+                "rule to the workers, then run `sentinel worker ... --retry-failed`)",
                 key=claimed.key,
             )
         if rule.coupling not in DETACHED:
@@ -392,12 +392,13 @@ class Runner:
             )
         try:
             constituents, extra = OutboxEntry.decode_payload(payload)
+            occ = rebuild(constituents, extra, claimed.t_occ, rule.event)
         except Exception as err:
             raise OutboxError(
                 f"{where}: its payload cannot be read ({type(err).__name__}: {err})",
                 key=claimed.key,
             ) from err
-        return rule, constituents, extra
+        return rule, constituents, extra, occ
 
     def _new_session(self) -> Session:
         factory = self.attachment.session_factory
