@@ -28,12 +28,13 @@ from sentinel.cli.graph import graph_command
 from sentinel.cli.log import log
 from sentinel.cli.replay import replay_command
 from sentinel.cli.worker import worker_command
+from sentinel.extras import DISTRIBUTION
 
 __all__ = ["main"]
 
 
 @click.group(name="sentinel")
-@click.version_option(package_name="sentinel", prog_name="sentinel")
+@click.version_option(package_name=DISTRIBUTION, prog_name="sentinel")
 def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""
 

@@ -30,6 +30,16 @@ def errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except SentinelError as err:
             raise click.ClickException(str(err)) from err
+        except ModuleNotFoundError as err:
+            # A database driver or an optional package that an extra brings.
+            from sentinel.errors import MissingExtraError
+            from sentinel.extras import extra_for_module
+
+            extra = extra_for_module(err.name)
+            if extra is None:
+                raise
+            missing = MissingExtraError(f"this command ({err.name})", extra, err.name)
+            raise click.ClickException(str(missing)) from err
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as err:
             orig = getattr(err, "orig", None) or err
             raise click.ClickException(f"cannot use the database: {orig}") from err

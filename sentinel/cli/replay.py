@@ -106,14 +106,9 @@ def replay_command(
     from rich.console import Console
     from rich.table import Table
 
-    try:
-        from sentinel.replay import replay
-        from sentinel.replay.rules import load_rules
-        from sentinel.replay.sources import open_source
-    except ImportError as err:
-        raise click.ClickException(
-            f"replay needs pyarrow and orjson (pip install 'sentinel[spark]'): {err}"
-        ) from err
+    from sentinel.replay import replay  # MissingExtraError names the extra to install
+    from sentinel.replay.rules import load_rules
+    from sentinel.replay.sources import open_source
 
     importable_from_cwd()  # here and in local Spark workers
     started = time.perf_counter()
