@@ -98,15 +98,13 @@ class _Integration:
         #: Some attachment records rule runs whose condition was false.
         self.log_condition_false = False
         self._previous_executor: Any = None
-        self._previous_observer: Any = None
 
     # installation ---------------------------------------------------------------------
     def install(self) -> None:
         det = self.detector
         self._previous_executor = det.detached_executor
-        self._previous_observer = det.scheduler.observer
         det.detached_executor = self.execute_detached
-        det.scheduler.observer = self.observe
+        det.scheduler.add_observer(self.observe)
         det.add_rule_check(check_importable)
         set_scope_hook(det, self.scope_of)
         classes = watch_classes(det, self.classes_attached)
@@ -116,8 +114,7 @@ class _Integration:
         det = self.detector
         if det.detached_executor == self.execute_detached:
             det.detached_executor = self._previous_executor
-        if det.scheduler.observer == self.observe:
-            det.scheduler.observer = self._previous_observer
+        det.scheduler.remove_observer(self.observe)
         det.remove_rule_check(check_importable)
         set_scope_hook(det, None)
         unwatch_classes(det, self.classes_attached)
