@@ -321,7 +321,6 @@ class MissingExtraError(SentinelError, ImportError):
         self.feature, self.extra, self.missing = feature, extra, missing
         found = f"{missing} is not installed" if missing else "a dependency is missing"
         super().__init__(
-            f"{feature} needs the {extra!r} extra ({found}): "
-            f"pip install '{DISTRIBUTION}[{extra}]'",
+            f"{feature} needs the {extra!r} extra ({found}): pip install '{DISTRIBUTION}[{extra}]'",
             name=missing,
         )

@@ -2,7 +2,8 @@
 
 ``sentinel db upgrade|downgrade|current`` manage the log's tables with the
 migrations shipped in the package; ``sentinel log show`` prints the latest log
-rows; ``sentinel log export`` writes the log to Parquet and ``sentinel replay``
+rows, ``sentinel log firings`` the latest rule firings and why each fired;
+``sentinel log export`` writes the log to Parquet and ``sentinel replay``
 replays it through an application's rules, locally or on Spark; ``sentinel
 worker`` runs detached rules; ``sentinel graph`` shows the event graph of an
 application's rules. Every command that needs a database takes ``--url`` (or
@@ -24,6 +25,7 @@ from __future__ import annotations
 import click
 
 from sentinel.cli.db import db
+from sentinel.cli.firings import firings
 from sentinel.cli.graph import graph_command
 from sentinel.cli.log import log
 from sentinel.cli.replay import replay_command
@@ -41,6 +43,7 @@ def main() -> None:
 
 for _command in (db, log, replay_command, worker_command, graph_command):
     main.add_command(_command)
+log.add_command(firings)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["db_options", "errors", "load_reference", "progress"]
+__all__ = ["db_options", "errors", "load_reference", "print_table", "progress"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,3 +109,29 @@ def load_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "") -
 
     importable_from_cwd()
     return import_reference(reference, kinds, hint=hint)
+
+
+def print_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+) -> None:
+    """Print ``rows`` under ``columns``: as a rich table on a terminal wide enough
+    for every value on one line; otherwise (piped, redirected, a narrow
+    terminal) as plain lines, columns separated by two spaces, nothing wrapped or
+    cut, so ``grep`` and ``cut`` see whole values whatever the width."""
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    if sys.stdout.isatty() and sum(widths) + 3 * len(widths) + 1 <= shutil.get_terminal_size()[0]:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for name in columns:
+            table.add_column(name, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    click.echo(f"# {title}")
+    for row in [columns, *rows]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

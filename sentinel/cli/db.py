@@ -76,20 +76,17 @@ def downgrade(
 def current(url: str, schema: str | None, prefix: str, check: bool) -> None:
     """Show the revision of the log tables and whether it is the expected one."""
     from sentinel.log import migrate
+    from sentinel.log.schema import upgrade_command
     from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION
 
     rev = migrate.current(url, schema=schema, prefix=prefix)
+    upgrade = upgrade_command(url, schema, prefix)
     if rev is None:
-        click.echo(
-            "none: sentinel's tables were never created here; run `sentinel db upgrade --url ...`"
-        )
+        click.echo(f"none: sentinel's tables were never created here; run `{upgrade}`")
     elif rev == SCHEMA_VERSION:
         click.echo(f"{rev} (head)")
     elif rev in SCHEMA_REVISIONS:
-        click.echo(
-            f"{rev} (outdated: this sentinel expects {SCHEMA_VERSION}; "
-            "run `sentinel db upgrade --url ...`)"
-        )
+        click.echo(f"{rev} (outdated: this sentinel expects {SCHEMA_VERSION}; run `{upgrade}`)")
     else:
         click.echo(
             f"{rev} (unknown to this sentinel, which expects {SCHEMA_VERSION}; upgrade sentinel)"

@@ -20,12 +20,35 @@ __all__ = ["graph_command"]
     "or a zero-argument callable returning one.",
 )
 @click.option("--dot", is_flag=True, help="Print the graph in Graphviz DOT instead.")
+@click.option(
+    "--svg",
+    "svg",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Draw the graph into this SVG file (needs Graphviz's dot program).",
+)
 @errors
-def graph_command(rules_ref: str, dot: bool) -> None:
+def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
     """Show the event graph RULES compile to: one node per distinct sub-expression
     and parameter context in use, shared by the rules that need it.
 
-    Pipe ``--dot`` into ``dot -Tsvg`` to draw it."""
+    \b
+    Each node line reads
+      #id OperatorContext h=height [buffered] [process-wide]: expression (refs n)
+    \b
+    - #id: the node's number;
+    - OperatorContext: its operator in one parameter context (SeqChronicle);
+    - h: its height: an occurrence reaches nodes in increasing height, so a node
+      has all its inputs of one instant before it runs;
+    - buffered: one occurrence can reach the node along several paths, so it
+      collects them before it runs;
+    - process-wide: for rules with flush=False, its state outlives transactions;
+    - refs: how many rules use the node.
+
+    Then one line per rule: the expression it detects (a deferred rule's is
+    wrapped in A*(txn:begin, ..., txn:pre_commit)), its context, coupling and
+    priority. --dot prints Graphviz DOT; --svg FILE draws it with Graphviz.
+    """
     from sentinel.rules import LocalEventDetector
 
     det: LocalEventDetector = load_reference(rules_ref, (LocalEventDetector,))
@@ -34,7 +57,12 @@ def graph_command(rules_ref: str, dot: bool) -> None:
     if dot:
         click.echo(_dot(det))
         return
+    if svg is not None:
+        _draw(_dot(det), svg)
+        click.echo(f"drew {len(graph.handlers)} node(s) and {len(det.rules)} rule(s) into {svg}")
+        return
     click.echo(f"{len(det.rules)} rule(s), {len(graph.handlers)} node(s) in use")
+    click.echo("  (#id OperatorContext h=height: expression (refs: rules using it); see --help)")
     for line in graph.describe():
         click.echo("  " + line)
     for rule in det.rules.values():
@@ -43,6 +71,25 @@ def graph_command(rules_ref: str, dot: bool) -> None:
             f"  rule {rule.name}{state}: {rule.detected_expression} "
             f"[{rule.context}, {rule.coupling}, priority {rule.priority}]"
         )
+
+
+def _draw(source: str, path: str) -> None:
+    """Render DOT ``source`` as SVG into ``path`` with Graphviz's ``dot``."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dot")
+    if exe is None:
+        raise click.ClickException(
+            "--svg needs Graphviz's dot program, which is not installed (Debian: apt-get "
+            "install graphviz; macOS: brew install graphviz); --dot prints the graph as DOT "
+            "to draw elsewhere"
+        )
+    done = subprocess.run(
+        [exe, "-Tsvg", "-o", path], input=source, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise click.ClickException(f"Graphviz's dot failed: {done.stderr.strip()}")
 
 
 def _dot(det: Any) -> str:

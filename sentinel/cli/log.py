@@ -6,7 +6,7 @@ import json
 
 import click
 
-from sentinel.cli.common import db_options, errors, progress
+from sentinel.cli.common import db_options, errors, print_table, progress
 
 __all__ = ["log"]
 
@@ -38,35 +38,33 @@ def show(
     scopes: tuple[str, ...],
 ) -> None:
     """Print the latest rows of the event log as a table, oldest first."""
-    from rich.console import Console
-    from rich.table import Table
-
     from sentinel.log import LogReader
     from sentinel.log.records import encode_params
 
     with LogReader(url, schema=schema, prefix=prefix) as reader:
         rows = reader.latest(limit, events=events or None, scopes=scopes or None)
-    table = Table(title=f"sentinel event log: last {len(rows)} row(s)")
-    for name in ("id", "scope", "t_occ", "event"):
-        table.add_column(name, overflow="fold")
-    table.add_column("at (UTC)", no_wrap=True)
-    for name in ("source", "params", "outcome"):
-        table.add_column(name, overflow="fold")
+    table = []
     for occ, outcome, rid in rows:
         params = json.dumps(
             encode_params(occ.params, event=occ.event), sort_keys=True, separators=(",", ":")
         )
-        table.add_row(
-            str(rid),
-            str(occ.scope),
-            str(occ.t_occ),
-            occ.event,
-            occ.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
-            "" if occ.source is None else repr(occ.source),
-            params,
-            outcome or "-",
+        table.append(
+            [
+                str(rid),
+                str(occ.scope),
+                str(occ.t_occ),
+                occ.event,
+                occ.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+                "" if occ.source is None else repr(occ.source),
+                params,
+                outcome or "-",
+            ]
         )
-    Console().print(table)
+    print_table(
+        f"sentinel event log: last {len(rows)} row(s)",
+        ["id", "scope", "t_occ", "event", "at (UTC)", "source", "params", "outcome"],
+        table,
+    )
 
 
 @log.command(name="export")

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from sentinel.errors import OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus
 from sentinel.orm.outbox import Claimed, OutboxStore, import_function, rebuild
-from sentinel.orm.state import KEY
+from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
@@ -288,7 +288,7 @@ class Runner:
                 self.store.finish(session.connection(), claimed, self.id)
                 st = session.info.get(KEY)
                 if st is not None and att.sink is not None:
-                    st.firings.append((rule_ref, occ, status, None, time.time()))
+                    st.firings.append((rule_ref, occ, status, None, clock_of(att.detector)()))
         except OutboxError as err:
             if err.key == claimed.key:  # our claim was taken over: not our failure
                 log.warning("%s", err)
@@ -370,7 +370,7 @@ class Runner:
                 if not self.store.fail(conn, claimed, self.id, text, retry_at=retry_at):
                     return "skipped"
                 if att.sink is not None:
-                    now = datetime.now(UTC)
+                    now = clock_datetime(att.detector)  # the clock of the log's `at`
                     att.writer.write_firings(
                         conn,
                         [

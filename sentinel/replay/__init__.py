@@ -134,6 +134,7 @@ def replay(
             raise ReplayError("actions run only in the local engine (run_actions=True)")
         require("spark", "the Spark engine")
         from sentinel.replay.spark import replay_spark
+
         return replay_spark(
             source,
             rules,
