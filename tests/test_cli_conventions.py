@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,14 +34,16 @@ detector.rule("quick", "deposit ; withdraw", action=print)
 
 
 @pytest.fixture
-def in_app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def in_app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory holding the application's module bank.py, as the current
     directory (and not importable otherwise)."""
     (tmp_path / "bank.py").write_text(BANK)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.path", [p for p in os.sys.path if p not in ("", str(tmp_path))])
-    monkeypatch.delitem(os.sys.modules, "bank", raising=False)
-    return tmp_path
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    sys.modules.pop("bank", None)
+    yield tmp_path
+    sys.modules.pop("bank", None)  # the commands imported it
 
 
 # -- one rule-loading convention -------------------------------------------------------

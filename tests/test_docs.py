@@ -168,6 +168,7 @@ class PageSession:
             with contextlib.redirect_stdout(out):
                 if block.module:
                     self.write_module(block)
+                    sys.modules.pop(block.module, None)  # another page's, or a test's
                     importlib.import_module(block.module)
                 else:
                     exec(compile(block.code, block.id, "exec"), namespace)
@@ -246,7 +247,7 @@ def test_block_runs_and_prints_what_it_promises(block: Block, page_sessions: Pag
     try:
         printed = session.run_until(block)
     finally:
-        if session.done == len(session.blocks):
+        if block is session.blocks[-1]:  # the page is over, whether or not it passed
             session.close()
     promised = block.promises()
     assert len(printed) == len(promised) and all(map(matches, promised, printed)), (
