@@ -39,7 +39,8 @@ def errors(fn: F) -> F:
             extra = extra_for_module(err.name)
             if extra is None:
                 raise
-            missing = MissingExtraError(f"this command ({err.name})", extra, err.name)
+            feature = "this database URL" if extra in ("postgresql", "mysql") else "this command"
+            missing = MissingExtraError(feature, extra, err.name)
             raise click.ClickException(str(missing)) from err
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as err:
             orig = getattr(err, "orig", None) or err
