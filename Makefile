@@ -13,10 +13,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	@echo "Installing sqlalchemy-sentinel with PySpark into $(VENV): a minute or two the first time ..."
 	$(BIN)/python -m pip install -q -e '.[spark]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	@echo "Installing sqlalchemy-sentinel with its test tools and PySpark into $(VENV): a minute or two the first time ..."
 	$(BIN)/python -m pip install -q -e '.[dev,spark]'
 	touch $@ $(VENV)/.installed-demo
 

@@ -308,3 +308,19 @@ class OutboxError(EventLogError):
     def __init__(self, message: str, *, key: str = "") -> None:
         self.key = key
         super().__init__(message)
+
+
+class MissingExtraError(SentinelError, ImportError):
+    """A feature needs packages that are not installed: ``extra`` names the
+    optional dependency set that brings them (``pip install
+    'sqlalchemy-sentinel[replay]'``), ``missing`` the module that was not found."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None) -> None:
+        from sentinel.extras import DISTRIBUTION
+
+        self.feature, self.extra, self.missing = feature, extra, missing
+        found = f"{missing} is not installed" if missing else "a dependency is missing"
+        super().__init__(
+            f"{feature} needs the {extra!r} extra ({found}): pip install '{DISTRIBUTION}[{extra}]'",
+            name=missing,
+        )

@@ -221,9 +221,15 @@ def _params(params: Any) -> str:
 def main(database: str | Path | None = None) -> None:
     """Run the program and print its rule firings and log (on the SQLite file
     ``database``, which is kept; a temporary one by default)."""
-    print("Appendix B: STOCK with class- and instance-level events, on a SQLite file")
-    print("  R1 on e4 = e1 ^ e2 (class level; cumulative, deferred)")
-    print("  R2 on e4 ; set_IBM_price (mixed; recent, priority 20, previous)\n")
+    print("The STOCK program: stocks are rows of a SQLite file, and two of their methods")
+    print("are events: sell_stock's end (named e1) and set_price's begin (e2). One")
+    print("transaction sets IBM's price to 115, DEC's to 100, sells 200 Microsoft, and")
+    print("sets IBM's price to 75.95. Two rules watch it:")
+    print("  R1 on e4 = e1 ^ e2 (a sale and a price change, in either order, of any stock),")
+    print("     deferred (it runs once, just before the commit) in the cumulative context")
+    print("     (it sees every sale and price change of the transaction);")
+    print("  R2 on e4 ; set_IBM_price (e4, then a price change of IBM itself), immediate")
+    print("     (it runs at once), priority 20, recent context (the latest of each).\n")
     rows: list[Any] = []
     for firing in run(database=database, log=rows):
         print("  " + str(firing))

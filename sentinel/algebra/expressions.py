@@ -167,6 +167,14 @@ class Expression:
 
 def _check(value: object, where: str) -> Expression:
     if not isinstance(value, Expression):
+        if isinstance(value, str):
+            # Text is what a newcomer tries first: say how to get an expression.
+            raise ExpressionError(
+                f"operand of {where} must be an event expression, not the text {value!r}: "
+                "name the event in Python (a method's events are Class.method.begin and "
+                ".end, as in Account.deposit.end; an explicit event is "
+                f'detector.explicit("name")), or parse the text first: parse({value!r})'
+            )
         raise ExpressionError(
             f"operand of {where} must be an event expression, not {type(value).__name__} "
             f"({value!r})"

@@ -10,7 +10,10 @@ apart from any application's alembic history.
 ``bind`` is a URL (string or :class:`~sqlalchemy.URL`), an Engine, or a
 Connection. With an Engine or URL each call runs in its own transaction and
 commits; with a Connection the caller commits (PostgreSQL and SQLite run DDL
-transactionally; MariaDB commits each DDL statement implicitly).
+transactionally; MariaDB commits each DDL statement implicitly). Inside an
+application's alembic environment on a backend alembic treats as
+non-transactional (SQLite, MariaDB/MySQL), each of sentinel's migrations commits
+on its own, as the application's do there.
 
 Usable from an application's own alembic ``env.py`` (after its
 ``context.run_migrations()``, on the same connection)::
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -132,22 +135,26 @@ def _connection(bind: Bind) -> Iterator[Connection]:
 
 
 @contextmanager
-def _outer_alembic_context() -> Iterator[None]:
+def _outer_alembic_context() -> Iterator[MigrationContext | None]:
     """Let sentinel's migrations run while an application's alembic environment
-    is active (from its env.py). Alembic keeps one module-level proxy for the
-    running environment; running ours replaces and then removes it, so the
-    application's is reinstalled afterwards."""
+    is active (from its env.py); yields that environment's migration context, if
+    any. Alembic keeps one module-level proxy for the running environment; running
+    ours replaces and then removes it, so the application's is reinstalled
+    afterwards."""
     from alembic import context as ctx_module
     from alembic import op as op_module
 
     outer_ctx = getattr(ctx_module, "_proxy", None)
     outer_op = getattr(op_module, "_proxy", None)
+    outer_migration = None
     if outer_ctx is not None:
+        with suppress(Exception):  # not configured yet: no context
+            outer_migration = outer_ctx.get_context()
         outer_ctx._remove_proxy()
     if outer_op is not None:
         outer_op._remove_proxy()
     try:
-        yield
+        yield outer_migration
     finally:
         if outer_ctx is not None:
             outer_ctx._install_proxy()
@@ -173,7 +180,16 @@ def _run(
     with _connection(bind) as conn:
         cfg = alembic_config(schema=schema, prefix=prefix, stdout=stdout or io.StringIO())
         cfg.attributes["connection"] = conn
-        with _outer_alembic_context():
+        with _outer_alembic_context() as outer:
+            if outer is not None and not outer.impl.transactional_ddl and conn.in_transaction():
+                # Called from an application's env.py on a backend whose DDL is not
+                # transactional (SQLite, MariaDB/MySQL): there alembic commits each
+                # migration on its own and never the transaction its bookkeeping
+                # queries began, so with no application revision to run nothing
+                # would commit our version row (the tables, being DDL, would stay).
+                # Commit that transaction, as alembic's first migration would, so
+                # ours commit per migration like the application's.
+                conn.commit()
             fn(cfg, revision)
 
 

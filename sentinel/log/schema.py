@@ -8,6 +8,8 @@ Sentinel's migrations record their revision in their own version table
 
 from __future__ import annotations
 
+import shlex
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -18,7 +20,7 @@ from sentinel.errors import (
 )
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION, LogTables
 
-__all__ = ["check_schema", "location", "schema_revision", "upgrade_hint"]
+__all__ = ["check_schema", "location", "schema_revision", "upgrade_command", "upgrade_hint"]
 
 
 def location(conn: Connection, tables: LogTables) -> str:
@@ -29,14 +31,22 @@ def location(conn: Connection, tables: LogTables) -> str:
     return where
 
 
+def upgrade_command(url: str | sa.URL, schema: str | None, prefix: str = DEFAULT_PREFIX) -> str:
+    """``sentinel db upgrade`` for this database, schema and prefix, as a shell
+    command (the password hidden), so that it upgrades the tables asked about and
+    does not create a second set elsewhere."""
+    shown = sa.make_url(url).render_as_string(hide_password=True)
+    cmd = f"sentinel db upgrade --url {shlex.quote(shown)}"
+    if schema:
+        cmd += f" --schema {shlex.quote(schema)}"
+    if prefix != DEFAULT_PREFIX:
+        cmd += f" --prefix {shlex.quote(prefix)}"
+    return cmd
+
+
 def upgrade_hint(conn: Connection, tables: LogTables) -> str:
     """The command that upgrades this database's log."""
-    cmd = f"sentinel db upgrade --url {conn.engine.url.render_as_string(hide_password=True)}"
-    if tables.schema:
-        cmd += f" --schema {tables.schema}"
-    if tables.prefix != DEFAULT_PREFIX:
-        cmd += f" --prefix {tables.prefix}"
-    return f"run `{cmd}`"
+    return f"run `{upgrade_command(conn.engine.url, tables.schema, tables.prefix)}`"
 
 
 def schema_revision(conn: Connection, tables: LogTables) -> str | None:

@@ -60,7 +60,7 @@ from sentinel.occurrence import Occurrence
 from sentinel.orm.db_events import define_db_events, signal_flush
 from sentinel.orm.logsink import LogSink, firing_of, only_transaction_events
 from sentinel.orm.outbox import check_importable, entry_for
-from sentinel.orm.state import KEY, LIVE, Savepoint, TxnState
+from sentinel.orm.state import KEY, LIVE, Savepoint, TxnState, clock_datetime, clock_of
 from sentinel.orm.worker import DrainReport, Runner
 from sentinel.params import normalize
 from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
@@ -90,6 +90,7 @@ class _Integration:
 
     def __init__(self, detector: LocalEventDetector) -> None:
         self.detector = detector
+        self.now = clock_of(detector)  # fired_at: on the clock of the occurrences' at
         self.attachments: list[Attachment] = []
         self.plans: dict[type, Any] = {}
         #: Occurrences of detection scopes that are not session transactions, by
@@ -99,15 +100,13 @@ class _Integration:
         #: Some attachment records rule runs whose condition was false.
         self.log_condition_false = False
         self._previous_executor: Any = None
-        self._previous_observer: Any = None
 
     # installation ---------------------------------------------------------------------
     def install(self) -> None:
         det = self.detector
         self._previous_executor = det.detached_executor
-        self._previous_observer = det.scheduler.observer
         det.detached_executor = self.execute_detached
-        det.scheduler.observer = self.observe
+        det.scheduler.add_observer(self.observe)
         det.add_rule_check(check_importable)
         set_scope_hook(det, self.scope_of)
         classes = watch_classes(det, self.classes_attached)
@@ -117,8 +116,7 @@ class _Integration:
         det = self.detector
         if det.detached_executor == self.execute_detached:
             det.detached_executor = self._previous_executor
-        if det.scheduler.observer == self.observe:
-            det.scheduler.observer = self._previous_observer
+        det.scheduler.remove_observer(self.observe)
         det.remove_rule_check(check_importable)
         set_scope_hook(det, None)
         unwatch_classes(det, self.classes_attached)
@@ -225,11 +223,11 @@ class _Integration:
             return
         if st is not None:
             if att.sink is not None:
-                st.firings.append((rule, occ, status, error, time.time()))
+                st.firings.append((rule, occ, status, error, self.now()))
             if status == "failed" and isinstance(error, SentinelError):
                 st.doom(rule.name, error)
         elif att.sink is not None:
-            att.sink.add_late(("firing", firing_of((rule, occ, status, error, time.time()))))
+            att.sink.add_late(("firing", firing_of((rule, occ, status, error, self.now()))))
 
     def execute_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """The detector's detached executor: after a transaction ended (or at
@@ -568,7 +566,13 @@ class Attachment:
             seen.add(entry.idempotency_key)
             entries.append(entry)
             firings.append(
-                Firing.of(rule.name, occ, coupling=str(rule.coupling), status=FiringStatus.PENDING)
+                Firing.of(
+                    rule.name,
+                    occ,
+                    coupling=str(rule.coupling),
+                    status=FiringStatus.PENDING,
+                    fired_at=clock_datetime(self.detector),
+                )
             )
         return entries, firings
 
@@ -721,6 +725,7 @@ class Attachment:
                             occ,
                             coupling=str(rule.coupling),
                             status=FiringStatus.PENDING,
+                            fired_at=clock_datetime(self.detector),
                         )
                     ]
                     if self.sink is not None

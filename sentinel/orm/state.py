@@ -14,7 +14,9 @@ This module imports nothing from the rest of the ORM layer.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
@@ -29,7 +31,17 @@ if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
     from sentinel.rules import Rule
 
-__all__ = ["KEY", "LIVE", "FiringRecord", "Savepoint", "TxnState", "scope_of", "session_of"]
+__all__ = [
+    "KEY",
+    "LIVE",
+    "FiringRecord",
+    "Savepoint",
+    "TxnState",
+    "clock_datetime",
+    "clock_of",
+    "scope_of",
+    "session_of",
+]
 
 #: ``session.info`` key of the current transaction's state.
 KEY = "_sentinel_txn"
@@ -37,8 +49,22 @@ KEY = "_sentinel_txn"
 #: scope id -> state, for every session transaction in progress (all attachments).
 LIVE: dict[str, TxnState] = {}
 
-#: One rule run: (rule, occurrence, status, error, POSIX time).
+#: One rule run: (rule, occurrence, status, error, POSIX time on the detector's clock).
 FiringRecord = tuple["Rule", Any, str, "BaseException | None", float]
+
+
+def clock_of(detector: Any) -> Callable[[], float]:
+    """The detector's wall clock as a function returning POSIX seconds: what its
+    occurrences' ``at`` come from, so the rule-firing log's ``fired_at`` and
+    ``finished_at`` are on the same clock (a virtual one in tests, a replay's)."""
+    clock = detector.wall_clock
+    now = getattr(clock, "now", None)
+    return now if callable(now) else clock  # type: ignore[no-any-return]
+
+
+def clock_datetime(detector: Any) -> datetime:
+    """:func:`clock_of`'s time now, as an aware UTC datetime."""
+    return datetime.fromtimestamp(clock_of(detector)(), UTC)
 
 
 @dataclass(eq=False, slots=True)

@@ -52,7 +52,7 @@ from sentinel.errors import OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import DETACHED, Claimed, ClaimLost, Exhausted, OutboxStore, rebuild
-from sentinel.orm.state import KEY
+from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
@@ -347,7 +347,7 @@ class Runner:
                 self.heartbeat.release(lease)
                 st = session.info.get(KEY)
                 if st is not None and self.attachment.sink is not None:
-                    st.firings.append((rule, occ, status, None, time.time()))
+                    st.firings.append((rule, occ, status, None, clock_of(self.attachment.detector)()))
         except ClaimLost as err:
             log.warning("%s", err)
             return "skipped"
@@ -516,7 +516,7 @@ class Runner:
         att = self.attachment
         if att.sink is None:
             return
-        now = datetime.now(UTC)
+        now = clock_datetime(att.detector)  # the clock of the log's `at`
         att.writer.write_firings(
             conn,
             [

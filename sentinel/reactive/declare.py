@@ -24,18 +24,111 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Final,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
 from sentinel.errors import ReactiveError
 
-__all__ = ["BEGIN", "END", "Declaration", "event"]
+if TYPE_CHECKING:
+    from sentinel.algebra.expressions import Primitive
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "BoundEventMethod",
+    "Declaration",
+    "EventClassMethod",
+    "EventMethod",
+    "EventStaticMethod",
+    "event",
+]
 
 BEGIN: Final = "begin"
 END: Final = "end"
 PHASES: Final = (BEGIN, END)
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-F = TypeVar("F", bound=Callable[..., Any])
+
+S = TypeVar("S")
+T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+# What @event makes of a method, as type checkers see it: the same signature,
+# called through an instance or the class, plus the method's class-level events
+# (``Account.deposit.end``). At run time the class holds the plain function with
+# ``begin``/``end`` attributes (see sentinel.reactive.classes), which is what
+# these protocols describe.
+class _Phases(Protocol):
+    @property
+    def begin(self) -> Primitive:
+        """The class-level begin event (raises if the method declares none)."""
+
+    @property
+    def end(self) -> Primitive:
+        """The class-level end event (raises if the method declares none)."""
+
+
+class EventMethod(_Phases, Protocol, Generic[S, P, R_co]):
+    """An instance method declared with ``@event``, for type checkers."""
+
+    def __call__(self, instance: S, /, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any], /) -> EventMethod[S, P, R_co]: ...
+
+    @overload
+    def __get__(self, instance: S, owner: type[Any], /) -> Callable[P, R_co]: ...
+
+
+class BoundEventMethod(_Phases, Protocol, Generic[P, R_co]):
+    """A classmethod or staticmethod declared with ``@event``, as the class (or an
+    instance) gives it: callable, with the class-level events."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+
+class EventClassMethod(_Phases, Protocol, Generic[P, R_co]):
+    """A classmethod declared with ``@event``, for type checkers."""
+
+    def __get__(self, instance: object, owner: type[Any], /) -> BoundEventMethod[P, R_co]: ...
+
+
+class EventStaticMethod(_Phases, Protocol, Generic[P, R_co]):
+    """A staticmethod declared with ``@event``, for type checkers."""
+
+    def __get__(self, instance: object, owner: type[Any], /) -> BoundEventMethod[P, R_co]: ...
+
+
+class _EventDecorator(Protocol):
+    """What ``@event(...)`` with arguments returns, for type checkers."""
+
+    @overload
+    def __call__(self, func: classmethod[T, P, R], /) -> EventClassMethod[P, R]: ...
+
+    # A staticmethod is callable too, so it also fits the plain method's overload
+    # below; listed first, it wins (the overlap is intended).
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: staticmethod[P, R], /
+    ) -> EventStaticMethod[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[Concatenate[type[T], P], R], /) -> EventClassMethod[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[Concatenate[S, P], R], /) -> EventMethod[S, P, R]: ...
 
 
 @dataclass(frozen=True)
@@ -192,7 +285,21 @@ def _declare(func: Any, declaration: Declaration) -> Any:
 
 
 @overload
-def event(func: F, /) -> F: ...
+def event(func: classmethod[T, P, R], /) -> EventClassMethod[P, R]: ...
+
+
+@overload
+def event(func: staticmethod[P, R], /) -> EventStaticMethod[P, R]: ...  # type: ignore[overload-overlap]
+
+
+# A classmethod under @event reaches the type checker as a function of the class
+# (mypy's reading of @classmethod in a class body): its own overload, first.
+@overload
+def event(func: Callable[Concatenate[type[T], P], R], /) -> EventClassMethod[P, R]: ...
+
+
+@overload
+def event(func: Callable[Concatenate[S, P], R], /) -> EventMethod[S, P, R]: ...
 
 
 @overload
@@ -203,7 +310,7 @@ def event(
     begin: bool | str = False,
     end: bool | str = False,
     exclude: Iterable[str] | str = (),
-) -> Callable[[F], F]: ...
+) -> _EventDecorator: ...
 
 
 def event(
@@ -242,7 +349,7 @@ def event(
         return _declare(phase, _parse(None, False, False, ()))
     declaration = _parse(phase, begin, end, exclude)
 
-    def decorate(func: F) -> F:
-        return _declare(func, declaration)  # type: ignore[no-any-return]
+    def decorate(func: Any) -> Any:
+        return _declare(func, declaration)
 
     return decorate

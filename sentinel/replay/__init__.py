@@ -16,7 +16,8 @@ The pieces, each usable on its own:
   (``sentinel log export``);
 - :mod:`~sentinel.replay.local` and :mod:`~sentinel.replay.spark`: the engines.
 
-Replay needs pyarrow and orjson (``pip install 'sentinel[spark]'``); the Spark engine PySpark.
+Replay needs pyarrow and orjson (``pip install 'sqlalchemy-sentinel[replay]'``); the
+Spark engine also PySpark (``pip install 'sqlalchemy-sentinel[spark]'``).
 See ``docs/replay.md``.
 """
 
@@ -28,7 +29,16 @@ import types
 from collections.abc import Callable
 from typing import Any, Literal
 
+from sentinel.errors import MissingExtraError
+
+try:  # before the modules that need them: an error that names the extra
+    import orjson  # noqa: F401
+    import pyarrow  # noqa: F401
+except ImportError as err:
+    raise MissingExtraError("replay", "replay", err.name) from err
+
 from sentinel.errors import ReplayError
+from sentinel.extras import require
 from sentinel.log.tables import DEFAULT_PREFIX
 from sentinel.replay.batch import (
     DETECTION_COLUMNS,
@@ -122,12 +132,9 @@ def replay(
     if engine == "spark":
         if run_actions:
             raise ReplayError("actions run only in the local engine (run_actions=True)")
-        try:
-            from sentinel.replay.spark import replay_spark
-        except ImportError as err:
-            raise ReplayError(
-                f"the Spark engine needs PySpark 4 (pip install 'sentinel[spark]'): {err}"
-            ) from err
+        require("spark", "the Spark engine")
+        from sentinel.replay.spark import replay_spark
+
         return replay_spark(
             source,
             rules,

@@ -43,7 +43,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sentinel.errors import ReplayError
+from sentinel.errors import MissingExtraError, ReplayError
 from sentinel.log.tables import DEFAULT_PREFIX
 from sentinel.replay.batch import DETECTION_SCHEMA, LOG_COLUMNS, LOG_SCHEMA, Order, replay_batches
 from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start, submit_options
@@ -77,7 +77,7 @@ try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 except ImportError as err:  # pragma: no cover - depends on the installation
-    raise ReplayError("the Spark engine needs PySpark 4 (pip install 'sentinel[spark]')") from err
+    raise MissingExtraError("the Spark engine", "spark", err.name) from err
 
 __all__ = [
     "DETECTION_STRUCT",

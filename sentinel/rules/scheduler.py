@@ -53,8 +53,35 @@ class Scheduler:
         #: status, error)`` with status ``"fired"`` (the action ran),
         #: ``"condition_false"`` or ``"failed"`` (``error`` is the exception about
         #: to reach the signaller). ``None`` (the default) costs one check per run.
-        #: The ORM layer records rule firings with it; it must not raise.
+        #: The ORM layer records rule firings with it; it must not raise. Set
+        #: through :meth:`add_observer` so that several can listen.
         self.observer: RuleObserver | None = None
+        self._observers: tuple[RuleObserver, ...] = ()
+
+    def add_observer(self, observer: RuleObserver) -> None:
+        """Tell ``observer`` about every rule run from now on (besides the
+        observers already added), until :meth:`remove_observer`."""
+        self._observers = (*self._observers, observer)
+        self._combine()
+
+    def remove_observer(self, observer: RuleObserver) -> None:
+        """Stop telling ``observer`` (added with :meth:`add_observer`)."""
+        self._observers = tuple(o for o in self._observers if o != observer)
+        self._combine()
+
+    def _combine(self) -> None:
+        # One callable (or None) in ``observer``, so a rule run still costs one
+        # check whatever the number of observers.
+        observers = self._observers
+        if len(observers) <= 1:
+            self.observer = observers[0] if observers else None
+            return
+
+        def fan_out(rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
+            for observer in observers:
+                observer(rule, occ, status, error)
+
+        self.observer = fan_out
 
     @property
     def depth(self) -> int:

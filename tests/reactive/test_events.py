@@ -21,7 +21,6 @@ from sentinel import (
     event,
     object_ref,
     rule,
-    using_default_detector,
 )
 from tests.reactive.conftest import Recorder, fired
 
@@ -483,24 +482,24 @@ class TestRules:
         r = det.rule("R", "Stock.set_price:begin ; Stock.e3", action=lambda o: None)
         assert r.event == Stock.set_price.begin >> Stock.set_price.end
 
-    def test_the_rule_decorator_on_the_default_detector(self, fresh_default: None) -> None:
-        with using_default_detector(LocalEventDetector()) as det:
+    def test_the_rule_decorator_on_the_default_detector(
+        self, sentinel_detector: LocalEventDetector
+    ) -> None:
+        class Meter(Reactive):  # follows the default detector: the test's
+            @event
+            def read(self, value: int) -> int:
+                return value
 
-            class Meter(Reactive):
-                @event
-                def read(self, value: int) -> int:
-                    return value
+        got: list[int] = []
 
-            got: list[int] = []
+        @rule("high", Meter.read.end, lambda o: o.params["value"] > 5)
+        def high(occ: Occurrence) -> None:
+            got.append(occ.params["value"])
 
-            @rule("high", Meter.read.end, lambda o: o.params["value"] > 5)
-            def high(occ: Occurrence) -> None:
-                got.append(occ.params["value"])
-
-            Meter().read(3)
-            Meter().read(8)
-            assert got == [8]
-            assert det.rules["high"] is high
+        Meter().read(3)
+        Meter().read(8)
+        assert got == [8]
+        assert sentinel_detector.rules["high"] is high
 
     def test_the_rule_decorator_with_an_explicit_detector(
         self, det: LocalEventDetector, Stock: Any

@@ -6,6 +6,7 @@ import pytest
 
 from examples.stock import Firing, Stock, main, run
 from sentinel import LocalEventDetector
+from sentinel.testing import RuleRecorder
 
 
 def test_r2_during_the_transaction_then_r1_at_commit() -> None:
@@ -15,10 +16,20 @@ def test_r2_during_the_transaction_then_r1_at_commit() -> None:
     ]
 
 
-def test_runs_again_on_a_fresh_detector() -> None:
-    det = LocalEventDetector()
-    assert [f.rule for f in run(det)] == ["R2", "R1"]
-    assert set(det.rules) == {"R1", "R2"}
+def test_runs_again_on_a_fresh_detector(
+    sentinel_detector: LocalEventDetector, sentinel_recorder: RuleRecorder
+) -> None:
+    firings = run(sentinel_detector)
+    assert [f.rule for f in firings] == ["R2", "R1"]
+    assert set(sentinel_detector.rules) == {"R1", "R2"}
+    # What the rules' actions reported is what ran: R2 immediate, R1 deferred.
+    assert [(r.rule, r.coupling, r.status) for r in sentinel_recorder] == [
+        ("R2", "immediate", "fired"),
+        ("R1", "deferred", "fired"),
+    ]
+    for firing, occ in zip(firings, sentinel_recorder.fired(), strict=True):
+        seen = tuple(c.params.get("price", c.params.get("qty")) for c in occ.constituents)
+        assert seen == tuple(value for _, value in firing.constituents)
     assert [f.rule for f in run()] == ["R2", "R1"]
 
 

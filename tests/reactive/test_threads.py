@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from sentinel import LocalEventDetector, Reactive, event, object_ref, on
+from sentinel import A, LocalEventDetector, Not, Reactive, event, object_ref, on
 
 THREADS = 4
 CALLS = 300
@@ -123,3 +123,53 @@ def test_rules_coming_and_going_while_threads_signal(det: LocalEventDetector) ->
     # The instance-level rule listened throughout: it saw every call of sensor 0.
     assert [o.params["value"] for o in got] == list(range(CALLS))
     assert Counter(o.source for o in got) == {object_ref(sensors[0]): CALLS}
+
+
+def test_rules_on_composite_events_deleted_while_threads_signal(det: LocalEventDetector) -> None:
+    # A signal reads its channel's targets under the detector's lock: one read
+    # before it could reach a node that a concurrent rule deletion destroyed, whose
+    # state no store can make any more (KeyError from the scope's store).
+    class Sensor(Reactive, detector=det):
+        @event
+        def read(self, value: int) -> int:
+            return value
+
+        @event("both")
+        def calibrate(self, value: int) -> int:
+            return value
+
+    sensors = [Sensor() for _ in range(THREADS - 1)]
+    begin, end, read = Sensor.calibrate.begin, Sensor.calibrate.end, Sensor.read.end
+    composites = [
+        (begin >> end).by("value"),
+        read & begin,
+        A(begin, read, end),
+        Not(read, begin, end),
+        on(sensors[0]).read.end >> end,
+    ]
+    contexts = ["recent", "chronicle", "continuous", "cumulative"]
+    stop = threading.Event()
+
+    def work(i: int) -> None:
+        if i == THREADS - 1:
+            n = 0
+            while not stop.is_set():
+                rules = [
+                    det.rule(f"r{k}", e, action=lambda o: None, context=contexts[(n + k) % 4])
+                    for k, e in enumerate(composites)
+                ]
+                for r in rules:
+                    r.delete()
+                n += 1
+            return
+        try:
+            for n in range(CALLS):
+                with det.transaction():
+                    sensors[i].read(n % 3)
+                    sensors[i].calibrate(n % 3)
+                sensors[i].calibrate(n)
+        finally:
+            stop.set()
+
+    assert run_threads(work) == []
+    assert det.rules == {}

@@ -1,0 +1,50 @@
+"""The ``sentinel`` command.
+
+``sentinel db upgrade|downgrade|current`` manage the log's tables with the
+migrations shipped in the package; ``sentinel log show`` prints the latest log
+rows, ``sentinel log firings`` the latest rule firings and why each fired;
+``sentinel log export`` writes the log to Parquet and ``sentinel replay``
+replays it through an application's rules, locally or on Spark; ``sentinel
+worker`` runs detached rules; ``sentinel graph`` shows the event graph of an
+application's rules. Every command that needs a database takes ``--url`` (or
+``SENTINEL_URL``), ``--schema`` (or ``SENTINEL_SCHEMA``) and ``--prefix``; every
+command that needs the application's rules takes ``--rules package.module:attribute``
+and imports it as ``python -m`` would (the current directory first).
+
+Adding a command: write it in a module of its own in this package with
+``@click.command()`` (or a group with ``@click.group()``), import what it needs
+(detector, Spark, alembic, rich) inside the function, so ``sentinel --help`` stays
+fast, and add it to :data:`main` below. Use :mod:`sentinel.cli.common`:
+``@errors`` turns a :class:`~sentinel.errors.SentinelError` into a one-line
+message and exit status 1, ``@db_options`` adds the database options,
+``load_reference`` loads ``--rules``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from sentinel.cli.db import db
+from sentinel.cli.firings import firings
+from sentinel.cli.graph import graph_command
+from sentinel.cli.log import log
+from sentinel.cli.replay import replay_command
+from sentinel.cli.worker import worker_command
+from sentinel.extras import DISTRIBUTION
+
+__all__ = ["main"]
+
+
+@click.group(name="sentinel")
+@click.version_option(package_name=DISTRIBUTION, prog_name="sentinel")
+def main() -> None:
+    """sentinel: active-database rules for SQLAlchemy applications."""
+
+
+for _command in (db, log, replay_command, worker_command, graph_command):
+    main.add_command(_command)
+log.add_command(firings)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

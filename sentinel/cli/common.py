@@ -1,0 +1,138 @@
+"""What every ``sentinel`` command shares: error reporting, the database options,
+the progress bar, and loading an application's rules."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["db_options", "errors", "load_reference", "print_table", "progress"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def errors(fn: F) -> F:
+    """Report sentinel's errors and database connection failures as one-line
+    messages (exit status 1) instead of tracebacks."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import sqlalchemy.exc
+
+        from sentinel.errors import SentinelError
+
+        try:
+            return fn(*args, **kwargs)
+        except SentinelError as err:
+            raise click.ClickException(str(err)) from err
+        except ModuleNotFoundError as err:
+            # A database driver or an optional package that an extra brings.
+            from sentinel.errors import MissingExtraError
+            from sentinel.extras import extra_for_module
+
+            extra = extra_for_module(err.name)
+            if extra is None:
+                raise
+            feature = "this database URL" if extra in ("postgresql", "mysql") else "this command"
+            missing = MissingExtraError(feature, extra, err.name)
+            raise click.ClickException(str(missing)) from err
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as err:
+            orig = getattr(err, "orig", None) or err
+            raise click.ClickException(f"cannot use the database: {orig}") from err
+        except sqlalchemy.exc.ArgumentError as err:
+            raise click.ClickException(f"bad database URL: {err}") from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+def db_options(fn: F) -> F:
+    fn = click.option(
+        "--prefix",
+        default="sentinel_",
+        show_default=True,
+        envvar="SENTINEL_PREFIX",
+        help="Table-name prefix of the log tables.",
+    )(fn)
+    fn = click.option(
+        "--schema",
+        default=None,
+        envvar="SENTINEL_SCHEMA",
+        help="Database schema holding the log tables (default: the connection's).",
+    )(fn)
+    fn = click.option(
+        "--url",
+        required=True,
+        envvar="SENTINEL_URL",
+        help="SQLAlchemy database URL, e.g. sqlite:///app.db or "
+        "postgresql+psycopg://user@host/db (or set SENTINEL_URL).",
+    )(fn)
+    return fn
+
+
+def progress(console: Any) -> Any:
+    """The progress bar of the long-running commands (on stderr, gone when done)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def importable_from_cwd() -> None:
+    """Make the current directory's modules importable, as ``python -m`` does:
+    in this process and in the processes it starts (local Spark workers read
+    ``PYTHONPATH``). Every command that takes ``--rules`` calls this first, so
+    ``--rules bank:detector`` works the same everywhere."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, *paths) if p)
+
+
+def load_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "") -> Any:
+    """The object ``--rules`` names (``package.module:attribute``), imported with
+    the current directory importable. Raises
+    :class:`~sentinel.errors.RuleReferenceError` saying which step failed."""
+    from sentinel.rules.reference import import_reference
+
+    importable_from_cwd()
+    return import_reference(reference, kinds, hint=hint)
+
+
+def print_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+) -> None:
+    """Print ``rows`` under ``columns``: as a rich table on a terminal wide enough
+    for every value on one line; otherwise (piped, redirected, a narrow
+    terminal) as plain lines, columns separated by two spaces, nothing wrapped or
+    cut, so ``grep`` and ``cut`` see whole values whatever the width."""
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    if sys.stdout.isatty() and sum(widths) + 3 * len(widths) + 1 <= shutil.get_terminal_size()[0]:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for name in columns:
+            table.add_column(name, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    click.echo(f"# {title}")
+    for row in [columns, *rows]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

@@ -1,0 +1,175 @@
+"""``sentinel replay``: replay the event log through an application's rules."""
+
+from __future__ import annotations
+
+import click
+
+from sentinel.cli.common import errors, importable_from_cwd, progress
+
+__all__ = ["replay_command"]
+
+
+@click.command(name="replay")
+@click.option(
+    "--rules",
+    "rules",
+    required=True,
+    help="The rules as package.module:attribute (a LocalEventDetector, or a "
+    "zero-argument callable returning one).",
+)
+@click.option(
+    "--source",
+    required=True,
+    envvar="SENTINEL_URL",
+    help="A database URL (e.g. sqlite:///app.db) or the directory of a `sentinel log export`.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="Replay in this process, or on Spark.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory to write the detections to, as Parquet (default: only count them).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace what --out holds.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Spark: partitions to replay in (default: one per export bucket, "
+    "else spark.sql.shuffle.partitions).",
+)
+@click.option(
+    "--partition-key",
+    default=None,
+    help="Spark: the parameter that splits rules with flush=False into "
+    "partitions (default: they replay in one).",
+)
+@click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    help="Spark master URL (ignored with --remote or under spark-submit).",
+)
+@click.option(
+    "--remote", default=None, help="Spark Connect URL (sc://host:15002) instead of --master."
+)
+@click.option(
+    "--fast-start/--no-fast-start",
+    default=True,
+    show_default=True,
+    help="Spark, local master: start the JVM with the C1 compiler only and from a class "
+    "archive kept in the cache directory (written by the first run; see docs/replay.md).",
+)
+@click.option(
+    "--run-actions",
+    is_flag=True,
+    help="Local engine: run the actions of rules whose condition holds.",
+)
+@click.option(
+    "--schema",
+    default=None,
+    envvar="SENTINEL_SCHEMA",
+    help="Database schema holding the log tables.",
+)
+@click.option(
+    "--prefix",
+    default="sentinel_",
+    show_default=True,
+    envvar="SENTINEL_PREFIX",
+    help="Table-name prefix of the log tables.",
+)
+@errors
+def replay_command(
+    rules: str,
+    source: str,
+    engine: str,
+    out: str | None,
+    overwrite: bool,
+    partitions: int | None,
+    partition_key: str | None,
+    master: str,
+    remote: str | None,
+    fast_start: bool,
+    run_actions: bool,
+    schema: str | None,
+    prefix: str,
+) -> None:
+    """Replay the event log through RULES and summarise the detections per rule."""
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from sentinel.replay import replay  # MissingExtraError names the extra to install
+    from sentinel.replay.rules import load_rules
+    from sentinel.replay.sources import open_source
+
+    importable_from_cwd()  # here and in local Spark workers
+    started = time.perf_counter()
+    load_rules(rules)  # a bad reference fails before any I/O
+    console = Console(stderr=True)
+    if engine == "local":
+        src = open_source(source, schema=schema, prefix=prefix)
+        try:
+            src.check()
+            total = src.count()
+        finally:
+            close = getattr(src, "close", None)
+            if close is not None:
+                close()
+        with progress(console) as bar:
+            task = bar.add_task("replaying", total=total)
+            result = replay(
+                source,
+                rules,
+                out=out,
+                overwrite=overwrite,
+                schema=schema,
+                prefix=prefix,
+                run_actions=run_actions,
+                progress=lambda n: bar.advance(task, n),
+            )
+    else:
+        if run_actions:
+            raise click.UsageError("--run-actions works with the local engine only")
+        from sentinel.replay.spark import session
+
+        spark = session(master, remote=remote, fast_start=fast_start)
+        result = replay(
+            source,
+            rules,
+            engine="spark",
+            spark=spark,
+            out=out,
+            overwrite=overwrite,
+            partitions=partitions,
+            partition_key=partition_key,
+            schema=schema,
+            prefix=prefix,
+        )
+        if result.per_rule is None:
+            counts = {
+                r["rule"]: int(r["count"])
+                for r in result.dataframe.groupBy("rule").count().collect()
+            }
+            result.per_rule = dict(sorted(counts.items()))
+            result.detections = sum(counts.values())
+    elapsed = time.perf_counter() - started
+    table = Table(title=f"sentinel replay ({engine})")
+    table.add_column("rule")
+    table.add_column("detections", justify="right")
+    for name, n in (result.per_rule or {}).items():
+        table.add_row(name, f"{n:,}")
+    table.add_row("[b]total[/b]", f"[b]{result.detections or 0:,}[/b]")
+    Console().print(table)
+    rate = result.events / elapsed if elapsed > 0 else 0.0
+    click.echo(
+        f"{result.events:,} events read from {result.source} in {elapsed:.2f} s "
+        f"({rate:,.0f} events/s)" + (f"; detections written to {out}" if out else "")
+    )

@@ -1,0 +1,115 @@
+"""``sentinel worker``: run the detached rules waiting in the outbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from sentinel.cli.common import db_options, errors, importable_from_cwd
+
+__all__ = ["worker_command"]
+
+
+@click.command(name="worker")
+@db_options
+@click.option(
+    "--rules",
+    "rules",
+    required=True,
+    help="The application's rules as package.module:attribute: a LocalEventDetector, "
+    "an Attachment (sentinel.attach's result), or a zero-argument callable returning one.",
+)
+@click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
+@click.option(
+    "--poll",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds to wait when nothing is due.",
+)
+@click.option(
+    "--lease",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds a claim outlives its worker's last heartbeat (renewed every lease/3 s "
+    "while a rule runs); a worker that dies leaves its entry to others after that.",
+)
+@click.option(
+    "--max-attempts",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Attempts per entry before it is marked failed.",
+)
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="First set every failed entry back to pending, with its attempts reset "
+    "(after fixing what made them fail).",
+)
+@errors
+def worker_command(
+    url: str,
+    schema: str | None,
+    prefix: str,
+    rules: str,
+    once: bool,
+    poll: float,
+    lease: float,
+    max_attempts: int,
+    retry_failed: bool,
+) -> None:
+    """Run the detached rules waiting in the outbox (after a restart, or as the
+    dedicated worker of applications attached with workers=0)."""
+    import signal
+    import threading
+
+    import sqlalchemy as sa
+    from sqlalchemy.orm import sessionmaker
+
+    from sentinel.orm import Attachment, attach
+    from sentinel.orm.worker import load_target, serve
+
+    importable_from_cwd()
+
+    target = load_target(rules)
+    if isinstance(target, Attachment):
+        attachment = target
+        owned = False
+    else:
+        engine = sa.create_engine(url)
+        attachment = attach(
+            sessionmaker(engine),
+            detector=target,
+            schema=schema,
+            prefix=prefix,
+            workers=0,
+            lease=lease,
+            max_attempts=max_attempts,
+        )
+        owned = True
+    stop = threading.Event()
+    if not once:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+
+    def report(drain: Any) -> None:
+        click.echo(
+            f"{drain.done} done, {drain.retried} to retry, {drain.failed} failed, "
+            f"{drain.skipped} skipped"
+        )
+
+    try:
+        if retry_failed:
+            with attachment.engine().begin() as conn:
+                n = attachment.runner.store.requeue(conn)
+            click.echo(f"{n} failed entr{'y' if n == 1 else 'ies'} set back to pending")
+        total = serve(attachment, poll=poll, once=once, stop=stop, report=report)
+    finally:
+        if owned:
+            attachment.detach()
+    click.echo(
+        f"sentinel worker: {total.done} done, {total.retried} to retry, {total.failed} failed"
+    )

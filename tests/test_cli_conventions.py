@@ -1,0 +1,258 @@
+"""The ``sentinel`` command as a newcomer meets it: one way to name rules for
+every command, advice that names the tables asked about, output that survives a
+pipe, ``sentinel log firings`` saying why each rule fired, ``sentinel graph
+--svg``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from examples.stock import program
+from sentinel import LocalEventDetector, VirtualClock
+from sentinel.cli import main
+from sentinel.log import LogReader, LogWriter, migrate
+from sentinel.occurrence import Occurrence
+
+BANK = """
+from sentinel import LocalEventDetector
+
+detector = LocalEventDetector()
+detector.explicit("deposit")
+detector.explicit("withdraw")
+detector.rule("quick", "deposit ; withdraw", action=print)
+"""
+
+
+@pytest.fixture
+def in_app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A directory holding the application's module bank.py, as the current
+    directory (and not importable otherwise)."""
+    (tmp_path / "bank.py").write_text(BANK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    sys.modules.pop("bank", None)
+    yield tmp_path
+    sys.modules.pop("bank", None)  # the commands imported it
+
+
+# -- one rule-loading convention -------------------------------------------------------
+@pytest.mark.parametrize("command", ["graph", "replay", "log firings", "worker"])
+def test_every_command_imports_rules_from_the_current_directory(
+    in_app_dir: Path, command: str
+) -> None:
+    url = f"sqlite:///{in_app_dir / 'app.db'}"
+    migrate.upgrade(url)
+    args = {
+        "graph": ["graph", "--rules", "bank:detector"],
+        "replay": ["replay", "--rules", "bank:detector", "--source", url],
+        "log firings": ["log", "firings", "--url", url, "--rules", "bank:detector"],
+        "worker": ["worker", "--url", url, "--rules", "bank:detector", "--once"],
+    }[command]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "cannot import" not in result.output
+
+
+# -- advice that names the tables asked about ------------------------------------------
+def test_missing_tables_advice_keeps_the_prefix(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(url)  # sentinel_ tables exist; ops_ ones do not
+    run = CliRunner()
+    upgrade = f"sentinel db upgrade --url {url} --prefix ops_"
+    for args in (
+        ["log", "show", "--url", url, "--prefix", "ops_"],
+        ["log", "firings", "--url", url, "--prefix", "ops_"],
+        ["replay", "--rules", "tests.test_cli_conventions:no_rules", "--source", url,
+         "--prefix", "ops_"],
+    ):  # fmt: skip
+        result = run.invoke(main, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"run `{upgrade}`" in result.output, (args, result.output)
+    result = run.invoke(main, ["db", "current", "--url", url, "--prefix", "ops_"])
+    assert result.output.strip() == (
+        f"none: sentinel's tables were never created here; run `{upgrade}`"
+    )
+    # Following the advice creates the tables asked about, not a second sentinel_ set.
+    result = run.invoke(main, upgrade.split()[1:])
+    assert result.exit_code == 0, result.output
+    assert run.invoke(main, ["log", "show", "--url", url, "--prefix", "ops_"]).exit_code == 0
+
+
+def no_rules() -> LocalEventDetector:
+    return LocalEventDetector()
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_missing_tables_advice_keeps_the_schema(
+    db_url: str, engine: sa.Engine, extra_schema: str
+) -> None:
+    migrate.upgrade(engine)  # in the default schema, not in extra_schema
+    run = CliRunner()
+    for args in (
+        ["log", "show", "--url", db_url, "--schema", extra_schema],
+        ["db", "current", "--url", db_url, "--schema", extra_schema],
+    ):
+        result = run.invoke(main, args)
+        assert f"--schema {extra_schema}`" in result.output, result.output
+
+
+# -- output that survives a pipe -------------------------------------------------------
+def test_log_show_piped_keeps_every_value_whole(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(url)
+    long = {"note": "x" * 150, "qty": 3}
+    scope = "a-transaction-with-a-long-id-0123456789"
+    occurrences = [
+        Occurrence("txn:begin", 1, 1.7e9, scope=scope),
+        Occurrence("Stock.set_price:begin", 2, 1.7e9, params=long, scope=scope),
+    ]
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        LogWriter().write(conn, occurrences)
+    engine.dispose()
+    result = CliRunner().invoke(main, ["log", "show", "--url", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "# sentinel event log: last 2 row(s)"
+    assert lines[1].split() == ["id", "scope", "t_occ", "event", "at", "(UTC)", "source",
+                                "params", "outcome"]  # fmt: skip
+    begin, price = lines[2:]
+    assert begin.split()[1:4] == [scope, "1", "txn:begin"]
+    assert '{"note":"' + "x" * 150 + '","qty":3}' in price
+    assert len(lines) == 4  # one line per row, nothing folded
+
+
+# -- why each rule fired ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def stock_log(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The STOCK program's log (Appendix B): R2 fired during the transaction, R1
+    at its commit."""
+    db = tmp_path_factory.mktemp("stock") / "stock.db"
+    program.run(database=db)
+    return f"sqlite:///{db}"
+
+
+def test_firings_list_each_firings_constituents_from_the_log(stock_log: str) -> None:
+    result = CliRunner().invoke(main, ["log", "firings", "--url", stock_log])
+    assert result.exit_code == 0, result.output
+    with LogReader(stock_log) as log:
+        firings = list(log.firings())
+        events = {(o.scope, o.t_occ): o for o, _, _ in log.occurrences()}
+    blocks = result.output.split("\n#")
+    assert len(blocks) == len(firings) == 2
+    for firing, block in zip(firings, blocks, strict=True):
+        head, _detection, said, *items = block.lstrip("#").splitlines()
+        assert head.startswith(f"{firing.id} {firing.rule} fired ({firing.coupling}) at ")
+        assert said.strip() == "constituents (--rules shows how they combined):"
+        assert [line.split()[1:3] for line in items] == [
+            [events[c].event, f"@{c[1]}"] for c in firing.constituents
+        ]
+
+
+def test_firings_with_the_rules_show_how_operators_combined(stock_log: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["log", "firings", "--url", stock_log, "--rules", "examples.stock.program:replay_rules",
+         "--rule", "R2"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[2] == (
+        "  rule: on Stock.e1 ^ Stock.e2 ; set_IBM_price, recent context, immediate coupling, "
+        "condition _cond, priority 20, trigger mode previous"
+    )
+    tree = [line[4:] for line in lines[4:]]
+    # seq_event = e4 ; set_IBM_price, e4 = e1 ^ e2: {DEC 100, MS 200} then IBM 75.95
+    assert [t.split(" {")[0].split(" at ")[0] for t in tree] == [
+        "Stock.e1 ^ Stock.e2 ; set_IBM_price @7",
+        "├─ Stock.e1 ^ Stock.e2 @6",
+        "│  ├─ Stock.set_price:begin @4 <Stock 2>",
+        "│  └─ Stock.sell_stock:end @6 <Stock 3>",
+        "└─ Stock.set_price:begin @7 <Stock 1>",
+    ]
+    assert '{"price": 75.95}' in tree[-1]
+
+
+def test_fired_at_is_on_the_detectors_clock(tmp_path: Path) -> None:
+    from sqlalchemy.orm import sessionmaker
+
+    import sentinel
+
+    clock = VirtualClock(1_000_000.0)
+    det = LocalEventDetector(clock=clock)
+    det.explicit("e")
+    det.rule("now", "e", action=lambda o: None)
+    det.rule("later", "e", action=lambda o: None, coupling="deferred")
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(url)
+    engine = sa.create_engine(url)
+    Session = sessionmaker(engine)
+    attachment = sentinel.attach(Session, detector=det, workers=0)
+    with Session.begin() as session, det.use_scope(sentinel.scope_of(session)):
+        det.signal("e")
+        clock.advance(5)
+    attachment.detach()
+    with LogReader(engine) as log:
+        at = {o.t_occ: o.at for o, _, _ in log.occurrences()}
+        fired = {f.rule: f for f in log.firings()}
+    engine.dispose()
+    assert fired["now"].fired_at == at[fired["now"].t_occ]  # the instant of its detection
+    assert fired["later"].fired_at == at[fired["later"].t_occ]  # pre-commit, 5 s later
+    assert (fired["later"].fired_at - fired["now"].fired_at).total_seconds() == 5
+
+
+# -- sentinel graph --svg --------------------------------------------------------------
+def test_graph_svg_runs_graphviz_on_the_dot_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(
+        textwrap.dedent("""\
+        #!/bin/sh
+        # a stand-in for Graphviz: keep the DOT it is given, answer with an SVG
+        cat > "$(dirname "$0")/given.dot"
+        echo "$@" > "$(dirname "$0")/args"
+        printf '<svg/>' > "$3"
+        """)
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "graph.svg"
+    rules = "tests.test_cli_graph:shared_rules"
+    result = CliRunner().invoke(main, ["graph", "--rules", rules, "--svg", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == "<svg/>"
+    assert (fake.parent / "args").read_text().split() == ["-Tsvg", "-o", str(out)]
+    dot = CliRunner().invoke(main, ["graph", "--rules", rules, "--dot"]).output
+    assert (fake.parent / "given.dot").read_text().strip() == dot.strip()
+
+
+def test_graph_svg_without_graphviz_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:shared_rules", "--svg", "x.svg"]
+    )
+    assert result.exit_code == 1
+    assert "Graphviz's dot program, which is not installed" in result.output
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_graph_svg_with_graphviz(tmp_path: Path) -> None:
+    out = tmp_path / "graph.svg"
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:shared_rules", "--svg", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "<svg" in out.read_text() and "rule a" in out.read_text()

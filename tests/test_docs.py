@@ -1,0 +1,285 @@
+"""Every ```python block of README.md and docs/*.md runs, and prints what it says.
+
+The convention (also in DEVELOPERS.md):
+
+- The blocks of one page run in order in one namespace, as one interpreter
+  session would (a page reads top to bottom), in a temporary directory of the
+  page's own, with a default detector of the page's own.
+- A block prints exactly the lines its ``# prints: ...`` comments promise, in
+  order (``...`` in a promise matches any text); a block without such comments
+  prints nothing.
+- An HTML comment on the line before the fence changes that:
+  ``<!-- docs-test: needs a Spark cluster -->`` (anything after ``needs``) marks a
+  block that needs something the suite does not have: it is compiled, not run;
+  ``<!-- docs-test: standalone -->`` runs the block in a namespace of its own;
+  ``<!-- docs-test: module myapp.rules -->`` makes the block that module: it is
+  written to ``myapp/rules.py`` in the page's directory (importable while the
+  page runs, also by the processes it starts) and imported, so later blocks can
+  import it and name ``myapp.rules:detector`` as applications do.
+
+New pages under docs/ are picked up without any change here. A test's id is
+``page:line`` (the line of the opening fence).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import re
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")
+MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<what>.*?)\s*-->\s*$")
+PROMISE = re.compile(r"#\s*prints:\s?(.*)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # 1-based, the opening fence
+    code: str
+    needs: str | None = None  # compile only: what it needs that the suite lacks
+    standalone: bool = False
+    module: str | None = None  # the block is this module's source
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    def promises(self) -> list[str]:
+        return [m.group(1).strip() for m in map(PROMISE.search, self.code.splitlines()) if m]
+
+
+def parse(page: Path) -> list[Block]:
+    """The page's ```python blocks, with their markers; raises ValueError for a
+    marker that says something this harness does not know."""
+    lines = page.read_text("utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m or not m.group("lang"):
+            i += 1
+            continue
+        indent, lang, start = m.group("indent"), m.group("lang"), i
+        i += 1
+        body = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i])
+            i += 1
+        i += 1
+        if lang != "python":
+            continue
+        needs, standalone, module = None, False, None
+        marker = MARKER.match(lines[start - 1]) if start else None
+        if marker:
+            what = marker.group("what")
+            if what == "standalone":
+                standalone = True
+            elif what.startswith("needs "):
+                needs = what.removeprefix("needs ")
+            elif re.fullmatch(r"module [\w.]+", what):
+                module = what.removeprefix("module ")
+            else:
+                raise ValueError(f"{page.name}:{start}: unknown docs-test marker {what!r}")
+        code = textwrap.dedent("\n".join(body)) if indent else "\n".join(body)
+        blocks.append(Block(page, start + 1, code + "\n", needs, standalone, module))
+    return blocks
+
+
+BLOCKS = [b for page in PAGES for b in parse(page)]
+RUN = [b for b in BLOCKS if b.needs is None]
+COMPILE = [b for b in BLOCKS if b.needs is not None]
+
+
+@dataclass
+class PageSession:
+    """One page's interpreter session: its namespace, directory, default detector."""
+
+    blocks: list[Block] = field(repr=False)
+    directory: Path
+    namespace: dict[str, Any] = field(default_factory=dict, repr=False)
+    done: int = 0  # blocks run so far
+    failed: str | None = None
+    closed: bool = False
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+
+    def __post_init__(self) -> None:
+        from sentinel import LocalEventDetector, using_default_detector
+
+        # A real module, so that what needs one (SQLAlchemy's annotations,
+        # pickling) finds the page's classes; the page's directory on sys.path
+        # and PYTHONPATH for the modules the page writes.
+        page = types.ModuleType(f"_docs_{self.directory.name}")
+        sys.modules[page.__name__] = page
+        self.namespace = page.__dict__
+        self.stack.callback(sys.modules.pop, page.__name__, None)
+        self.stack.enter_context(using_default_detector(LocalEventDetector()))
+        self.stack.enter_context(pytest.MonkeyPatch.context()).syspath_prepend(str(self.directory))
+        mp = self.stack.enter_context(pytest.MonkeyPatch.context())
+        mp.setenv(
+            "PYTHONPATH",
+            os.pathsep.join(filter(None, [str(self.directory), os.environ.get("PYTHONPATH")])),
+        )
+        self.stack.callback(self.forget_modules)
+
+    def forget_modules(self) -> None:
+        for name in list(sys.modules):
+            module = sys.modules[name]
+            if str(getattr(module, "__file__", None) or "").startswith(str(self.directory)):
+                del sys.modules[name]
+
+    def run_until(self, block: Block) -> list[str]:
+        """Run the page's blocks up to ``block`` (those not run yet), and return
+        what ``block`` printed."""
+        for b in self.blocks[self.done :]:
+            if self.failed:
+                pytest.fail(f"an earlier block of the page failed: {self.failed}")
+            try:
+                printed = self.execute(b)
+            except BaseException:
+                self.failed = b.id
+                raise
+            finally:
+                self.done += 1
+            if b is block:
+                return printed
+        raise AssertionError(f"{block.id} was run already")
+
+    def execute(self, block: Block) -> list[str]:
+        namespace = {"__name__": "_docs_standalone"} if block.standalone else self.namespace
+        out = io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.directory)
+        try:
+            with contextlib.redirect_stdout(out):
+                if block.module:
+                    self.write_module(block)
+                    sys.modules.pop(block.module, None)  # another page's, or a test's
+                    importlib.import_module(block.module)
+                else:
+                    exec(compile(block.code, block.id, "exec"), namespace)
+        finally:
+            os.chdir(cwd)
+        return out.getvalue().splitlines()
+
+    def write_module(self, block: Block) -> None:
+        assert block.module
+        *packages, name = block.module.split(".")
+        folder = self.directory
+        for package in packages:
+            folder = folder / package
+            folder.mkdir(exist_ok=True)
+            (folder / "__init__.py").touch()
+        (folder / f"{name}.py").write_text(block.code, "utf-8")
+        importlib.invalidate_caches()
+
+    def close(self) -> None:
+        """(Once) Detach what the page attached and dispose its engines, so no worker
+        thread or connection outlives the page."""
+        from sqlalchemy.engine import Engine
+
+        from sentinel.orm import Attachment
+
+        if self.closed:
+            return
+        self.closed = True
+        for value in list(self.namespace.values()):
+            if isinstance(value, Attachment):
+                with contextlib.suppress(Exception):
+                    value.detach()
+        for value in list(self.namespace.values()):
+            if isinstance(value, Engine):
+                value.dispose()
+        self.stack.close()
+
+
+class PageSessions:
+    """The pages' sessions, made on first use, closed at the end of the test run
+    (or earlier, when a page's last block has run)."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.sessions: dict[Path, PageSession] = {}
+
+    def __getitem__(self, page: Path) -> PageSession:
+        if page not in self.sessions:
+            blocks = [b for b in RUN if b.page == page]
+            self.sessions[page] = PageSession(blocks, self.factory.mktemp(page.stem))
+        return self.sessions[page]
+
+
+@pytest.fixture(scope="session")
+def page_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageSessions]:
+    sessions = PageSessions(tmp_path_factory)
+    yield sessions
+    for s in sessions.sessions.values():
+        s.close()
+
+
+def matches(promise: str, line: str) -> bool:
+    pattern = ".*".join(re.escape(part) for part in promise.split("..."))
+    return re.fullmatch(pattern, line.strip()) is not None
+
+
+def test_every_page_is_found() -> None:
+    names = {p.name for p in PAGES}
+    assert {"README.md", "guide.md", "testing.md"} <= names
+    assert len(RUN) >= 20
+
+
+@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+def test_block_runs_and_prints_what_it_promises(block: Block, page_sessions: PageSessions) -> None:
+    session = page_sessions[block.page]
+    try:
+        printed = session.run_until(block)
+    finally:
+        if block is session.blocks[-1]:  # the page is over, whether or not it passed
+            session.close()
+    promised = block.promises()
+    assert len(printed) == len(promised) and all(map(matches, promised, printed)), (
+        f"{block.id} promises {promised}, printed {printed}"
+    )
+
+
+@pytest.mark.parametrize("block", COMPILE, ids=[b.id for b in COMPILE])
+def test_block_that_needs_more_compiles(block: Block) -> None:
+    compile(block.code, block.id, "exec")
+    assert not block.promises() or block.needs  # says what it needs to print them
+
+
+def test_markers_are_understood(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text(
+        "<!-- docs-test: module app.rules -->\n```python\nw = 0\n```\n"
+        "<!-- docs-test: needs a Spark cluster -->\n```python\nx = 1\n```\n\n"
+        "<!-- docs-test: standalone -->\n```python\ny = 2  # prints: 2\n```\n"
+        "```sh\nls\n```\n  ```python\n  z = 3\n  ```\n"
+    )
+    m, a, b, c = parse(page)
+    assert (m.module, m.needs, m.line) == ("app.rules", None, 2)
+    assert (a.needs, a.standalone, a.line) == ("a Spark cluster", False, 6)
+    assert (b.needs, b.standalone, b.promises()) == (None, True, ["2"])
+    assert c.code == "z = 3\n" and c.line == 17
+    page.write_text("<!-- docs-test: nedds spark -->\n```python\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="unknown docs-test marker"):
+        parse(page)
+
+
+def test_promises_match_whole_lines() -> None:
+    assert matches("order 7 fulfilled", "order 7 fulfilled")
+    assert matches("R1 fired with ... at commit", "R1 fired with (1, 2) at commit")
+    assert not matches("order 7", "order 7 fulfilled")
