@@ -365,6 +365,7 @@ def render_query(
     *,
     physical: bool,
     table_of: Callable[[str], str] | None = None,
+    schema: str | None = None,
 ) -> RenderedQuery:
     """Render ``parsed`` for its dialect.
 
@@ -391,6 +392,8 @@ def render_query(
             if name in known and not table.args.get("db"):
                 alias = table.alias or table.name
                 table.set("this", exp.to_identifier(table_of(name)))
+                if schema:
+                    table.set("db", exp.to_identifier(schema))
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
     lineage = _add_lineage(tree, tables) if physical else None
     occ = exp.Var(this=time_sql(cls.occurring, dialect))
