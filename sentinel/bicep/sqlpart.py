@@ -397,11 +397,22 @@ def render_query(
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
     lineage = _add_lineage(tree, tables) if physical else None
     occ = exp.Var(this=time_sql(cls.occurring, dialect))
+    width = len(cls.attributes)
     for leaf in _leaves(tree):
         front: list[exp.Expression] = [exp.alias_(occ.copy(), "occtime" if physical else "occTime")]
         if not physical:
             front.append(exp.alias_(now.copy(), "detTime"))
-        leaf.set("expressions", front + list(leaf.expressions))
+        columns = list(leaf.expressions)
+        if physical:
+            # The user's columns are the class's attributes, in order: name them so.
+            named: list[exp.Expression] = []
+            for i, c in enumerate(columns):
+                if i < width:
+                    inner = c.unalias() if isinstance(c, exp.Alias) else c
+                    c = exp.alias_(inner, cls.attributes[i].ident)
+                named.append(c)
+            columns = named
+        leaf.set("expressions", front + columns)
     return RenderedQuery(tree.sql(dialect=write), lineage)
 
 
