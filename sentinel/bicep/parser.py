@@ -346,7 +346,14 @@ def _syntax_error(text: str, e: UnexpectedInput) -> BicepSyntaxError:
         word = text[offset:].split(None, 1)[0][:20] if text[offset:].strip() else text[offset]
         return error_at(text, offset, f"unexpected {word!r}", _expected(allowed))
     tok = getattr(e, "token", None)
-    expected = _expected(getattr(e, "expected", ()) or ())
+    raw_expected = set(getattr(e, "expected", ()) or ())
+    expected = _expected(raw_expected)
+    if tok is not None and "SQL_QUERY" in raw_expected and str(tok).upper() in ("SELECT", "WITH"):
+        return error_at(
+            text,
+            tok.start_pos or 0,
+            "a complex class's query must end with OCCURRING AT <time>, and none was found",
+        )
     if tok is None or tok.type == "$END":
         return error_at(text, len(text.rstrip()), "unexpected end of program", expected)
     return error_at(text, tok.start_pos or 0, f"unexpected {str(tok)!r}", expected)

@@ -164,6 +164,9 @@ def parse_query(
         if highlight and sql.find(highlight, max(0, offset - len(highlight))) >= 0:
             offset = sql.find(highlight, max(0, offset - len(highlight)))
         desc = _describe(first.get("description") or str(err))
+        if desc.startswith("Expecting") and highlight:
+            offset += len(highlight)  # what is missing comes after the last token read
+        offset = min(offset, len(sql.rstrip()))
         raise fail(offset, f"in the query of {cls.name}: {desc}") from None
     except TokenError as err:
         raise fail(_token_error_offset(sql, str(err)), f"in the query of {cls.name}: {err}") from None
@@ -198,14 +201,15 @@ def parse_query(
         if not projections:
             raise fail(_start_of(leaf), f"the query of {cls.name} selects no columns")
         if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and p.is_star) for p in projections):
+            star = _SKIP.sub(lambda mt: " " * len(mt.group(0)), sql).find("*")
             raise fail(
-                _start_of(leaf),
+                max(star, 0),
                 f"the query of {cls.name} must list its columns (one per attribute of the "
                 "class, in order), not *",
             )
         if len(projections) != len(cls.attributes):
             raise fail(
-                _start_of(leaf),
+                _start_of(projections[0]),
                 f"the query of {cls.name} selects {len(projections)} column(s) but the class has "
                 f"{len(cls.attributes)} attribute(s) ({', '.join(a.name for a in cls.attributes)})",
             )
