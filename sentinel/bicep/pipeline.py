@@ -268,8 +268,10 @@ class Pipeline:
         touched: set[str] = set()
         for ident in self.order:
             cs = self.sql[ident]
+            derived = False
             if cs.cls.complex:
                 if cs.always_derive or ident in stale or any(d in touched for d in cs.cls.depends_on):
+                    derived = True
                     count, next_eid = self._derive(conn, cs, tick, next_eid)
                     if count:
                         touched.add(ident)
@@ -284,9 +286,10 @@ class Pipeline:
                     conn.execute(sa.text(sql), params)
                 if cs.potential:
                     conn.execute(sa.text(sql_potential(cs)), {**params, "bicep_class": ident})
-                if cs.cls.complex:
-                    for sql in cs.lineage:
-                        conn.execute(sa.text(sql))
+            if derived:
+                # even when no event changed, the events it was derived from may have
+                for sql in cs.lineage:
+                    conn.execute(sa.text(sql))
         pot = self.system.potential_ticks
         due_classes = set(
             conn.execute(

@@ -110,7 +110,10 @@ class Reference:
         self.seq = 0
         self.next_eid = 1
         self.last: int | None = None
+        #: Firings of events still live (FIRED reads these); purging removes some.
         self.fired: list[Fired] = []
+        #: Every firing, in order.
+        self.fired_all: list[Fired] = []
         self.rejected: list[tuple[int, str, tuple[Any, ...]]] = []
 
     # -- input ---------------------------------------------------------------------------------
@@ -168,6 +171,7 @@ class Reference:
                             Fired(T, self.actions[st.action.ident], cls.name, ch.key, args, ch.eid)
                         )
         self.fired.extend(fired)
+        self.fired_all.extend(fired)
         if self.purge:
             self._purge(T)
         self.last = T
