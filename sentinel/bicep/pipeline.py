@@ -39,7 +39,7 @@ from sqlalchemy.engine import Connection
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram
 from sentinel.bicep.conditions import StatementSQL, mentions_ontime, statement_sql
 from sentinel.bicep.sqlpart import EID
-from sentinel.bicep.tables import ClassTables, ProgramTables, SystemTables
+from sentinel.bicep.tables import UNBOUNDED, ClassTables, ProgramTables, SystemTables
 
 __all__ = ["Pipeline", "Rejected", "TickOutcome", "tick_of"]
 
@@ -116,6 +116,7 @@ class Pipeline:
         self.sql: dict[str, _ClassSQL] = {}
         for cls in program:
             self.sql[cls.ident] = self._prepare(cls, tables.classes[cls.ident], dialect)
+        self._prepare_edges()
 
     # -- preparation --------------------------------------------------------------------------
     def q(self, table: sa.Table) -> str:
@@ -138,13 +139,14 @@ class Pipeline:
         attrs = [a.ident for a in cls.definition.attributes]
         n, h, c = self.q(t.now), self.q(t.history), self.q(t.changes)
         ls = cls.definition.lifespan
-        base_exp = f"c.n_occtime + {ls}" if ls is not None else "NULL"
+        base_exp = f"c.n_occtime + {ls}" if ls is not None else str(UNBOUNDED)
         a_cols = ", ".join(attrs)
         n_attrs = ", ".join(f"c.n_{a}" for a in attrs)
         apply = [
             f"DELETE FROM {n} WHERE {EID} IN (SELECT {EID} FROM {c} WHERE touched = 1)",
-            f"INSERT INTO {n} ({EID}, occtime, dettime, bicep_occ_tick, bicep_base_exp, {a_cols}) "
-            f"SELECT c.{EID}, c.n_occtime, c.n_dettime, c.n_occ_tick, {base_exp}, {n_attrs} "
+            f"INSERT INTO {n} ({EID}, occtime, dettime, bicep_occ_tick, bicep_base_exp, bicep_exp, "
+            f"{a_cols}) SELECT c.{EID}, c.n_occtime, c.n_dettime, c.n_occ_tick, {base_exp}, "
+            f"{base_exp}, {n_attrs} "
             f"FROM {c} c WHERE c.touched = 1 AND c.n_present = 1",
             f"INSERT INTO {h} ({EID}, bicep_tick, occtime, dettime, revoked, {a_cols}) "
             f"SELECT c.{EID}, :bicep_tick, c.n_occtime, c.n_dettime, 1 - c.n_present, {n_attrs} "
@@ -266,6 +268,7 @@ class Pipeline:
         for cs in self.sql.values():
             conn.exec_driver_sql(f"DELETE FROM {self.q(cs.t.changes)}")
         touched: set[str] = set()
+        derived_any: set[str] = set()
         for ident in self.order:
             cs = self.sql[ident]
             derived = False
@@ -288,6 +291,7 @@ class Pipeline:
                     conn.execute(sa.text(sql_potential(cs)), {**params, "bicep_class": ident})
             if derived:
                 # even when no event changed, the events it was derived from may have
+                derived_any.add(ident)
                 for sql in cs.lineage:
                     conn.execute(sa.text(sql))
         pot = self.system.potential_ticks
@@ -312,6 +316,7 @@ class Pipeline:
                 if not st.ontime and ident not in touched:
                     continue
                 out.actions += conn.execute(sa.text(st.sql), params).rowcount or 0
+        self.expirations(conn, touched | derived_any)
         if stale:
             cl = self.system.classes
             conn.execute(
@@ -419,62 +424,66 @@ class Pipeline:
         candidates = False
         for ident in self.order:
             cs = self.sql[ident]
-            if cs.cls.definition.lifespan is None:
-                continue
             n = self.q(cs.t.now)
             res = conn.execute(
                 sa.text(
                     f"INSERT INTO {pq} (program, class_ident, eid) SELECT :p, :c, {EID} "
-                    f"FROM {n} WHERE bicep_base_exp < :t"
+                    f"FROM {n} WHERE bicep_exp < :t"
                 ),
                 {"p": prog, "c": ident, "t": tick},
             )
             candidates = candidates or bool(res.rowcount)
         purged = 0
         if candidates:
-            self._keep_groups_whole(conn, prog)
             purged = self._remove(conn, prog, tick)
         purged += self._purge_revoked(conn, tick)
         conn.execute(pg.delete().where(pg.c.program == prog))
         return purged
 
-    def _keep_groups_whole(self, conn: Connection, prog: str) -> None:
-        """Drop candidates connected through lineage to an event that stays."""
-        pq = self.q(self.system.purge)
-        statements: list[tuple[str, dict[str, Any]]] = []
+    def expirations(self, conn: Connection, touched: set[str]) -> None:
+        """Bring ``bicep_exp`` up to date: the latest ``occTime + lifespan``
+        (``bicep_base_exp``) among the events lineage connects an event to, so a
+        group of events expires as a whole (2.5: a complex event goes only with
+        its constituents, and they only with it). Runs when a class in a lineage
+        changed; starts from each event's own base and spreads the maximum along
+        lineage edges, both ways, until nothing changes."""
+        if not self._edges or not touched & self._linked:
+            return
+        for ident in sorted(self._linked):
+            n = self.q(self.sql[ident].t.now)
+            conn.exec_driver_sql(
+                f"UPDATE {n} SET bicep_exp = bicep_base_exp WHERE bicep_exp <> bicep_base_exp"
+            )
+        while True:
+            changed = 0
+            for sql in self._edges:
+                changed += conn.exec_driver_sql(sql).rowcount or 0
+            if not changed:
+                return
+
+    def _prepare_edges(self) -> None:
+        self._edges: list[str] = []
+        self._linked: set[str] = set()
         for ident in self.order:
             cs = self.sql[ident]
-            if not cs.cls.complex or not cs.lineage_classes:
+            if not cs.cls.complex or not cs.lineage_classes or cs.t.lineage is None:
                 continue
-            lt = self.q(cs.t.lineage) if cs.t.lineage is not None else None
+            lt = self.q(cs.t.lineage)
+            n_c, name_c = self.q(cs.t.now), cs.t.now.name
             for dep in sorted(set(cs.lineage_classes)):
-                p = {"p": prog, "c": ident, "x": dep}
-                statements.append(
-                    (
-                        f"DELETE FROM {pq} WHERE program = :p AND class_ident = :c AND eid IN "
-                        f"(SELECT l.{EID} FROM {lt} l WHERE l.dep_class = :x AND NOT EXISTS "
-                        f"(SELECT 1 FROM {pq} q WHERE q.program = :p AND q.class_ident = :x "
-                        f"AND q.eid = l.dep_eid))",
-                        p,
-                    )
+                dep_t = self.sql[dep].t.now
+                n_x, name_x = self.q(dep_t), dep_t.name
+                self._linked.update((ident, dep))
+                up = (
+                    f"(SELECT MAX(x.bicep_exp) FROM {lt} l JOIN {n_x} x ON x.{EID} = l.dep_eid "
+                    f"WHERE l.{EID} = {name_c}.{EID} AND l.dep_class = '{dep}')"
                 )
-                statements.append(
-                    (
-                        f"DELETE FROM {pq} WHERE program = :p AND class_ident = :x AND eid IN "
-                        f"(SELECT l.dep_eid FROM {lt} l WHERE l.dep_class = :x AND NOT EXISTS "
-                        f"(SELECT 1 FROM {pq} q WHERE q.program = :p AND q.class_ident = :c "
-                        f"AND q.eid = l.{EID}))",
-                        p,
-                    )
+                down = (
+                    f"(SELECT MAX(y.bicep_exp) FROM {lt} l JOIN {n_c} y ON y.{EID} = l.{EID} "
+                    f"WHERE l.dep_class = '{dep}' AND l.dep_eid = {name_x}.{EID})"
                 )
-        if not statements:
-            return
-        while True:
-            removed = 0
-            for sql, p in statements:
-                removed += conn.execute(sa.text(sql), p).rowcount or 0
-            if not removed:
-                return
+                self._edges.append(f"UPDATE {n_c} SET bicep_exp = {up} WHERE bicep_exp < {up}")
+                self._edges.append(f"UPDATE {n_x} SET bicep_exp = {down} WHERE bicep_exp < {down}")
 
     def _remove(self, conn: Connection, prog: str, tick: int) -> int:
         pq = self.q(self.system.purge)
@@ -569,8 +578,8 @@ class Pipeline:
                 if first is not None:
                     candidates.append(tick_of(int(first), c))
             if self.purge_enabled and cs.cls.definition.lifespan is not None:
-                first = conn.execute(sa.select(sa.func.min(cs.t.now.c.bicep_base_exp))).scalar()
-                if first is not None:
+                first = conn.execute(sa.select(sa.func.min(cs.t.now.c.bicep_exp))).scalar()
+                if first is not None and first < UNBOUNDED:
                     candidates.append((int(first) // c) * c + c)
                 ls = cs.cls.definition.lifespan
                 h = cs.t.history

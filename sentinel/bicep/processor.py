@@ -39,7 +39,7 @@ from sentinel.bicep.compiler import CompiledClass, CompiledProgram, compile_prog
 from sentinel.bicep.install import Installed, install, installed
 from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome, tick_of
 from sentinel.bicep.sqlpart import EID
-from sentinel.bicep.tables import ProgramTables, system_tables
+from sentinel.bicep.tables import UNBOUNDED, ProgramTables, system_tables
 from sentinel.bicep.times import TimeLike, as_datetime, duration, seconds
 from sentinel.errors import (
     BicepActionError,
@@ -667,49 +667,18 @@ class Processor:
 
     def expirations(self) -> dict[str, dict[tuple[Any, ...], datetime | None]]:
         """When each live event expires (2.5): the latest ``occTime + lifespan``
-        among the events its lineage connects it to (``None``: never). Keyed by
-        class name, then by the event's key values."""
-        live: dict[tuple[str, int], int | None] = {}
-        keys: dict[tuple[str, int], tuple[Any, ...]] = {}
-        edges: list[tuple[tuple[str, int], tuple[str, int]]] = []
+        among the events its lineage connects it to (``None``: never), as of the
+        last tick. Keyed by class name, then by the event's key values."""
+        out: dict[str, dict[tuple[Any, ...], datetime | None]] = {}
         with self.engine.connect() as conn:
             for cls in self.program:
                 t = self.tables.classes[cls.ident]
                 kcols = [t.now.c[k.lower()] for k in cls.definition.keys]
-                for r in conn.execute(sa.select(t.now.c[EID], t.now.c.bicep_base_exp, *kcols)):
-                    live[(cls.ident, r[0])] = r[1]
-                    keys[(cls.ident, r[0])] = tuple(_plain(v) for v in r[2:])
-                if t.lineage is not None:
-                    for e, dc, de in conn.execute(
-                        sa.select(t.lineage.c[EID], t.lineage.c.dep_class, t.lineage.c.dep_eid)
-                    ):
-                        edges.append(((cls.ident, e), (dc, de)))
-        parent = {n: n for n in live}
-
-        def find(n: tuple[str, int]) -> tuple[str, int]:
-            while parent[n] != n:
-                parent[n] = parent[parent[n]]
-                n = parent[n]
-            return n
-
-        for a, b in edges:
-            if a in parent and b in parent:
-                parent[find(a)] = find(b)
-        group: dict[tuple[str, int], int | None] = {}
-        unbounded: set[tuple[str, int]] = set()
-        for n, base in live.items():
-            root = find(n)
-            if base is None:
-                unbounded.add(root)
-            else:
-                group[root] = max(group.get(root, base), base)
-        out: dict[str, dict[tuple[Any, ...], datetime | None]] = {
-            c.name: {} for c in self.program
-        }
-        for n in live:
-            root = find(n)
-            exp = None if root in unbounded else group.get(root)
-            out[self.program.classes[n[0]].name][keys[n]] = as_datetime(exp)
+                found: dict[tuple[Any, ...], datetime | None] = {}
+                for r in conn.execute(sa.select(t.now.c.bicep_exp, *kcols)):
+                    exp = None if r[0] >= UNBOUNDED else as_datetime(r[0])
+                    found[tuple(_plain(v) for v in r[1:])] = exp
+                out[cls.name] = found
         return out
 
 

@@ -64,6 +64,8 @@ __all__ = [
 
 #: Longest table name sentinel creates (MariaDB allows 64, PostgreSQL 63).
 MAX_NAME: Final = 63
+#: The expiration time of an event whose lifespan is unbounded (LIFESPAN(-1)).
+UNBOUNDED: Final = 2**62
 #: Length of a text key column with no length given (fits MariaDB's index limits).
 KEY_TEXT_LENGTH: Final = 191
 
@@ -277,7 +279,8 @@ class ProgramTables:
             sa.Column("occtime", sa.BigInteger(), nullable=False),
             sa.Column("dettime", sa.BigInteger(), nullable=False),
             sa.Column("bicep_occ_tick", sa.BigInteger(), nullable=False, index=True),
-            sa.Column("bicep_base_exp", sa.BigInteger(), nullable=True, index=True),
+            sa.Column("bicep_base_exp", sa.BigInteger(), nullable=False),
+            sa.Column("bicep_exp", sa.BigInteger(), nullable=False, index=True),
             *now_cols,
         )
 
