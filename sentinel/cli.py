@@ -672,3 +672,13 @@ def _progress(console: Any) -> Any:
         console=console,
         transient=True,
     )
+
+
+# -- bicep (sentinel.bicep) ---------------------------------------------------------------
+def _register_bicep() -> None:
+    from sentinel.bicep.cli import bicep
+
+    main.add_command(bicep)
+
+
+_register_bicep()

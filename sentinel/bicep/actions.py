@@ -86,7 +86,9 @@ class ActionCall:
         )
 
     def __str__(self) -> str:
-        args = ", ".join(repr(a) for a in self.args)
+        args = ", ".join(
+            f"{a:%Y-%m-%d %H:%M}" if isinstance(a, datetime) else repr(a) for a in self.args
+        )
         return f"{self.action}({args})"
 
 

@@ -54,6 +54,8 @@ class ActionSignature:
     name: str
     kinds: tuple[Kind, ...]
     uses: tuple[tuple[str, int], ...]  # (class ident, statement index)
+    #: Which parameters are times (seconds in the tables, datetimes for callables).
+    times: tuple[bool, ...] = ()
 
     @property
     def ident(self) -> str:
@@ -380,6 +382,20 @@ def value_kind(text: str, cls: CompiledClass, v: m.Value) -> Kind:
     return _widest(kinds)
 
 
+def is_time(v: m.Value) -> bool:
+    """Whether a value is a point in time: NOW, an occurrence or detection time,
+    such a time plus or minus a duration, MIN/MAX of times."""
+    if isinstance(v, m.Now):
+        return True
+    if isinstance(v, m.Ref):
+        return v.ident in SYSTEM_COLUMNS
+    if isinstance(v, m.BinOp):
+        return is_time(v.left) and not is_time(v.right)
+    if isinstance(v, m.ExtremeValue):
+        return all(is_time(x) for x in v.values)
+    return False
+
+
 def _widest(kinds: set[Kind]) -> Kind:
     for k in ("text", "boolean", "real", "numeric", "integer"):
         if k in kinds:
@@ -397,8 +413,9 @@ def _record_action(
 ) -> None:
     a = st.action
     known = actions.get(a.ident)
+    times = tuple(is_time(v) for v in a.params)
     if known is None:
-        actions[a.ident] = ActionSignature(a.name, kinds, ((cls.ident, index),))
+        actions[a.ident] = ActionSignature(a.name, kinds, ((cls.ident, index),), times)
         return
     if len(known.kinds) != len(kinds):
         raise error_at(
@@ -422,7 +439,12 @@ def _record_action(
                 "program",
                 cls=BicepProgramError,
             )
-    actions[a.ident] = ActionSignature(known.name, tuple(merged), (*known.uses, (cls.ident, index)))
+    actions[a.ident] = ActionSignature(
+        known.name,
+        tuple(merged),
+        (*known.uses, (cls.ident, index)),
+        tuple(x and y for x, y in zip(known.times, times, strict=True)),
+    )
 
 
 def _digest(program: m.Program) -> str:

@@ -451,10 +451,17 @@ class Processor:
             )
         return state
 
-    def run_until(self, until: TimeLike) -> list[TickResult]:
+    def run_until(
+        self, until: TimeLike, *, on_tick: Callable[[TickResult], Any] | None = None
+    ) -> list[TickResult]:
         """Process every clock tick up to ``until`` that has work (ticks with
         nothing to read, derive, fire or purge are passed over), and return what
-        each did. Afterwards every tick up to ``until`` counts as processed."""
+        each did (``on_tick`` is called after each). Afterwards every tick up to
+        ``until`` counts as processed.
+
+        Raises :class:`~sentinel.errors.BicepActionError` before any tick when an
+        action has no callable (with ``require_actions``). A tick that fails
+        rolls back as a whole: its announcements stay in the inboxes."""
         self._check_actions()
         end = (seconds(until, what="until") // self.chronon) * self.chronon
         results: list[TickResult] = []
@@ -468,6 +475,8 @@ class Processor:
                 result = self._tick(nxt)
                 if result is not None:
                     results.append(result)
+                    if on_tick is not None:
+                        on_tick(result)
             with self.engine.begin() as conn:
                 state = self._state(conn, lock=True)
                 if state.last_tick is None or state.last_tick < end:
@@ -563,7 +572,6 @@ class Processor:
         found: list[tuple[tuple[int, int, int], act.ActionCall]] = []
         for ident, x in self.tables.actions.items():
             sig = self.program.actions[ident]
-            arity = len(sig.kinds)
             for cls_ident in sorted({c for c, _ in sig.uses}):
                 cls = self.program.classes[cls_ident]
                 c = self.tables.classes[cls_ident].changes
@@ -582,7 +590,7 @@ class Processor:
                     call = act.ActionCall(
                         program=self.name,
                         action=sig.name,
-                        args=tuple(_plain(r[f"p{i + 1}"]) for i in range(arity)),
+                        args=_args(r, sig),
                         event_class=cls.name,
                         key={k_name: _plain(r[f"key_{k_name.lower()}"]) for k_name in cls.definition.keys},
                         tick=as_datetime(tick),  # type: ignore[arg-type]
@@ -652,7 +660,7 @@ class Processor:
                             act.ActionCall(
                                 program=self.name,
                                 action=sig.name,
-                                args=tuple(_plain(r[f"p{i + 1}"]) for i in range(len(sig.kinds))),
+                                args=_args(r, sig),
                                 event_class=cls.name,
                                 key={},
                                 tick=as_datetime(r["bicep_tick"]),  # type: ignore[arg-type]
@@ -704,6 +712,16 @@ def _check_value(cls: str, attr: str, kind: str, value: Any) -> Any:
     return value
 
 
+def _args(row: Mapping[str, Any], sig: Any) -> tuple[Any, ...]:
+    out = []
+    for i in range(len(sig.kinds)):
+        v = _plain(row[f"p{i + 1}"])
+        if sig.times and sig.times[i] and isinstance(v, int):
+            v = as_datetime(v)
+        out.append(v)
+    return tuple(out)
+
+
 def _plain(v: Any) -> Any:
     from decimal import Decimal
 
@@ -732,7 +750,3 @@ def _perf() -> float:
     import time
 
     return time.perf_counter()
-
-
-def _unused(*_: Sequence[Any]) -> None:  # pragma: no cover
-    pass
