@@ -117,6 +117,7 @@ class Pipeline:
         for cls in program:
             self.sql[cls.ident] = self._prepare(cls, tables.classes[cls.ident], dialect)
         self._prepare_edges()
+        self._prepare_schedule()
 
     # -- preparation --------------------------------------------------------------------------
     def q(self, table: sa.Table) -> str:
@@ -419,11 +420,12 @@ class Pipeline:
             return 0
         pg = self.system.purge
         prog = self.program.name
-        conn.execute(pg.delete().where(pg.c.program == prog))
         pq = self.q(pg)
         candidates = False
         for ident in self.order:
             cs = self.sql[ident]
+            if cs.cls.definition.lifespan is None and not cs.cls.complex:
+                continue  # never expires (nor does its group)
             n = self.q(cs.t.now)
             res = conn.execute(
                 sa.text(
@@ -437,7 +439,8 @@ class Pipeline:
         if candidates:
             purged = self._remove(conn, prog, tick)
         purged += self._purge_revoked(conn, tick)
-        conn.execute(pg.delete().where(pg.c.program == prog))
+        if candidates or purged:
+            conn.execute(pg.delete().where(pg.c.program == prog))
         return purged
 
     def expirations(self, conn: Connection, touched: set[str]) -> None:
@@ -564,6 +567,31 @@ class Pipeline:
         return total
 
     # -- scheduling -------------------------------------------------------------------------------
+    def _prepare_schedule(self) -> None:
+        """One query of scalar subqueries for :meth:`next_tick`: (kind, extra)
+        per column."""
+        parts: list[str] = []
+        self._schedule: list[tuple[str, int]] = []
+        for cs in self.sql.values():
+            if cs.t.inbox is not None:
+                parts.append(f"(SELECT MIN(dettime) FROM {self.q(cs.t.inbox)})")
+                self._schedule.append(("det", 0))
+            ls = cs.cls.definition.lifespan
+            if self.purge_enabled and ls is not None:
+                parts.append(f"(SELECT MIN(bicep_exp) FROM {self.q(cs.t.now)})")
+                self._schedule.append(("exp", 0))
+                parts.append(
+                    f"(SELECT MIN(bicep_tick) FROM {self.q(cs.t.history)} WHERE revoked = 1)"
+                )
+                self._schedule.append(("exp", ls))
+        pot, cl = self.q(self.system.potential_ticks), self.q(self.system.classes)
+        parts.append(f"(SELECT MIN(tick) FROM {pot} WHERE program = :p AND tick > :last)")
+        self._schedule.append(("tick", 0))
+        parts.append(f"(SELECT COUNT(*) FROM {cl} WHERE program = :p AND stale = :yes)")
+        self._schedule.append(("stale", 0))
+        self._schedule_sql = sa.text("SELECT " + ", ".join(parts))
+        self._always = any(cs.always_derive for cs in self.sql.values())
+
     def next_tick(self, conn: Connection, last: int | None) -> int | None:
         """The first tick after ``last`` at which something can happen (``None``:
         nothing ever will without new announcements). Ticks in between would
@@ -571,36 +599,25 @@ class Pipeline:
         occurrence-time optimization of 4.1.4, extended to every step."""
         c = self.chronon
         floor = None if last is None else last + c
+        row = conn.execute(
+            self._schedule_sql,
+            {"p": self.program.name, "last": -1 if last is None else last, "yes": True},
+        ).one()
         candidates: list[int] = []
-        for cs in self.sql.values():
-            if cs.t.inbox is not None:
-                first = conn.execute(sa.select(sa.func.min(cs.t.inbox.c.dettime))).scalar()
-                if first is not None:
-                    candidates.append(tick_of(int(first), c))
-            if self.purge_enabled and cs.cls.definition.lifespan is not None:
-                first = conn.execute(sa.select(sa.func.min(cs.t.now.c.bicep_exp))).scalar()
-                if first is not None and first < UNBOUNDED:
-                    candidates.append((int(first) // c) * c + c)
-                ls = cs.cls.definition.lifespan
-                h = cs.t.history
-                first = conn.execute(
-                    sa.select(sa.func.min(h.c.bicep_tick)).where(h.c.revoked == 1)
-                ).scalar()
-                if first is not None:
-                    candidates.append(((int(first) + ls) // c) * c + c)
-            if last is not None and cs.always_derive:
+        for (kind, extra), value in zip(self._schedule, row, strict=True):
+            if value is None:
+                continue
+            value = int(value)
+            if kind == "det":
+                candidates.append(tick_of(value, c))
+            elif kind == "exp":
+                if value < UNBOUNDED:
+                    candidates.append(((value + extra) // c) * c + c)
+            elif kind == "tick":
+                candidates.append(value)
+            elif value and last is not None:  # stale classes
                 candidates.append(last + c)
-        pot = self.system.potential_ticks
-        q = sa.select(sa.func.min(pot.c.tick)).where(pot.c.program == self.program.name)
-        if last is not None:
-            q = q.where(pot.c.tick > last)
-        first = conn.execute(q).scalar()
-        if first is not None:
-            candidates.append(int(first))
-        cl = self.system.classes
-        if last is not None and conn.execute(
-            sa.select(sa.func.count()).where(cl.c.program == self.program.name, cl.c.stale.is_(True))
-        ).scalar():
+        if last is not None and self._always:
             candidates.append(last + c)
         if not candidates:
             return None

@@ -523,7 +523,7 @@ class Processor:
             out, next_eid = self.pipeline.run(conn, tick, state.next_eid, stale)
             if self.signal_events:
                 self._signal_read(out)
-            calls = self._publish(conn, tick)
+            calls = self._publish(conn, tick) if out.actions else []
             out.purged = self.pipeline.purge(conn, tick)
             p = self.system.programs
             conn.execute(

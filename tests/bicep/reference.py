@@ -428,6 +428,13 @@ class Reference:
         return out
 
 
+def plain_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A processor's action arguments with times as seconds, as the reference has them."""
+    from datetime import datetime
+
+    return tuple(int(a.timestamp()) if isinstance(a, datetime) else a for a in args)
+
+
 def _base(occ: int | None, lifespan: int | None) -> int | None:
     return None if occ is None or lifespan is None else occ + lifespan
 

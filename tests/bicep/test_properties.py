@@ -22,7 +22,7 @@ from sentinel.bicep.install import uninstall
 from sentinel.bicep.sqlpart import EID
 from sentinel.rules import LocalEventDetector
 
-from .reference import Reference
+from .reference import Reference, plain_args as _plain
 
 C = 600  # a ten-minute chronon
 T0 = 1_400_000_400  # a tick
@@ -145,7 +145,7 @@ def _feed(proc: Processor, rows: list[dict[str, Any]]) -> None:
 
 def _rows(results: list[Any]) -> list[tuple[Any, ...]]:
     return sorted(
-        (int(c.tick.timestamp()), c.action, c.event_class, tuple(c.key.values()), c.args)
+        (int(c.tick.timestamp()), c.action, c.event_class, tuple(c.key.values()), _plain(c.args))
         for r in results
         for c in r.actions
     )
@@ -245,7 +245,7 @@ def test_many_more_programs_and_streams(
     _check(migrated, program, stream, cuts)
 
 
-@settings(max_examples=2, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=1, **_SETTINGS)  # type: ignore[arg-type]
 @given(program=programs(), stream=streams(), cuts=st.lists(st.integers(0, 20), max_size=3))
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])
 def test_the_same_on_server_databases(

@@ -16,7 +16,7 @@ from sentinel.errors import ReplayError
 from sentinel.rules import LocalEventDetector
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_replay_of_the_log_fires_what_the_live_run_fired(migrated: sa.Engine) -> None:
     det = LocalEventDetector()
     Session = sessionmaker(migrated)

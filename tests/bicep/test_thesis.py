@@ -13,7 +13,7 @@ from sentinel.bicep import Processor
 from sentinel.bicep.times import as_datetime
 
 from .conftest import at
-from .reference import Reference
+from .reference import Reference, plain_args as _plain
 
 FIFTEEN = 15 * 60
 
@@ -31,7 +31,7 @@ CREATE MUTABLE SUBSCRIBED EVENT CLASS Delivery (resource
 
 def _fired(results: list[Any]) -> list[tuple[Any, ...]]:
     return [
-        (int(c.tick.timestamp()), c.action, c.event_class, tuple(c.key.values()), c.args)
+        (int(c.tick.timestamp()), c.action, c.event_class, tuple(c.key.values()), _plain(c.args))
         for r in results
         for c in r.actions
     ]
