@@ -59,14 +59,22 @@ def check(program: str, dialect: str, name: str | None) -> None:
     text, default = _read(program)
     compiled = compile_program(text, name=name or default, dialect=dialect)
     tables = ProgramTables(compiled)
-    click.echo(f"program {compiled.name}: {len(compiled.classes)} class(es), "
-               f"{len(compiled.actions)} action(s), digest {compiled.digest[:12]}")
+    click.echo(
+        f"program {compiled.name}: {len(compiled.classes)} class(es), "
+        f"{len(compiled.actions)} action(s), digest {compiled.digest[:12]}"
+    )
     for cls in compiled:
         d = cls.definition
         kind = "complex" if cls.complex else ("mutable" if cls.mutable else "immutable")
         life = "no lifespan" if d.lifespan is None else f"lifespan {d.lifespan} s"
-        reads = f", reads {', '.join(compiled.classes[c].name for c in cls.depends_on)}" if cls.depends_on else ""
-        click.echo(f"\n{d.name} ({kind}, stratum {cls.stratum}, key {', '.join(d.keys)}, {life}{reads})")
+        reads = (
+            f", reads {', '.join(compiled.classes[c].name for c in cls.depends_on)}"
+            if cls.depends_on
+            else ""
+        )
+        click.echo(
+            f"\n{d.name} ({kind}, stratum {cls.stratum}, key {', '.join(d.keys)}, {life}{reads})"
+        )
         if cls.complex:
             click.echo("  rewritten query:")
             click.echo(f"    {compiled.logical_sql(d.name)}")
@@ -74,8 +82,10 @@ def check(program: str, dialect: str, name: str | None) -> None:
             click.echo("  as run on the database:")
             click.echo(f"    {sql}")
             if lineage is None:
-                click.echo("  lineage: none (aggregates, DISTINCT or GROUP BY: results follow "
-                           "their constituents as they expire)")
+                click.echo(
+                    "  lineage: none (aggregates, DISTINCT or GROUP BY: results follow "
+                    "their constituents as they expire)"
+                )
         for i, st in enumerate(d.statements):
             click.echo(f"  statement {i + 1}: {st.text}")
             fired = "FIRED"
@@ -85,12 +95,25 @@ def check(program: str, dialect: str, name: str | None) -> None:
 
 
 def _db_options(fn: Any) -> Any:
-    fn = click.option("--prefix", default="sentinel_", show_default=True, envvar="SENTINEL_PREFIX",
-                      help="Table-name prefix of sentinel's tables.")(fn)
-    fn = click.option("--schema", default=None, envvar="SENTINEL_SCHEMA",
-                      help="Database schema for sentinel's tables.")(fn)
-    fn = click.option("--url", required=True, envvar="SENTINEL_URL",
-                      help="SQLAlchemy database URL, e.g. sqlite:///app.db (or set SENTINEL_URL).")(fn)
+    fn = click.option(
+        "--prefix",
+        default="sentinel_",
+        show_default=True,
+        envvar="SENTINEL_PREFIX",
+        help="Table-name prefix of sentinel's tables.",
+    )(fn)
+    fn = click.option(
+        "--schema",
+        default=None,
+        envvar="SENTINEL_SCHEMA",
+        help="Database schema for sentinel's tables.",
+    )(fn)
+    fn = click.option(
+        "--url",
+        required=True,
+        envvar="SENTINEL_URL",
+        help="SQLAlchemy database URL, e.g. sqlite:///app.db (or set SENTINEL_URL).",
+    )(fn)
     return fn
 
 
@@ -98,13 +121,28 @@ def _db_options(fn: Any) -> Any:
 @click.argument("program", type=click.Path(dir_okay=False))
 @_db_options
 @click.option("--name", default=None, help="The program's name (default: the file's name).")
-@click.option("--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ...")
+@click.option(
+    "--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ..."
+)
 @click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
 @click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
-@click.option("--keep", is_flag=True, help="With --upgrade: rename the old version's tables instead of dropping them.")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="With --upgrade: rename the old version's tables instead of dropping them.",
+)
 @_errors
-def install(program: str, url: str, schema: str | None, prefix: str, name: str | None,
-            chronon: str, archive: bool, upgrade: bool, keep: bool) -> None:
+def install(
+    program: str,
+    url: str,
+    schema: str | None,
+    prefix: str,
+    name: str | None,
+    chronon: str,
+    archive: bool,
+    upgrade: bool,
+    keep: bool,
+) -> None:
     """Install PROGRAM in the database (creating sentinel's tables if needed)."""
     from sentinel.bicep.processor import Processor
     from sentinel.log import migrate
@@ -112,8 +150,16 @@ def install(program: str, url: str, schema: str | None, prefix: str, name: str |
 
     text, default = _read(program)
     migrate.upgrade(url, schema=schema, prefix=prefix)
-    proc = Processor(text, url, name=name or default, chronon=_chronon(chronon), schema=schema,
-                     prefix=prefix, archive=archive, detector=LocalEventDetector())
+    proc = Processor(
+        text,
+        url,
+        name=name or default,
+        chronon=_chronon(chronon),
+        schema=schema,
+        prefix=prefix,
+        archive=archive,
+        detector=LocalEventDetector(),
+    )
     try:
         version = proc.install(upgrade=upgrade, keep=keep)
     finally:
@@ -128,17 +174,37 @@ def _chronon(value: str) -> int | str:
 @bicep.command()
 @click.argument("program", type=click.Path(dir_okay=False))
 @_db_options
-@click.option("--events", "events", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Stream file of announcements: JSON lines or CSV.")
+@click.option(
+    "--events",
+    "events",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Stream file of announcements: JSON lines or CSV.",
+)
 @click.option("--name", default=None, help="The program's name (default: the file's name).")
-@click.option("--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ...")
-@click.option("--until", default=None,
-              help="Process ticks up to this time (ISO 8601; default: the last detection time).")
+@click.option(
+    "--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ..."
+)
+@click.option(
+    "--until",
+    default=None,
+    help="Process ticks up to this time (ISO 8601; default: the last detection time).",
+)
 @click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
 @click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
 @_errors
-def run(program: str, url: str, schema: str | None, prefix: str, events: str, name: str | None,
-        chronon: str, until: str | None, archive: bool, upgrade: bool) -> None:
+def run(
+    program: str,
+    url: str,
+    schema: str | None,
+    prefix: str,
+    events: str,
+    name: str | None,
+    chronon: str,
+    until: str | None,
+    archive: bool,
+    upgrade: bool,
+) -> None:
     """Run PROGRAM over the announcements in --events on the database at --url,
     tick by tick, and show the actions that fired."""
     from rich.console import Console
@@ -153,9 +219,17 @@ def run(program: str, url: str, schema: str | None, prefix: str, events: str, na
 
     text, default = _read(program)
     migrate.upgrade(url, schema=schema, prefix=prefix)
-    proc = Processor(text, url, name=name or default, chronon=_chronon(chronon), schema=schema,
-                     prefix=prefix, archive=archive, detector=LocalEventDetector(),
-                     require_actions=False)
+    proc = Processor(
+        text,
+        url,
+        name=name or default,
+        chronon=_chronon(chronon),
+        schema=schema,
+        prefix=prefix,
+        archive=archive,
+        detector=LocalEventDetector(),
+        require_actions=False,
+    )
     try:
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))

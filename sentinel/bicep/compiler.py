@@ -221,7 +221,9 @@ def _check_schema(text: str, cls: m.ClassDef) -> None:
             )
         if a.ident in seen:
             raise error_at(
-                text, a.pos.offset, f"attribute {a.name} of {cls.name} is declared twice",
+                text,
+                a.pos.offset,
+                f"attribute {a.name} of {cls.name} is declared twice",
                 cls=BicepProgramError,
             )
         seen[a.ident] = a
@@ -345,7 +347,8 @@ def value_kind(text: str, cls: CompiledClass, v: m.Value) -> Kind:
             close = difflib.get_close_matches(v.ident, [c.lower() for c in columns], n=1)
             hint = ""
             if close:
-                hint = f"; did you mean {v.side.upper()}.{columns[[c.lower() for c in columns].index(close[0])]}?"
+                spelled = columns[[c.lower() for c in columns].index(close[0])]
+                hint = f"; did you mean {v.side.upper()}.{spelled}?"
             raise error_at(
                 text,
                 v.pos.offset,
@@ -362,7 +365,9 @@ def value_kind(text: str, cls: CompiledClass, v: m.Value) -> Kind:
     if isinstance(v, m.Neg):
         kind = value_kind(text, cls, v.value)
         if kind in ("text", "boolean"):
-            raise error_at(text, v.pos.offset, f"cannot negate a {kind} value", cls=BicepProgramError)
+            raise error_at(
+                text, v.pos.offset, f"cannot negate a {kind} value", cls=BicepProgramError
+            )
         return kind
     if isinstance(v, m.BinOp):
         kinds = {value_kind(text, cls, v.left), value_kind(text, cls, v.right)}
@@ -399,7 +404,7 @@ def is_time(v: m.Value) -> bool:
 def _widest(kinds: set[Kind]) -> Kind:
     for k in ("text", "boolean", "real", "numeric", "integer"):
         if k in kinds:
-            return k  # type: ignore[return-value]
+            return k
     return "integer"  # pragma: no cover
 
 

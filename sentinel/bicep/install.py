@@ -65,7 +65,11 @@ def _system(conn: Connection, schema: str | None, prefix: str) -> SystemTables:
 
 
 def installed(
-    conn: Connection, name: str, *, schema: str | None = None, prefix: str = "sentinel_",
+    conn: Connection,
+    name: str,
+    *,
+    schema: str | None = None,
+    prefix: str = "sentinel_",
     lock: bool = False,
 ) -> Installed | None:
     """The program ``name`` as installed, or ``None``."""
@@ -297,7 +301,11 @@ def _validate(conn: Connection, program: CompiledProgram, tables: ProgramTables,
             known = [c.name for c in program] + [
                 c for c in cls.query.identifiers if c not in ("occtime", "dettime")
             ]
-            close = difflib.get_close_matches(name.split(".")[-1], [k for k in known if k.lower() != name.split(".")[-1].lower()], n=1)
+            close = difflib.get_close_matches(
+                name.split(".")[-1],
+                [k for k in known if k.lower() != name.split(".")[-1].lower()],
+                n=1,
+            )
             if close:
                 hint = f"; did you mean {close[0]}?"
         raise error_at(

@@ -16,7 +16,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.bicep import model as m
-from sentinel.errors import BicepSyntaxError
+from sentinel.errors import BicepProgramError, BicepSyntaxError
 
 __all__ = ["UNIT_SECONDS", "error_at", "parse_program", "position", "time_literal"]
 
@@ -92,13 +92,16 @@ def _caret(text: str, pos: m.Pos) -> str:
     return f"    {src}\n    {' ' * (pos.column - 1)}^"
 
 
+E = t.TypeVar("E", bound=BicepProgramError)
+
+
 def error_at(
     text: str,
     offset: int,
     message: str,
     expected: t.Iterable[str] = (),
-    cls: type[BicepSyntaxError] = BicepSyntaxError,
-) -> BicepSyntaxError:
+    cls: type[E] = BicepSyntaxError,  # type: ignore[assignment]
+) -> E:
     """An error of class ``cls`` at ``offset`` of ``text``, with a caret."""
     pos = position(text, offset)
     return cls(
@@ -219,7 +222,9 @@ class _ToProgram(Transformer[Token, t.Any]):
 
     def unbounded(self, meta: t.Any, c: list[Token]) -> None:
         if str(c[0]) != "1":
-            raise _Positioned("a lifespan is a time literal such as 5d, or -1 for none", meta.start_pos)
+            raise _Positioned(
+                "a lifespan is a time literal such as 5d, or -1 for none", meta.start_pos
+            )
         return None
 
     # -- OCCURRING AT --------------------------------------------------------------------
@@ -340,8 +345,7 @@ def _syntax_error(text: str, e: UnexpectedInput) -> BicepSyntaxError:
                 return error_at(
                     text,
                     offset,
-                    "a complex class's query must end with OCCURRING AT <time>, "
-                    "and none was found",
+                    "a complex class's query must end with OCCURRING AT <time>, and none was found",
                 )
         word = text[offset:].split(None, 1)[0][:20] if text[offset:].strip() else text[offset]
         return error_at(text, offset, f"unexpected {word!r}", _expected(allowed))

@@ -188,10 +188,16 @@ class Pipeline:
             deps = [f"bicep_dep_{i}" for i in range(len(lineage_classes))]
             order = ", ".join(
                 ["q.occtime"]
-                + [x for a in attrs for x in (f"CASE WHEN q.{a} IS NULL THEN 1 ELSE 0 END", f"q.{a}")]
+                + [
+                    x
+                    for a in attrs
+                    for x in (f"CASE WHEN q.{a} IS NULL THEN 1 ELSE 0 END", f"q.{a}")
+                ]
             )
             part = ", ".join(f"q.{k}" for k in keys)
-            not_null = " AND ".join(["q.occtime IS NOT NULL"] + [f"q.{k} IS NOT NULL" for k in keys])
+            not_null = " AND ".join(
+                ["q.occtime IS NOT NULL"] + [f"q.{k} IS NOT NULL" for k in keys]
+            )
             s_cols = ", ".join(["occtime", *attrs, *deps, "bicep_rn"])
             q_cols = ", ".join(["q.occtime", *(f"q.{a}" for a in attrs), *(f"q.{d}" for d in deps)])
             derive = [
@@ -260,7 +266,9 @@ class Pipeline:
         )
 
     # -- a tick ---------------------------------------------------------------------------------
-    def run(self, conn: Connection, tick: int, next_eid: int, stale: set[str]) -> tuple[TickOutcome, int]:
+    def run(
+        self, conn: Connection, tick: int, next_eid: int, stale: set[str]
+    ) -> tuple[TickOutcome, int]:
         """Run steps 1-4 and 6 of one tick; return the outcome and the next event id.
         Publishing (step 5) is the processor's: the action rows stay marked
         unpublished until it has signalled them."""
@@ -274,7 +282,11 @@ class Pipeline:
             cs = self.sql[ident]
             derived = False
             if cs.cls.complex:
-                if cs.always_derive or ident in stale or any(d in touched for d in cs.cls.depends_on):
+                if (
+                    cs.always_derive
+                    or ident in stale
+                    or any(d in touched for d in cs.cls.depends_on)
+                ):
                     derived = True
                     count, next_eid = self._derive(conn, cs, tick, next_eid)
                     if count:
@@ -333,14 +345,20 @@ class Pipeline:
     ) -> tuple[int, int]:
         inbox = cs.t.inbox
         assert inbox is not None
-        rows = conn.execute(
-            sa.select(inbox).where(inbox.c.dettime <= tick).order_by(inbox.c.dettime, inbox.c.id)
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                sa.select(inbox)
+                .where(inbox.c.dettime <= tick)
+                .order_by(inbox.c.dettime, inbox.c.id)
+            )
+            .mappings()
+            .all()
+        )
         if not rows:
             return 0, next_eid
         name = cs.cls.name
         mutable = cs.cls.mutable
-        batch: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        batch: dict[tuple[Any, ...], Any] = {}
         for r in rows:
             key = tuple(r[k] for k in cs.keys)
             out.read.append((cs.cls.ident, dict(r)))
@@ -367,8 +385,10 @@ class Pipeline:
                     continue
                 row = _change(cs.attrs, o["bicep_eid"], o, None, a["dettime"], None, self.chronon)
             else:
-                if o is not None and o["occtime"] == a["occtime"] and all(
-                    o[x] == a[x] for x in cs.attrs
+                if (
+                    o is not None
+                    and o["occtime"] == a["occtime"]
+                    and all(o[x] == a[x] for x in cs.attrs)
                 ):
                     continue  # announced again as it is: nothing changed
                 if o is None:
@@ -387,10 +407,10 @@ class Pipeline:
 
     def _current(
         self, conn: Connection, cs: _ClassSQL, keys: Sequence[tuple[Any, ...]]
-    ) -> dict[tuple[Any, ...], Mapping[str, Any]]:
+    ) -> dict[tuple[Any, ...], Any]:
         n = cs.t.now
         cols = [n.c[k] for k in cs.keys]
-        out: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        out: dict[tuple[Any, ...], Any] = {}
         for chunk in _chunks(list(keys), 400):
             if len(cols) == 1:
                 cond = cols[0].in_([k[0] for k in chunk])
@@ -401,9 +421,7 @@ class Pipeline:
         return out
 
     # -- derive ---------------------------------------------------------------------------------
-    def _derive(
-        self, conn: Connection, cs: _ClassSQL, tick: int, next_eid: int
-    ) -> tuple[int, int]:
+    def _derive(self, conn: Connection, cs: _ClassSQL, tick: int, next_eid: int) -> tuple[int, int]:
         params = {"bicep_tick": tick, "bicep_now": tick, "bicep_base": next_eid - 1}
         for sql in cs.derive:
             conn.execute(sa.text(sql), params)
@@ -508,9 +526,9 @@ class Pipeline:
         if stale:
             cl = self.system.classes
             conn.execute(
-                cl.update().where(cl.c.program == prog, cl.c.ident.in_(sorted(stale))).values(
-                    stale=True
-                )
+                cl.update()
+                .where(cl.c.program == prog, cl.c.ident.in_(sorted(stale)))
+                .values(stale=True)
             )
         return total
 
@@ -533,9 +551,7 @@ class Pipeline:
         for ident, x in self.tables.actions.items():
             if any(st.action == ident for st in cs.statements):
                 conn.execute(
-                    sa.text(
-                        f"DELETE FROM {self.q(x)} WHERE class_ident = :c AND {EID} IN {sub}"
-                    ),
+                    sa.text(f"DELETE FROM {self.q(x)} WHERE class_ident = :c AND {EID} IN {sub}"),
                     p,
                 )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sentinel.bicep import actions as act
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram, compile_program
 from sentinel.bicep.install import Installed, install, installed
-from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome, tick_of
+from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ProgramTables, system_tables
 from sentinel.bicep.times import TimeLike, as_datetime, duration, seconds
@@ -238,7 +238,7 @@ class Processor:
             raise BicepActionError(
                 f"program {self.name!r} has no action {name!r}"
                 + (f"; did you mean {close[0]!r}?" if close else "")
-                + f" (its actions: {', '.join(a.name for a in self.program.actions.values()) or 'none'})",
+                + f" (its actions: {', '.join(self._action_names()) or 'none'})",
                 action=name,
             )
         if not callable(fn):
@@ -253,6 +253,9 @@ class Processor:
             rule_name, event, action=act.run_action, coupling=coupling, priority=priority
         )
         return None
+
+    def _action_names(self) -> list[str]:
+        return [a.name for a in self.program.actions.values()]
 
     def missing_actions(self) -> list[str]:
         """Actions of the program with no callable registered."""
@@ -270,7 +273,11 @@ class Processor:
                 f"action {a.name!r} (used at {st.action.pos} of program {self.name!r}) has no "
                 f"callable registered; register it with processor.action({a.name!r}, fn), or "
                 "create the processor with require_actions=False to only record its firings"
-                + (f" (also unregistered: {', '.join(x.name for x in missing[1:])})" if len(missing) > 1 else ""),
+                + (
+                    f" (also unregistered: {', '.join(x.name for x in missing[1:])})"
+                    if len(missing) > 1
+                    else ""
+                ),
                 action=a.name,
             )
 
@@ -427,7 +434,7 @@ class Processor:
             with self.engine.begin() as own:
                 yield own
 
-    # -- ticks --------------------------------------------------------------------------------------
+    # -- ticks ----------------------------------------------------------------------------
     @property
     def last_tick(self) -> datetime | None:
         """The last tick processed (or passed over), or ``None``."""
@@ -542,7 +549,14 @@ class Processor:
                 )
             )
         for r in out.rejected:
-            log.warning("%s tick %s: %s %s rejected: %s", self.name, as_datetime(tick), r.event_class, r.key, r.reason)
+            log.warning(
+                "%s tick %s: %s %s rejected: %s",
+                self.name,
+                as_datetime(tick),
+                r.event_class,
+                r.key,
+                r.reason,
+            )
         return TickResult(
             tick=as_datetime(tick),  # type: ignore[arg-type]
             announcements=out.announcements,
@@ -592,7 +606,10 @@ class Processor:
                         action=sig.name,
                         args=_args(r, sig),
                         event_class=cls.name,
-                        key={k_name: _plain(r[f"key_{k_name.lower()}"]) for k_name in cls.definition.keys},
+                        key={
+                            k_name: _plain(r[f"key_{k_name.lower()}"])
+                            for k_name in cls.definition.keys
+                        },
                         tick=as_datetime(tick),  # type: ignore[arg-type]
                         occ_time=as_datetime(r["occtime"]),
                         det_time=as_datetime(r["dettime"]),
@@ -712,7 +729,7 @@ def _check_value(cls: str, attr: str, kind: str, value: Any) -> Any:
     return value
 
 
-def _args(row: Mapping[str, Any], sig: Any) -> tuple[Any, ...]:
+def _args(row: Any, sig: Any) -> tuple[Any, ...]:
     out = []
     for i in range(len(sig.kinds)):
         v = _plain(row[f"p{i + 1}"])
@@ -732,8 +749,9 @@ def _plain(v: Any) -> Any:
 
 def _bound_engine(factory: Any) -> Engine | None:
     kw = getattr(factory, "kw", None)
-    if isinstance(kw, dict) and isinstance(kw.get("bind"), Engine):
-        return kw["bind"]
+    bind = kw.get("bind") if isinstance(kw, dict) else None
+    if isinstance(bind, Engine):
+        return bind
     session_factory = getattr(factory, "session_factory", None)  # scoped_session
     if session_factory is not None:
         return _bound_engine(session_factory)

@@ -29,7 +29,7 @@ from sentinel.bicep.processor import Processor, announcement_event, tick_event
 from sentinel.errors import ReplayError
 from sentinel.occurrence import Occurrence
 
-__all__ = ["Group", "logged_actions", "log_groups", "replay", "replay_groups"]
+__all__ = ["Group", "log_groups", "logged_actions", "replay", "replay_groups"]
 
 #: One tick of the live run: (tick, [(class name, announcement row)]).
 Group = tuple[int, list[tuple[str, dict[str, Any]]]]
@@ -161,8 +161,7 @@ def replay(
     events.append(tick_event(compiled.name))
     with _reader(source, schema, prefix) as reader:
         occs = [
-            r.occurrence
-            for r in reader.occurrences(events=events, outcomes={"committed", None})
+            r.occurrence for r in reader.occurrences(events=events, outcomes={"committed", None})
         ]
     groups = log_groups(occs, compiled)
     if not groups:
@@ -172,9 +171,7 @@ def replay(
         )
     actions: list[ActionCall] = []
     ticks = 0
-    for _, fired in replay_groups(
-        compiled, groups, chronon=chronon, archive=archive, purge=purge
-    ):
+    for _, fired in replay_groups(compiled, groups, chronon=chronon, archive=archive, purge=purge):
         ticks += 1
         actions.extend(fired)
     return ReplayResult(actions, ticks, sum(len(rows) for _, rows in groups))

@@ -3,7 +3,8 @@
 - **Stream files** (:func:`read_stream`): JSON lines (``.jsonl``, ``.json``) or
   CSV (``.csv``), one announcement per line or row::
 
-      {"class": "Delivery", "occ": "2014-04-07T09:00", "det": "2014-04-03T16:01", "resource": "Milk", "amount": 2}
+      {"class": "Delivery", "occ": "2014-04-07T09:00", "det": "2014-04-03T16:01",
+       "resource": "Milk", "amount": 2}
       {"class": "Delivery", "det": "2014-04-05T10:00", "revoke": true, "resource": "Milk"}
 
   A CSV file has a header with ``class``, ``occ``, ``det``, optionally
@@ -112,9 +113,13 @@ def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
             row = _convert(proc, cls, rec)
             batches.setdefault(cls, [])
             # check each record now, so the error names its line
-            proc._row(proc._class(cls), row.get("occ"), row.get("det"), bool(row.get("revoke")), {
-                k: v for k, v in row.items() if k not in _META
-            })
+            proc._row(
+                proc._class(cls),
+                row.get("occ"),
+                row.get("det"),
+                bool(row.get("revoke")),
+                {k: v for k, v in row.items() if k not in _META},
+            )
         except (BicepAnnouncementError, ValueError) as err:
             raise BicepAnnouncementError(f"{where}: {err}", event_class=cls) from None
         batches[cls].append(row)
@@ -125,7 +130,9 @@ def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
     return total
 
 
-def connect_event(proc: Processor, event_class: str, event: str | None = None, detector: Any = None) -> Any:
+def connect_event(
+    proc: Processor, event_class: str, event: str | None = None, detector: Any = None
+) -> Any:
     """Announce every occurrence of the explicit sentinel event ``event``
     (default: the class's name) as an event of ``event_class``; return the rule
     that does it. This is the seam to sentinel's own bitemporal events: an

@@ -169,7 +169,9 @@ def parse_query(
         offset = min(offset, len(sql.rstrip()))
         raise fail(offset, f"in the query of {cls.name}: {desc}") from None
     except TokenError as err:
-        raise fail(_token_error_offset(sql, str(err)), f"in the query of {cls.name}: {err}") from None
+        raise fail(
+            _token_error_offset(sql, str(err)), f"in the query of {cls.name}: {err}"
+        ) from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise fail(0, f"the query of {cls.name} must be one SELECT statement")
@@ -200,7 +202,10 @@ def parse_query(
         projections = leaf.expressions
         if not projections:
             raise fail(_start_of(leaf), f"the query of {cls.name} selects no columns")
-        if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and p.is_star) for p in projections):
+        if any(
+            isinstance(p, exp.Star) or (isinstance(p, exp.Column) and p.is_star)
+            for p in projections
+        ):
             star = _SKIP.sub(lambda mt: " " * len(mt.group(0)), sql).find("*")
             raise fail(
                 max(star, 0),
@@ -265,7 +270,7 @@ def _start_of(node: exp.Expression) -> int:
     return 0
 
 
-def _leaves(query: exp.Expression) -> list[exp.Select]:
+def _leaves(query: exp.Expr) -> list[exp.Select]:
     """The SELECTs whose rows the query returns (the branches of a top-level
     UNION)."""
     if isinstance(query, exp.Union):
@@ -324,7 +329,7 @@ def _time_columns(time: m.TimeExpr) -> list[m.ColumnTime]:
     return out
 
 
-def _is_now(node: exp.Expression) -> bool:
+def _is_now(node: exp.Expr) -> bool:
     if isinstance(node, exp.CurrentTimestamp):
         return True
     if isinstance(node, exp.Anonymous) and str(node.this).upper() == "NOW":
@@ -347,10 +352,7 @@ def extreme_sql(fn: str, args: list[str], dialect: str) -> str:
     """``MAX``/``MIN`` over several values, per dialect."""
     if len(args) == 1:
         return args[0]
-    if dialect == "sqlite":
-        name = fn
-    else:
-        name = "GREATEST" if fn == "MAX" else "LEAST"
+    name = fn if dialect == "sqlite" else "GREATEST" if fn == "MAX" else "LEAST"
     return f"{name}({', '.join(args)})"
 
 
@@ -403,13 +405,13 @@ def render_query(
     occ = exp.Var(this=time_sql(cls.occurring, dialect))
     width = len(cls.attributes)
     for leaf in _leaves(tree):
-        front: list[exp.Expression] = [exp.alias_(occ.copy(), "occtime" if physical else "occTime")]
+        front: list[exp.Expr] = [exp.alias_(occ.copy(), "occtime" if physical else "occTime")]
         if not physical:
             front.append(exp.alias_(now.copy(), "detTime"))
         columns = list(leaf.expressions)
         if physical:
             # The user's columns are the class's attributes, in order: name them so.
-            named: list[exp.Expression] = []
+            named: list[exp.Expr] = []
             for i, c in enumerate(columns):
                 if i < width:
                     inner = c.unalias() if isinstance(c, exp.Alias) else c
@@ -464,9 +466,7 @@ def _leaf_lineage(
     return deps
 
 
-def _query_lineage(
-    query: exp.Expression, physical: Mapping[str, str]
-) -> list[tuple[str, str]] | None:
+def _query_lineage(query: exp.Expr, physical: Mapping[str, str]) -> list[tuple[str, str]] | None:
     """Add lineage columns to every SELECT whose rows ``query`` returns; return
     (class, column name) per column."""
     leaves = _leaves(query)
@@ -485,24 +485,22 @@ def _query_lineage(
             per_leaf[i][j] = (slots[-1][1], per_leaf[i][j][1])
     for i, leaf in enumerate(leaves):
         own = {name: expr for name, expr in per_leaf[i]}
-        extra = [
-            exp.alias_(own[name] if name in own else exp.Null(), name) for _, name in slots
-        ]
+        extra = [exp.alias_(own[name] if name in own else exp.Null(), name) for _, name in slots]
         leaf.set("expressions", list(leaf.expressions) + extra)
     return slots
 
 
-def _only_unions(query: exp.Expression) -> bool:
+def _only_unions(query: exp.Expr) -> bool:
     if isinstance(query, exp.Union):
-        return type(query) is exp.Union and _only_unions(query.this) and _only_unions(
-            query.expression
+        return (
+            type(query) is exp.Union and _only_unions(query.this) and _only_unions(query.expression)
         )
     if isinstance(query, exp.Subquery):
         return _only_unions(query.this)
     return isinstance(query, exp.Select)
 
 
-def _add_lineage(tree: exp.Expression, physical: Mapping[str, str]) -> tuple[str, ...] | None:
+def _add_lineage(tree: exp.Expr, physical: Mapping[str, str]) -> tuple[str, ...] | None:
     slots = _query_lineage(tree, physical)
     return None if slots is None else tuple(c for c, _ in slots)
 
@@ -518,7 +516,7 @@ _NAME_IN_MESSAGE = [
     re.compile(r"Unknown column '([\w.]+)'"),
     re.compile(r"Table '([\w.]+)' doesn't exist"),
     re.compile(r"Column '([\w.]+)' in [\w ]+ is ambiguous"),
-    re.compile(r'function ([\w.]+)\(.*\) does not exist'),
+    re.compile(r"function ([\w.]+)\(.*\) does not exist"),
     re.compile(r"no such function: ([\w.]+)"),
     re.compile(r"FUNCTION ([\w.]+) does not exist"),
 ]

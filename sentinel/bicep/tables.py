@@ -151,7 +151,9 @@ def system_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> Sy
 
 
 # -- per program ------------------------------------------------------------------------------
-def sa_type(kind: Kind, t: m.SqlType | None = None, *, key: bool = False) -> sa.types.TypeEngine[Any]:
+def sa_type(
+    kind: Kind, t: m.SqlType | None = None, *, key: bool = False
+) -> sa.types.TypeEngine[Any]:
     """The column type for an attribute (or action parameter) of ``kind``."""
     if kind == "integer":
         return sa.BigInteger()
@@ -219,7 +221,9 @@ class ProgramTables:
             self.classes[cls.ident] = self._class(md, cls, archive)
         self.actions: dict[str, sa.Table] = {}
         for ident, sig in program.actions.items():
-            cols = [sa.Column(f"p{i + 1}", sa_type(k), nullable=True) for i, k in enumerate(sig.kinds)]
+            cols = [
+                sa.Column(f"p{i + 1}", sa_type(k), nullable=True) for i, k in enumerate(sig.kinds)
+            ]
             self.actions[ident] = sa.Table(
                 self.name("x", ident),
                 md,
@@ -242,7 +246,9 @@ class ProgramTables:
     def qualified(self, table: sa.Table) -> str:
         return f"{self.schema}.{table.name}" if self.schema else table.name
 
-    def _attrs(self, cls: CompiledClass, prefix: str = "", *, keys_bounded: bool = False) -> list[sa.Column[Any]]:
+    def _attrs(
+        self, cls: CompiledClass, prefix: str = "", *, keys_bounded: bool = False
+    ) -> list[sa.Column[Any]]:
         keys = {k.lower() for k in cls.definition.keys}
         return [
             sa.Column(

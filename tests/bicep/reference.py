@@ -19,7 +19,10 @@ from sentinel.bicep.compiler import CompiledProgram
 
 #: A complex class's query: (as-of-now snapshot by class, tick) -> rows, each the
 #: class's attributes plus "occtime", and the (class, key) rows it was built from.
-Derive = Callable[[dict[str, list[dict[str, Any]]], int], Iterable[tuple[dict[str, Any], list[tuple[str, tuple[Any, ...]]]]]]
+Derive = Callable[
+    [dict[str, list[dict[str, Any]]], int],
+    Iterable[tuple[dict[str, Any], list[tuple[str, tuple[Any, ...]]]]],
+]
 
 
 def tick_of(t: int, chronon: int) -> int:
@@ -144,7 +147,7 @@ class Reference:
         self.last = max(end, self.last or end)
         return out
 
-    # -- a tick --------------------------------------------------------------------------------------
+    # -- a tick ---------------------------------------------------------------------------
     def tick(self, T: int) -> list[Fired]:
         c = self.chronon
         changes: dict[str, list[Change]] = {k: [] for k in self.classes}
@@ -159,7 +162,9 @@ class Reference:
             if any(_mentions_ontime(st.condition) for st in cls.statements):
                 for key, ev in cls.now.items():
                     if ev.eid not in seen and tick_of(ev.version.occ, c) == T:  # type: ignore[arg-type]
-                        changes[cls.ident].append(Change(ev.eid, key, ev.version, ev.version, False))
+                        changes[cls.ident].append(
+                            Change(ev.eid, key, ev.version, ev.version, False)
+                        )
             for st in cls.statements:
                 ontime = _mentions_ontime(st.condition)
                 for ch in changes[cls.ident]:
@@ -178,7 +183,9 @@ class Reference:
         return fired
 
     def _read(self, cls: Cls, T: int) -> list[Change]:
-        batch = sorted((x for x in self.inbox if x[2] == cls.ident and x[0] <= T), key=lambda x: x[:2])
+        batch = sorted(
+            (x for x in self.inbox if x[2] == cls.ident and x[0] <= T), key=lambda x: x[:2]
+        )
         self.inbox = [x for x in self.inbox if not (x[2] == cls.ident and x[0] <= T)]
         chosen: dict[tuple[Any, ...], dict[str, Any]] = {}
         for _, _, _, row in batch:
@@ -218,7 +225,7 @@ class Reference:
         snap: dict[str, list[dict[str, Any]]] = {}
         for cls in self.classes.values():
             rows = []
-            for key, ev in cls.now.items():
+            for _key, ev in cls.now.items():
                 r = dict(ev.version.attrs)
                 r["occtime"] = ev.version.occ
                 r["dettime"] = ev.version.det
@@ -229,7 +236,9 @@ class Reference:
     def _derive(self, cls: Cls, T: int) -> list[Change]:
         assert cls.derive is not None
         rows = list(cls.derive(self._snapshot(), T))
-        groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], list[tuple[str, tuple[Any, ...]]]]]] = {}
+        groups: dict[
+            tuple[Any, ...], list[tuple[dict[str, Any], list[tuple[str, tuple[Any, ...]]]]]
+        ] = {}
         for row, deps in rows:
             if row["occtime"] is None or any(row[k] is None for k in cls.keys):
                 continue
@@ -291,7 +300,9 @@ class Reference:
             return None
         return max(vals) if v.fn == "MAX" else min(vals)
 
-    def _holds(self, cond: m.Condition, ch: Change, cls: Cls, st: m.Statement, T: int) -> bool | None:
+    def _holds(
+        self, cond: m.Condition, ch: Change, cls: Cls, st: m.Statement, T: int
+    ) -> bool | None:
         c = self.chronon
         if isinstance(cond, m.And):
             a = self._holds(cond.left, ch, cls, st, T)
@@ -391,11 +402,7 @@ class Reference:
             cls, key, _ = live[n]
             del cls.now[key]
             cls.lineage.pop(n[1], None)
-        self.fired = [
-            f
-            for f in self.fired
-            if (self._ident(f.event_class), f.eid) not in gone_set
-        ]
+        self.fired = [f for f in self.fired if (self._ident(f.event_class), f.eid) not in gone_set]
 
     def _ident(self, name: str) -> str:
         return name.lower()
@@ -415,7 +422,9 @@ class Reference:
                     if (cls.ident, eid) in adj and d in adj:
                         adj[(cls.ident, eid)].add(d)
                         adj[d].add((cls.ident, eid))
-        out: dict[str, dict[tuple[Any, ...], int | None]] = {c.name: {} for c in self.classes.values()}
+        out: dict[str, dict[tuple[Any, ...], int | None]] = {
+            c.name: {} for c in self.classes.values()
+        }
         for n, (name, key, _) in live.items():
             seen, stack = {n}, [n]
             while stack:

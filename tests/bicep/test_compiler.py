@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (the bad programs are data, one per line)
 """The BiCEPL compiler: the thesis's listings compile to what the thesis says
 (Listings 2.1-2.4, the errata's readings), and malformed programs get errors at
 their place."""
@@ -94,8 +95,10 @@ def test_the_errata_readings() -> None:
     assert squash(program.logical_sql("B")).startswith(
         "SELECT MIN(x.occTime, y.occTime + 3600) - 30 AS occTime, NOW AS detTime, x.k"
     )
-    assert compile_program(program.text, dialect="postgresql").logical_sql("B").startswith(
-        "SELECT LEAST(x.occTime, y.occTime + 3600) - 30 AS occTime"
+    assert (
+        compile_program(program.text, dialect="postgresql")
+        .logical_sql("B")
+        .startswith("SELECT LEAST(x.occTime, y.occTime + 3600) - 30 AS occTime")
     )
 
 
@@ -133,27 +136,105 @@ BAD: list[tuple[str, str, str]] = [
     (f"{S} X (a INT, b INT) ID (c) LIFESPAN(1d);", "key c of X is not one of its attributes", "c)"),
     (f"{S} X (a INT, a TEXT) ID (a) LIFESPAN(1d);", "attribute a of X is declared twice", "a TEXT"),
     (f"{S} X (occTime INT) ID (occTime) LIFESPAN(1d);", "the processor's own", "occTime INT"),
-    (f"{S} X (a INT) ID (a) LIFESPAN(1d);\n{S} x (a INT) ID (a) LIFESPAN(1d);", "defined twice", "CREATE MUTABLE SUBSCRIBED EVENT CLASS x"),
-    (f"{S} X (a INT, amount INT) ID (a) LIFESPAN(1d) ON CHANGE AND NEW.amont > 1 DO f();", "did you mean NEW.amount?", "NEW.amont"),
+    (
+        f"{S} X (a INT) ID (a) LIFESPAN(1d);\n{S} x (a INT) ID (a) LIFESPAN(1d);",
+        "defined twice",
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS x",
+    ),
+    (
+        f"{S} X (a INT, amount INT) ID (a) LIFESPAN(1d) ON CHANGE AND NEW.amont > 1 DO f();",
+        "did you mean NEW.amount?",
+        "NEW.amont",
+    ),
     (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO;", "unexpected ';'", ";"),
     (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGED DO f();", "unexpected 'CHANGED'", "CHANGED"),
     (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON LATE(2d, 1h) DO f();", "needs min <= max", "2d"),
-    ("CREATE IMMUTABLE SUBSCRIBED EVENT CLASS X (a INT) ID (a) LIFESPAN(1d) ON REVOCATION DO f();", "REVOCATION never holds for X", "REVOCATION"),
-    (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a) ON ONTIME DO f(NEW.a, 1);", "takes 1 parameter(s) elsewhere", "f(NEW.a, 1)"),
-    (f"{S} X (a INT, b TEXT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a) ON ONTIME DO f(NEW.b);", "parameter 1 of action f is text", "NEW.b)"),
-    (f"{S} X (a INT, b TEXT) ID (a) LIFESPAN(1d) ON NEW.b > 5 DO f();", "compares a text value with a integer value", "NEW.b >"),
-    (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a + 'x');", "cannot add or subtract", "NEW.a +"),
+    (
+        "CREATE IMMUTABLE SUBSCRIBED EVENT CLASS X (a INT) ID (a) LIFESPAN(1d) ON REVOCATION DO f();",
+        "REVOCATION never holds for X",
+        "REVOCATION",
+    ),
+    (
+        f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a) ON ONTIME DO f(NEW.a, 1);",
+        "takes 1 parameter(s) elsewhere",
+        "f(NEW.a, 1)",
+    ),
+    (
+        f"{S} X (a INT, b TEXT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a) ON ONTIME DO f(NEW.b);",
+        "parameter 1 of action f is text",
+        "NEW.b)",
+    ),
+    (
+        f"{S} X (a INT, b TEXT) ID (a) LIFESPAN(1d) ON NEW.b > 5 DO f();",
+        "compares a text value with a integer value",
+        "NEW.b >",
+    ),
+    (
+        f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO f(NEW.a + 'x');",
+        "cannot add or subtract",
+        "NEW.a +",
+    ),
     (SE + CX + "AS SELECT resource FROM ResourceEmpty;", "must end with OCCURRING AT", "SELECT"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty WHERE OCCURRING AT ResourceEmpty.occTime;", "in the query of Need", "WHERE"),
-    (SE + CX + "AS SELECT resource, FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;", "a comma with nothing after it", ", FROM"),
-    (SE + CX + "AS SELECT resource, resource FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;", "selects 2 column(s) but the class has 1", "resource, resource"),
-    (SE + CX + "AS SELECT * FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;", "must list its columns", "* FROM"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty WHERE resource = 'milk OCCURRING AT ResourceEmpty.occTime;", "in the query of Need", "'milk"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty WHERE (resource = 'x' OCCURRING AT ResourceEmpty.occTime;", "in the query of Need", " OCCURRING"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty r OCCURRING AT ResourceEmty.occTime;", "not a table of its query", "ResourceEmty.occTime"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime + 10x;", "unexpected '10'", "10x"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty; SELECT 1 OCCURRING AT ResourceEmpty.occTime;", "must be one SELECT statement", "SELECT resource"),
-    (SE + CX + "AS SELECT resource FROM ResourceEmpty WHERE resource = 'x' GROUP resource OCCURRING AT ResourceEmpty.occTime;", "in the query of Need", "GROUP"),
+    (
+        SE + CX + "AS SELECT resource FROM ResourceEmpty WHERE OCCURRING AT ResourceEmpty.occTime;",
+        "in the query of Need",
+        "WHERE",
+    ),
+    (
+        SE + CX + "AS SELECT resource, FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;",
+        "a comma with nothing after it",
+        ", FROM",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource, resource FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;",
+        "selects 2 column(s) but the class has 1",
+        "resource, resource",
+    ),
+    (
+        SE + CX + "AS SELECT * FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;",
+        "must list its columns",
+        "* FROM",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource FROM ResourceEmpty WHERE resource = 'milk OCCURRING AT ResourceEmpty.occTime;",
+        "in the query of Need",
+        "'milk",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource FROM ResourceEmpty WHERE (resource = 'x' OCCURRING AT ResourceEmpty.occTime;",
+        "in the query of Need",
+        " OCCURRING",
+    ),
+    (
+        SE + CX + "AS SELECT resource FROM ResourceEmpty r OCCURRING AT ResourceEmty.occTime;",
+        "not a table of its query",
+        "ResourceEmty.occTime",
+    ),
+    (
+        SE + CX + "AS SELECT resource FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime + 10x;",
+        "unexpected '10'",
+        "10x",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource FROM ResourceEmpty; SELECT 1 OCCURRING AT ResourceEmpty.occTime;",
+        "must be one SELECT statement",
+        "SELECT resource",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource FROM ResourceEmpty WHERE resource = 'x' GROUP resource OCCURRING AT ResourceEmpty.occTime;",
+        "in the query of Need",
+        "GROUP",
+    ),
 ]
 
 
@@ -173,7 +254,7 @@ def test_a_malformed_program_is_reported_at_its_place(
     assert message in str(err)
     assert (err.line, err.column) == _where(program, marker), str(err)
     # the context shows the line with a caret under the column
-    src, caret = err.context.split("\n")
+    _src, caret = err.context.split("\n")
     assert caret.index("^") - 4 == err.column - 1
     assert re.search(rf"at line {err.line}, column {err.column}", str(err))
 

@@ -42,7 +42,10 @@ def _replenishing(snap: dict[str, list[dict[str, Any]]], now: int) -> Any:
 
 def _instant(snap: dict[str, list[dict[str, Any]]], now: int) -> Any:
     return [
-        ({"resource": r["resource"], "occtime": r["occtime"]}, [("resourceempty", (r["resource"],))])
+        (
+            {"resource": r["resource"], "occtime": r["occtime"]},
+            [("resourceempty", (r["resource"],))],
+        )
         for r in snap["resourceempty"]
     ]
 
@@ -110,18 +113,41 @@ def test_sentinel_bicep_run_prints_the_actions(db_url: str, tmp_path: Path) -> N
     result = CliRunner(env={"COLUMNS": "240"}).invoke(
         main,
         [
-            "bicep", "run", str(HERE / "program.bicepl"), "--events", str(stream),
-            "--url", db_url, "--name", "grocery", "--until", "2014-04-07T21:00",
+            "bicep",
+            "run",
+            str(HERE / "program.bicepl"),
+            "--events",
+            str(stream),
+            "--url",
+            db_url,
+            "--name",
+            "grocery",
+            "--until",
+            "2014-04-07T21:00",
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "13 announcement(s), 52 tick(s) with work, 6 action(s), 1 announcement(s) rejected" in result.output
+    assert (
+        "13 announcement(s), 52 tick(s) with work, 6 action(s), 1 announcement(s) rejected"
+        in result.output
+    )
     for _, action in EXPECTED[:6]:
         assert action in result.output
     # running it again: the program is installed, the announcements are new ones
     again = CliRunner().invoke(
         main,
-        ["bicep", "run", str(HERE / "program.bicepl"), "--events", str(stream), "--url", db_url,
-         "--name", "grocery", "--chronon", "30m"],
+        [
+            "bicep",
+            "run",
+            str(HERE / "program.bicepl"),
+            "--events",
+            str(stream),
+            "--url",
+            db_url,
+            "--name",
+            "grocery",
+            "--chronon",
+            "30m",
+        ],
     )
     assert again.exit_code == 1 and "sentinel bicep install --upgrade" in again.output

@@ -63,17 +63,21 @@ def test_a_changed_program_is_a_new_version(
     make: Callable[..., Processor], migrated: sa.Engine
 ) -> None:
     proc = make(SHOP, name="shop", chronon="15m")
-    proc.announce("ResourceLow", resource="Milk", amountLeft=1, occ=at("1.4.14 10:00"), det=at("1.4.14 10:00"))
+    proc.announce(
+        "ResourceLow", resource="Milk", amountLeft=1, occ=at("1.4.14 10:00"), det=at("1.4.14 10:00")
+    )
     proc.run_until(at("1.4.14 10:00"))
     changed = SHOP.replace("LIFESPAN(5d)", "LIFESPAN(6d)")
-    other = Processor(changed, migrated, name="shop", detector=LocalEventDetector(), require_actions=False)
+    other = Processor(
+        changed, migrated, name="shop", detector=LocalEventDetector(), require_actions=False
+    )
     with pytest.raises(BicepProgramChangedError) as info:
         other.install()
     assert info.value.installed == 1 and info.value.differences == ("class ResourceLow changed",)
     with pytest.raises(BicepProgramChangedError, match="install it"):
         other.run_until(at("1.4.14 11:00"))  # the database holds version 1
     with pytest.raises(BicepProgramChangedError):
-        proc.install(upgrade=False) if False else Processor(  # noqa: SIM222
+        proc.install(upgrade=False) if False else Processor(
             SHOP, migrated, name="shop", chronon="10m", detector=LocalEventDetector()
         ).install()
     assert other.install(upgrade=True) == 2
@@ -87,7 +91,11 @@ def test_a_changed_program_is_a_new_version(
     ("query", "message", "marker"),
     [
         ("SELECT d.resource FROM Delivery d WHERE d.amont > 1", "amont", "amont"),
-        ("SELECT d.resource FROM Delivery d JOIN suppliers s ON s.name = d.resource", "suppliers", "suppliers"),
+        (
+            "SELECT d.resource FROM Delivery d JOIN suppliers s ON s.name = d.resource",
+            "suppliers",
+            "suppliers",
+        ),
     ],
 )
 def test_the_database_checks_a_complex_query_at_install(
@@ -129,7 +137,9 @@ def test_a_complex_class_may_read_application_tables(
              OCCURRING AT d.occTime ON ANNOUNCEMENT DO call(new.phone);""",
         name="shop",
     )
-    proc.announce("Delivery", resource="Milk", amount=1, occ=at("1.4.14 12:00"), det=at("1.4.14 10:00"))
+    proc.announce(
+        "Delivery", resource="Milk", amount=1, occ=at("1.4.14 12:00"), det=at("1.4.14 10:00")
+    )
     fired = [str(c) for r in proc.run_until(at("1.4.14 10:00")) for c in r.actions]
     assert fired == ["call('555-1')"]
 
@@ -143,13 +153,19 @@ def test_bad_announcements_are_refused_and_nothing_is_written(
     proc.announce("ResourceLow", resource="Milk", amountLeft=1, occ=t, det=t)
     cases: list[tuple[dict[str, Any], str]] = [
         ({"event_class": "Deliverys", "resource": "x", "occ": t}, "did you mean 'Delivery'"),
-        ({"event_class": "Delivery", "resource": "x", "amont": 1, "occ": t}, "did you mean 'amount'"),
+        (
+            {"event_class": "Delivery", "resource": "x", "amont": 1, "occ": t},
+            "did you mean 'amount'",
+        ),
         ({"event_class": "Delivery", "amount": 1, "occ": t}, "needs its key resource"),
         ({"event_class": "Delivery", "resource": "x"}, "needs its occurrence time"),
         ({"event_class": "Delivery", "resource": "x", "occ": "tomorrow"}, "must be a time"),
         ({"event_class": "Delivery", "resource": "x", "occ": -5}, "before 1970"),
         ({"event_class": "Delivery", "resource": 5, "occ": t}, "is text, not int"),
-        ({"event_class": "ResourceLow", "resource": "Milk", "amountLeft": 0, "occ": t}, "IMMUTABLE"),
+        (
+            {"event_class": "ResourceLow", "resource": "Milk", "amountLeft": 0, "occ": t},
+            "IMMUTABLE",
+        ),
         ({"event_class": "ResourceLow", "resource": "Milk", "revoke": True}, "IMMUTABLE"),
         ({"event_class": "Delivery", "resource": "Eggs", "revoke": True}, "no such event is live"),
     ]
@@ -176,7 +192,9 @@ def test_every_action_needs_a_callable_before_ticks_run(migrated: sa.Engine) -> 
     with pytest.raises(BicepActionError) as info:
         proc.run_until(at("1.4.14 10:00"))
     assert info.value.action == "informOwner"
-    assert "line 4, column 46" in str(info.value) and "also unregistered: arrived" in str(info.value)
+    assert "line 4, column 46" in str(info.value) and "also unregistered: arrived" in str(
+        info.value
+    )
     with pytest.raises(BicepActionError, match="did you mean 'informOwner'"):
         proc.action("informowners", lambda call: None)
 
@@ -189,9 +207,15 @@ def test_actions_run_as_rules_and_are_events_rules_combine(make: Callable[..., P
     proc.action("informOwner", calls.append)
     proc.action("arrived", calls.append, coupling="deferred")
     combined: list[Any] = []
-    det.rule("late_then_arrived", "shop.informOwner ; shop.arrived", action=combined.append, flush=False)
-    proc.announce("Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:00"), det=at("3.4.14 16:01"))
-    proc.announce("Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:30"), det=at("3.4.14 16:27"))
+    det.rule(
+        "late_then_arrived", "shop.informOwner ; shop.arrived", action=combined.append, flush=False
+    )
+    proc.announce(
+        "Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:00"), det=at("3.4.14 16:01")
+    )
+    proc.announce(
+        "Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:30"), det=at("3.4.14 16:27")
+    )
     proc.run_until(at("3.4.14 18:00"))
     assert [(c.action, c.args, c.tick.strftime("%H:%M")) for c in calls] == [
         ("informOwner", ("delayed", "Milk"), "16:30"),
@@ -223,8 +247,12 @@ def test_a_detached_action_goes_through_the_outbox_and_everything_is_logged(
         proc.install()
         proc.action("informOwner", record_detached, coupling="detached")
         DETACHED.clear()
-        proc.announce("Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:00"), det=at("3.4.14 16:01"))
-        proc.announce("Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:30"), det=at("3.4.14 16:27"))
+        proc.announce(
+            "Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:00"), det=at("3.4.14 16:01")
+        )
+        proc.announce(
+            "Delivery", resource="Milk", amount=2, occ=at("3.4.14 17:30"), det=at("3.4.14 16:27")
+        )
         proc.run_until(at("3.4.14 16:30"))
         assert DETACHED == []  # waiting in the outbox, committed with the tick
         report = attachment.drain()

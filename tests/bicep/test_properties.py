@@ -22,15 +22,28 @@ from sentinel.bicep.install import uninstall
 from sentinel.bicep.sqlpart import EID
 from sentinel.rules import LocalEventDetector
 
-from .reference import Reference, plain_args as _plain
+from .reference import Reference
+from .reference import plain_args as _plain
 
 C = 600  # a ten-minute chronon
 T0 = 1_400_000_400  # a tick
 
 MUTABLE_ATOMS = [
-    "ANNOUNCEMENT", "CHANGE", "REVOCATION", "ONTIME", "FUTURE", "LATE", "LATE(10m, 30m)",
-    "RETROACTIVECHANGE", "POSTPONE", "CANCELLATION", "FIRED",
-    "NEW.occTime > OLD.occTime", "NEW.{a} > 2", "NEW.{a} = OLD.{a}", "NOW - NEW.occTime >= 20m",
+    "ANNOUNCEMENT",
+    "CHANGE",
+    "REVOCATION",
+    "ONTIME",
+    "FUTURE",
+    "LATE",
+    "LATE(10m, 30m)",
+    "RETROACTIVECHANGE",
+    "POSTPONE",
+    "CANCELLATION",
+    "FIRED",
+    "NEW.occTime > OLD.occTime",
+    "NEW.{a} > 2",
+    "NEW.{a} = OLD.{a}",
+    "NOW - NEW.occTime >= 20m",
 ]
 FIXED_ATOMS = ["ANNOUNCEMENT", "ONTIME", "FUTURE", "LATE", "LATE(10m, 30m)", "FIRED", "NEW.{a} > 2"]
 
@@ -60,8 +73,13 @@ def statements(cls: str, atoms: list[str], attr: str | None) -> st.SearchStrateg
 def programs(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     span = st.sampled_from(["1h", "2h", "6h", "-1"])
     p = {
-        "la": draw(span), "lb": draw(span), "lc": draw(span), "ld": draw(span), "le": draw(span),
-        "th": draw(st.integers(0, 3)), "d": draw(st.sampled_from(["0s", "10m", "25m"])),
+        "la": draw(span),
+        "lb": draw(span),
+        "lc": draw(span),
+        "ld": draw(span),
+        "le": draw(span),
+        "th": draw(st.integers(0, 3)),
+        "d": draw(st.sampled_from(["0s", "10m", "25m"])),
         "sa": draw(statements("A", MUTABLE_ATOMS, "v")),
         "sb": draw(statements("B", FIXED_ATOMS, "w")),
         "sc": draw(statements("C", MUTABLE_ATOMS, "v")),
@@ -173,14 +191,20 @@ def _check_lineage(proc: Processor) -> None:
 
 def _live(proc: Processor) -> dict[str, set[tuple[Any, ...]]]:
     return {
-        c.name: {tuple(r[k] for k in c.definition.keys) for r in proc.live(c.name)} for c in proc.program
+        c.name: {tuple(r[k] for k in c.definition.keys) for r in proc.live(c.name)}
+        for c in proc.program
     }
 
 
 _names = itertools.count()
 
 
-def _check(engine: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[dict[str, Any]], cuts: list[int]) -> None:
+def _check(
+    engine: sa.Engine,
+    program: tuple[str, dict[str, Any]],
+    stream: list[dict[str, Any]],
+    cuts: list[int],
+) -> None:
     text, params = program
     name = f"prop{next(_names)}"
     proc = Processor(
@@ -193,7 +217,7 @@ def _check(engine: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[
         ref.announce(r["cls"], occ=r["occ"], det=r["det"], revoke=r["revoke"], **attrs)
     try:
         results: list[Any] = []
-        bounds = sorted(set(c % len(stream) for c in cuts)) + [len(stream)]
+        bounds = [*sorted(set(c % len(stream) for c in cuts)), len(stream)]
         start = 0
         for end in bounds:
             if end <= start:
@@ -204,9 +228,7 @@ def _check(engine: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[
             results += proc.run_until(until)
             ref.run_until(until)
             _check_lineage(proc)
-            assert _live(proc) == {
-                c.name: set(c.now) for c in ref.classes.values()
-            }
+            assert _live(proc) == {c.name: set(c.now) for c in ref.classes.values()}
             start = end
         final = stream[-1]["det"] + 12 * C
         results += proc.run_until(final)
@@ -230,7 +252,10 @@ _SETTINGS = {
 @given(program=programs(), stream=streams(), cuts=st.lists(st.integers(0, 20), max_size=4))
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_the_processor_fires_what_the_reference_fires_in_any_chunking(
-    migrated: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[dict[str, Any]], cuts: list[int]
+    migrated: sa.Engine,
+    program: tuple[str, dict[str, Any]],
+    stream: list[dict[str, Any]],
+    cuts: list[int],
 ) -> None:
     _check(migrated, program, stream, cuts)
 
@@ -240,7 +265,10 @@ def test_the_processor_fires_what_the_reference_fires_in_any_chunking(
 @given(program=programs(), stream=streams(), cuts=st.lists(st.integers(0, 20), max_size=4))
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_many_more_programs_and_streams(
-    migrated: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[dict[str, Any]], cuts: list[int]
+    migrated: sa.Engine,
+    program: tuple[str, dict[str, Any]],
+    stream: list[dict[str, Any]],
+    cuts: list[int],
 ) -> None:
     _check(migrated, program, stream, cuts)
 
@@ -249,6 +277,9 @@ def test_many_more_programs_and_streams(
 @given(program=programs(), stream=streams(), cuts=st.lists(st.integers(0, 20), max_size=3))
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])
 def test_the_same_on_server_databases(
-    migrated: sa.Engine, program: tuple[str, dict[str, Any]], stream: list[dict[str, Any]], cuts: list[int]
+    migrated: sa.Engine,
+    program: tuple[str, dict[str, Any]],
+    stream: list[dict[str, Any]],
+    cuts: list[int],
 ) -> None:
     _check(migrated, program, stream, cuts)

@@ -33,7 +33,9 @@ def test_replay_of_the_log_fires_what_the_live_run_fired(migrated: sa.Engine) ->
         straggler.update({"class": "ResourceLow", "resource": "Cream", "amountLeft": 0.5})
         straggler.pop("amount", None)
         chunks[2].append(straggler)
-        for chunk, until in zip(chunks, ["2014-04-07T12:00", "2014-04-07T17:00", "2014-04-08T09:00"], strict=True):
+        for chunk, until in zip(
+            chunks, ["2014-04-07T12:00", "2014-04-07T17:00", "2014-04-08T09:00"], strict=True
+        ):
             load_stream(proc, chunk)
             proc.run_until(until)
         live = logged_actions(migrated, proc.program)
@@ -47,8 +49,13 @@ def test_replay_of_the_log_fires_what_the_live_run_fired(migrated: sa.Engine) ->
 
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_replay_needs_the_programs_ticks_in_the_log(migrated: sa.Engine) -> None:
-    proc = Processor((HERE / "program.bicepl").read_text(), migrated, name="grocery",
-                     detector=LocalEventDetector(), require_actions=False)
+    proc = Processor(
+        (HERE / "program.bicepl").read_text(),
+        migrated,
+        name="grocery",
+        detector=LocalEventDetector(),
+        require_actions=False,
+    )
     proc.install()
     with pytest.raises(ReplayError, match="no tick of program 'grocery'"):
         replay(migrated, proc.program)

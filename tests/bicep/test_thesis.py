@@ -13,7 +13,8 @@ from sentinel.bicep import Processor
 from sentinel.bicep.times import as_datetime
 
 from .conftest import at
-from .reference import Reference, plain_args as _plain
+from .reference import Reference
+from .reference import plain_args as _plain
 
 FIFTEEN = 15 * 60
 
@@ -58,7 +59,13 @@ def test_example_2_7_a_delayed_delivery_informs_the_owner_at_16_30(
     results += proc.run_until(at("3.4.14 18:00"))
     fired = _fired(results)
     assert fired == [
-        (at("3.4.14 16:30"), "informOwner", "Delivery", ("Milk",), ("delayed", "Milk", at("7.4.14 17:00")))
+        (
+            at("3.4.14 16:30"),
+            "informOwner",
+            "Delivery",
+            ("Milk",),
+            ("delayed", "Milk", at("7.4.14 17:00")),
+        )
     ]
     assert [f.row() for f in ref.run_until(at("3.4.14 18:00"))] == fired
     assert [row["occTime"] for row in proc.history("Delivery")] == [
@@ -78,7 +85,10 @@ CREATE COMPLEX EVENT CLASS InstantReplenishingNeeded (resource VARCHAR(30))
 
 def _instant(snap: dict[str, list[dict[str, Any]]], now: int) -> Any:
     return [
-        ({"resource": r["resource"], "occtime": r["occtime"]}, [("resourceempty", (r["resource"],))])
+        (
+            {"resource": r["resource"], "occtime": r["occtime"]},
+            [("resourceempty", (r["resource"],))],
+        )
         for r in snap["resourceempty"]
     ]
 
@@ -129,7 +139,9 @@ def test_example_4_4_ontime_runs_only_at_the_potential_clock_tick(
     make: Callable[..., Processor], migrated: sa.Engine
 ) -> None:
     proc = make(POTENTIAL, name="potential", chronon="15m")
-    proc.announce("Delivery", resource="Milk", amount=1, occ=at("14.5.14 09:00"), det=at("12.5.14 15:00"))
+    proc.announce(
+        "Delivery", resource="Milk", amount=1, occ=at("14.5.14 09:00"), det=at("12.5.14 15:00")
+    )
     first = proc.run_until(at("12.5.14 15:00"))
     assert [(r.tick, r.potential, r.actions) for r in first] == [
         (as_datetime(at("12.5.14 15:00")), False, [])
@@ -185,7 +197,13 @@ def test_example_4_5_future_then_ontime_orders_the_resource(
     results = proc.run_until(at("1.4.14 12:00"))
     fired = _fired(results)
     assert fired == [
-        (at("1.4.14 10:30"), "expectLow", "ResourceLow", ("Yoghurt",), ("Yoghurt", at("1.4.14 11:00"))),
+        (
+            at("1.4.14 10:30"),
+            "expectLow",
+            "ResourceLow",
+            ("Yoghurt",),
+            ("Yoghurt", at("1.4.14 11:00")),
+        ),
         (at("1.4.14 10:45"), "orderResource", "ReplenishingNeeded", ("Yoghurt",), ("Yoghurt",)),
     ]
     assert [f.row() for f in ref.run_until(at("1.4.14 12:00"))] == fired
@@ -197,6 +215,6 @@ def test_example_4_5_future_then_ontime_orders_the_resource(
     assert [(r["occTime"], r["amountLeft"]) for r in proc.live("ResourceLow")] == [
         (as_datetime(at("1.4.14 10:45")), "100g")
     ]
-    assert [(r["resource"], r["occTime"], r["detTime"]) for r in proc.live("ReplenishingNeeded")] == [
-        ("Yoghurt", as_datetime(at("1.4.14 10:45")), as_datetime(at("1.4.14 10:45")))
-    ]
+    assert [
+        (r["resource"], r["occTime"], r["detTime"]) for r in proc.live("ReplenishingNeeded")
+    ] == [("Yoghurt", as_datetime(at("1.4.14 10:45")), as_datetime(at("1.4.14 10:45")))]
