@@ -51,8 +51,14 @@ class Installed:
     next_eid: int
 
 
+_CHECKED: set[tuple[str, str | None, str]] = set()
+
+
 def _system(conn: Connection, schema: str | None, prefix: str) -> SystemTables:
     st = system_tables(schema, prefix)
+    key = (repr(conn.engine.url), schema, prefix)
+    if key in _CHECKED:
+        return st
     if not sa.inspect(conn).has_table(st.programs.name, schema=schema):
         raise BicepError(
             f"the BiCEPL system tables ({st.programs.name}, ...) do not exist: create them with "
@@ -61,6 +67,7 @@ def _system(conn: Connection, schema: str | None, prefix: str) -> SystemTables:
             + (f" --prefix {prefix}" if prefix != "sentinel_" else "")
             + " (or sentinel.log.migrate.upgrade(engine))"
         )
+    _CHECKED.add(key)
     return st
 
 

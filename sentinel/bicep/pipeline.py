@@ -503,8 +503,15 @@ class Pipeline:
                     f"(SELECT MAX(y.bicep_exp) FROM {lt} l JOIN {n_c} y ON y.{EID} = l.{EID} "
                     f"WHERE l.dep_class = '{dep}' AND l.dep_eid = {name_x}.{EID})"
                 )
-                self._edges.append(f"UPDATE {n_c} SET bicep_exp = {up} WHERE bicep_exp < {up}")
-                self._edges.append(f"UPDATE {n_x} SET bicep_exp = {down} WHERE bicep_exp < {down}")
+                # only rows that have lineage edges can change
+                has_up = f"{EID} IN (SELECT l.{EID} FROM {lt} l WHERE l.dep_class = '{dep}')"
+                has_down = f"{EID} IN (SELECT l.dep_eid FROM {lt} l WHERE l.dep_class = '{dep}')"
+                self._edges.append(
+                    f"UPDATE {n_c} SET bicep_exp = {up} WHERE {has_up} AND bicep_exp < {up}"
+                )
+                self._edges.append(
+                    f"UPDATE {n_x} SET bicep_exp = {down} WHERE {has_down} AND bicep_exp < {down}"
+                )
 
     def _remove(self, conn: Connection, prog: str, tick: int) -> int:
         pq = self.q(self.system.purge)

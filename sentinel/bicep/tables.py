@@ -305,6 +305,7 @@ class ProgramTables:
             md,
             sa.Column("id", _id(), primary_key=True, autoincrement=True),
             *history_cols(),
+            sa.Index(f"ix_{self.name('h', ident)}_revoked", "revoked", "bicep_tick"),
         )
         arch = None
         if archive:
@@ -344,6 +345,7 @@ class ProgramTables:
                     for i in range(self.lineage_width(cls))
                 ],
                 sa.Column("bicep_rn", sa.BigInteger(), nullable=True),
+                sa.Index(f"ix_{self.name('s', ident)}_key", *keys),
             )
             lineage = sa.Table(
                 self.name("l", ident),
