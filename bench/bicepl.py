@@ -52,8 +52,13 @@ T0 = 1_400_000_400
 
 def processor(engine: sa.Engine, name: str) -> Processor:
     proc = Processor(
-        PROGRAM, engine, name=name, chronon=CHRONON, detector=LocalEventDetector(),
-        require_actions=False, signal_events=False,
+        PROGRAM,
+        engine,
+        name=name,
+        chronon=CHRONON,
+        detector=LocalEventDetector(),
+        require_actions=False,
+        signal_events=False,
     )
     proc.install()
     return proc
@@ -61,8 +66,12 @@ def processor(engine: sa.Engine, name: str) -> Processor:
 
 def rows(n: int, t: int, rng: random.Random, sensors: int) -> list[dict[str, Any]]:
     return [
-        {"sensor": rng.randrange(sensors) if sensors else i, "reading": rng.randrange(100),
-         "occ": t - rng.randrange(2 * CHRONON), "det": t - 1}
+        {
+            "sensor": rng.randrange(sensors) if sensors else i,
+            "reading": rng.randrange(100),
+            "occ": t - rng.randrange(2 * CHRONON),
+            "det": t - 1,
+        }
         for i in range(n)
     ]
 
@@ -77,10 +86,13 @@ def load(engine: sa.Engine, n: int) -> tuple[float, float]:
     proc.run_until(T0)
     through = n / (time.perf_counter() - started)
     table = sa.Table(
-        f"plain_{uuid.uuid4().hex[:6]}", sa.MetaData(),
+        f"plain_{uuid.uuid4().hex[:6]}",
+        sa.MetaData(),
         sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("sensor", sa.BigInteger), sa.Column("reading", sa.BigInteger),
-        sa.Column("occtime", sa.BigInteger), sa.Column("dettime", sa.BigInteger),
+        sa.Column("sensor", sa.BigInteger),
+        sa.Column("reading", sa.BigInteger),
+        sa.Column("occtime", sa.BigInteger),
+        sa.Column("dettime", sa.BigInteger),
     )
     table.create(engine)
     plain = [
@@ -115,24 +127,33 @@ def run(label: str, engine: sa.Engine, quick: bool) -> None:
     migrate.upgrade(engine)
     n = 10_000
     through, baseline = load(engine, n)
-    print(f"{label}: load {n:,} announcements: {through:,.0f}/s "
-          f"(plain executemany into one table: {baseline:,.0f}/s, {baseline / through:.1f}x)")
+    print(
+        f"{label}: load {n:,} announcements: {through:,.0f}/s "
+        f"(plain executemany into one table: {baseline:,.0f}/s, {baseline / through:.1f}x)"
+    )
     ticks = 5 if quick else 15
-    print(f"{label}: tick with {n:,} live events, 100 revisions: "
-          f"{tick_latency(engine, n, ticks) * 1000:.1f} ms (median of {ticks})")
+    print(
+        f"{label}: tick with {n:,} live events, 100 revisions: "
+        f"{tick_latency(engine, n, ticks) * 1000:.1f} ms (median of {ticks})"
+    )
     sizes = [1_000, 5_000, 10_000] if quick else [1_000, 2_500, 5_000, 10_000, 20_000]
     figures = []
     for live in sizes:
         figures.append((live, tick_latency(engine, live, 3 if quick else 7)))
-    print(f"{label}: tick cost by live events: "
-          + ", ".join(f"{live:,}: {s * 1000:.1f} ms" for live, s in figures))
+    print(
+        f"{label}: tick cost by live events: "
+        + ", ".join(f"{live:,}: {s * 1000:.1f} ms" for live, s in figures)
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer ticks and sizes")
-    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
-                        help="PostgreSQL server URL, or 'skip'")
+    parser.add_argument(
+        "--pg",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        help="PostgreSQL server URL, or 'skip'",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         engine = sa.create_engine(f"sqlite:///{Path(tmp) / 'bench.db'}")
