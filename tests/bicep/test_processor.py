@@ -264,3 +264,25 @@ def test_a_detached_action_goes_through_the_outbox_and_everything_is_logged(
         assert events.count("shop@tick") == 2 and events.count("shop.informOwner") == 1
     finally:
         attachment.detach()
+
+
+@SQLITE
+def test_sentinel_events_can_be_announcements(make: Callable[..., Processor]) -> None:
+    from sentinel.bicep.sources import connect_event
+
+    det = LocalEventDetector(clock=lambda: float(at("3.4.14 16:27")))
+    proc = make(SHOP, name="shop", detector=det)
+    connect_event(proc, "Delivery", "delivery_announced")
+    det.signal("delivery_announced", resource="Milk", amount=2, occ_time=at("3.4.14 17:00"))
+    det.notify(
+        det._explicit["delivery_announced"],
+        {"resource": "Milk", "amount": 2},
+        timestamp=float(at("3.4.14 17:30")),
+    )
+    history = [(r["occTime"], r["detTime"]) for r in proc.history("Delivery")]
+    assert history == []  # announced, not read yet
+    proc.run_until(at("3.4.14 17:00"))
+    assert [
+        (r["occTime"].strftime("%H:%M"), r["detTime"].strftime("%H:%M"))
+        for r in proc.history("Delivery")
+    ] == [("17:30", "16:27")]  # both announcements in one chronon: the last one counts
