@@ -155,7 +155,10 @@ def install(
             st = system_tables(schema, prefix)
             with engine.begin() as conn:
                 for table in reversed(created):
-                    table.drop(conn, checkfirst=True)
+                    if table.info.get("view"):
+                        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {_qualified(table)}")
+                    else:
+                        table.drop(conn, checkfirst=True)
                 if inserted:
                     conn.execute(st.programs.delete().where(st.programs.c.name == program.name))
         raise
@@ -246,6 +249,9 @@ def _install(
     for table in tables.tables:
         table.create(conn)
         created.append(table)
+    for view, sql in tables.views().items():
+        conn.exec_driver_sql(sql)
+        created.append(sa.Table(view, sa.MetaData(), schema=schema, info={"view": True}))
     for cls in program:
         if cls.query is not None:
             _validate(conn, program, tables, cls)
@@ -275,6 +281,10 @@ def _install(
     result = installed(conn, program.name, schema=schema, prefix=prefix)
     assert result is not None
     return result
+
+
+def _qualified(table: sa.Table) -> str:
+    return f"{table.schema}.{table.name}" if table.schema else table.name
 
 
 def _dialect(conn: Connection) -> str:
@@ -346,6 +356,9 @@ def _retire(
     old_tables = ProgramTables(
         old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
     )
+    for view in old_tables.views():
+        q = f"{schema}.{view}" if schema else view
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {q}")
     insp = sa.inspect(conn)
     for table in reversed(old_tables.tables):
         if not insp.has_table(table.name, schema=schema):

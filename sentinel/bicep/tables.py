@@ -31,6 +31,7 @@ kind  table
 i     inbox: announcements not yet read (the application may insert rows here)
 n     as-of-now: one row per live event (key), its current version
 h     history: every version read or derived (a revocation has no occTime)
+v     as-of-now view: the live events' times and attributes (for your queries)
 a     archive: purged history (only with archiving)
 c     changes of the tick being processed (old and new values side by side)
 s     staging: a complex class's query result at the tick being processed
@@ -356,6 +357,20 @@ class ProgramTables:
                 sa.Index(f"ix_{self.name('l', ident)}_dep", "dep_class", "dep_eid"),
             )
         return ClassTables(cls, inbox, now, history, arch, changes, staging, lineage)
+
+    def views(self) -> dict[str, str]:
+        """The as-of-now view of each class, ``<prefix><program>_v_<class>``: its
+        live events with ``occtime``, ``dettime`` and the attributes (name ->
+        ``CREATE VIEW`` statement)."""
+        out: dict[str, str] = {}
+        for ident, t in self.classes.items():
+            name = self.name("v", ident)
+            q = f"{self.schema}.{name}" if self.schema else name
+            cols = ", ".join(
+                ["occtime", "dettime", *(a.ident for a in t.cls.definition.attributes)]
+            )
+            out[name] = f"CREATE VIEW {q} AS SELECT {cols} FROM {self.qualified(t.now)}"
+        return out
 
     def lineage_width(self, cls: CompiledClass) -> int:
         """How many lineage columns ``cls``'s physical query has (0: none)."""

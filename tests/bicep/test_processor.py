@@ -56,6 +56,15 @@ def test_install_creates_the_tables_of_listing_4_1_once(
     columns = {c["name"] for c in insp.get_columns(history)}
     assert {"occtime", "dettime", "resource", "amountleft"} <= columns
     assert proc.install() == 1  # again: nothing to do
+    # the as-of-now view of a class, for the application's own queries
+    t = at("1.4.14 10:00")
+    proc.announce("ResourceLow", resource="Milk", amountLeft=3, occ=t, det=t)
+    proc.run_until(t)
+    with migrated.connect() as conn:
+        view = proc.tables.name("v", "resourcelow")
+        assert conn.exec_driver_sql(f"SELECT resource, amountleft, occtime FROM {view}").all() == [
+            ("Milk", 3, t)
+        ]
 
 
 @SQLITE
@@ -106,6 +115,7 @@ def test_the_database_checks_a_complex_query_at_install(
         f"  AS {query} OCCURRING AT d.occTime;"
     )
     before = _tables(migrated)
+    views = set(sa.inspect(migrated).get_view_names())
     proc = Processor(text, migrated, name="shop", detector=LocalEventDetector())
     with pytest.raises(BicepProgramError) as info:
         proc.install()
@@ -118,6 +128,7 @@ def test_the_database_checks_a_complex_query_at_install(
     )
     # nothing of it stays behind
     assert _tables(migrated) == before
+    assert set(sa.inspect(migrated).get_view_names()) == views
     with migrated.connect() as conn:
         assert conn.execute(sa.select(proc.system.programs)).all() == []
 
