@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context
 
+from sentinel.bicep.tables import system_tables
 from sentinel.log.tables import DEFAULT_PREFIX, log_tables
 
 config = context.config
@@ -37,19 +38,24 @@ def _option(name: str) -> Any:
 schema: str | None = _option("schema")
 prefix: str = _option("prefix") or DEFAULT_PREFIX
 tables = log_tables(schema, prefix)
+bicep = system_tables(schema, prefix)
+names = set(tables.names) | set(bicep.names)
+metadata = sa.MetaData(schema=schema)
+for _table in (*tables.metadata.sorted_tables, *bicep.metadata.sorted_tables):
+    _table.to_metadata(metadata)
 
 
 def _include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     # Autogenerate compares sentinel's tables only, never the application's.
     if type_ == "table":
-        return name in tables.names
+        return name in names
     if type_ == "schema":
         return name == schema
     return True
 
 
 _options: dict[str, Any] = {
-    "target_metadata": tables.metadata,
+    "target_metadata": metadata,
     "version_table": tables.version_table,
     "version_table_schema": schema,
     "include_name": _include_name,

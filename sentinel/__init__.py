@@ -16,6 +16,13 @@ from sentinel.default import (
 from sentinel.detector import TXN_ABORT, TXN_BEGIN, TXN_COMMIT, TXN_PRE_COMMIT, Context, Scope
 from sentinel.errors import (
     AttachError,
+    BicepActionError,
+    BicepAnnouncementError,
+    BicepCycleError,
+    BicepError,
+    BicepProgramChangedError,
+    BicepProgramError,
+    BicepSyntaxError,
     CascadeLimitError,
     DetachedActionError,
     DuplicateEventError,
@@ -72,6 +79,13 @@ __all__ = [
     "Astar",
     "AttachError",
     "Attachment",
+    "BicepActionError",
+    "BicepAnnouncementError",
+    "BicepCycleError",
+    "BicepError",
+    "BicepProgramChangedError",
+    "BicepProgramError",
+    "BicepSyntaxError",
     "CascadeLimitError",
     "CompositeOccurrence",
     "Context",
@@ -115,6 +129,7 @@ __all__ = [
     "UnloggableParameter",
     "VirtualClock",
     "attach",
+    "bicep",
     "bind",
     "db_events",
     "default_detector",
@@ -158,4 +173,8 @@ def __getattr__(name: str) -> object:
         import sentinel.replay
 
         return sentinel.replay
+    if name == "bicep":  # BiCEPL: sqlglot and SQLAlchemy, imported on first use
+        import sentinel.bicep
+
+        return sentinel.bicep
     raise AttributeError(f"module 'sentinel' has no attribute {name!r}")

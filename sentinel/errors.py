@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class SentinelError(Exception):
@@ -324,3 +325,91 @@ class MissingExtraError(SentinelError, ImportError):
             f"{feature} needs the {extra!r} extra ({found}): pip install '{DISTRIBUTION}[{extra}]'",
             name=missing,
         )
+
+
+class BicepError(SentinelError):
+    """A BiCEPL program, processor or announcement that cannot be used as given."""
+
+
+class BicepProgramError(BicepError, ValueError):
+    """A BiCEPL program that is malformed or invalid: bad syntax (in the
+    statements or in a complex class's SQL), an unknown class or column, a key
+    that is not an attribute, classes that form a cycle, a query the database
+    rejects when the class is created.
+
+    ``line`` and ``column`` are 1-based (``None`` when the problem has no single
+    place, like a cycle); ``expected`` lists what would have been accepted there;
+    ``context`` is the offending line with a caret under the position.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        expected: Iterable[str] = (),
+        context: str = "",
+    ) -> None:
+        self.reason = message
+        self.line = line
+        self.column = column
+        self.expected = sorted(set(expected))
+        self.context = context
+        full = message
+        if line is not None:
+            full += f" at line {line}, column {column}"
+        if self.expected:
+            full += "; expected " + ", ".join(self.expected)
+        if context:
+            full += "\n" + context
+        super().__init__(full)
+
+
+class BicepSyntaxError(BicepProgramError):
+    """Malformed BiCEPL text (the statements, a time literal, or the SQL of a
+    complex class)."""
+
+
+class BicepCycleError(BicepProgramError):
+    """Complex classes that are defined through each other; ``cycle`` names them
+    in order, the first repeated at the end."""
+
+    def __init__(self, message: str, *, cycle: Iterable[str], **kwargs: Any) -> None:
+        self.cycle = tuple(cycle)
+        super().__init__(message, **kwargs)
+
+
+class BicepActionError(BicepError, LookupError):
+    """An action a BiCEPL program uses that has no callable registered (or a
+    registration that cannot be used); ``action`` names it."""
+
+    def __init__(self, message: str, *, action: str) -> None:
+        self.action = action
+        super().__init__(message)
+
+
+class BicepAnnouncementError(BicepError, ValueError):
+    """An announcement that cannot be accepted: an unknown class, a missing key
+    or attribute, a value of the wrong type, a time that is not a time, a
+    revision or revocation of an immutable class's event, a revocation of an
+    unknown key. ``event_class`` names the class; nothing of it is stored."""
+
+    def __init__(self, message: str, *, event_class: str) -> None:
+        self.event_class = event_class
+        super().__init__(message)
+
+
+class BicepProgramChangedError(BicepError):
+    """The program installed in the database under this name differs from the
+    one given. Installing a changed program is an explicit step (a new version:
+    ``Processor.install(upgrade=True)`` or ``sentinel bicep install --upgrade``).
+    ``name``, ``installed`` (version number) and ``differences`` say what."""
+
+    def __init__(
+        self, message: str, *, name: str, installed: int, differences: Iterable[str] = ()
+    ) -> None:
+        self.name = name
+        self.installed = installed
+        self.differences = tuple(differences)
+        super().__init__(message)

@@ -6,7 +6,8 @@ rows, ``sentinel log firings`` the latest rule firings and why each fired;
 ``sentinel log export`` writes the log to Parquet and ``sentinel replay``
 replays it through an application's rules, locally or on Spark; ``sentinel
 worker`` runs detached rules; ``sentinel graph`` shows the event graph of an
-application's rules. Every command that needs a database takes ``--url`` (or
+application's rules; ``sentinel bicep`` checks, installs and runs BiCEPL
+programs. Every command that needs a database takes ``--url`` (or
 ``SENTINEL_URL``), ``--schema`` (or ``SENTINEL_SCHEMA``) and ``--prefix``; every
 command that needs the application's rules takes ``--rules package.module:attribute``
 and imports it as ``python -m`` would (the current directory first).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import click
 
+from sentinel.cli.bicep import bicep
 from sentinel.cli.db import db
 from sentinel.cli.firings import firings
 from sentinel.cli.graph import graph_command
@@ -41,7 +43,7 @@ def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""
 
 
-for _command in (db, log, replay_command, worker_command, graph_command):
+for _command in (db, log, replay_command, worker_command, graph_command, bicep):
     main.add_command(_command)
 log.add_command(firings)
 

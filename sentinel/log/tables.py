@@ -68,10 +68,10 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0001"
+SCHEMA_VERSION: Final = "0002"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001",)
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002")
 
 DEFAULT_PREFIX: Final = "sentinel_"
 

@@ -346,8 +346,9 @@ class Runner:
                 # and one blocked behind the commit must not report a lost claim
                 self.heartbeat.release(lease)
                 st = session.info.get(KEY)
-                if st is not None and self.attachment.sink is not None:
-                    st.firings.append((rule, occ, status, None, clock_of(self.attachment.detector)()))
+                att = self.attachment
+                if st is not None and att.sink is not None:
+                    st.firings.append((rule, occ, status, None, clock_of(att.detector)()))
         except ClaimLost as err:
             log.warning("%s", err)
             return "skipped"

@@ -16,7 +16,7 @@ from sentinel.errors import (
 )
 from sentinel.log import REDACTED, Firing, LogPolicy, LogReader, LogWriter, OutboxEntry, migrate
 from sentinel.log import schema as schema_module
-from sentinel.log.tables import log_tables
+from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, log_tables
 
 from .conftest import every_loggable_value, occ
 
@@ -68,7 +68,7 @@ def test_schema_is_checked_once_per_engine(migrated: sa.Engine) -> None:
     with Statements(migrated) as second, migrated.begin() as conn:
         writer.write(conn, [occ("E", 2)])
     assert len(first.seen) > len(second.seen) == 1
-    assert writer.check(migrated) == "0001"
+    assert writer.check(migrated) == SCHEMA_VERSION
 
 
 def test_policy_excludes_and_redacts_at_write_time(migrated: sa.Engine) -> None:
@@ -149,7 +149,7 @@ def test_missing_tables(engine: sa.Engine) -> None:
         writer.write(conn, [occ("E", 1)])
     err = info.value
     assert "sentinel db upgrade --url" in str(err)
-    assert err.found is None and err.expected == "0001"
+    assert err.found is None and err.expected == SCHEMA_VERSION
     assert set(err.missing) == set(log_tables().names)
     with pytest.raises(LogTablesMissingError):
         LogReader(engine).check()
@@ -174,13 +174,13 @@ def test_a_table_dropped_after_the_check(migrated: sa.Engine) -> None:
 
 
 def test_older_revision(migrated: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    # pretend this code expects a revision 0002 that the database does not have yet
-    monkeypatch.setattr(schema_module, "SCHEMA_REVISIONS", ("0001", "0002"))
-    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", "0002")
+    # pretend this code expects a revision 9999 that the database does not have yet
+    monkeypatch.setattr(schema_module, "SCHEMA_REVISIONS", (*SCHEMA_REVISIONS, "9999"))
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", "9999")
     with migrated.begin() as conn, pytest.raises(LogSchemaOutdatedError) as info:
         LogWriter().write(conn, [occ("E", 1)])
-    assert info.value.found == "0001" and info.value.expected == "0002"
-    assert "older than 0002" in str(info.value)
+    assert info.value.found == SCHEMA_VERSION and info.value.expected == "9999"
+    assert "older than 9999" in str(info.value)
     assert "sentinel db upgrade --url" in str(info.value)
     with pytest.raises(LogSchemaOutdatedError):
         LogReader(migrated).check()

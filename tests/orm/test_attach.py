@@ -113,8 +113,9 @@ def test_missing_log_tables_fail_the_commit_with_nothing_written(engine: sa.Engi
 def test_an_outdated_log_fails_at_attach(orm: ORM, monkeypatch: pytest.MonkeyPatch) -> None:
     from sentinel.log import schema as schema_module
 
-    monkeypatch.setattr(schema_module, "SCHEMA_REVISIONS", ("0001", "0002"))
-    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", "0002")
+    revisions = (*schema_module.SCHEMA_REVISIONS, "9999")
+    monkeypatch.setattr(schema_module, "SCHEMA_REVISIONS", revisions)
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", "9999")
     with pytest.raises(LogSchemaOutdatedError, match="sentinel db upgrade"):
         attach(orm.Session, detector=orm.det)
     assert attachments() == []

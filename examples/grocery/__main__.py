@@ -1,0 +1,3 @@
+from examples.grocery import main
+
+main()

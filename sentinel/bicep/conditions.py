@@ -1,0 +1,171 @@
+"""Condition-action statements as SQL over a class's change table.
+
+At a tick the processor writes, for every event that something happened to, one
+row into the class's change table (``c``): its version before the tick
+(``o_*``, ``o_present``) and after it (``n_*``, ``n_present``), and whether it
+changed at this tick (``touched``) or only its occurrence time arrived
+(``touched = 0``: the global occurrence-time optimization of 4.1.4 adds those
+rows only at potential clock ticks). A statement is an ``INSERT ... SELECT``
+from that table into its action's table, its condition the ``WHERE`` clause.
+
+The timing primitives, with ``T`` the tick and ``tick(t)`` the tick of the
+chronon holding time ``t`` (``docs/bicepl.md`` discusses each reading):
+
+=====================  ===================================================================
+ANNOUNCEMENT           touched, no version before, a version after
+CHANGE                 touched, a version before and a different one after
+REVOCATION             touched, a version before, none after
+ONTIME                 a version after whose tick(occTime) = T
+FUTURE                 touched, a version after whose tick(occTime) > T
+LATE                   touched, a version after with tick(occTime) < T, and before it no
+                       version or one with tick(occTime) > T (the event became known
+                       only after it happened)
+LATE(a, b)             LATE and a <= T - tick(occTime) <= b
+RETROACTIVECHANGE      CHANGE of a version with tick(occTime) <= T to one with
+                       tick(occTime) <= T
+POSTPONE               CHANGE of a version with tick(occTime) <= T to one with
+                       tick(occTime) > T
+CANCELLATION           REVOCATION or POSTPONE
+FIRED                  the statement's action fired for this event at an earlier tick
+=====================  ===================================================================
+
+Comparisons follow SQL: a comparison with a missing value (``OLD.x`` at an
+announcement, ``NEW.occTime`` at a revocation) is unknown, and ``NOT`` of
+unknown is unknown; a statement fires when its condition is true.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sentinel.bicep import model as m
+from sentinel.bicep.compiler import CompiledClass
+from sentinel.bicep.sqlpart import EID, extreme_sql
+
+__all__ = ["StatementSQL", "mentions_ontime", "statement_sql"]
+
+T = ":bicep_tick"
+
+
+def _tick(dialect: str) -> str:
+    return "CAST(:bicep_tick AS BIGINT)" if dialect == "postgresql" else T
+
+
+def mentions_ontime(cond: m.Condition) -> bool:
+    """Whether ``cond`` names ONTIME: such statements also look at events whose
+    occurrence time arrives without a change (``touched = 0``)."""
+    if isinstance(cond, m.Timing):
+        return cond.primitive == "ONTIME"
+    if isinstance(cond, (m.And, m.Or)):
+        return mentions_ontime(cond.left) or mentions_ontime(cond.right)
+    if isinstance(cond, m.Not):
+        return mentions_ontime(cond.condition)
+    return False
+
+
+def _primitive(p: m.Timing, tick: str) -> str:
+    touched = "c.touched = 1"
+    before = "c.o_present = 1"
+    after = "c.n_present = 1"
+    change = f"{touched} AND {before} AND {after}"
+    occurred = f"c.o_occ_tick <= {tick}"
+    sql = {
+        "ANNOUNCEMENT": f"{touched} AND c.o_present = 0 AND {after}",
+        "CHANGE": change,
+        "REVOCATION": f"{touched} AND {before} AND c.n_present = 0",
+        "ONTIME": f"{after} AND c.n_occ_tick = {tick}",
+        "FUTURE": f"{touched} AND {after} AND c.n_occ_tick > {tick}",
+        "LATE": (
+            f"{touched} AND {after} AND c.n_occ_tick < {tick} "
+            f"AND (c.o_present = 0 OR c.o_occ_tick > {tick})"
+        ),
+        "RETROACTIVECHANGE": f"{change} AND {occurred} AND c.n_occ_tick <= {tick}",
+        "POSTPONE": f"{change} AND {occurred} AND c.n_occ_tick > {tick}",
+        "CANCELLATION": (
+            f"{touched} AND {before} AND (c.n_present = 0 OR "
+            f"(c.n_present = 1 AND {occurred} AND c.n_occ_tick > {tick}))"
+        ),
+    }[p.primitive]
+    if p.primitive == "LATE" and p.low is not None:
+        sql += f" AND {tick} - c.n_occ_tick BETWEEN {p.low} AND {p.high}"
+    return f"({sql})"
+
+
+def _string(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def value_sql(v: m.Value, dialect: str) -> str:
+    """A condition or action value as SQL over the change table ``c``."""
+    if isinstance(v, m.Now):
+        return _tick(dialect)
+    if isinstance(v, m.Ref):
+        return f"c.{'n' if v.side == 'new' else 'o'}_{v.ident}"
+    if isinstance(v, m.Literal_):
+        if v.kind == "string":
+            return _string(str(v.value))
+        return repr(v.value) if isinstance(v.value, float) else str(v.value)
+    if isinstance(v, m.BinOp):
+        return f"({value_sql(v.left, dialect)} {v.op} {value_sql(v.right, dialect)})"
+    if isinstance(v, m.Neg):
+        return f"(-{value_sql(v.value, dialect)})"
+    return extreme_sql(v.fn, [value_sql(x, dialect) for x in v.values], dialect)
+
+
+def condition_sql(cond: m.Condition, dialect: str, fired: str) -> str:
+    """``cond`` as a SQL boolean expression; ``fired`` is the SQL of FIRED."""
+    if isinstance(cond, m.Timing):
+        return _primitive(cond, _tick(dialect))
+    if isinstance(cond, m.Fired):
+        return fired
+    if isinstance(cond, m.Compare):
+        return f"({value_sql(cond.left, dialect)} {cond.op} {value_sql(cond.right, dialect)})"
+    if isinstance(cond, m.Not):
+        return f"(NOT {condition_sql(cond.condition, dialect, fired)})"
+    op = "AND" if isinstance(cond, m.And) else "OR"
+    return (
+        f"({condition_sql(cond.left, dialect, fired)} {op} "
+        f"{condition_sql(cond.right, dialect, fired)})"
+    )
+
+
+@dataclass(frozen=True)
+class StatementSQL:
+    """One statement's ``INSERT ... SELECT`` (parameters ``bicep_tick``)."""
+
+    cls: str
+    index: int
+    action: str
+    sql: str
+    ontime: bool
+
+
+def statement_sql(
+    cls: CompiledClass,
+    index: int,
+    changes: str,
+    action_table: str,
+    dialect: str,
+) -> StatementSQL:
+    """The SQL that fires ``cls``'s statement ``index``: rows of the change
+    table ``changes`` satisfying the condition go into ``action_table``."""
+    st = cls.definition.statements[index]
+    tick = _tick(dialect)
+    fired = (
+        f"(EXISTS (SELECT 1 FROM {action_table} f WHERE f.class_ident = {_string(cls.ident)} "
+        f"AND f.{EID} = c.{EID} AND f.bicep_tick < {tick}))"
+    )
+    where = condition_sql(st.condition, dialect, fired)
+    ontime = mentions_ontime(st.condition)
+    if not ontime:
+        where = f"c.touched = 1 AND {where}"
+    params = [value_sql(v, dialect) for v in st.action.params]
+    columns = ["bicep_tick", "class_ident", EID, "stmt", "occtime", "dettime", "published"]
+    columns += [f"p{i + 1}" for i in range(len(params))]
+    values = [tick, _string(cls.ident), f"c.{EID}", str(index), "c.n_occtime", "c.n_dettime", "0"]
+    values += params
+    sql = (
+        f"INSERT INTO {action_table} ({', '.join(columns)}) "
+        f"SELECT {', '.join(values)} FROM {changes} c WHERE {where}"
+    )
+    return StatementSQL(cls.ident, index, st.action.ident, sql, ontime)

@@ -1,0 +1,386 @@
+"""Installing a program: its tables, its validation, its version.
+
+:func:`install` creates the tables of a program's classes and actions (see
+:mod:`sentinel.bicep.tables`), checks every complex class's rewritten query by
+running it with ``LIMIT 0`` in a savepoint (so unknown tables and columns are
+reported against the program text), and records the program (its digest, text,
+chronon and options) and its classes in the system tables.
+
+Installing the same program again does nothing. A *changed* program (another
+digest, chronon or option) is refused with
+:class:`~sentinel.errors.BicepProgramChangedError` unless ``upgrade=True``:
+then it becomes the next version. The new version starts with empty event
+classes (the old version's tables are dropped, or kept renamed with
+``keep=True``); the clock (last tick) and the event-id counter carry on.
+
+On SQLite and PostgreSQL everything happens in the caller's transaction; on
+MariaDB, whose DDL commits at once, a failure drops what was created.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from sentinel.bicep.compiler import CompiledProgram, compile_program
+from sentinel.bicep.parser import error_at
+from sentinel.bicep.sqlpart import locate_database_error
+from sentinel.bicep.tables import MAX_NAME, ProgramTables, SystemTables, system_tables
+from sentinel.errors import BicepError, BicepProgramChangedError, BicepProgramError
+
+__all__ = ["Installed", "install", "installed", "uninstall"]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A program as recorded in the database."""
+
+    name: str
+    version: int
+    digest: str
+    source: str
+    dialect: str
+    chronon: int
+    options: dict[str, Any]
+    last_tick: int | None
+    next_eid: int
+
+
+_CHECKED: set[tuple[str, str | None, str]] = set()
+
+
+def _system(conn: Connection, schema: str | None, prefix: str) -> SystemTables:
+    st = system_tables(schema, prefix)
+    key = (repr(conn.engine.url), schema, prefix)
+    if key in _CHECKED:
+        return st
+    if not sa.inspect(conn).has_table(st.programs.name, schema=schema):
+        raise BicepError(
+            f"the BiCEPL system tables ({st.programs.name}, ...) do not exist: create them with "
+            f"`sentinel db upgrade --url ...`"
+            + (f" --schema {schema}" if schema else "")
+            + (f" --prefix {prefix}" if prefix != "sentinel_" else "")
+            + " (or sentinel.log.migrate.upgrade(engine))"
+        )
+    _CHECKED.add(key)
+    return st
+
+
+def installed(
+    conn: Connection,
+    name: str,
+    *,
+    schema: str | None = None,
+    prefix: str = "sentinel_",
+    lock: bool = False,
+) -> Installed | None:
+    """The program ``name`` as installed, or ``None``."""
+    st = _system(conn, schema, prefix)
+    q = sa.select(st.programs).where(st.programs.c.name == name)
+    if lock and conn.dialect.name != "sqlite":
+        q = q.with_for_update()
+    row = conn.execute(q).mappings().first()
+    if row is None:
+        return None
+    return Installed(
+        name=row["name"],
+        version=row["version"],
+        digest=row["digest"],
+        source=row["source"],
+        dialect=row["dialect"],
+        chronon=row["chronon"],
+        options=json.loads(row["options"]),
+        last_tick=row["last_tick"],
+        next_eid=row["next_eid"],
+    )
+
+
+def _differences(old: CompiledProgram, new: CompiledProgram) -> list[str]:
+    out: list[str] = []
+    old_classes = {c.ident: c for c in old}
+    new_classes = {c.ident: c for c in new}
+    for ident in new_classes.keys() - old_classes.keys():
+        out.append(f"class {new_classes[ident].name} added")
+    for ident in old_classes.keys() - new_classes.keys():
+        out.append(f"class {old_classes[ident].name} removed")
+    for ident in old_classes.keys() & new_classes.keys():
+        a, b = old_classes[ident].definition, new_classes[ident].definition
+        if compile_digest_of(a) != compile_digest_of(b):
+            out.append(f"class {b.name} changed")
+    return sorted(out)
+
+
+def compile_digest_of(cls: Any) -> str:
+    from sentinel.bicep.compiler import _digest
+    from sentinel.bicep.model import Program
+
+    return _digest(Program("", (cls,)))
+
+
+def install(
+    engine: sa.Engine,
+    program: CompiledProgram,
+    *,
+    chronon: int,
+    schema: str | None = None,
+    prefix: str = "sentinel_",
+    archive: bool = False,
+    upgrade: bool = False,
+    keep: bool = False,
+) -> Installed:
+    """Install ``program`` in ``engine``'s database, in one transaction.
+
+    Returns the installed program. Raises
+    :class:`~sentinel.errors.BicepProgramChangedError` for a changed program
+    without ``upgrade``, :class:`~sentinel.errors.BicepProgramError` when a
+    complex class's query fails on the database (at its place in the program),
+    and :class:`~sentinel.errors.BicepError` when the system tables are missing.
+    """
+    created: list[sa.Table] = []
+    inserted: list[bool] = []
+    try:
+        with engine.begin() as conn:
+            return _install(
+                conn, program, chronon, schema, prefix, archive, upgrade, keep, created, inserted
+            )
+    except BaseException:
+        if engine.dialect.name in ("mysql", "mariadb") and created:
+            # MariaDB committed each CREATE TABLE (and the program's row with the
+            # first): remove them.
+            st = system_tables(schema, prefix)
+            with engine.begin() as conn:
+                for table in reversed(created):
+                    if table.info.get("view"):
+                        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {_qualified(table)}")
+                    else:
+                        table.drop(conn, checkfirst=True)
+                if inserted:
+                    conn.execute(st.programs.delete().where(st.programs.c.name == program.name))
+        raise
+
+
+def _install(
+    conn: Connection,
+    program: CompiledProgram,
+    chronon: int,
+    schema: str | None,
+    prefix: str,
+    archive: bool,
+    upgrade: bool,
+    keep: bool,
+    created: list[sa.Table],
+    inserted: list[bool],
+) -> Installed:
+    if program.dialect != _dialect(conn):
+        program = program.with_dialect(_dialect(conn))
+    st = _system(conn, schema, prefix)
+    options = {"archive": archive}
+    current = installed(conn, program.name, schema=schema, prefix=prefix, lock=True)
+    if current is not None:
+        same = (
+            current.digest == program.digest
+            and current.chronon == chronon
+            and current.options == options
+        )
+        if same:
+            return current
+        old = compile_program(current.source, name=program.name, dialect=_dialect(conn))
+        differences = _differences(old, program)
+        if current.chronon != chronon:
+            differences.append(f"chronon {current.chronon} s -> {chronon} s")
+        if current.options != options:
+            differences.append(f"options {current.options} -> {options}")
+        if not upgrade:
+            raise BicepProgramChangedError(
+                f"program {program.name!r} is installed as version {current.version}, and the "
+                f"program given differs ({'; '.join(differences) or 'its text'}); installing it "
+                f"is a new version: Processor.install(upgrade=True) or `sentinel bicep install "
+                f"--upgrade` (version {current.version + 1} starts with empty event classes)",
+                name=program.name,
+                installed=current.version,
+                differences=differences,
+            )
+    tables = ProgramTables(program, schema=schema, prefix=prefix, archive=archive)
+    _check_names(program, tables)
+    now = datetime.now(UTC)
+    # Write the program's row first: SQLite's driver opens the transaction at the
+    # first DML statement, so the DDL after it is part of the transaction too.
+    if current is None:
+        conn.execute(
+            st.programs.insert().values(
+                name=program.name,
+                version=1,
+                digest=program.digest,
+                source=program.text,
+                dialect=_dialect(conn),
+                chronon=chronon,
+                options=json.dumps(options),
+                last_tick=None,
+                next_eid=1,
+                installed_at=now,
+            )
+        )
+        inserted.append(True)
+    else:
+        conn.execute(
+            st.programs.update()
+            .where(st.programs.c.name == program.name)
+            .values(
+                version=current.version + 1,
+                digest=program.digest,
+                source=program.text,
+                dialect=_dialect(conn),
+                chronon=chronon,
+                options=json.dumps(options),
+                installed_at=now,
+            )
+        )
+    if current is not None:
+        _retire(conn, current, program.name, schema, prefix, keep=keep, version=current.version)
+        conn.execute(st.classes.delete().where(st.classes.c.program == program.name))
+        conn.execute(
+            st.potential_ticks.delete().where(st.potential_ticks.c.program == program.name)
+        )
+    for table in tables.tables:
+        table.create(conn)
+        created.append(table)
+    for view, sql in tables.views().items():
+        conn.exec_driver_sql(sql)
+        created.append(sa.Table(view, sa.MetaData(), schema=schema, info={"view": True}))
+    for cls in program:
+        if cls.query is not None:
+            _validate(conn, program, tables, cls)
+    conn.execute(
+        st.classes.insert(),
+        [
+            {
+                "program": program.name,
+                "ident": cls.ident,
+                "name": cls.name,
+                "kind": "complex" if cls.complex else "subscribed",
+                "mutable": cls.mutable,
+                "lifespan": cls.definition.lifespan,
+                "stratum": cls.stratum,
+                "definition": json.dumps(
+                    {
+                        "attributes": [[a.name, a.type.text] for a in cls.definition.attributes],
+                        "keys": list(cls.definition.keys),
+                        "depends_on": list(cls.depends_on),
+                    }
+                ),
+                "stale": False,
+            }
+            for cls in program
+        ],
+    )
+    result = installed(conn, program.name, schema=schema, prefix=prefix)
+    assert result is not None
+    return result
+
+
+def _qualified(table: sa.Table) -> str:
+    return f"{table.schema}.{table.name}" if table.schema else table.name
+
+
+def _dialect(conn: Connection) -> str:
+    return conn.dialect.name
+
+
+def _check_names(program: CompiledProgram, tables: ProgramTables) -> None:
+    for table in tables.tables:
+        if len(table.name) > MAX_NAME:
+            raise BicepProgramError(
+                f"table name {table.name} is longer than {MAX_NAME} characters; use a shorter "
+                "program name, table prefix, or class/action name"
+            )
+
+
+def _validate(conn: Connection, program: CompiledProgram, tables: ProgramTables, cls: Any) -> None:
+    sql, lineage = tables.physical_query(cls)
+    probe = f"SELECT * FROM ({sql}) bicep_q LIMIT 0"
+    try:
+        with conn.begin_nested():
+            result = conn.execute(sa.text(probe), {"bicep_now": 0})
+            width = len(result.keys())
+            result.close()
+    except sa.exc.DBAPIError as err:
+        message = str(getattr(err, "orig", err)).strip().splitlines()[0]
+        offset, name = locate_database_error(cls.query, message)
+        hint = ""
+        if name is not None:
+            import difflib
+
+            known = [c.name for c in program] + [
+                c for c in cls.query.identifiers if c not in ("occtime", "dettime")
+            ]
+            close = difflib.get_close_matches(
+                name.split(".")[-1],
+                [k for k in known if k.lower() != name.split(".")[-1].lower()],
+                n=1,
+            )
+            if close:
+                hint = f"; did you mean {close[0]}?"
+        raise error_at(
+            program.text,
+            offset,
+            f"the database rejects the query of {cls.name}: {message}{hint}",
+            cls=BicepProgramError,
+        ) from None
+    expected = 1 + len(cls.definition.attributes) + len(lineage or ())
+    if width != expected:  # pragma: no cover - guarded by parse_query's column count
+        raise error_at(
+            program.text,
+            cls.query.cls.query_pos.offset,
+            f"the query of {cls.name} returns {width - 1 - len(lineage or ())} column(s) for "
+            f"{len(cls.definition.attributes)} attribute(s)",
+            cls=BicepProgramError,
+        )
+
+
+def _retire(
+    conn: Connection,
+    current: Installed,
+    name: str,
+    schema: str | None,
+    prefix: str,
+    *,
+    keep: bool,
+    version: int,
+) -> None:
+    old = compile_program(current.source, name=name, dialect=_dialect(conn))
+    old_tables = ProgramTables(
+        old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
+    )
+    for view in old_tables.views():
+        q = f"{schema}.{view}" if schema else view
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {q}")
+    insp = sa.inspect(conn)
+    for table in reversed(old_tables.tables):
+        if not insp.has_table(table.name, schema=schema):
+            continue
+        if keep:
+            new_name = f"{table.name}_v{version}"[-MAX_NAME:]
+            q = f"{schema}.{table.name}" if schema else table.name
+            conn.exec_driver_sql(f"ALTER TABLE {q} RENAME TO {new_name}")
+        else:
+            table.drop(conn)
+
+
+def uninstall(
+    conn: Connection, name: str, *, schema: str | None = None, prefix: str = "sentinel_"
+) -> bool:
+    """Drop program ``name``'s tables and forget it (``False``: not installed)."""
+    st = _system(conn, schema, prefix)
+    current = installed(conn, name, schema=schema, prefix=prefix, lock=True)
+    if current is None:
+        return False
+    conn.execute(st.programs.delete().where(st.programs.c.name == name))
+    for t in (st.classes, st.potential_ticks, st.purge, st.ticks):
+        conn.execute(t.delete().where(t.c.program == name))
+    _retire(conn, current, name, schema, prefix, keep=False, version=current.version)
+    return True

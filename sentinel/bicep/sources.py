@@ -1,0 +1,171 @@
+"""Where announcements come from, besides :meth:`Processor.announce`.
+
+- **Stream files** (:func:`read_stream`): JSON lines (``.jsonl``, ``.json``) or
+  CSV (``.csv``), one announcement per line or row::
+
+      {"class": "Delivery", "occ": "2014-04-07T09:00", "det": "2014-04-03T16:01",
+       "resource": "Milk", "amount": 2}
+      {"class": "Delivery", "det": "2014-04-05T10:00", "revoke": true, "resource": "Milk"}
+
+  A CSV file has a header with ``class``, ``occ``, ``det``, optionally
+  ``revoke``, and the attributes of every class it announces (empty cells are
+  missing values; cells are converted to the attribute's type).
+  :func:`load_stream` writes a file's announcements into the inboxes.
+- **Rows the application inserts** into a class's inbox table
+  (``<prefix><program>_i_<class>``: ``occtime``, ``dettime`` in seconds since the
+  epoch, ``revoked`` 0 or 1, and the attributes), in its own transactions.
+- **sentinel events** (:func:`connect_event`): every occurrence of an explicit
+  event becomes an announcement; its ``at`` is the occurrence time and its
+  ``detected_at`` the detection time (parameters ``occ_time`` / ``det_time``
+  override them; ``revoked=True`` revokes). Inside a session attached with
+  sentinel the announcement is written in the session's transaction.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sentinel.errors import BicepAnnouncementError
+
+if TYPE_CHECKING:
+    from sentinel.bicep.processor import Processor
+
+__all__ = ["connect_event", "load_stream", "read_stream"]
+
+_META = ("class", "occ", "det", "revoke")
+
+
+def read_stream(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The announcements of a stream file, in file order: dicts with ``class``,
+    ``occ``, ``det``, ``revoke`` and the attributes. Raises
+    :class:`~sentinel.errors.BicepAnnouncementError` naming the line of a
+    malformed record."""
+    p = Path(path)
+    if p.suffix.lower() == ".csv":
+        with p.open(newline="", encoding="utf-8") as f:
+            for i, row in enumerate(csv.DictReader(f), start=2):
+                yield _record({k: v for k, v in row.items() if v not in ("", None)}, p, i)
+        return
+    with p.open(encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise BicepAnnouncementError(
+                    f"{p}:{i}: not a JSON object: {err.msg} at column {err.colno}",
+                    event_class="?",
+                ) from None
+            if not isinstance(data, dict):
+                raise BicepAnnouncementError(f"{p}:{i}: not a JSON object", event_class="?")
+            yield _record(data, p, i)
+
+
+def _record(data: Mapping[str, Any], path: Path, line: int) -> dict[str, Any]:
+    if "class" not in data:
+        raise BicepAnnouncementError(f"{path}:{line}: no 'class' given", event_class="?")
+    out = dict(data)
+    revoke = out.get("revoke", False)
+    if isinstance(revoke, str):
+        revoke = revoke.strip().lower() in ("1", "true", "yes")
+    out["revoke"] = bool(revoke)
+    out["_where"] = f"{path}:{line}"
+    return out
+
+
+def _convert(proc: Processor, cls_name: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """Convert CSV text cells to the attributes' types."""
+    cls = proc.program.classes.get(cls_name.lower())
+    if cls is None:
+        return attrs
+    out = dict(attrs)
+    for a in cls.definition.attributes:
+        for key in (a.name, a.ident):
+            v = out.get(key)
+            if not isinstance(v, str):
+                continue
+            kind = a.type.kind
+            if kind == "integer":
+                out[key] = int(v)
+            elif kind in ("numeric", "real"):
+                out[key] = float(v)
+            elif kind == "boolean":
+                out[key] = v.strip().lower() in ("1", "true", "yes", "t")
+    return out
+
+
+def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
+    """Write announcements (as :func:`read_stream` yields them) into the
+    processor's inboxes, in batches per class; return how many. A record that
+    cannot be announced raises :class:`~sentinel.errors.BicepAnnouncementError`
+    naming its file and line, and nothing of the batch is written."""
+    batches: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        rec = dict(rec)
+        where = rec.pop("_where", "")
+        cls = str(rec.pop("class"))
+        try:
+            row = _convert(proc, cls, rec)
+            batches.setdefault(cls, [])
+            # check each record now, so the error names its line
+            proc._row(
+                proc._class(cls),
+                row.get("occ"),
+                row.get("det"),
+                bool(row.get("revoke")),
+                {k: v for k, v in row.items() if k not in _META},
+            )
+        except (BicepAnnouncementError, ValueError) as err:
+            raise BicepAnnouncementError(f"{where}: {err}", event_class=cls) from None
+        batches[cls].append(row)
+    total = 0
+    with proc.engine.begin() as conn:
+        for cls, rows in batches.items():
+            total += proc.announce_many(cls, rows, connection=conn)
+    return total
+
+
+def connect_event(
+    proc: Processor, event_class: str, event: str | None = None, detector: Any = None
+) -> Any:
+    """Announce every occurrence of the explicit sentinel event ``event``
+    (default: the class's name) as an event of ``event_class``; return the rule
+    that does it. This is the seam to sentinel's own bitemporal events: an
+    occurrence's ``at`` is taken as the occurrence time and ``detected_at`` as the
+    detection time."""
+    det = detector if detector is not None else proc.detector
+    cls = proc._class(event_class)
+    name = event or cls.name
+    det.explicit(name)
+    attrs = {a.ident for a in cls.definition.attributes}
+
+    def announce(occ: Any) -> None:
+        params = dict(occ.params)
+        revoke = bool(params.pop("revoked", False))
+        t_occ = params.pop("occ_time", None)
+        t_det = params.pop("det_time", None)
+        values = {k: v for k, v in params.items() if k.lower() in attrs}
+        conn = None
+        try:
+            from sentinel.orm.state import session_of
+
+            session = session_of(occ)
+            if session is not None:
+                conn = session.connection()
+        except ImportError:  # pragma: no cover - sentinel.orm always imports
+            pass
+        proc.announce(
+            cls.name,
+            occ=t_occ if t_occ is not None else (None if revoke else occ.timestamp),
+            det=t_det if t_det is not None else occ.detected_timestamp,
+            revoke=revoke,
+            connection=conn,
+            **values,
+        )
+
+    return det.rule(f"bicep:{proc.name}:announce:{cls.name}", name, action=announce)

@@ -1,0 +1,407 @@
+"""The processor's tables (SQLAlchemy Core).
+
+System tables, created by sentinel's migrations (``migrations/versions``) next
+to the event log, named ``<prefix>bicep_...`` (the prefix is the log's,
+``sentinel_`` by default):
+
+``bicep_programs``
+    one row per installed program: name, version, digest and text, chronon,
+    options, the last tick processed and the next event id (the thesis's
+    ``S_System`` and its dynamic tables).
+``bicep_classes``
+    one row per event class of an installed program: kind, mutability,
+    lifespan, stratum, attributes and keys (``S_SituationClass`` and
+    ``S_SituationClassAttribute``), and ``stale`` (a constituent was purged: derive
+    it at the next tick).
+``bicep_potential_ticks``
+    the global occurrence-time optimization (4.1.4): the ticks at which some
+    class has an event whose occurrence time arrives.
+``bicep_purge``
+    the events a tick is about to purge (work space of the expiration pass).
+``bicep_ticks``
+    the processor's log: one row per tick processed, with its counts and times
+    (``S_ProcessorLog``).
+
+Per program, created when it is installed (:mod:`sentinel.bicep.install`),
+``<prefix><program>_<kind>_<class>``:
+
+====  ==========================================================================
+kind  table
+====  ==========================================================================
+i     inbox: announcements not yet read (the application may insert rows here)
+n     as-of-now: one row per live event (key), its current version
+h     history: every version read or derived (a revocation has no occTime)
+v     as-of-now view: the live events' times and attributes (for your queries)
+a     archive: purged history (only with archiving)
+c     changes of the tick being processed (old and new values side by side)
+s     staging: a complex class's query result at the tick being processed
+l     lineage: which events each complex event was derived from
+x     actions: one table per action, one row per firing (``_x_<action>``)
+====  ==========================================================================
+
+Times are integer seconds since the epoch (UTC) in every dialect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from sentinel.bicep import model as m
+from sentinel.bicep.compiler import CompiledClass, CompiledProgram, Kind
+from sentinel.bicep.sqlpart import EID
+from sentinel.log.tables import DEFAULT_PREFIX, UTCDateTime
+
+__all__ = [
+    "ClassTables",
+    "ProgramTables",
+    "SystemTables",
+    "program_tables",
+    "system_tables",
+]
+
+#: Longest table name sentinel creates (MariaDB allows 64, PostgreSQL 63).
+MAX_NAME: Final = 63
+#: The expiration time of an event whose lifespan is unbounded (LIFESPAN(-1)).
+UNBOUNDED: Final = 2**62
+#: Length of a text key column with no length given (fits MariaDB's index limits).
+KEY_TEXT_LENGTH: Final = 191
+
+
+def _id() -> sa.types.TypeEngine[int]:
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class SystemTables:
+    """The system tables for one schema and prefix (see the module docs)."""
+
+    def __init__(self, schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> None:
+        self.schema = schema
+        self.prefix = prefix
+        self.metadata = md = sa.MetaData(schema=schema)
+        p = f"{prefix}bicep_"
+        self.programs = sa.Table(
+            f"{p}programs",
+            md,
+            sa.Column("name", sa.String(64), primary_key=True),
+            sa.Column("version", sa.Integer(), nullable=False),
+            sa.Column("digest", sa.String(64), nullable=False),
+            sa.Column("source", sa.Text(), nullable=False),
+            sa.Column("dialect", sa.String(32), nullable=False),
+            sa.Column("chronon", sa.BigInteger(), nullable=False),
+            sa.Column("options", sa.Text(), nullable=False),
+            sa.Column("last_tick", sa.BigInteger(), nullable=True),
+            sa.Column("next_eid", sa.BigInteger(), nullable=False),
+            sa.Column("installed_at", UTCDateTime(), nullable=False),
+        )
+        self.classes = sa.Table(
+            f"{p}classes",
+            md,
+            sa.Column("program", sa.String(64), primary_key=True),
+            sa.Column("ident", sa.String(64), primary_key=True),
+            sa.Column("name", sa.String(64), nullable=False),
+            sa.Column("kind", sa.String(16), nullable=False),
+            sa.Column("mutable", sa.Boolean(), nullable=False),
+            sa.Column("lifespan", sa.BigInteger(), nullable=True),
+            sa.Column("stratum", sa.Integer(), nullable=False),
+            sa.Column("definition", sa.Text(), nullable=False),
+            sa.Column("stale", sa.Boolean(), nullable=False),
+        )
+        self.potential_ticks = sa.Table(
+            f"{p}potential_ticks",
+            md,
+            sa.Column("program", sa.String(64), primary_key=True),
+            sa.Column("class_ident", sa.String(64), primary_key=True),
+            sa.Column("tick", sa.BigInteger(), primary_key=True),
+            sa.Index(f"ix_{p}potential_ticks_tick", "program", "tick"),
+        )
+        self.purge = sa.Table(
+            f"{p}purge",
+            md,
+            sa.Column("program", sa.String(64), primary_key=True),
+            sa.Column("class_ident", sa.String(64), primary_key=True),
+            sa.Column("eid", sa.BigInteger(), primary_key=True),
+        )
+        self.ticks = sa.Table(
+            f"{p}ticks",
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            sa.Column("program", sa.String(64), nullable=False),
+            sa.Column("tick", sa.BigInteger(), nullable=False),
+            sa.Column("announcements", sa.Integer(), nullable=False),
+            sa.Column("changes", sa.Integer(), nullable=False),
+            sa.Column("actions", sa.Integer(), nullable=False),
+            sa.Column("purged", sa.Integer(), nullable=False),
+            sa.Column("started_at", UTCDateTime(), nullable=False),
+            sa.Column("seconds", sa.Float(), nullable=False),
+            sa.Index(f"ix_{p}ticks_program_tick", "program", "tick"),
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.metadata.sorted_tables)
+
+
+@lru_cache(maxsize=32)
+def system_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> SystemTables:
+    """The processor's system tables in ``schema`` with ``prefix`` (cached)."""
+    return SystemTables(schema, prefix)
+
+
+# -- per program ------------------------------------------------------------------------------
+def sa_type(
+    kind: Kind, t: m.SqlType | None = None, *, key: bool = False
+) -> sa.types.TypeEngine[Any]:
+    """The column type for an attribute (or action parameter) of ``kind``."""
+    if kind == "integer":
+        return sa.BigInteger()
+    if kind == "numeric":
+        if t is not None and t.precision is not None:
+            return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
+        return sa.Float(asdecimal=False).with_variant(sa.Numeric(asdecimal=False), "postgresql")
+    if kind == "real":
+        return sa.Float()
+    if kind == "boolean":
+        return sa.Boolean()
+    length = t.length if t is not None else None
+    if length is None:
+        return sa.String(KEY_TEXT_LENGTH) if key else sa.Text()
+    return sa.String(length)
+
+
+@dataclass
+class ClassTables:
+    """The tables of one event class."""
+
+    cls: CompiledClass
+    inbox: sa.Table | None
+    now: sa.Table
+    history: sa.Table
+    archive: sa.Table | None
+    changes: sa.Table
+    staging: sa.Table | None
+    lineage: sa.Table | None
+
+    @property
+    def all(self) -> list[sa.Table]:
+        return [
+            t
+            for t in (
+                self.inbox,
+                self.now,
+                self.history,
+                self.archive,
+                self.changes,
+                self.staging,
+                self.lineage,
+            )
+            if t is not None
+        ]
+
+
+class ProgramTables:
+    """The tables of one installed program (see the module docs)."""
+
+    def __init__(
+        self,
+        program: CompiledProgram,
+        *,
+        schema: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        archive: bool = False,
+    ) -> None:
+        self.program = program
+        self.metadata = md = sa.MetaData(schema=schema)
+        self.schema = schema
+        self.base = f"{prefix}{program.name}_"
+        self.classes: dict[str, ClassTables] = {}
+        for cls in program:
+            self.classes[cls.ident] = self._class(md, cls, archive)
+        self.actions: dict[str, sa.Table] = {}
+        for ident, sig in program.actions.items():
+            cols = [
+                sa.Column(f"p{i + 1}", sa_type(k), nullable=True) for i, k in enumerate(sig.kinds)
+            ]
+            self.actions[ident] = sa.Table(
+                self.name("x", ident),
+                md,
+                sa.Column("id", _id(), primary_key=True, autoincrement=True),
+                sa.Column("bicep_tick", sa.BigInteger(), nullable=False),
+                sa.Column("class_ident", sa.String(64), nullable=False),
+                sa.Column(EID, sa.BigInteger(), nullable=False),
+                sa.Column("stmt", sa.Integer(), nullable=False),
+                sa.Column("occtime", sa.BigInteger(), nullable=True),
+                sa.Column("dettime", sa.BigInteger(), nullable=True),
+                sa.Column("published", sa.Integer(), nullable=False, default=0),
+                *cols,
+                sa.Index(f"ix_{self.name('x', ident)}_eid", "class_ident", EID),
+                sa.Index(f"ix_{self.name('x', ident)}_tick", "bicep_tick"),
+            )
+
+    def name(self, kind: str, ident: str) -> str:
+        return f"{self.base}{kind}_{ident}"
+
+    def qualified(self, table: sa.Table) -> str:
+        return f"{self.schema}.{table.name}" if self.schema else table.name
+
+    def _attrs(
+        self, cls: CompiledClass, prefix: str = "", *, keys_bounded: bool = False
+    ) -> list[sa.Column[Any]]:
+        keys = {k.lower() for k in cls.definition.keys}
+        return [
+            sa.Column(
+                prefix + a.ident,
+                sa_type(a.type.kind, a.type, key=keys_bounded and a.ident in keys),
+                nullable=True,
+            )
+            for a in cls.definition.attributes
+        ]
+
+    def _class(self, md: sa.MetaData, cls: CompiledClass, archive: bool) -> ClassTables:
+        ident = cls.ident
+        keys = [k.lower() for k in cls.definition.keys]
+        inbox = None
+        if not cls.complex:
+            inbox = sa.Table(
+                self.name("i", ident),
+                md,
+                sa.Column("id", _id(), primary_key=True, autoincrement=True),
+                sa.Column("occtime", sa.BigInteger(), nullable=True),
+                sa.Column("dettime", sa.BigInteger(), nullable=False),
+                sa.Column("revoked", sa.Integer(), nullable=False, default=0),
+                *self._attrs(cls, keys_bounded=True),
+                sa.Index(f"ix_{self.name('i', ident)}_det", "dettime"),
+            )
+        now_cols = [
+            sa.Column(c.name, c.type, nullable=c.name not in keys, primary_key=c.name in keys)
+            for c in self._attrs(cls, keys_bounded=True)
+        ]
+        now = sa.Table(
+            self.name("n", ident),
+            md,
+            sa.Column(EID, sa.BigInteger(), nullable=False, unique=True),
+            sa.Column("occtime", sa.BigInteger(), nullable=False),
+            sa.Column("dettime", sa.BigInteger(), nullable=False),
+            sa.Column("bicep_occ_tick", sa.BigInteger(), nullable=False, index=True),
+            sa.Column("bicep_base_exp", sa.BigInteger(), nullable=False),
+            sa.Column("bicep_exp", sa.BigInteger(), nullable=False, index=True),
+            *now_cols,
+        )
+
+        def history_cols() -> list[sa.Column[Any]]:
+            return [
+                sa.Column(EID, sa.BigInteger(), nullable=False, index=True),
+                sa.Column("bicep_tick", sa.BigInteger(), nullable=False),
+                sa.Column("occtime", sa.BigInteger(), nullable=True),
+                sa.Column("dettime", sa.BigInteger(), nullable=False),
+                sa.Column("revoked", sa.Integer(), nullable=False),
+                *self._attrs(cls),
+            ]
+
+        history = sa.Table(
+            self.name("h", ident),
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            *history_cols(),
+            sa.Index(f"ix_{self.name('h', ident)}_revoked", "revoked", "bicep_tick"),
+        )
+        arch = None
+        if archive:
+            arch = sa.Table(
+                self.name("a", ident),
+                md,
+                sa.Column("id", _id(), primary_key=True, autoincrement=True),
+                *history_cols(),
+                sa.Column("archived_tick", sa.BigInteger(), nullable=False),
+            )
+        changes = sa.Table(
+            self.name("c", ident),
+            md,
+            sa.Column(EID, sa.BigInteger(), primary_key=True, autoincrement=False),
+            sa.Column("touched", sa.Integer(), nullable=False),
+            sa.Column("o_present", sa.Integer(), nullable=False),
+            sa.Column("n_present", sa.Integer(), nullable=False),
+            sa.Column("o_occtime", sa.BigInteger(), nullable=True),
+            sa.Column("o_dettime", sa.BigInteger(), nullable=True),
+            sa.Column("o_occ_tick", sa.BigInteger(), nullable=True),
+            sa.Column("n_occtime", sa.BigInteger(), nullable=True),
+            sa.Column("n_dettime", sa.BigInteger(), nullable=True),
+            sa.Column("n_occ_tick", sa.BigInteger(), nullable=True),
+            *self._attrs(cls, "o_"),
+            *self._attrs(cls, "n_"),
+        )
+        staging = lineage = None
+        if cls.complex:
+            assert cls.query is not None
+            staging = sa.Table(
+                self.name("s", ident),
+                md,
+                sa.Column("occtime", sa.BigInteger(), nullable=True),
+                *self._attrs(cls),
+                *[
+                    sa.Column(f"bicep_dep_{i}", sa.BigInteger(), nullable=True)
+                    for i in range(self.lineage_width(cls))
+                ],
+                sa.Column("bicep_rn", sa.BigInteger(), nullable=True),
+                sa.Index(f"ix_{self.name('s', ident)}_key", *keys),
+            )
+            lineage = sa.Table(
+                self.name("l", ident),
+                md,
+                sa.Column(EID, sa.BigInteger(), nullable=False, index=True),
+                sa.Column("dep_class", sa.String(64), nullable=False),
+                sa.Column("dep_eid", sa.BigInteger(), nullable=False),
+                sa.Index(f"ix_{self.name('l', ident)}_dep", "dep_class", "dep_eid"),
+            )
+        return ClassTables(cls, inbox, now, history, arch, changes, staging, lineage)
+
+    def views(self) -> dict[str, str]:
+        """The as-of-now view of each class, ``<prefix><program>_v_<class>``: its
+        live events with ``occtime``, ``dettime`` and the attributes (name ->
+        ``CREATE VIEW`` statement)."""
+        out: dict[str, str] = {}
+        for ident, t in self.classes.items():
+            name = self.name("v", ident)
+            q = f"{self.schema}.{name}" if self.schema else name
+            cols = ", ".join(
+                ["occtime", "dettime", *(a.ident for a in t.cls.definition.attributes)]
+            )
+            out[name] = f"CREATE VIEW {q} AS SELECT {cols} FROM {self.qualified(t.now)}"
+        return out
+
+    def lineage_width(self, cls: CompiledClass) -> int:
+        """How many lineage columns ``cls``'s physical query has (0: none)."""
+        from sentinel.bicep.sqlpart import render_query
+
+        assert cls.query is not None
+        rendered = render_query(
+            cls.query, physical=True, table_of=lambda c: self.name("n", c), schema=self.schema
+        )
+        return len(rendered.lineage or ())
+
+    def physical_query(self, cls: CompiledClass) -> tuple[str, tuple[str, ...] | None]:
+        from sentinel.bicep.sqlpart import render_query
+
+        assert cls.query is not None
+        rendered = render_query(
+            cls.query, physical=True, table_of=lambda c: self.name("n", c), schema=self.schema
+        )
+        return rendered.sql, rendered.lineage
+
+    @property
+    def tables(self) -> list[sa.Table]:
+        return list(self.metadata.sorted_tables)
+
+
+def program_tables(
+    program: CompiledProgram,
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    archive: bool = False,
+) -> ProgramTables:
+    """The tables of ``program`` (not created: see :mod:`sentinel.bicep.install`)."""
+    return ProgramTables(program, schema=schema, prefix=prefix, archive=archive)

@@ -1,0 +1,253 @@
+"""``sentinel bicep``: check, install and run BiCEPL programs.
+
+Registered on the ``sentinel`` command in :mod:`sentinel.cli`; imports only click
+at module level so ``sentinel --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sentinel.cli.common import db_options, errors
+
+__all__ = ["bicep"]
+
+
+def _read(path: str) -> tuple[str, str]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise click.ClickException(f"cannot read {path}: {err.strerror}") from err
+    name = "".join(ch if ch.isalnum() else "_" for ch in p.stem.lower()).strip("_") or "bicep"
+    if not name[0].isalpha():
+        name = f"p_{name}"
+    return text, name[:24]
+
+
+@click.group()
+def bicep() -> None:
+    """BiCEPL: bitemporal event classes as SQL on your database (see docs/bicepl.md)."""
+
+
+@bicep.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option(
+    "--dialect",
+    default="sqlite",
+    show_default=True,
+    type=click.Choice(["sqlite", "postgresql", "mysql", "mariadb"]),
+    help="The SQL dialect to read and write the queries in.",
+)
+@click.option("--name", default=None, help="The program's name (default: the file's name).")
+@errors
+def check(program: str, dialect: str, name: str | None) -> None:
+    """Compile PROGRAM and show its classes, the rewritten SQL of its complex
+    classes and the SQL of its condition-action statements."""
+    from sentinel.bicep.compiler import compile_program
+    from sentinel.bicep.conditions import condition_sql, mentions_ontime
+    from sentinel.bicep.tables import ProgramTables
+
+    text, default = _read(program)
+    compiled = compile_program(text, name=name or default, dialect=dialect)
+    tables = ProgramTables(compiled)
+    click.echo(
+        f"program {compiled.name}: {len(compiled.classes)} class(es), "
+        f"{len(compiled.actions)} action(s), digest {compiled.digest[:12]}"
+    )
+    for cls in compiled:
+        d = cls.definition
+        kind = "complex" if cls.complex else ("mutable" if cls.mutable else "immutable")
+        life = "no lifespan" if d.lifespan is None else f"lifespan {d.lifespan} s"
+        reads = (
+            f", reads {', '.join(compiled.classes[c].name for c in cls.depends_on)}"
+            if cls.depends_on
+            else ""
+        )
+        click.echo(
+            f"\n{d.name} ({kind}, stratum {cls.stratum}, key {', '.join(d.keys)}, {life}{reads})"
+        )
+        if cls.complex:
+            click.echo("  rewritten query:")
+            click.echo(f"    {compiled.logical_sql(d.name)}")
+            sql, lineage = tables.physical_query(cls)
+            click.echo("  as run on the database:")
+            click.echo(f"    {sql}")
+            if lineage is None:
+                click.echo(
+                    "  lineage: none (aggregates, DISTINCT or GROUP BY: results follow "
+                    "their constituents as they expire)"
+                )
+        for i, st in enumerate(d.statements):
+            click.echo(f"  statement {i + 1}: {st.text}")
+            fired = "FIRED"
+            cond = condition_sql(st.condition, dialect, fired)
+            extra = "" if mentions_ontime(st.condition) else " (events that changed at the tick)"
+            click.echo(f"    WHERE {cond}{extra}")
+
+
+@bicep.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@db_options
+@click.option("--name", default=None, help="The program's name (default: the file's name).")
+@click.option(
+    "--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ..."
+)
+@click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
+@click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="With --upgrade: rename the old version's tables instead of dropping them.",
+)
+@errors
+def install(
+    program: str,
+    url: str,
+    schema: str | None,
+    prefix: str,
+    name: str | None,
+    chronon: str,
+    archive: bool,
+    upgrade: bool,
+    keep: bool,
+) -> None:
+    """Install PROGRAM in the database (creating sentinel's tables if needed)."""
+    from sentinel.bicep.processor import Processor
+    from sentinel.log import migrate
+    from sentinel.rules import LocalEventDetector
+
+    text, default = _read(program)
+    migrate.upgrade(url, schema=schema, prefix=prefix)
+    proc = Processor(
+        text,
+        url,
+        name=name or default,
+        chronon=_chronon(chronon),
+        schema=schema,
+        prefix=prefix,
+        archive=archive,
+        detector=LocalEventDetector(),
+    )
+    try:
+        version = proc.install(upgrade=upgrade, keep=keep)
+    finally:
+        proc.close()
+    click.echo(f"program {proc.name} installed (version {version})")
+
+
+def _chronon(value: str) -> int | str:
+    return int(value) if value.isdigit() else value
+
+
+@bicep.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@db_options
+@click.option(
+    "--events",
+    "events",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Stream file of announcements: JSON lines or CSV.",
+)
+@click.option("--name", default=None, help="The program's name (default: the file's name).")
+@click.option(
+    "--chronon", default="15m", show_default=True, help="Chronon length: seconds or 15m, 1h, ..."
+)
+@click.option(
+    "--until",
+    default=None,
+    help="Process ticks up to this time (ISO 8601; default: the last detection time).",
+)
+@click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
+@click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
+@errors
+def run(
+    program: str,
+    url: str,
+    schema: str | None,
+    prefix: str,
+    events: str,
+    name: str | None,
+    chronon: str,
+    until: str | None,
+    archive: bool,
+    upgrade: bool,
+) -> None:
+    """Run PROGRAM over the announcements in --events on the database at --url,
+    tick by tick, and show the actions that fired."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from sentinel.bicep.processor import Processor
+    from sentinel.bicep.sources import load_stream, read_stream
+    from sentinel.bicep.times import seconds
+    from sentinel.cli.common import progress as _progress
+    from sentinel.log import migrate
+    from sentinel.rules import LocalEventDetector
+
+    text, default = _read(program)
+    migrate.upgrade(url, schema=schema, prefix=prefix)
+    proc = Processor(
+        text,
+        url,
+        name=name or default,
+        chronon=_chronon(chronon),
+        schema=schema,
+        prefix=prefix,
+        archive=archive,
+        detector=LocalEventDetector(),
+        require_actions=False,
+    )
+    try:
+        proc.install(upgrade=upgrade)
+        records = list(read_stream(events))
+        count = load_stream(proc, records)
+        if until is None:
+            dets = [seconds(r["det"]) for r in records if r.get("det") is not None]
+            end = max(dets) if dets else 0
+        else:
+            end = seconds(until, what="--until")
+        console = Console(stderr=True)
+        first = proc.next_tick()
+        c = proc.chronon
+        total = 0 if first is None else max(0, (end - int(first.timestamp())) // c + 1)
+        results: list[Any] = []
+        with _progress(console) as bar:
+            task = bar.add_task("ticks", total=total)
+
+            def advance(result: Any) -> None:
+                done = (int(result.tick.timestamp()) - int(first.timestamp())) // c + 1  # type: ignore[union-attr]
+                bar.update(task, completed=min(done, total))
+                results.append(result)
+
+            proc.run_until(end, on_tick=advance)
+            bar.update(task, completed=total)
+    finally:
+        proc.close()
+    table = Table(title=f"BiCEPL {proc.name}: actions")
+    for col in ("tick", "action", "event", "occurred", "because"):
+        table.add_column(col)
+    fired = 0
+    for r in results:
+        for a in r.actions:
+            fired += 1
+            key = ", ".join(f"{v}" for v in a.key.values())
+            table.add_row(
+                r.tick.strftime("%Y-%m-%d %H:%M"),
+                str(a),
+                f"{a.event_class} {key}",
+                "-" if a.occ_time is None else a.occ_time.strftime("%Y-%m-%d %H:%M"),
+                a.statement,
+            )
+    Console().print(table)
+    rejected = sum(len(r.rejected) for r in results)
+    click.echo(
+        f"{count} announcement(s), {len(results)} tick(s) with work, {fired} action(s)"
+        + (f", {rejected} announcement(s) rejected" if rejected else ""),
+        file=sys.stdout,
+    )

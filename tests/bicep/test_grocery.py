@@ -1,0 +1,153 @@
+"""The grocery example runs as documented, fires what the reference evaluator
+fires, and the CLI runs it too."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from examples.grocery import HERE, UNTIL, run
+from sentinel.bicep import compile_program
+from sentinel.bicep.sources import read_stream
+from sentinel.bicep.times import seconds
+from sentinel.cli import main
+
+from .reference import Reference
+
+EXPECTED = [
+    ("Mon 08:15", "orderResource('Milk')"),
+    ("Mon 09:15", "order1Day('Butter')"),
+    ("Mon 13:15", "informOwner('empty', 'Eggs', 2014-04-07 13:00)"),
+    ("Mon 14:45", "orderResource('Jam')"),
+    ("Mon 16:30", "informOwner('delayed', 'Milk', 2014-04-08 17:00)"),
+    ("Mon 20:00", "twitterEarlyDelivery('Delivery company delivers %s amazingly fast!', 'Butter')"),
+    ("Tue 07:30", "informOwner('cancelled', 'Cheese', 2014-04-08 07:30)"),
+    ("Wed 18:00", "orderResource('Cheese')"),
+]
+
+
+def _replenishing(snap: dict[str, list[dict[str, Any]]], now: int) -> Any:
+    rows = [(r["resource"], r["occtime"], "resourcelow") for r in snap["resourcelow"]]
+    rows += [
+        (r["resource"], r["occtime"], "resourceexpiring")
+        for r in snap["resourceexpiring"]
+        if r["occtime"] - now < 5 * 86_400
+    ]
+    return [({"resource": res, "occtime": occ}, [(cls, (res,))]) for res, occ, cls in rows]
+
+
+def _instant(snap: dict[str, list[dict[str, Any]]], now: int) -> Any:
+    return [
+        (
+            {"resource": r["resource"], "occtime": r["occtime"]},
+            [("resourceempty", (r["resource"],))],
+        )
+        for r in snap["resourceempty"]
+    ]
+
+
+def test_the_grocery_example_fires_what_the_thesis_scenario_should() -> None:
+    out = io.StringIO()
+    fired = run(out)
+    assert [(f"{c.tick:%a %H:%M}", str(c)) for c in fired] == EXPECTED
+    text = out.getvalue()
+    assert "rejected ResourceLow Milk: a second announcement of an IMMUTABLE" in text
+    assert "because ON CHANGE AND new.occTime > old.occTime DO informOwner" in text
+
+    program = compile_program((HERE / "program.bicepl").read_text(), name="grocery")
+    ref = Reference(
+        program,
+        900,
+        {"ReplenishingNeeded": _replenishing, "InstantReplenishingNeeded": _instant},
+    )
+    for r in read_stream(HERE / "events.jsonl"):
+        attrs = {k: v for k, v in r.items() if k not in ("class", "occ", "det", "revoke", "_where")}
+        ref.announce(
+            r["class"],
+            occ=None if r.get("occ") is None else seconds(r["occ"]),
+            det=seconds(r["det"]),
+            revoke=r["revoke"],
+            **attrs,
+        )
+    ref.run_until(seconds(UNTIL))
+    assert [(f.tick, f.action, f.key) for f in ref.fired_all] == [
+        (int(c.tick.timestamp()), c.action, tuple(c.key.values())) for c in fired
+    ]
+
+
+def test_sentinel_bicep_check_shows_the_rewritten_sql() -> None:
+    result = CliRunner().invoke(main, ["bicep", "check", str(HERE / "program.bicepl")])
+    assert result.exit_code == 0, result.output
+    assert "program program: 6 class(es), 4 action(s)" in result.output
+    assert (
+        "SELECT tab.occTime AS occTime, NOW AS detTime, tab.resource FROM (SELECT resource, "
+        "occTime FROM ResourceLow UNION SELECT resource, occTime FROM ResourceExpiring "
+        "WHERE occTime - NOW < 432000) AS tab"
+    ) in result.output
+    assert "statement 2: ON LATE(5h, 1d) DO order1Day(new.resource)" in result.output
+
+
+def test_sentinel_bicep_check_reports_errors_with_a_caret(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.bicepl"
+    bad.write_text("CREATE MUTABLE SUBSCRIBED EVENT CLASS X (a INT) ID (b) LIFESPAN(1d);\n")
+    result = CliRunner().invoke(main, ["bicep", "check", str(bad)])
+    assert result.exit_code == 1
+    assert "key b of X is not one of its attributes (a) at line 1, column 53" in result.output
+    assert "^" in result.output
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sentinel_bicep_run_prints_the_actions(db_url: str, tmp_path: Path) -> None:
+    # CSV, with the announcements of the JSON lines file
+    records = list(read_stream(HERE / "events.jsonl"))
+    columns = ["class", "occ", "det", "revoke", "resource", "amountLeft", "amount"]
+    lines = [",".join(columns)]
+    for r in records:
+        lines.append(",".join("" if r.get(c) in (None, False) else str(r.get(c)) for c in columns))
+    stream = tmp_path / "events.csv"
+    stream.write_text("\n".join(lines) + "\n")
+    result = CliRunner(env={"COLUMNS": "240"}).invoke(
+        main,
+        [
+            "bicep",
+            "run",
+            str(HERE / "program.bicepl"),
+            "--events",
+            str(stream),
+            "--url",
+            db_url,
+            "--name",
+            "grocery",
+            "--until",
+            "2014-04-07T21:00",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "13 announcement(s), 52 tick(s) with work, 6 action(s), 1 announcement(s) rejected"
+        in result.output
+    )
+    for _, action in EXPECTED[:6]:
+        assert action in result.output
+    # running it again: the program is installed, the announcements are new ones
+    again = CliRunner().invoke(
+        main,
+        [
+            "bicep",
+            "run",
+            str(HERE / "program.bicepl"),
+            "--events",
+            str(stream),
+            "--url",
+            db_url,
+            "--name",
+            "grocery",
+            "--chronon",
+            "30m",
+        ],
+    )
+    assert again.exit_code == 1 and "sentinel bicep install --upgrade" in again.output
