@@ -382,7 +382,8 @@ class Attachment:
 
     def _home_of(self, session: Session) -> Engine:
         """The home database of ``session``'s transaction (see the module docs of
-        :mod:`sentinel.orm.binds`)."""
+        :mod:`sentinel.orm.binds`): the configured one, else the session's
+        default bind."""
         if self._home is not None:
             return self._home
         try:
@@ -397,7 +398,8 @@ class Attachment:
         engine = sync_engine(bind)
         if engine is None:  # pragma: no cover - a get_bind() returning something else
             raise AttachError(f"get_bind() of {self.target!r:.80} returned {bind!r:.60}")
-        self._home = engine
+        # not remembered: a get_bind() override (Flask-SQLAlchemy's) may answer
+        # another engine for the next session
         return engine
 
     def drain(self, *, limit: int | None = None) -> DrainReport:
@@ -737,7 +739,12 @@ class Attachment:
             st.ended = True
         sink = self.sink
         if sink is not None and len(sink.late) > sink.late_limit:
-            sink.flush_quietly(self.engine())
+            try:
+                home = self._home_of(session)
+            except Exception:
+                log.exception("sentinel's event log: no database for the late rows (kept)")
+                return
+            sink.flush_quietly(home)
 
     def _savepoint_ended(self, st: TxnState, nested: SessionTransaction) -> None:
         for i, sp in enumerate(st.savepoints):
