@@ -799,19 +799,22 @@ class Attachment:
         for entry in aborted:
             self.runner.submit(entry.idempotency_key)
 
-    def _abandoned(self, scope: Any, occs: list[Occurrence], firings: list[Any]) -> None:
+    def _abandoned(
+        self, scope_id: str, scope_ref: Any, occs: list[Occurrence], firings: list[Any]
+    ) -> None:
         """A transaction of this attachment whose session was garbage-collected
         before it ended (the database rolled it back when its connection went
-        back to the pool): its detection scope is ended without ``txn:abort`` (no
-        rule runs from a garbage collection) and what it signalled is logged as
-        aborted, with the late rows."""
+        back to the pool): its detection scope went with it (or is ended now,
+        without ``txn:abort``: no rule runs for a garbage collection) and what it
+        signalled is logged as aborted, with the late rows."""
+        scope = None if scope_ref is None else scope_ref()
         if scope is not None and scope.active:
             scope.status = "aborted"
             self.detector.flush(scope)
         log.warning(
             "sentinel: the session of transaction %s was garbage-collected before the "
             "transaction ended (close() it); it counts as aborted, without txn:abort",
-            getattr(scope, "id", "?"),
+            scope_id,
         )
         sink = self.sink
         if sink is None:
@@ -870,9 +873,9 @@ class Attachment:
 
 
 def _collect_abandoned() -> None:
-    for att, scope, occs, firings in take_abandoned():
+    for att, scope_id, scope_ref, occs, firings in take_abandoned():
         try:
-            att._abandoned(scope, occs, firings)
+            att._abandoned(scope_id, scope_ref, occs, firings)
         except Exception:  # pragma: no cover - never let one harm a new transaction
             log.exception("sentinel: cleaning up an abandoned transaction failed")
 

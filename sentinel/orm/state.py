@@ -130,10 +130,12 @@ class TxnState:
 
 
 #: What is left of a transaction whose session was garbage-collected before it
-#: ended: (attachment, scope, occurrences, firings). The callback that records it
-#: runs inside the garbage collector, so it only appends here; the attachment
-#: finishes the job at its next transaction.
-Abandoned = tuple[Any, Any, list[Any], list[FiringRecord]]
+#: ended: (attachment, scope id, weak reference to the scope, occurrences,
+#: firings). The scope went with the session (unless something else, a pending
+#: timer, holds it). The callback that records this runs inside the garbage
+#: collector, so it only appends here; the attachment finishes the job at its
+#: next transaction.
+Abandoned = tuple[Any, str, "weakref.ref[Scope] | None", list[Any], list[FiringRecord]]
 ABANDONED: deque[Abandoned] = deque()
 
 
@@ -148,7 +150,14 @@ def register(st: TxnState) -> None:
     keeping it alive. Should it be collected first (its session was dropped
     without ``close()``), what it held is queued for :func:`take_abandoned`."""
     scope_id = st.scope_id
-    abandoned = (st.attachment, st.scope, st.occurrences, st.firings)
+    scope = st.scope
+    abandoned = (
+        st.attachment,
+        scope_id,
+        None if scope is None else weakref.ref(scope),
+        st.occurrences,
+        st.firings,
+    )
 
     def lost(ref: weakref.ref[TxnState], _append: Callable[..., None] = ABANDONED.append) -> None:
         if LIVE.get(scope_id) is ref:
