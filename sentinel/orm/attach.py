@@ -327,10 +327,12 @@ class Attachment:
         #: The engine of writes outside the sessions' transactions (late rows, the
         #: workers' claims): the home database, through a synchronous driver.
         self._engine: Engine | None = None
-        if resolved.session_factory is not None and resolved.is_async:
+        if resolved.explicit_factory:
+            # the workers mark an entry done in the detached transaction, on
+            # this engine: the one the detached sessions use
             kw = getattr(resolved.session_factory, "kw", None) or {}
             self._engine = sync_engine(kw.get("bind"))
-        elif not resolved.is_async:
+        if self._engine is None and not resolved.is_async:
             self._engine = home
         self._attached = False
         self._handlers: list[tuple[str, Callable[..., Any]]] = [
@@ -350,10 +352,11 @@ class Attachment:
     # -- public ------------------------------------------------------------------------
     def engine(self) -> Engine:
         """The engine of the home database (see :mod:`sentinel.orm.binds`), where
-        the outbox, the late log rows and the workers' claims are: ``log_bind``,
-        else the session factory's default bind (for an asynchronous factory:
-        the bind of ``session_factory``, else the asynchronous engine's
-        ``sync_engine``, usable only inside the application's event loop)."""
+        the outbox, the late log rows and the workers' claims are: the bind of
+        ``session_factory`` when one was given, else ``log_bind``, else the
+        session factory's default bind (for an asynchronous factory without a
+        ``session_factory``: the asynchronous engine's ``sync_engine``, usable
+        only inside the application's event loop)."""
         if self._engine is not None:
             return self._engine
         if self.is_async:

@@ -76,6 +76,8 @@ class Target:
         self.kw = kw
         self.is_async = is_async
         self.undo = undo
+        #: The caller named the factory of detached rules' sessions.
+        self.explicit_factory = False
 
 
 def resolve_target(target: Any, session_factory: Any, *, install: bool = True) -> Target:
@@ -83,6 +85,12 @@ def resolve_target(target: Any, session_factory: Any, *, install: bool = True) -
     ``async_sessionmaker`` without a ``sync_session_class`` gets its own (undone
     by ``Target.undo``); without, nothing is changed (for :func:`detach`).
     Raises :class:`~sentinel.errors.AttachError` for anything else."""
+    resolved = _resolve(target, session_factory, install)
+    resolved.explicit_factory = session_factory is not None
+    return resolved
+
+
+def _resolve(target: Any, session_factory: Any, install: bool) -> Target:
     if isinstance(target, scoped_session):
         target = target.session_factory
     if isinstance(target, sessionmaker):
