@@ -285,7 +285,9 @@ class Runner:
                     status = self._run_rule(claimed.rule, cond, action, occ)
                 finally:
                     _CONTEXT.reset(token)
-                self.store.finish(session.connection(), claimed, self.id)
+                self.store.finish(
+                    session.connection(bind_arguments={"bind": engine}), claimed, self.id
+                )
                 st = session.info.get(KEY)
                 if st is not None and att.sink is not None:
                     st.firings.append((rule_ref, occ, status, None, time.time()))
