@@ -354,21 +354,20 @@ class Attachment:
         """The engine of the home database (see :mod:`sentinel.orm.binds`), where
         the outbox, the late log rows and the workers' claims are: the bind of
         ``session_factory`` when one was given, else ``log_bind``, else the
-        session factory's default bind (for an asynchronous factory without a
-        ``session_factory``: the asynchronous engine's ``sync_engine``, usable
-        only inside the application's event loop)."""
+        session factory's default bind.
+
+        Raises :class:`~sentinel.errors.AttachError` for an asyncio target
+        without a synchronous ``session_factory``: work outside its sessions'
+        transactions (late rows written by :meth:`flush_log` or at detach, the
+        outbox workers) needs a synchronous engine on the same database."""
         if self._engine is not None:
             return self._engine
         if self.is_async:
-            if self._home is not None:
-                return self._home
-            bind = sync_engine(self._resolved.kw.get("bind"))
-            if bind is not None:
-                self._home = bind
-                return bind
             raise AttachError(
-                f"{self.target!r:.80} has no default bind: name the database of sentinel's "
-                "outbox and late log rows with attach(..., log_bind=engine)",
+                f"{self.target!r:.80} makes asyncio sessions; outside their transactions "
+                "(late log rows, the outbox workers) sentinel needs a synchronous engine on "
+                "the same database: attach(..., session_factory=sessionmaker(<an engine "
+                "with a synchronous driver>))",
                 target=self.target,
             )
         with self.session_factory() as s:
@@ -460,7 +459,14 @@ class Attachment:
             _collect_abandoned()
         self.runner.close(timeout)
         if self.sink is not None:
-            if self.sink.late:
+            if self.sink.late and self.is_async and self._engine is None:
+                log.warning(
+                    "sentinel's event log: %d late rows of %r not written at detach (an "
+                    "asyncio target without a synchronous session_factory)",
+                    len(self.sink.late),
+                    self.target,
+                )
+            elif self.sink.late:
                 try:
                     self.sink.flush(self.engine())
                 except Exception:
@@ -787,8 +793,10 @@ class Attachment:
         try:
             home = self._home_of(session)
         except Exception:
-            log.exception("sentinel: no engine to log aborted transaction %s", st.scope_id)
-            return
+            if aborted or not st.engines:
+                log.exception("sentinel: no engine to log aborted transaction %s", st.scope_id)
+                return
+            home = st.engines[0]  # no outbox entry: any database the transaction used
         if self.sink is not None:
             copies = [e for e in st.engines if e is not home]
             self.sink.write_aborted(home, st, aborted, copies=copies)
