@@ -566,7 +566,7 @@ class Attachment:
             or len(st.occurrences) - st.written < self.flush_every
         ):
             return
-        self.sink.write_partial(self._connections(session, st, self._home_of(session)), st)
+        self.sink.write_partial(self._connections(session, st, None), st)
 
     def _on_before_commit(self, session: Session) -> None:
         trans = committing(session)

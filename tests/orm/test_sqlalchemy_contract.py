@@ -251,6 +251,30 @@ def test_a_failing_deferred_rule_fails_the_commit_like_a_failing_flush(world: Wo
         assert s.scalar(sa.select(sa.func.count()).select_from(Stock)) == 0
 
 
+def test_a_savepoint_left_open_is_released_before_the_deferred_rules_run(
+    world: World, backend: str
+) -> None:
+    """``with Session.begin()`` around a ``begin_nested()`` never released:
+    SQLAlchemy releases (and flushes) the savepoint inside the root's commit; the
+    deferred rules see the insert flushed there, and the events are SQLAlchemy's."""
+    if backend == "sqlite":
+        pytest.skip("pysqlite's own transaction handling (see docs/orm.md, SQLite)")
+    Stock = world.model.Stock
+
+    def scenario(factory: sessionmaker[Session]) -> list[str]:
+        with factory() as s:
+            s.execute(sa.delete(Stock))
+            s.commit()
+            calls = _canary(s)
+            with s.begin():
+                s.begin_nested()
+                s.add(Stock(id=1, name="IBM"))
+        return calls
+
+    _same_for_both(world, scenario)
+    assert world.ran.count("deferred") == 1
+
+
 # -- sessions dropped without close() ------------------------------------------------
 def test_a_dropped_session_gives_its_connection_back_to_the_pool(world: World, db_url: str) -> None:
     """With one pooled connection: flush, drop the session without closing it,
