@@ -53,19 +53,13 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.errors import AttachError, RollbackOnlyError, SentinelError
-from sentinel.log import LogPolicy, LogWriter, OutboxEntry, idempotency_key
+from sentinel.errors import AttachError, SentinelError
+from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.occurrence import Occurrence
 from sentinel.orm.binds import Target, check_binds, resolve_target, sync_engine
-from sentinel.orm.commit import (
-    committing,
-    flushing_released,
-    in_commit,
-    is_clean,
-    roll_back_now,
-)
+from sentinel.orm.commit import PreCommit, in_commit
 from sentinel.orm.db_events import define_db_events, signal_flush
 from sentinel.orm.logsink import TXN_EVENTS, LogSink, firing_of, only_transaction_events
 from sentinel.orm.outbox import check_importable, entry_for
@@ -335,12 +329,14 @@ class Attachment:
         if self._engine is None and not resolved.is_async:
             self._engine = home
         self._attached = False
+        #: Where and how the pre-commit step runs (see :mod:`sentinel.orm.commit`).
+        self._commit = PreCommit(self)
         self._handlers: list[tuple[str, Callable[..., Any]]] = [
             ("after_transaction_create", self._on_create),
             ("after_begin", self._on_begin),
             ("after_flush", self._on_flush),
             ("after_flush_postexec", self._on_flush_postexec),
-            ("before_commit", self._on_before_commit),
+            ("before_commit", self._commit.at_before_commit),
             ("after_commit", self._on_after_commit),
             ("after_transaction_end", self._on_end),
         ]
@@ -548,17 +544,7 @@ class Attachment:
         if st is None or st.scope is None or not st.scope.active:
             return
         if st.commit_seen and in_commit(st.transaction):
-            # A flush inside the commit, after sentinel's before_commit: the
-            # pre-commit step runs (or the log rows of what came since are
-            # written) once nothing is left to flush. Raising here fails the
-            # flush, which SQLAlchemy rolls back: the commit fails with it.
-            if st.pre_committing or st.savepoints or not is_clean(session):
-                return
-            if st.pre_committed:
-                self._write(session, st)
-            else:
-                with flushing_released(session):
-                    self._pre_commit(session, st)
+            self._commit.at_flush_end(session, st)
             return
         if (
             self.sink is None
@@ -566,113 +552,10 @@ class Attachment:
             or len(st.occurrences) - st.written < self.flush_every
         ):
             return
-        self.sink.write_partial(self._connections(session, st, None), st)
-
-    def _on_before_commit(self, session: Session) -> None:
-        trans = committing(session)
-        if trans is None or trans.parent is not None:
-            return  # a savepoint being released: nothing to do before
-        st = session.info.get(KEY)
-        if st is None or st.transaction is not trans or st.scope is None or not st.scope.active:
-            return
-        st.commit_seen = True
-        try:
-            self._refuse_if_doomed(st)
-            if st.savepoints or not is_clean(session):
-                return  # later: at the end of SQLAlchemy's flush (or savepoint release)
-            if st.pre_committed:  # a failed attempt ran it already
-                self._write(session, st)
-            else:
-                self._pre_commit(session, st)
-        except BaseException:
-            roll_back_now(session)
-            raise
-
-    def _pre_commit(self, session: Session, st: TxnState) -> None:
-        """``txn:pre_commit`` (the deferred rules), then the log written if the
-        session is clean (else at the end of the flush of what the rules changed)."""
-        self._refuse_if_doomed(st)
-        det = self.detector
-        scope = st.scope
-        assert scope is not None
-        st.pre_committing = True
-        try:
-            with det.use_scope(scope):
-                det.pre_commit(scope)  # deferred rules
-        finally:
-            st.pre_committing = False
-        st.pre_committed = True
-        if is_clean(session):
-            self._write(session, st)
-
-    def _write(self, session: Session, st: TxnState) -> None:
-        """Write what ``st`` holds unwritten (log rows, outbox entries) in the
-        transaction: the log on every database the transaction used, the outbox
-        and the late rows on the home database."""
-        self._refuse_if_doomed(st)
-        entries, pending = self._outbox_entries(st)
-        if not entries:
-            if self.sink is None or self._skip(st):
-                return  # a read-only unit of work: no write (and no SQL) for the log
-            if (
-                st.written == len(st.occurrences)
-                and st.firings_written == len(st.firings)
-                and not st.rolled_back
-            ):
-                return  # nothing new since the last write
-        home = self._home_of(session)
-        if self.sink is not None:
-            conns = self._connections(session, st, home if entries else None)
-            home_conn = session.connection(bind_arguments={"bind": home})
-            self.sink.write_transaction(conns, st, entries, pending, home=home_conn)
-        else:
-            self.writer.write(session.connection(bind_arguments={"bind": home}), (), outbox=entries)
-        st.outbox_keys.update(e.idempotency_key for e in entries)
-
-    def _connections(self, session: Session, st: TxnState, also: Engine | None) -> list[Connection]:
-        """The transaction's connections to every database it used (and to
-        ``also``; to the home database when it used none)."""
-        engines = list(st.engines)
-        if also is not None and also not in engines:
-            engines.append(also)
-        if not engines:
-            engines.append(self._home_of(session))
-        return [session.connection(bind_arguments={"bind": e}) for e in engines]
+        self.sink.write_partial(self._commit.connections(session, st, None), st)
 
     def _skip(self, st: TxnState) -> bool:
         return not self.log_empty and st.written == 0 and only_transaction_events(st)
-
-    def _refuse_if_doomed(self, st: TxnState) -> None:
-        if st.doomed is None:
-            return
-        _, rule, error = st.doomed
-        raise RollbackOnlyError(
-            f"the transaction cannot commit: rule {rule!r} failed in it ({error}); it has "
-            "been rolled back (to keep the rest of a transaction, run the update a rule may "
-            "reject inside session.begin_nested())",
-            rule=rule,
-        ) from error
-
-    def _outbox_entries(self, st: TxnState) -> tuple[list[OutboxEntry], list[Firing]]:
-        """Outbox entries (and pending firings) for the detached rules triggered
-        in ``st`` so far, to be written in its commit."""
-        assert st.scope is not None
-        pending = st.scope.info.get("detached")
-        if not pending or not self.outbox:
-            return [], []
-        entries: list[OutboxEntry] = []
-        firings: list[Firing] = []
-        seen = set(st.outbox_keys)
-        for rule, occ, _dependent in pending:
-            entry = entry_for(rule, occ, committed=True)
-            if entry.idempotency_key in seen:
-                continue
-            seen.add(entry.idempotency_key)
-            entries.append(entry)
-            firings.append(
-                Firing.of(rule.name, occ, coupling=str(rule.coupling), status=FiringStatus.PENDING)
-            )
-        return entries, firings
 
     def _on_after_commit(self, session: Session) -> None:
         st = session.info.get(KEY)
@@ -719,23 +602,8 @@ class Attachment:
         if transaction.nested:
             released = not any(sp.transaction is transaction for sp in st.savepoints)
             self._savepoint_ended(st, transaction)
-            if (
-                released
-                and st.commit_seen
-                and not st.pre_committed
-                and not st.savepoints
-                and st.scope is not None
-                and st.scope.active
-                and in_commit(st.transaction)
-                and is_clean(session)
-            ):
-                # the last savepoint was released by the root's commit and nothing
-                # is left to flush: the pre-commit step runs now
-                try:
-                    self._pre_commit(session, st)
-                except BaseException:
-                    roll_back_now(session)
-                    raise
+            if released and st.commit_seen:
+                self._commit.at_savepoint_released(session, st)
             return
         if transaction.parent is not None or st.transaction is not transaction:
             return
