@@ -321,6 +321,7 @@ class Attachment:
         #: The engine of writes outside the sessions' transactions (late rows, the
         #: workers' claims): the home database, through a synchronous driver.
         self._engine: Engine | None = None
+        self._last_home: Engine | None = None
         if resolved.explicit_factory:
             # the workers mark an entry done in the detached transaction, on
             # this engine: the one the detached sessions use
@@ -350,7 +351,8 @@ class Attachment:
         """The engine of the home database (see :mod:`sentinel.orm.binds`), where
         the outbox, the late log rows and the workers' claims are: the bind of
         ``session_factory`` when one was given, else ``log_bind``, else the
-        session factory's default bind.
+        session factory's default bind (for a factory of unbound sessions,
+        ``Session`` itself: the default bind of the last transaction logged).
 
         Raises :class:`~sentinel.errors.AttachError` for an asyncio target
         without a synchronous ``session_factory``: work outside its sessions'
@@ -366,8 +368,13 @@ class Attachment:
                 "with a synchronous driver>))",
                 target=self.target,
             )
-        with self.session_factory() as s:
-            self._engine = self._home_of(s)
+        try:
+            with self.session_factory() as s:
+                self._engine = self._home_of(s)
+        except AttachError:
+            if self._last_home is None:
+                raise
+            return self._last_home  # the session factory makes unbound sessions
         return self._engine
 
     def _no_sync_factory(self) -> Session:
@@ -396,8 +403,10 @@ class Attachment:
         engine = sync_engine(bind)
         if engine is None:  # pragma: no cover - a get_bind() returning something else
             raise AttachError(f"get_bind() of {self.target!r:.80} returned {bind!r:.60}")
-        # not remembered: a get_bind() override (Flask-SQLAlchemy's) may answer
-        # another engine for the next session
+        # not kept as the home: a get_bind() override (Flask-SQLAlchemy's) may
+        # answer another engine for the next session; only remembered for
+        # engine() (late rows) when the session factory makes unbound sessions
+        self._last_home = engine
         return engine
 
     def drain(self, *, limit: int | None = None) -> DrainReport:

@@ -181,3 +181,15 @@ def test_an_autocommit_engine_is_refused(two: TwoDatabases) -> None:
     with pytest.raises(sentinel.AttachError, match="AUTOCOMMIT"):
         two.attach(sessionmaker(two.a, binds={two.model.Holder: auto}))
     assert sentinel.orm.attachments() == []
+
+
+def test_unbound_sessions_write_their_late_rows_where_they_logged(two: TwoDatabases) -> None:
+    """Attached to ``Session`` itself (sessions bound one by one), the late rows
+    (``txn:commit``) go to the default bind of the last transaction logged."""
+    from sqlalchemy.orm import Session
+
+    att = two.attach(Session)
+    with Session(two.b) as s, s.begin():
+        s.add(two.model.Holder(name="h1"))
+    att.flush_log()
+    assert {e for _, e, _ in two.log(two.b)} >= {"Holder:insert", "txn:commit"}
