@@ -19,7 +19,7 @@ first of these points after sentinel's own ``before_commit`` listener:
 - that listener itself, if the session is clean then and no savepoint is open;
 - the end of a flush (``after_flush_postexec``, sentinel's listener), once the
   session is clean and no savepoint is open: usually SQLAlchemy's own flush of
-  step 3;
+  step 3, or one that a later ``before_commit`` listener makes itself;
 - the end of the last open savepoint's release (step 2), if the session is clean.
 
 So every other ``before_commit`` listener sees the session as SQLAlchemy leaves
