@@ -170,6 +170,32 @@ def test_a_commit_with_changes_sends_the_events_it_sends_without_sentinel(
     assert world.ran.count("deferred") == 1
 
 
+def test_a_before_commit_listener_that_flushes_sees_what_it_sees_without_sentinel(
+    world: World,
+) -> None:
+    Stock = world.model.Stock
+
+    def scenario(factory: sessionmaker[Session]) -> tuple[list[str], list[int]]:
+        with factory() as s:
+            s.execute(sa.delete(Stock))
+            s.commit()
+            calls = _canary(s)
+            ids: list[int] = []
+
+            @sa_event.listens_for(s, "before_commit")
+            def flush_first(session: Session) -> None:
+                pending = list(session.new)
+                session.flush()
+                ids.extend(o.id for o in pending)
+
+            s.add(Stock(id=7, name="IBM"))
+            s.commit()
+        return calls, ids
+
+    assert _same_for_both(world, scenario)[1] == [7]
+    assert world.ran.count("deferred") == 1  # at the end of that listener's flush
+
+
 def test_a_listener_that_begins_work_per_transaction_runs_once(world: World) -> None:
     """SQLAlchemy's test_autobegin_no_reentrant: an ``after_transaction_create``
     listener that runs a query sees one transaction per ``begin()`` block."""
