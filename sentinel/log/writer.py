@@ -349,7 +349,7 @@ class LogWriter:
 
     Thread-safe: a writer holds no per-batch state; share one per application.
 
-    Example (the ORM layer does this in ``before_commit``, on the session's
+    Example (the ORM layer does this inside ``commit()``, on the session's
     connection)::
 
         writer = LogWriter(policy=LogPolicy().exclude("User.login:*", "password"))

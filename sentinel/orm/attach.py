@@ -10,10 +10,13 @@ SQLAlchemy                           sentinel
                                      ``txn:begin``
 ``after_transaction_create``         a savepoint of the scope
 (``begin_nested``)
+``after_begin``                      remember the database (where the log goes)
 ``after_flush``                      ``Class:insert`` / ``:update`` / ``:delete``
-``before_commit`` (root)             flush; ``txn:pre_commit`` (deferred rules);
-                                     flush; write the log and the outbox in the
-                                     transaction
+``before_commit`` (root),            the pre-commit step, once the session has
+``after_flush_postexec``,            nothing left to flush (see
+``after_transaction_end``            :mod:`sentinel.orm.commit`):
+(a savepoint released at commit)     ``txn:pre_commit`` (deferred rules), then the
+                                     log and the outbox written in the transaction
 ``after_commit`` (root)              ``txn:commit``; flush the scope; detached
                                      rules to the worker pool
 ``after_commit`` (``begin_nested``)  release the savepoint
@@ -42,25 +45,38 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import MappingProxyType, TracebackType
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session, SessionTransaction, scoped_session, sessionmaker
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.errors import AttachError, RollbackOnlyError, SentinelError
-from sentinel.log import LogPolicy, LogWriter, OutboxEntry, idempotency_key
+from sentinel.errors import AttachError, SentinelError
+from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
 from sentinel.log.signing import OutboxSigner, key_from_env
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.occurrence import Occurrence
+from sentinel.orm.binds import Target, check_binds, resolve_target, sync_engine
+from sentinel.orm.commit import PreCommit, in_commit
 from sentinel.orm.db_events import define_db_events, signal_flush
-from sentinel.orm.logsink import LogSink, firing_of, only_transaction_events
+from sentinel.orm.logsink import TXN_EVENTS, LogSink, firing_of, only_transaction_events
 from sentinel.orm.outbox import check_importable, entry_for
-from sentinel.orm.state import KEY, LIVE, Savepoint, TxnState, clock_datetime, clock_of
+from sentinel.orm.state import (
+    ABANDONED,
+    KEY,
+    LIVE,
+    Savepoint,
+    TxnState,
+    clock_datetime,
+    clock_of,
+    register,
+    take_abandoned,
+    unregister,
+)
 from sentinel.orm.worker import DrainReport, Runner
 from sentinel.params import normalize
 from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
@@ -185,7 +201,8 @@ class _Integration:
                         if type(val) not in _LOGGABLE:
                             params[k] = normalize(val, event=occ[0], param=k)
                     break
-        st = LIVE.get(occ[6])
+        ref = LIVE.get(occ[6])
+        st = None if ref is None else ref()
         if st is not None:
             if st.attachment.sink is not None:
                 st.occurrences.append(occ)
@@ -215,7 +232,8 @@ class _Integration:
             scope = occ.scope
         except Exception:  # pragma: no cover - an occurrence without constituents
             return
-        st = LIVE.get(scope)
+        ref = LIVE.get(scope)
+        st = None if ref is None else ref()
         att = st.attachment if st is not None else self.primary
         if att is None:
             return
@@ -232,7 +250,8 @@ class _Integration:
     def execute_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """The detector's detached executor: after a transaction ended (or at
         once, for a trigger outside any transaction)."""
-        st = LIVE.get(occ.scope)
+        ref = LIVE.get(occ.scope)
+        st = None if ref is None else ref()
         att = st.attachment if st is not None else self.primary
         if att is None:  # pragma: no cover - detached while a transaction ended
             return
@@ -255,49 +274,6 @@ def _attachment_of(session: Session) -> Attachment | None:
     return None
 
 
-def _committing(session: Session) -> SessionTransaction | None:
-    """The transaction ``session`` is committing (inside ``before_commit``).
-
-    SQLAlchemy sends ``before_commit`` for the root transaction and for each
-    savepoint released, without saying which. Usually it is the innermost one;
-    but when the root transaction object is committed directly while a
-    savepoint is still open (``with session.begin():`` around an unreleased
-    ``begin_nested()``), the root's ``before_commit`` comes first, while the
-    savepoint is still innermost. The transaction whose ``_prepare_impl`` is in
-    progress is the one committing (SQLAlchemy's own state tracking); if that
-    ever cannot be read, the innermost transaction is assumed.
-    """
-    current = session._transaction
-    t = current
-    while t is not None:
-        fn = getattr(t, "_current_fn", None)
-        if fn is not None and getattr(fn, "__name__", "") == "_prepare_impl":
-            return t
-        t = t.parent
-    return current
-
-
-@contextmanager
-def _rollback_on_error(session: Session) -> Iterator[None]:
-    """Inside ``before_commit``: if the block raises, roll the transaction back
-    before the exception reaches the caller of ``commit()``, as SQLAlchemy does
-    when the flush inside ``commit()`` fails (the session then reports
-    ``PendingRollbackError`` with the original exception until it is rolled
-    back). Uses the same sub-transaction mechanism as ``Session.flush``."""
-    begin = getattr(session, "_autobegin_t", None)
-    sub: Any = None
-    if begin is not None:
-        sub = begin()._begin()
-    try:
-        yield
-    except BaseException:
-        if sub is not None:
-            sub.rollback(_capture_exception=True)
-        raise
-    if sub is not None:
-        sub.commit()
-
-
 # -- the attachment --------------------------------------------------------------------
 
 
@@ -313,13 +289,12 @@ class Attachment:
     def __init__(
         self,
         target: Any,
-        listen_on: Any,
-        session_class: type,
-        session_factory: Callable[[], Session],
+        resolved: Target,
         detector: LocalEventDetector,
         writer: LogWriter,
         sink: LogSink | None,
         *,
+        home: Engine | None,
         outbox: bool,
         flush_every: int,
         log_empty: bool,
@@ -327,9 +302,16 @@ class Attachment:
         runner_options: dict[str, Any],
     ) -> None:
         self.target = target
-        self._listen_on = listen_on
-        self.session_class = session_class
-        self.session_factory = session_factory
+        self._resolved = resolved
+        self._listen_on = resolved.listen_on
+        self.session_class = resolved.session_class
+        self.session_factory: Callable[[], Session] = (
+            resolved.session_factory or self._no_sync_factory
+        )
+        self.is_async = resolved.is_async
+        #: The home database inside the sessions' transactions (see
+        #: :mod:`sentinel.orm.binds`); ``None`` until known.
+        self._home = home
         self.detector = detector
         self.writer = writer
         self.sink = sink
@@ -338,13 +320,26 @@ class Attachment:
         self.log_empty = log_empty
         self.log_condition_false = log_condition_false
         self.runner = Runner(self, **runner_options)
+        #: The engine of writes outside the sessions' transactions (late rows, the
+        #: workers' claims): the home database, through a synchronous driver.
         self._engine: Engine | None = None
+        self._last_home: Engine | None = None
+        if resolved.explicit_factory:
+            # the workers mark an entry done in the detached transaction, on
+            # this engine: the one the detached sessions use
+            kw = getattr(resolved.session_factory, "kw", None) or {}
+            self._engine = sync_engine(kw.get("bind"))
+        if self._engine is None and not resolved.is_async:
+            self._engine = home
         self._attached = False
+        #: Where and how the pre-commit step runs (see :mod:`sentinel.orm.commit`).
+        self._commit = PreCommit(self)
         self._handlers: list[tuple[str, Callable[..., Any]]] = [
             ("after_transaction_create", self._on_create),
+            ("after_begin", self._on_begin),
             ("after_flush", self._on_flush),
             ("after_flush_postexec", self._on_flush_postexec),
-            ("before_commit", self._on_before_commit),
+            ("before_commit", self._commit.at_before_commit),
             ("after_commit", self._on_after_commit),
             ("after_transaction_end", self._on_end),
         ]
@@ -355,29 +350,77 @@ class Attachment:
 
     # -- public ------------------------------------------------------------------------
     def engine(self) -> Engine:
-        """The engine the log's late rows and the outbox use: the session
-        factory's bind, or the bind of the last transaction seen."""
+        """The engine of the home database (see :mod:`sentinel.orm.binds`), where
+        the outbox, the late log rows and the workers' claims are: the bind of
+        ``session_factory`` when one was given, else ``log_bind``, else the
+        session factory's default bind (for a factory of unbound sessions,
+        ``Session`` itself: the default bind of the last transaction logged).
+
+        Raises :class:`~sentinel.errors.AttachError` for an asyncio target
+        without a synchronous ``session_factory``: work outside its sessions'
+        transactions (late rows written by :meth:`flush_log` or at detach, the
+        outbox workers) needs a synchronous engine on the same database."""
         if self._engine is not None:
             return self._engine
-        kw = getattr(self.target, "kw", None) or {}
-        bind = kw.get("bind")
-        if isinstance(bind, Engine):
-            self._engine = bind
-            return bind
+        if self.is_async:
+            raise AttachError(
+                f"{self.target!r:.80} makes asyncio sessions; outside their transactions "
+                "(late log rows, the outbox workers) sentinel needs a synchronous engine on "
+                "the same database: attach(..., session_factory=sessionmaker(<an engine "
+                "with a synchronous driver>))",
+                target=self.target,
+            )
         try:
             with self.session_factory() as s:
-                b = s.get_bind()
+                self._engine = self._home_of(s)
+        except AttachError:
+            if self._last_home is None:
+                raise
+            return self._last_home  # the session factory makes unbound sessions
         except Exception as err:
+            if self._last_home is not None:  # a factory needing arguments (Flask's class)
+                return self._last_home
             raise AttachError(
                 f"sentinel cannot find the engine of the log and the outbox: the session "
                 f"factory {self.session_factory!r:.80} could not make a session and give its "
                 f"bind ({type(err).__name__}: {err}); give attach() a session factory that "
-                "can be called without arguments (attach(..., session_factory=...)), or bind "
-                "the sessionmaker to an engine",
+                "can be called without arguments (attach(..., session_factory=...)), or "
+                "name the home database (attach(..., log_bind=engine))",
                 target=self.target,
             ) from err
-        self._engine = b if isinstance(b, Engine) else b.engine
         return self._engine
+
+    def _no_sync_factory(self) -> Session:
+        raise AttachError(
+            f"{self.target!r:.80} makes asyncio sessions; detached rules run in worker "
+            "threads and need a synchronous one: attach(..., session_factory=sessionmaker("
+            "<an engine on the same database with a synchronous driver>))",
+            target=self.target,
+        )
+
+    def _home_of(self, session: Session) -> Engine:
+        """The home database of ``session``'s transaction (see the module docs of
+        :mod:`sentinel.orm.binds`): the configured one, else the session's
+        default bind."""
+        if self._home is not None:
+            return self._home
+        try:
+            bind = session.get_bind()
+        except Exception as err:
+            raise AttachError(
+                f"the sessions of {self.target!r:.80} have no default bind ({err}): name "
+                "the database of sentinel's outbox and late log rows with "
+                "attach(..., log_bind=engine)",
+                target=self.target,
+            ) from err
+        engine = sync_engine(bind)
+        if engine is None:  # pragma: no cover - a get_bind() returning something else
+            raise AttachError(f"get_bind() of {self.target!r:.80} returned {bind!r:.60}")
+        # not kept as the home: a get_bind() override (Flask-SQLAlchemy's) may
+        # answer another engine for the next session; only remembered for
+        # engine() (late rows) when the session factory makes unbound sessions
+        self._last_home = engine
+        return engine
 
     def drain(self, *, limit: int | None = None) -> DrainReport:
         """Run the detached rules waiting in the outbox that are due now (after a
@@ -393,6 +436,8 @@ class Attachment:
     def flush_log(self) -> int:
         """Write the late log rows (see :mod:`sentinel.orm.logsink`) now; return
         how many occurrences were written."""
+        if ABANDONED:
+            _collect_abandoned()
         if self.sink is None:
             return 0
         return self.sink.flush(self.engine() if self.sink.late else None)
@@ -419,15 +464,27 @@ class Attachment:
                     del _INTEGRATIONS[self.detector]
                 else:
                     integ.refresh_listener()
-            for scope_id, st in list(LIVE.items()):
-                if st.attachment is self:
-                    del LIVE[scope_id]
+            for ref in list(LIVE.values()):
+                st = ref()
+                if st is not None and st.attachment is self:
+                    unregister(st)
                     sess = st.session
                     if sess is not None:
                         sess.info.pop(KEY, None)
+            if self._resolved.undo is not None:
+                self._resolved.undo()
+        if ABANDONED:
+            _collect_abandoned()
         self.runner.close(timeout)
         if self.sink is not None:
-            if self.sink.late:
+            if self.sink.late and self.is_async and self._engine is None:
+                log.warning(
+                    "sentinel's event log: %d late rows of %r not written at detach (an "
+                    "asyncio target without a synchronous session_factory)",
+                    len(self.sink.late),
+                    self.target,
+                )
+            elif self.sink.late:
                 try:
                     self.sink.flush(self.engine())
                 except Exception:
@@ -450,15 +507,17 @@ class Attachment:
     # -- session events ----------------------------------------------------------------
     def _on_create(self, session: Session, transaction: SessionTransaction) -> None:
         if transaction.parent is None:
+            if ABANDONED:
+                _collect_abandoned()
             st = TxnState(self, transaction, weakref.ref(session), _scope_id())
-            LIVE[st.scope_id] = st
-            session.info[KEY] = st
             det = self.detector
             # det.begin(id), in two steps so that the scope exists even if a rule
             # on txn:begin fails: raising out of SQLAlchemy's transaction set-up
             # would leave the session half-begun, so the failure dooms the
             # transaction instead (its commit raises RollbackOnlyError).
             st.scope = det.scope(st.scope_id)
+            register(st)
+            session.info[KEY] = st
             try:
                 det.notify(det.channel("txn:begin"), {}, scope=st.scope)
             except SentinelError as err:
@@ -494,87 +553,31 @@ class Attachment:
             return
         signal_flush(self.detector, integ.plans, session, st.scope)
 
+    def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
+        st = session.info.get(KEY)
+        if st is None:
+            return
+        engine = connection.engine
+        if engine not in st.engines:
+            st.engines.append(engine)
+
     def _on_flush_postexec(self, session: Session, flush_context: Any) -> None:
         st = session.info.get(KEY)
+        if st is None or st.scope is None or not st.scope.active:
+            return
+        if st.commit_seen and in_commit(st.transaction):
+            self._commit.at_flush_end(session, st)
+            return
         if (
-            st is None
-            or self.sink is None
+            self.sink is None
             or st.savepoints
             or len(st.occurrences) - st.written < self.flush_every
         ):
             return
-        self.sink.write_partial(session.connection(), st)
-
-    def _on_before_commit(self, session: Session) -> None:
-        trans = _committing(session)
-        if trans is None or trans.parent is not None:
-            return  # a savepoint being released: nothing to do before
-        st = session.info.get(KEY)
-        if st is None or st.transaction is not trans or st.scope is None or not st.scope.active:
-            return
-        det = self.detector
-        scope = st.scope
-        with _rollback_on_error(session):
-            self._refuse_if_doomed(st)
-            session.flush()  # database events of pending changes happen before pre-commit
-            with det.use_scope(scope):
-                det.pre_commit(scope)  # deferred rules
-            st.pre_committed = True
-            session.flush()  # what the deferred rules changed
-            self._refuse_if_doomed(st)
-            entries, pending = self._outbox_entries(st)
-            if not entries and self._skip(st):
-                return  # a read-only unit of work: no write (and no SQL) for the log
-            if self.sink is not None or entries:
-                conn = session.connection()
-                if self._engine is None:
-                    self._engine = conn.engine
-                if self.sink is not None:
-                    self.sink.write_transaction(conn, st, entries, pending)
-                else:
-                    self.writer.write(conn, (), outbox=entries)
-            st.outbox_keys.update(e.idempotency_key for e in entries)
+        self.sink.write_partial(self._commit.connections(session, st, None), st)
 
     def _skip(self, st: TxnState) -> bool:
         return not self.log_empty and st.written == 0 and only_transaction_events(st)
-
-    def _refuse_if_doomed(self, st: TxnState) -> None:
-        if st.doomed is None:
-            return
-        _, rule, error = st.doomed
-        raise RollbackOnlyError(
-            f"the transaction cannot commit: rule {rule!r} failed in it ({error}); it has "
-            "been rolled back (to keep the rest of a transaction, run the update a rule may "
-            "reject inside session.begin_nested())",
-            rule=rule,
-        ) from error
-
-    def _outbox_entries(self, st: TxnState) -> tuple[list[OutboxEntry], list[Firing]]:
-        """Outbox entries (and pending firings) for the detached rules triggered
-        in ``st`` so far, to be written in its commit."""
-        assert st.scope is not None
-        pending = st.scope.info.get("detached")
-        if not pending or not self.outbox:
-            return [], []
-        entries: list[OutboxEntry] = []
-        firings: list[Firing] = []
-        seen = set(st.outbox_keys)
-        for rule, occ, _dependent in pending:
-            entry = entry_for(rule, occ, committed=True)
-            if entry.idempotency_key in seen:
-                continue
-            seen.add(entry.idempotency_key)
-            entries.append(entry)
-            firings.append(
-                Firing.of(
-                    rule.name,
-                    occ,
-                    coupling=str(rule.coupling),
-                    status=FiringStatus.PENDING,
-                    fired_at=clock_datetime(self.detector),
-                )
-            )
-        return entries, firings
 
     def _on_after_commit(self, session: Session) -> None:
         st = session.info.get(KEY)
@@ -619,7 +622,10 @@ class Attachment:
         if st is None:
             return
         if transaction.nested:
+            released = not any(sp.transaction is transaction for sp in st.savepoints)
             self._savepoint_ended(st, transaction)
+            if released and st.commit_seen:
+                self._commit.at_savepoint_released(session, st)
             return
         if transaction.parent is not None or st.transaction is not transaction:
             return
@@ -628,11 +634,16 @@ class Attachment:
             if not st.committed:
                 self._abort(session, st)
         finally:
-            LIVE.pop(st.scope_id, None)
+            unregister(st)
             st.ended = True
         sink = self.sink
         if sink is not None and len(sink.late) > sink.late_limit:
-            sink.flush_quietly(self.engine())
+            try:
+                home = self._home_of(session)
+            except Exception:
+                log.exception("sentinel's event log: no database for the late rows (kept)")
+                return
+            sink.flush_quietly(home)
 
     def _savepoint_ended(self, st: TxnState, nested: SessionTransaction) -> None:
         for i, sp in enumerate(st.savepoints):
@@ -670,15 +681,18 @@ class Attachment:
         if not aborted and (self.sink is None or self._skip(st)):
             return
         try:
-            engine = self._bind_engine(session)
+            home = self._home_of(session)
         except Exception:
-            log.exception("sentinel: no engine to log aborted transaction %s", st.scope_id)
-            return
+            if aborted or not st.engines:
+                log.exception("sentinel: no engine to log aborted transaction %s", st.scope_id)
+                return
+            home = st.engines[0]  # no outbox entry: any database the transaction used
         if self.sink is not None:
-            self.sink.write_aborted(engine, st, aborted)
+            copies = [e for e in st.engines if e is not home]
+            self.sink.write_aborted(home, st, aborted, copies=copies)
         elif aborted:
             try:
-                with engine.begin() as conn:
+                with home.begin() as conn:
                     self.writer.write(conn, (), outbox=aborted)
             except Exception:
                 log.exception("sentinel's outbox: detached rules of %s not enqueued", st.scope_id)
@@ -686,12 +700,32 @@ class Attachment:
         for entry in aborted:
             self.runner.submit(entry.idempotency_key)
 
-    def _bind_engine(self, session: Session) -> Engine:
-        if self._engine is not None:
-            return self._engine
-        bind = session.get_bind()
-        self._engine = bind if isinstance(bind, Engine) else bind.engine
-        return self._engine
+    def _abandoned(
+        self, scope_id: str, scope_ref: Any, occs: list[Occurrence], firings: list[Any]
+    ) -> None:
+        """A transaction of this attachment whose session was garbage-collected
+        before it ended (the database rolled it back when its connection went
+        back to the pool): its detection scope went with it (or is ended now,
+        without ``txn:abort``: no rule runs for a garbage collection) and what it
+        signalled is logged as aborted, with the late rows."""
+        scope = None if scope_ref is None else scope_ref()
+        if scope is not None and scope.active:
+            scope.status = "aborted"
+            self.detector.flush(scope)
+        log.warning(
+            "sentinel: the session of transaction %s was garbage-collected before the "
+            "transaction ended (close() it); it counts as aborted, without txn:abort",
+            scope_id,
+        )
+        sink = self.sink
+        if sink is None:
+            return
+        if not self.log_empty and not firings and all(o[0] in TXN_EVENTS for o in occs):
+            return
+        for occ in occs:
+            sink.add_late(("occ", occ, "aborted"))
+        for r in firings:
+            sink.add_late(("firing", firing_of(r)))
 
     # -- detached rules ----------------------------------------------------------------
     def _detached(self, rule: Rule, occ: Any, committed: bool, st: TxnState | None) -> None:
@@ -740,24 +774,12 @@ class Attachment:
 # -- attach / detach -------------------------------------------------------------------
 
 
-def _resolve_target(target: Any, session_factory: Any) -> tuple[Any, type, Callable[[], Session]]:
-    if isinstance(target, scoped_session):
-        target = target.session_factory
-    if isinstance(target, sessionmaker):
-        return target, target.class_, session_factory or target
-    if isinstance(target, type) and issubclass(target, Session):
-        return target, target, session_factory or target
-    if isinstance(target, Session):
-        raise AttachError(
-            "attach() takes a sessionmaker, a scoped_session or a Session subclass, not a "
-            "Session object: attach the factory your sessions come from",
-            target=target,
-        )
-    raise AttachError(
-        f"attach() takes a sessionmaker, a scoped_session or a Session subclass, not "
-        f"{type(target).__name__} ({target!r:.60})",
-        target=target,
-    )
+def _collect_abandoned() -> None:
+    for att, scope_id, scope_ref, occs, firings in take_abandoned():
+        try:
+            att._abandoned(scope_id, scope_ref, occs, firings)
+        except Exception:  # pragma: no cover - never let one harm a new transaction
+            log.exception("sentinel: cleaning up an abandoned transaction failed")
 
 
 def _writer(log: Any, schema: str | None, prefix: str) -> tuple[LogWriter, bool]:
@@ -814,11 +836,14 @@ def attach(
     log_empty: bool = False,
     log_condition_false: bool = False,
     session_factory: Callable[[], Session] | None = None,
+    log_bind: Any = None,
     context: Callable[[], AbstractContextManager[Any]] | None = None,
     outbox_key: str | bytes | OutboxSigner | None = None,
 ) -> Attachment:
     """Attach sentinel to the sessions ``target`` makes: a ``sessionmaker``, a
-    ``scoped_session`` or a ``Session`` subclass.
+    ``scoped_session``, a ``Session`` subclass, or their asyncio counterparts
+    (``async_sessionmaker``, ``async_scoped_session``, an ``AsyncSession``
+    subclass; see :mod:`sentinel.orm.binds`).
 
     From now on each root transaction of those sessions is a detection scope of
     ``detector`` (default: :func:`sentinel.default_detector`): method events of
@@ -851,9 +876,13 @@ def attach(
         also record rule runs whose condition was false in the rule-firing log
         (by default only rules that fired or failed are recorded).
     ``session_factory``
-        makes the sessions of detached rules (default: ``target``); needed when
-        ``target`` is a ``Session`` class that cannot be called without
-        arguments (Flask-SQLAlchemy's: attach ``db.session`` instead).
+        makes the sessions of detached rules (default: ``target``; an asyncio
+        target needs a synchronous one for its detached rules).
+    ``log_bind``
+        the *home* database (an ``Engine``, or ``AsyncEngine``) of sessions bound
+        to several: the outbox and the late log rows go there (default: the
+        factory's default bind). Each transaction's log is written on every
+        database it used.
     ``context``
         a callable returning a context manager that each detached rule runs in,
         with its claim and commit (Flask: ``context=app.app_context``).
@@ -865,7 +894,9 @@ def attach(
 
     Raises :class:`~sentinel.errors.AttachError` for a target that is not a
     session factory or is already attached (directly, or through a subclass or
-    base class of its sessions), :class:`~sentinel.errors.DetachedActionError`
+    base class of its sessions), or whose databases could not keep the log atomic
+    with the data (:func:`sentinel.orm.binds.check_binds`),
+    :class:`~sentinel.errors.DetachedActionError`
     if a detached rule on the detector has an action a worker could not import,
     and the :class:`~sentinel.errors.LogSchemaError` family when the target is
     bound to an engine whose log tables are missing or outdated. Nothing is
@@ -874,7 +905,6 @@ def attach(
     >>> Session = sessionmaker(engine)                      # doctest: +SKIP
     >>> attachment = sentinel.attach(Session, detector=det)  # doctest: +SKIP
     """
-    listen_on, session_class, factory = _resolve_target(target, session_factory)
     det = detector
     if det is None:
         from sentinel.default import default_detector
@@ -904,80 +934,104 @@ def attach(
     writer, logging_on = _writer(log, schema, prefix)
     signer = _signer(writer, log, outbox_key)
     with _LOCK:
-        for cls, other in _ATTACHED.items():
-            if issubclass(session_class, cls) or issubclass(cls, session_class):
-                same = cls is session_class
-                raise AttachError(
-                    f"{target!r:.80} is already attached"
-                    + (
-                        ""
-                        if same
-                        else f" through {other.target!r:.80} (its sessions are also "
-                        f"{cls.__name__} sessions)"
-                    )
-                    + "; detach it first (attachment.detach())",
-                    target=target,
-                )
-        for r in det.rules.values():
-            check_importable(r)
-        kw = getattr(listen_on, "kw", None) or {}
-        bind = kw.get("bind")
-        if isinstance(bind, Engine) and (logging_on or outbox):
-            writer.check(bind)  # missing or outdated tables: fail now, not at a commit
-        if signer is not None:
-            writer.signer = signer
-        sink = LogSink(writer) if logging_on else None
-        att = Attachment(
-            target,
-            listen_on,
-            session_class,
-            factory,
-            det,
-            writer,
-            sink,
-            outbox=outbox,
-            flush_every=flush_every,
-            log_empty=log_empty,
-            log_condition_false=log_condition_false,
-            runner_options={
-                "workers": workers,
-                "max_attempts": max_attempts,
-                "backoff": float(backoff),
-                "max_backoff": float(max_backoff),
-                "lease": float(lease),
-                "context": context,
-            },
-        )
-        if isinstance(bind, Engine):
-            att._engine = bind
-            if sink is not None:
-                sink.engine = bind
-        integ = _INTEGRATIONS.get(det)
-        fresh = integ is None
-        if integ is None:
-            integ = _INTEGRATIONS[det] = _Integration(det)
+        resolved = resolve_target(target, session_factory)
         try:
-            if fresh:
-                integ.install()
-            integ.attachments.append(att)
-            integ.refresh_listener()
-            for name, fn in att._handlers:
-                sa_event.listen(listen_on, name, fn)
+            return _attach_resolved(
+                target,
+                resolved,
+                det,
+                writer,
+                logging_on,
+                log_bind,
+                signer,
+                outbox=outbox,
+                flush_every=flush_every,
+                log_empty=log_empty,
+                log_condition_false=log_condition_false,
+                runner_options={
+                    "workers": workers,
+                    "max_attempts": max_attempts,
+                    "backoff": float(backoff),
+                    "max_backoff": float(max_backoff),
+                    "lease": float(lease),
+                    "context": context,
+                },
+            )
         except BaseException:
-            for name, fn in att._handlers:
-                if sa_event.contains(listen_on, name, fn):
-                    sa_event.remove(listen_on, name, fn)
-            if att in integ.attachments:
-                integ.attachments.remove(att)
-            if fresh:
-                integ.uninstall()
-                _INTEGRATIONS.pop(det, None)
-            else:
-                integ.refresh_listener()
+            if resolved.undo is not None:
+                resolved.undo()
             raise
-        _ATTACHED[session_class] = att
-        att._attached = True
-        return att
+
+
+def _attach_resolved(
+    target: Any,
+    resolved: Target,
+    det: LocalEventDetector,
+    writer: LogWriter,
+    logging_on: bool,
+    log_bind: Any,
+    signer: OutboxSigner | None,
+    **options: Any,
+) -> Attachment:
+    session_class = resolved.session_class
+    listen_on = resolved.listen_on
+    outbox = options["outbox"]
+    for cls, other in _ATTACHED.items():
+        if issubclass(session_class, cls) or issubclass(cls, session_class):
+            same = cls is session_class
+            raise AttachError(
+                f"{target!r:.80} is already attached"
+                + (
+                    ""
+                    if same
+                    else f" through {other.target!r:.80} (its sessions are also "
+                    f"{cls.__name__} sessions)"
+                )
+                + "; detach it first (attachment.detach())",
+                target=target,
+            )
+    for r in det.rules.values():
+        check_importable(r)
+    home, engines = check_binds(target, resolved.kw, log_bind, logging_on=logging_on, outbox=outbox)
+    if signer is not None:
+        writer.signer = signer
+    sink = LogSink(writer) if logging_on else None
+    att = Attachment(target, resolved, det, writer, sink, home=home, **options)
+    if logging_on or outbox:
+        # missing or outdated tables: fail now, not at a commit (through a
+        # synchronous engine only: an asyncio one answers inside its event loop)
+        checked = [att._engine] if att.is_async else (engines if logging_on else [home])
+        for e in checked:
+            if e is not None:
+                writer.check(e)
+    if sink is not None and att._engine is not None:
+        sink.engine = att._engine
+    integ = _INTEGRATIONS.get(det)
+    fresh = integ is None
+    if integ is None:
+        integ = _INTEGRATIONS[det] = _Integration(det)
+    try:
+        if fresh:
+            integ.install()
+        integ.attachments.append(att)
+        integ.refresh_listener()
+        for name, fn in att._handlers:
+            sa_event.listen(listen_on, name, fn)
+    except BaseException:
+        for name, fn in att._handlers:
+            if sa_event.contains(listen_on, name, fn):
+                sa_event.remove(listen_on, name, fn)
+        if att in integ.attachments:
+            integ.attachments.remove(att)
+        if fresh:
+            integ.uninstall()
+            _INTEGRATIONS.pop(det, None)
+        else:
+            integ.refresh_listener()
+        raise
+    _ATTACHED[session_class] = att
+    att._attached = True
+    return att
 
 
 def detach(target: Any) -> None:
@@ -988,7 +1042,7 @@ def detach(target: Any) -> None:
         target.detach()
         return
     try:
-        _, session_class, _ = _resolve_target(target, None)
+        session_class = resolve_target(target, None, install=False).session_class
     except AttachError:
         raise AttachError(f"{target!r:.80} is not attached", target=target) from None
     att = _ATTACHED.get(session_class)

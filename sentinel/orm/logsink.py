@@ -3,10 +3,14 @@
 - A transaction's occurrences and rule firings are buffered in its
   :class:`~sentinel.orm.state.TxnState` (by the detector's occurrence listener
   and the scheduler's rule observer) and written **in the transaction**, on the
-  session's connection, at pre-commit: after the deferred rules ran and their
+  session's connections, at pre-commit: after the deferred rules ran and their
   changes were flushed, so the rows commit exactly when the data does. A very
   long transaction also writes at flushes (every ``flush_every`` occurrences),
   unless a savepoint is open.
+- Where: on every database the transaction used (each database's log is the
+  complete record of the transactions that used it); the outbox entries, their
+  ``pending`` firings and the late rows only on the attachment's home database
+  (see :mod:`sentinel.orm.binds`).
 - What a rolled-back savepoint took with it is written with the transaction,
   marked ``aborted``, under a scope id of its own (``<scope>/sp<n>``): the
   committed rows of the transaction never contain it.
@@ -42,7 +46,7 @@ from sentinel.occurrence import Occurrence
 if TYPE_CHECKING:
     from sentinel.orm.state import FiringRecord, TxnState
 
-__all__ = ["LogSink", "firing_of", "only_transaction_events"]
+__all__ = ["TXN_EVENTS", "LogSink", "firing_of", "only_transaction_events"]
 
 log = logging.getLogger("sentinel.orm")
 
@@ -77,7 +81,8 @@ def firing_of(
     )
 
 
-_TXN_EVENTS = frozenset({"txn:begin", "txn:pre_commit", "txn:commit", "txn:abort"})
+#: The transaction events sentinel signals itself.
+TXN_EVENTS = frozenset({"txn:begin", "txn:pre_commit", "txn:commit", "txn:abort"})
 
 
 def only_transaction_events(st: TxnState) -> bool:
@@ -87,7 +92,7 @@ def only_transaction_events(st: TxnState) -> bool:
     the attachment asks for it (``attach(..., log_empty=True)``)."""
     if st.firings or st.rolled_back:
         return False
-    txn = _TXN_EVENTS
+    txn = TXN_EVENTS
     return all(o[0] in txn for o in st.occurrences)
 
 
@@ -188,12 +193,20 @@ class LogSink:
 
     # -- transactions ------------------------------------------------------------------
     def write_transaction(
-        self, conn: Connection, st: TxnState, outbox: list[OutboxEntry], pending: list[Firing]
+        self,
+        conns: list[Connection],
+        st: TxnState,
+        outbox: list[OutboxEntry],
+        pending: list[Firing],
+        *,
+        home: Connection | None = None,
     ) -> None:
-        """Write ``st``'s unwritten occurrences and firings (``committed``), what
-        its rolled-back savepoints took (``aborted``), the ``outbox`` entries and
-        their ``pending`` firings, and the late rows, on ``conn`` in the
-        transaction. On failure nothing is taken from ``st`` or the late rows."""
+        """Write ``st``'s unwritten occurrences and firings (``committed``) and
+        what its rolled-back savepoints took (``aborted``) on each of ``conns``
+        (the transaction's connections to every database it used), and the
+        ``outbox`` entries, their ``pending`` firings and the late rows on
+        ``home`` if it is one of them (else the first). On failure nothing is
+        taken from ``st`` or the late rows."""
         occs = st.occurrences[st.written :]
         groups: list[tuple[Iterable[Occurrence], str | None]] = [(occs, Outcome.COMMITTED)]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
@@ -203,14 +216,18 @@ class LogSink:
             firings.extend(
                 firing_of(r, scope=sub, remap=(st.scope_id, sub, t0)) for r in sp_firings
             )
+        main = home if home is not None and any(c is home for c in conns) else conns[0]
+        for conn in conns:
+            if conn is not main:
+                self.writer.write_groups(conn, groups, firings=firings)
         firings.extend(pending)
-        late = self.take_late() if self.late else []
+        late = self.take_late() if self.late and main is home else []
         if late:
             lgroups, lfirings = self._late_groups(late)
             groups.extend(lgroups)
             firings.extend(lfirings)
         try:
-            self.writer.write_groups(conn, groups, firings=firings, outbox=outbox)
+            self.writer.write_groups(main, groups, firings=firings, outbox=outbox)
         except BaseException:
             if late:
                 self.give_back(late)
@@ -220,11 +237,13 @@ class LogSink:
         st.rolled_back.clear()
         st.borrowed.extend(late)
 
-    def write_partial(self, conn: Connection, st: TxnState) -> None:
-        """Write what ``st`` buffered so far (a long transaction, at a flush)."""
+    def write_partial(self, conns: list[Connection], st: TxnState) -> None:
+        """Write what ``st`` buffered so far (a long transaction, at a flush), on
+        each of ``conns``."""
         occs = st.occurrences[st.written :]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
-        self.writer.write_groups(conn, [(occs, Outcome.COMMITTED)], firings=firings)
+        for conn in conns:
+            self.writer.write_groups(conn, [(occs, Outcome.COMMITTED)], firings=firings)
         st.written += len(occs)
         st.firings_written = len(st.firings)
 
@@ -243,10 +262,19 @@ class LogSink:
         st.firings_written = len(st.firings)
         st.borrowed.clear()
 
-    def write_aborted(self, engine: Engine, st: TxnState, outbox: list[OutboxEntry]) -> None:
+    def write_aborted(
+        self,
+        engine: Engine,
+        st: TxnState,
+        outbox: list[OutboxEntry],
+        *,
+        copies: list[Engine] | None = None,
+    ) -> None:
         """After a rollback: write everything ``st`` holds marked ``aborted`` (and
         the late rows its batch had taken, with their own outcomes) in a short
-        transaction of its own. A failure is reported to the ``sentinel.orm``
+        transaction of its own on ``engine`` (the home database), and
+        ``st``'s own rows on each of ``copies`` (the other databases the
+        transaction used). A failure is reported to the ``sentinel.orm``
         logger and the rows are kept as late rows (the rollback already
         happened; raising here would hide why)."""
         groups: list[tuple[Iterable[Occurrence], str | None]] = [(st.occurrences, Outcome.ABORTED)]
@@ -257,6 +285,17 @@ class LogSink:
             firings.extend(
                 firing_of(r, scope=sub, remap=(st.scope_id, sub, t0)) for r in sp_firings
             )
+        for other in copies or ():
+            try:
+                with other.begin() as conn:
+                    self.writer.write_groups(conn, list(groups), firings=firings)
+            except Exception:
+                log.exception(
+                    "sentinel's event log: the occurrences of aborted transaction %s could "
+                    "not be written to %s",
+                    st.scope_id,
+                    other.url,
+                )
         borrowed = st.borrowed
         if borrowed:
             lgroups, lfirings = self._late_groups(borrowed)

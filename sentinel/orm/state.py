@@ -4,9 +4,12 @@ Each root :class:`~sqlalchemy.orm.SessionTransaction` of an attached session get
 one :class:`TxnState`: its detection scope, the occurrences and rule firings
 signalled in it (waiting to be written to the log), its open savepoints, and
 whether a failed rule marked it for rollback. The session holds it in
-``session.info`` under :data:`KEY` while the transaction is in progress;
-:data:`LIVE` maps scope ids to states for the listeners that only see an
-occurrence (the log, the rule observer, the detached executor).
+``session.info`` under :data:`KEY` while the transaction is in progress, and
+nothing else holds it strongly: :func:`live` finds it by scope id for the
+listeners that only see an occurrence (the log, the rule observer, the detached
+executor) through a weak reference, so a session dropped without ``close()`` is
+collected exactly as without sentinel, its state and detection scope with it
+(:func:`register` says what is then left to do: :func:`take_abandoned`).
 
 This module imports nothing from the rest of the ORM layer.
 """
@@ -14,6 +17,7 @@ This module imports nothing from the rest of the ORM layer.
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,22 +36,29 @@ if TYPE_CHECKING:
     from sentinel.rules import Rule
 
 __all__ = [
+    "ABANDONED",
     "KEY",
     "LIVE",
+    "Abandoned",
     "FiringRecord",
     "Savepoint",
     "TxnState",
     "clock_datetime",
     "clock_of",
+    "live",
+    "register",
     "scope_of",
     "session_of",
+    "take_abandoned",
+    "unregister",
 ]
 
 #: ``session.info`` key of the current transaction's state.
 KEY = "_sentinel_txn"
 
-#: scope id -> state, for every session transaction in progress (all attachments).
-LIVE: dict[str, TxnState] = {}
+#: scope id -> weak reference to the state, for every session transaction in
+#: progress (all attachments). Read it with :func:`live`.
+LIVE: dict[str, weakref.ref[TxnState]] = {}
 
 #: One rule run: (rule, occurrence, status, error, POSIX time on the detector's clock).
 FiringRecord = tuple["Rule", Any, str, "BaseException | None", float]
@@ -80,7 +91,7 @@ class Savepoint:
     released: bool = False
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class TxnState:
     """One root session transaction, as sentinel follows it.
 
@@ -113,7 +124,13 @@ class TxnState:
     borrowed: list[Any] = field(default_factory=list)
     committed: bool = False
     ended: bool = False
+    #: sentinel's ``before_commit`` ran for the commit in progress.
+    commit_seen: bool = False
+    #: The deferred rules are running (``txn:pre_commit``).
+    pre_committing: bool = False
     pre_committed: bool = False
+    #: The engines the transaction holds a connection to, in order of first use.
+    engines: list[Any] = field(default_factory=list)
     #: Outbox entries of independent detached rules of an aborted transaction
     #: (written with its aborted log).
     aborted_outbox: list[OutboxEntry] = field(default_factory=list)
@@ -129,6 +146,61 @@ class TxnState:
             self.doomed = (len(self.savepoints), rule, error)
 
 
+#: What is left of a transaction whose session was garbage-collected before it
+#: ended: (attachment, scope id, weak reference to the scope, occurrences,
+#: firings). The scope went with the session (unless something else, a pending
+#: timer, holds it). The callback that records this runs inside the garbage
+#: collector, so it only appends here; the attachment finishes the job at its
+#: next transaction.
+Abandoned = tuple[Any, str, "weakref.ref[Scope] | None", list[Any], list[FiringRecord]]
+ABANDONED: deque[Abandoned] = deque()
+
+
+def live(scope_id: Any) -> TxnState | None:
+    """The state of the transaction in progress whose scope id is ``scope_id``."""
+    ref = LIVE.get(scope_id)
+    return None if ref is None else ref()
+
+
+def register(st: TxnState) -> None:
+    """Make ``st`` findable by :func:`live` until :func:`unregister`, without
+    keeping it alive. Should it be collected first (its session was dropped
+    without ``close()``), what it held is queued for :func:`take_abandoned`."""
+    scope_id = st.scope_id
+    scope = st.scope
+    abandoned = (
+        st.attachment,
+        scope_id,
+        None if scope is None else weakref.ref(scope),
+        st.occurrences,
+        st.firings,
+    )
+
+    def lost(ref: weakref.ref[TxnState], _append: Callable[..., None] = ABANDONED.append) -> None:
+        if LIVE.get(scope_id) is ref:
+            del LIVE[scope_id]
+        _append(abandoned)
+
+    LIVE[scope_id] = weakref.ref(st, lost)
+
+
+def unregister(st: TxnState) -> None:
+    """``st``'s transaction ended: forget it (its weak reference's callback with
+    it)."""
+    LIVE.pop(st.scope_id, None)
+
+
+def take_abandoned() -> list[Abandoned]:
+    """The abandoned transactions recorded since the last call."""
+    out = []
+    popleft = ABANDONED.popleft
+    while True:
+        try:
+            out.append(popleft())
+        except IndexError:
+            return out
+
+
 def session_of(occurrence: Any) -> Session | None:
     """The live session whose transaction ``occurrence`` (or detection) belongs
     to, or ``None`` when it is not a transaction of an attached session or the
@@ -140,7 +212,7 @@ def session_of(occurrence: Any) -> Session | None:
             session = sentinel.orm.session_of(occ)
             session.add(Order(item=occ.source.key[0], qty=10))
     """
-    st = LIVE.get(occurrence.scope)
+    st = live(occurrence.scope)
     return None if st is None else st.session
 
 

@@ -341,7 +341,10 @@ class Runner:
                     _CONTEXT.reset(token)
                 if lease.lost:
                     raise ClaimLost("the heartbeat found the claim gone", key=claimed.key)
-                self.store.finish(session.connection(), claimed, self.id)
+                # the entry lives on the home database (several binds: the
+                # outbox is not on every database the rule's session uses)
+                home = session.connection(bind_arguments={"bind": self.attachment.engine()})
+                self.store.finish(home, claimed, self.id)
                 # the row is ours and locked until the commit: no renewal needed,
                 # and one blocked behind the commit must not report a lost claim
                 self.heartbeat.release(lease)
