@@ -6,7 +6,9 @@ stable; submodules are implementation.
 
 from typing import TYPE_CHECKING
 
+from sentinel import ode
 from sentinel.algebra import SOURCE, A, Any, Astar, Expression, Not, Primitive, parse
+from sentinel.algebra.masks import Masked, param
 from sentinel.default import (
     default_detector,
     rule,
@@ -85,6 +87,7 @@ __all__ = [
     "LogConnectionError",
     "LogSchemaError",
     "LogWriteError",
+    "Masked",
     "Not",
     "ObjectRef",
     "Occurrence",
@@ -121,7 +124,9 @@ __all__ = [
     "event",
     "not_within",
     "object_ref",
+    "ode",
     "on",
+    "param",
     "parse",
     "replay",
     "resolve",

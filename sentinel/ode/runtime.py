@@ -1,0 +1,191 @@
+"""The runtime form of an automaton: transition rows and generated functions.
+
+A :class:`Program` is what a handler steps through per point. A machine's state
+is a list ``[state, r0, r1, ...]`` (the automaton state, then the registers), so
+it lives in a detection store like any handler state and is empty (all falsy)
+exactly at the start state. Per point::
+
+    q = st[0]; nq = delta[q][symbol]
+    f = ops[q][symbol]
+    if f is not None: f(st, occ)        # register assignments, in parallel
+    st[0] = nq
+    r = rec[nq]
+    if r is not None: parts = r(st, occ)   # a detection, with its record
+
+``ops`` and ``rec`` are Python functions written from the automaton's templates
+(see :mod:`sentinel.ode.automata`) and compiled once per automaton. Registers
+hold tuples of parts (primitive occurrences and ``(label, t_occ, parts)``
+composites); entering the start state empties them, since nothing reads them
+there.
+"""
+
+from __future__ import annotations
+
+import linecache
+import threading
+import typing as t
+from itertools import count
+
+from sentinel.ode.automata import Automaton, Template
+
+__all__ = ["Program", "materialize", "program"]
+
+_ids = count(1)
+_lock = threading.Lock()
+
+
+def _distinct(parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+    """``parts`` without repeats (one occurrence justifying two operands is listed
+    once), ending with the current point's evidence."""
+    out: list[t.Any] = []
+    for p in parts:
+        if not any(p is q for q in out):
+            out.append(p)
+    return tuple(out)
+
+
+def _node(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+    tt = occ[1]
+    if len(parts) > 1:
+        parts = _distinct(parts)
+    if not parts or parts[-1][1] != tt:
+        parts = (*parts, occ)
+    return ((label, tt, parts),)
+
+
+def _split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+    if not parts or (len(parts) == 1 and parts[0] is occ):
+        return (occ,)
+    if label is None:
+        return _distinct(parts) if len(parts) > 1 else parts
+    tt = occ[1]
+    if len(parts) == 1 and type(parts[0]) is tuple and parts[0][0] == label:
+        return parts  # the operand's own record is labelled already
+    return _node(label, occ, parts)
+
+
+def _top(occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+    if len(parts) > 1:
+        parts = _distinct(parts)
+    if not parts or parts[-1][1] != occ[1]:
+        return (*parts, occ)
+    return parts
+
+
+def materialize(tpl: Template, regs: t.Sequence[t.Any], occ: t.Any) -> tuple[t.Any, ...]:
+    """The parts ``tpl`` stands for, over registers ``regs`` (register ``k`` is
+    ``regs[k]``) and the current occurrence (an interpreter, for tests)."""
+    kind = tpl[0]
+    if kind == "c":
+        return (occ,)
+    if kind == "r":
+        return regs[tpl[1]] or ()
+    parts: tuple[t.Any, ...] = ()
+    for c in tpl[2]:
+        parts += materialize(c, regs, occ)
+    if kind == "n":
+        return parts if tpl[1] is None else _node(tpl[1], occ, parts)
+    return _split(tpl[1], occ, parts)
+
+
+class Program:
+    """Transition rows and generated functions of one automaton."""
+
+    __slots__ = ("acc", "delta", "k", "n", "nregs", "ops", "rec", "source")
+
+    def __init__(self, m: Automaton) -> None:
+        self.k = m.k
+        self.n = m.n
+        self.nregs = m.nregs
+        self.delta = [list(row) for row in m.delta]
+        self.acc = list(m.acc)
+        consts: dict[str, t.Any] = {"_node": _node, "_split": _split, "_top": _top}
+        names: dict[int, str] = {}
+        lines: list[str] = []
+
+        def const(obj: t.Any) -> str:
+            name = names.get(id(obj))
+            if name is None:
+                name = names[id(obj)] = f"_k{len(names)}"
+                consts[name] = obj
+            return name
+
+        def code(tpl: Template) -> str:
+            kind = tpl[0]
+            if kind == "c":
+                return "(occ,)"
+            if kind == "r":
+                return f"(st[{tpl[1] + 1}] or ())"
+            inner = "(" + "".join(f"*{code(c)}, " for c in tpl[2]) + ")" if tpl[2] else "()"
+            if kind == "n":
+                return inner if tpl[1] is None else f"_node({const(tpl[1])}, occ, {inner})"
+            return f"_split({const(tpl[1])}, occ, {inner})"
+
+        fn_of_ops: dict[t.Any, str] = {}
+        ops_names: list[list[str | None]] = []
+        clear = ", ".join(["None"] * m.nregs)
+        for q in range(m.n):
+            row: list[str | None] = []
+            for a in range(m.k):
+                o = m.ops[q][a]
+                into_start = m.delta[q][a] == 0 and m.nregs > 0
+                key = (o, into_start)
+                if not o and not into_start:
+                    row.append(None)
+                    continue
+                name = fn_of_ops.get(key)
+                if name is None:
+                    name = fn_of_ops[key] = f"op{len(fn_of_ops)}"
+                    lines.append(f"def {name}(st, occ):")
+                    if into_start:
+                        lines.append(f"    st[1:] = [{clear}]")
+                    else:
+                        for i, (_d, src) in enumerate(o):
+                            val = f"st[{src[1] + 1}]" if src[0] == "r" else code(src)
+                            lines.append(f"    v{i} = {val}")
+                        for i, (d, _src) in enumerate(o):
+                            lines.append(f"    st[{d + 1}] = v{i}")
+                row.append(name)
+            ops_names.append(row)
+        rec_names: list[str | None] = []
+        for q in range(m.n):
+            tpl = m.rec[q]
+            if not m.acc[q] or tpl is None:
+                rec_names.append(None)
+                continue
+            name = f"rec{q}"
+            lines.append(f"def {name}(st, occ):")
+            lines.append(f"    return _top(occ, {code(tpl)})")
+            rec_names.append(name)
+        source = "\n".join(lines) + "\n"
+        namespace = dict(consts)
+        filename = f"<sentinel ode automaton #{next(_ids)}>"
+        exec(compile(source, filename, "exec"), namespace)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.source = source
+        self.ops = [[None if n is None else namespace[n] for n in row] for row in ops_names]
+        self.rec = [None if n is None else namespace[n] for n in rec_names]
+
+    def new_state(self) -> list[t.Any]:
+        return [0] + [None] * self.nregs
+
+    def step(self, st: list[t.Any], symbol: int, occ: t.Any) -> tuple[t.Any, ...] | None:
+        """Read one point; returns the record when the automaton accepts."""
+        q = st[0]
+        f = self.ops[q][symbol]
+        if f is not None:
+            f(st, occ)
+        nq = st[0] = self.delta[q][symbol]
+        r = self.rec[nq]
+        return None if r is None else r(st, occ)  # type: ignore[no-any-return]
+
+
+def program(m: Automaton) -> Program:
+    """``m``'s program, made once."""
+    p = m.program
+    if p is None:
+        with _lock:
+            p = m.program
+            if p is None:
+                p = m.program = Program(m)
+    return p  # type: ignore[no-any-return]
