@@ -132,6 +132,7 @@ class Predicate:
     __slots__ = ("_args", "_fn", "_hash")
     _args: tuple[t.Any, ...]
     _hash: int
+    _fn: t.Callable[[t.Mapping[str, t.Any]], bool] | None
     #: Binding strength when printed (higher binds tighter).
     prec: t.ClassVar[int] = 4
 
@@ -172,9 +173,11 @@ class Predicate:
 
     def compiled(self) -> t.Callable[[t.Mapping[str, t.Any]], bool]:
         """This predicate as one Python function of the parameter mapping."""
-        if self._fn is None:
-            object.__setattr__(self, "_fn", _compile(self))
-        return self._fn  # type: ignore[return-value]
+        fn = self._fn
+        if fn is None:
+            fn = _compile(self)
+            object.__setattr__(self, "_fn", fn)
+        return fn
 
     def source(self, p: str, consts: dict[str, t.Any]) -> str:
         """A Python expression computing the predicate over the mapping named

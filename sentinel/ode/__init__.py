@@ -38,12 +38,12 @@ import typing as t
 from sentinel.algebra.masks import Variable
 from sentinel.algebra.syntax import register_block
 from sentinel.ode import handlers as _handlers  # registers the strategies
+from sentinel.ode import terms as _tm
 from sentinel.ode.automata import AutomatonTooLarge
 from sentinel.ode.event import OdeEvent, event
 from sentinel.ode.records import binding, explain, occurrence_tuple
 from sentinel.ode.syntax import parse, parse_term
 from sentinel.ode.terms import ANY, FIRST, NULL, OdePart, Term, Var, as_term
-from sentinel.ode import terms as _tm
 
 del _handlers
 register_block("ode", parse)

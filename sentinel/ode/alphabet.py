@@ -102,9 +102,8 @@ class Alphabet:
         try:
             return self.universe.index(event)
         except ValueError:
-            raise ExpressionError(
-                f"{event.label} is not in the universe ({', '.join(u.label for u in self.universe)})"
-            ) from None
+            names = ", ".join(u.label for u in self.universe)
+            raise ExpressionError(f"{event.label} is not in the universe ({names})") from None
 
     def letter(self, letter: Letter, variable: Variable | None = None) -> frozenset[int]:
         """The symbols at which ``letter`` is satisfied (its bindings read as "holds

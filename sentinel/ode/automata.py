@@ -108,7 +108,7 @@ class Automaton:
         self.k = k
         self.delta = delta
         self.acc = acc
-        self.ops = ops if ops is not None else [[()] * k for _ in delta]
+        self.ops: list[list[Ops]] = ops if ops is not None else [[()] * k for _ in delta]
         self.rec = rec if rec is not None else [CUR if a else None for a in acc]
         self.nregs = nregs
         #: The runtime form (sentinel.ode.runtime.Program), made on first use.
@@ -525,7 +525,7 @@ def pipe(a: Automaton, b: Automaton, label: t.Any, operator: str = "|") -> Autom
         ("n", label, (a.rec[p], shift(b.rec[q], na))) if ok else None
         for (p, q), ok in zip(keys, acc, strict=True)
     ]
-    return _finish(Automaton(k, delta, acc, ops, rec, na + b.nregs))  # type: ignore[arg-type]
+    return _finish(Automaton(k, delta, acc, ops, rec, na + b.nregs))
 
 
 def after_each(
@@ -554,7 +554,7 @@ def after_each(
         ("n", label, (("r", delim), shift(f.rec[q], ne + 1))) if ok else None
         for (_p, q), ok in zip(keys, acc, strict=True)
     ]
-    return _finish(Automaton(k, delta, acc, ops, rec, ne + 1 + f.nregs))  # type: ignore[arg-type]
+    return _finish(Automaton(k, delta, acc, ops, rec, ne + 1 + f.nregs))
 
 
 def prefix(m: Automaton) -> Automaton:

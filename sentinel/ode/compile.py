@@ -214,13 +214,13 @@ class _Compiler:
             m = self.prior2(self.c(kids[0], vs), self.any_(vs, EMPTY), tm.OdePart(kids[0]), vs)
             return au.relabel(m, _wrap(label))
         if isinstance(term, tm.Happened):
-            e = self.c(kids[0], vs)
-            earlier = self.prior2(e, self.any_(vs, EMPTY), tm.OdePart(kids[0]), vs)
-            return au.relabel(au.disj(e, earlier, "happened"), _wrap(label))
+            me = self.c(kids[0], vs)
+            earlier = self.prior2(me, self.any_(vs, EMPTY), tm.OdePart(kids[0]), vs)
+            return au.relabel(au.disj(me, earlier, "happened"), _wrap(label))
         if isinstance(term, tm.Star):
-            e, tt = kids
-            mt = self.c(tt, vs)
-            never = au.neg(self.prior2(au.neg(self.c(e, vs)), mt, None, vs))
+            repeated, then = kids
+            mt = self.c(then, vs)
+            never = au.neg(self.prior2(au.neg(self.c(repeated, vs)), mt, None, vs))
             return au.relabel(au.conj(mt, never, "*"), _wrap(label))
         if isinstance(term, tm.Var):
             assert isinstance(term, tm.Var)

@@ -58,7 +58,6 @@ def _split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, .
         return (occ,)
     if label is None:
         return _distinct(parts) if len(parts) > 1 else parts
-    tt = occ[1]
     if len(parts) == 1 and type(parts[0]) is tuple and parts[0][0] == label:
         return parts  # the operand's own record is labelled already
     return _node(label, occ, parts)
@@ -177,7 +176,7 @@ class Program:
             f(st, occ)
         nq = st[0] = self.delta[q][symbol]
         r = self.rec[nq]
-        return None if r is None else r(st, occ)  # type: ignore[no-any-return]
+        return None if r is None else r(st, occ)
 
 
 def program(m: Automaton) -> Program:

@@ -113,11 +113,11 @@ class _Body(t.NamedTuple):
 class _ToTerm(Transformer[Token, t.Any]):
     """Parse tree -> term. One method per grammar rule."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, source: str) -> None:
         super().__init__()
-        self.text = text
+        self.source = source
 
-    def _at(self, meta: t.Any, fn: t.Callable[[], t.Any]) -> t.Any:
+    def _at(self, meta: t.Any, fn: t.Callable[[], tm.Term]) -> tm.Term:
         try:
             return fn()
         except ExpressionError as e:
@@ -206,8 +206,8 @@ class _ToTerm(Transformer[Token, t.Any]):
     def _mask(self, tok: Token | None) -> Predicate | None:
         if tok is None:
             return None
-        start = _offset(self.text, tok.line or 1, tok.column or 1) + 1
-        return parse_predicate(str(tok)[1:-1], offset=start, source=self.text)
+        start = _offset(self.source, tok.line or 1, tok.column or 1) + 1
+        return parse_predicate(str(tok)[1:-1], offset=start, source=self.source)
 
     def event(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
         tok, mask_tok = c[0], c[1]
@@ -340,9 +340,9 @@ def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:
     variables."""
 
     def fn(x: tm.Term) -> tm.Term | None:
-        if isinstance(x, tm.Letter) and not x.bindings and x.mask is None:
-            if x.event.name in names and x.event.selector is None:
-                return tm.Var(x.event.name)
+        plain = isinstance(x, tm.Letter) and not x.bindings and x.mask is None
+        if plain and x.event.name in names and x.event.selector is None:  # type: ignore[attr-defined]
+            return tm.Var(x.event.name)  # type: ignore[attr-defined]
         if isinstance(x, tm.Exists):
             inner = names - set(x.variables)
             return x.with_children([_bind_vars(x.children[0], inner)]) if inner else x

@@ -43,7 +43,7 @@ class _Eval:
         self.alphabet = alphabet
         self.depth = depth
 
-    def ev(self, e: tm.Term, h: History, env: dict[str, int]) -> frozenset[int]:  # noqa: C901
+    def ev(self, e: tm.Term, h: History, env: dict[str, int]) -> frozenset[int]:
         all_ = frozenset(p for p, _, _ in h)
         if not h:
             return frozenset()  # E[null] = null
