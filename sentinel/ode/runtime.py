@@ -34,41 +34,45 @@ _ids = count(1)
 _lock = threading.Lock()
 
 
-def _distinct(parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    """``parts`` without repeats (one occurrence justifying two operands is listed
-    once), ending with the current point's evidence."""
-    out: list[t.Any] = []
-    for p in parts:
-        if not any(p is q for q in out):
-            out.append(p)
-    return tuple(out)
+def _tidy(parts: tuple[t.Any, ...], occ: t.Any) -> tuple[t.Any, ...]:
+    """The parts of a record at ``occ``: each once, in time order, ending with the
+    current point (a composite that ends there, or the occurrence itself). The
+    occurrence is left out where a composite part already ends with it."""
+    tt = occ[1]
+    if len(parts) > 1:
+        out: list[t.Any] = []
+        for p in parts:
+            if not any(p is q for q in out):
+                out.append(p)
+        if any(type(p) is tuple and p[1] == tt for p in out):
+            out = [p for p in out if type(p) is tuple or p[1] != tt]
+        out.sort(key=_time)
+        parts = tuple(out)
+    if not parts or parts[-1][1] != tt:
+        parts = (*parts, occ)
+    return parts
+
+
+def _time(part: t.Any) -> t.Any:
+    return part[1]
 
 
 def _node(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    tt = occ[1]
-    if len(parts) > 1:
-        parts = _distinct(parts)
-    if not parts or parts[-1][1] != tt:
-        parts = (*parts, occ)
-    return ((label, tt, parts),)
+    return ((label, occ[1], _tidy(parts, occ)),)
 
 
 def _split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
     if not parts or (len(parts) == 1 and parts[0] is occ):
         return (occ,)
     if label is None:
-        return _distinct(parts) if len(parts) > 1 else parts
+        return _tidy(parts, occ)
     if len(parts) == 1 and type(parts[0]) is tuple and parts[0][0] == label:
         return parts  # the operand's own record is labelled already
     return _node(label, occ, parts)
 
 
 def _top(occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    if len(parts) > 1:
-        parts = _distinct(parts)
-    if not parts or parts[-1][1] != occ[1]:
-        return (*parts, occ)
-    return parts
+    return _tidy(parts, occ)
 
 
 def materialize(tpl: Template, regs: t.Sequence[t.Any], occ: t.Any) -> tuple[t.Any, ...]:

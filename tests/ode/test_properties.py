@@ -9,6 +9,7 @@ the history the evaluator reads.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -93,6 +94,10 @@ def test_online_detections_equal_the_definitions(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("SENTINEL_LONG_PROPERTIES"),
+    reason="a long run (about a minute): set SENTINEL_LONG_PROPERTIES=1",
+)
 @settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.recursive(letters, _extend, max_leaves=7), st.lists(points, min_size=1, max_size=11))
 def test_online_detections_equal_the_definitions_long(term: tm.Term, hist: Any) -> None:
@@ -145,7 +150,7 @@ def test_relative_records_the_latest_split_that_works(
         assert d.parts[0].t_occ - 1 == max(works)
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(simple, simple, histories)
 def test_after_each_records_the_delimiter(
     f: tm.Term, e: tm.Term, hist: list[tuple[str, int]]
