@@ -30,7 +30,7 @@ def test_an_ode_event_is_an_operand_of_snoop_operators() -> None:
     pair = ode.event("sequence(a, b)")
     seq = h.watch("seq", pair >> h.ev["c"], context="chronicle")
     star = h.watch("star", Astar(h.ev["c"], pair, h.ev["c"]))
-    h.run("a b c a c b a b c".split())
+    h.run(["a", "b", "c", "a", "c", "b", "a", "b", "c"])
     assert [(d.parts[0].t_occ, d.t_occ) for d in seq] == [(2, 3), (6, 9)]
     # A*(c, pair, c): no pair between the c at 3 and the c at 5; two before 9.
     assert [[p.t_occ for p in d.parts[1:-1]] for d in star] == [[], [6, 8]]
@@ -39,7 +39,7 @@ def test_an_ode_event_is_an_operand_of_snoop_operators() -> None:
 def test_snoop_text_embeds_ode_and_the_detector_resolves_its_names() -> None:
     h = History(["a", "b", "c"])
     found = h.watch("r", "c ; ode{prior(a, b) over (a, b, c)}")
-    h.run("c a b a c b".split())
+    h.run(["c", "a", "b", "a", "c", "b"])
     assert [d.t_occ for d in found] == [3, 6]
     assert str(found[0].expression) == "c ; ode{prior(a, b) over (a, b, c)}"
 
@@ -47,7 +47,7 @@ def test_snoop_text_embeds_ode_and_the_detector_resolves_its_names() -> None:
 def test_a_bare_term_is_an_event_over_the_events_it_names() -> None:
     h = History(["a", "b", "c"])
     found = h.watch("r", ode.sequence(h.ev["a"], h.ev["b"]))
-    h.run("a c b a b".split())  # c is not in the universe: a and b are adjacent
+    h.run(["a", "c", "b", "a", "b"])  # c is not in the universe: a and b are adjacent
     assert [d.t_occ for d in found] == [3, 5]
 
 
@@ -69,7 +69,7 @@ def test_deferred_rules_run_once_at_commit_with_every_detection() -> None:
     h = History(["a", "b"])
     found = h.watch("r", ode.event("prior(a, b)"), coupling="deferred")
     with h.det.transaction():
-        h.run("a b b".split())
+        h.run(["a", "b", "b"])
         assert found == []
     (d,) = found
     # txn:begin is 1: both detections (at the b's, 3 and 4), the net effect.
@@ -159,7 +159,7 @@ def test_the_record_of_an_ode_detection_reaches_the_rule() -> None:
     h = History(["deposit", "withdraw", "interest"])
     text = "relative(deposit, !before(interest)) ^ withdraw"
     found = h.watch("r", ode.event(text))
-    h.run("deposit interest deposit withdraw".split())
+    h.run(["deposit", "interest", "deposit", "withdraw"])
     (d,) = found
     # The deposit at 3 (the latest one with no interest since), the withdraw.
     assert [c.t_occ for c in d.constituents] == [3, 4]
@@ -172,7 +172,7 @@ class TestMethodEvents:
         return LocalEventDetector()
 
     @pytest.fixture
-    def Account(self, det: LocalEventDetector) -> Any:  # noqa: N802
+    def Account(self, det: LocalEventDetector) -> Any:
         class Account(Reactive, detector=det):
             def __init__(self, n: int) -> None:
                 self.n = n
@@ -190,7 +190,7 @@ class TestMethodEvents:
     def test_class_and_instance_level_events_of_one_call_are_one_point(
         self,
         det: LocalEventDetector,
-        Account: Any,  # noqa: N803
+        Account: Any,
     ) -> None:
         a1, a2 = Account(1), Account(2)
         any_deposit = Account.deposit.end
@@ -207,7 +207,7 @@ class TestMethodEvents:
     def test_a_universe_of_all_of_a_class_events(
         self,
         det: LocalEventDetector,
-        Account: Any,  # noqa: N803
+        Account: Any,
     ) -> None:
         dep, wd = Account.deposit.end, Account.withdraw.end
         immediately = ode.event(ode.sequence(dep.where("amount > 100"), wd), over=[dep, wd])
