@@ -212,12 +212,13 @@ class AttributeHandler(OdeHandler):
                 rows[v] = list(default)
         if not steady[default[0]]:
             step(default, s, occ)
-        for v in [v for v in table.active if v not in own]:
-            row = rows[v]
-            r = step(row, s, occ)
-            if r is not None:
-                found.append((v, r))
-            self._settle(table, v, row)
+        if table.active:
+            for v in [v for v in table.active if v not in own]:
+                row = rows[v]
+                r = step(row, s, occ)
+                if r is not None:
+                    found.append((v, r))
+                self._settle(table, v, row)
         for v, sym in own.items():
             row = rows[v]
             r = step(row, sym, occ)

@@ -232,19 +232,17 @@ def _finish(m: Automaton) -> Automaton:
     return minimize(_compact(m))
 
 
-def _compact(m: Automaton) -> Automaton:
-    if not m.nregs:
-        return m
+def liveness(m: Automaton) -> list[set[int]]:
+    """Per state, the registers whose value there may still be read (by the
+    state's record or, before being assigned again, by a later transition)."""
     n, k = m.n, m.k
-    # live[q]: registers whose value in state q may still be read.
     live: list[set[int]] = [set(reads(m.rec[q])) if m.acc[q] else set() for q in range(n)]
-    base = [set(x) for x in live]
     for q in range(n):
         for a in range(k):
             for _d, src in m.ops[q][a]:
-                base[q].update(reads(src))
+                live[q].update(reads(src))
+    written = [[{d for d, _ in m.ops[q][a]} for a in range(k)] for q in range(n)]
     changed = True
-    live = [set(b) for b in base]
     while changed:
         changed = False
         for q in range(n):
@@ -253,10 +251,19 @@ def _compact(m: Automaton) -> Automaton:
             for a in range(k):
                 nxt = live[m.delta[q][a]]
                 if nxt:
-                    written = {d for d, _ in m.ops[q][a]}
-                    lq |= nxt - written
+                    lq |= nxt - written[q][a]
             if len(lq) != before:
                 changed = True
+    return live
+
+
+def _compact(m: Automaton) -> Automaton:
+    """Drop assignments nobody reads, then let registers that are never live in
+    the same state share one (greedy colouring)."""
+    if not m.nregs:
+        return m
+    n, k = m.n, m.k
+    live = liveness(m)
     ops = [
         [tuple((d, s) for d, s in m.ops[q][a] if d in live[m.delta[q][a]]) for a in range(k)]
         for q in range(n)
@@ -266,13 +273,22 @@ def _compact(m: Automaton) -> Automaton:
         if m.acc[q]:
             used.update(reads(m.rec[q]))
         for a in range(k):
-            for d, s in ops[q][a]:
+            for d, src in ops[q][a]:
                 used.add(d)
-                used.update(reads(s))
-    order = sorted(used)
-    if order == list(range(m.nregs)):
-        return Automaton(k, m.delta, m.acc, ops, m.rec, m.nregs)
-    ren = {r: i for i, r in enumerate(order)}
+                used.update(reads(src))
+    clash: dict[int, set[int]] = {r: set() for r in used}
+    for lq in live:
+        for r in lq:
+            if r in clash:
+                clash[r].update(x for x in lq if x != r and x in clash)
+    ren: dict[int, int] = {}
+    for r in sorted(used):
+        taken = {ren[x] for x in clash[r] if x in ren}
+        c = 0
+        while c in taken:
+            c += 1
+        ren[r] = c
+    count = max(ren.values(), default=-1) + 1
 
     def rn(x: t.Any) -> t.Any:
         if x is None:
@@ -284,9 +300,19 @@ def _compact(m: Automaton) -> Automaton:
             return x
         return (kind, x[1], tuple(rn(c) for c in x[2]))
 
-    ops2 = [[tuple((ren[d], rn(s)) for d, s in ops[q][a]) for a in range(k)] for q in range(n)]
+    ops2 = [
+        [
+            tuple(
+                (ren[d], rn(src))
+                for d, src in ops[q][a]
+                if not (src[0] == "r" and ren[src[1]] == ren[d])  # a copy onto itself
+            )
+            for a in range(k)
+        ]
+        for q in range(n)
+    ]
     rec2 = [rn(r) if m.acc[q] else None for q, r in enumerate(m.rec)]
-    return Automaton(k, m.delta, m.acc, ops2, rec2, len(order))
+    return Automaton(k, m.delta, m.acc, ops2, rec2, count)
 
 
 def minimize(m: Automaton) -> Automaton:

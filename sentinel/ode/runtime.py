@@ -15,8 +15,7 @@ exactly at the start state. Per point::
 ``ops`` and ``rec`` are Python functions written from the automaton's templates
 (see :mod:`sentinel.ode.automata`) and compiled once per automaton. Registers
 hold tuples of parts (primitive occurrences and ``(label, t_occ, parts)``
-composites); entering the start state empties them, since nothing reads them
-there.
+composites); entering the start state empties those that nothing reads there.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import threading
 import typing as t
 from itertools import count
 
-from sentinel.ode.automata import Automaton, Template
+from sentinel.ode.automata import Automaton, Template, liveness
 
 __all__ = ["Program", "materialize", "program"]
 
@@ -39,7 +38,14 @@ def _tidy(parts: tuple[t.Any, ...], occ: t.Any) -> tuple[t.Any, ...]:
     current point (a composite that ends there, or the occurrence itself). The
     occurrence is left out where a composite part already ends with it."""
     tt = occ[1]
-    if len(parts) > 1:
+    n = len(parts)
+    if n == 1:
+        return parts if parts[0][1] == tt else (*parts, occ)
+    if n == 2:  # the usual shape: an earlier point, then this one
+        first, second = parts
+        if first[1] < second[1] == tt:
+            return parts
+    if n > 1:
         out: list[t.Any] = []
         for p in parts:
             if not any(p is q for q in out):
@@ -126,28 +132,30 @@ class Program:
 
         fn_of_ops: dict[t.Any, str] = {}
         ops_names: list[list[str | None]] = []
-        clear = ", ".join(["None"] * m.nregs)
+        # Entering the start state empties the registers that are dead there, so
+        # that a partition whose automaton is back at the start holds nothing.
+        at_start = liveness(m)[0] if m.nregs else set()
+        dead = tuple(r for r in range(m.nregs) if r not in at_start)
         for q in range(m.n):
             row: list[str | None] = []
             for a in range(m.k):
                 o = m.ops[q][a]
-                into_start = m.delta[q][a] == 0 and m.nregs > 0
-                key = (o, into_start)
-                if not o and not into_start:
+                clear = dead if m.delta[q][a] == 0 else ()
+                if not o and not clear:
                     row.append(None)
                     continue
+                key = (o, clear)
                 name = fn_of_ops.get(key)
                 if name is None:
                     name = fn_of_ops[key] = f"op{len(fn_of_ops)}"
                     lines.append(f"def {name}(st, occ):")
-                    if into_start:
-                        lines.append(f"    st[1:] = [{clear}]")
-                    else:
-                        for i, (_d, src) in enumerate(o):
-                            val = f"st[{src[1] + 1}]" if src[0] == "r" else code(src)
-                            lines.append(f"    v{i} = {val}")
-                        for i, (d, _src) in enumerate(o):
-                            lines.append(f"    st[{d + 1}] = v{i}")
+                    for i, (_d, src) in enumerate(o):
+                        val = f"st[{src[1] + 1}]" if src[0] == "r" else code(src)
+                        lines.append(f"    v{i} = {val}")
+                    for r in clear:
+                        lines.append(f"    st[{r + 1}] = None")
+                    for i, (d, _src) in enumerate(o):
+                        lines.append(f"    st[{d + 1}] = v{i}")
                 row.append(name)
             ops_names.append(row)
         rec_names: list[str | None] = []

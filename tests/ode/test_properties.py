@@ -135,19 +135,53 @@ def _extensible(term: tm.Term, h: Any, p: int, alphabet: Any, depth: int) -> boo
 simple = st.recursive(
     letters, lambda k: k.map(tm.Neg) | st.tuples(k, k).map(lambda p: tm.Conj(*p)), max_leaves=3
 )
+small = st.recursive(letters, _extend, max_leaves=3)
+
+
+def _latest_split(term: tm.Rel, h: Any, p: int) -> int:
+    e, f = term.children
+    works = [i for i in evaluate(e, h) if p in evaluate(f, tuple(pt for pt in h if pt[0] > i))]
+    return max(works)
+
+
+def _check_relative(term: tm.Term, h: Any, p: int, parts: tuple[Any, ...]) -> None:
+    """parts[0] is the latest split point of relative(E, F) at p; when E is a
+    relative too, its record there is checked the same way."""
+    assert isinstance(term, tm.Rel)
+    split = parts[0]
+    i = split.t_occ - 1
+    assert i == _latest_split(term, h, p)
+    e = term.children[0]
+    if isinstance(e, tm.Rel):
+        inner = split.parts if hasattr(split, "parts") else (split,)
+        _check_relative(e, h, i, inner)
 
 
 @SETTINGS
-@given(simple, simple, histories)
+@given(
+    st.recursive(small, lambda k: st.tuples(k, small).map(lambda p: tm.Rel(*p)), max_leaves=3),
+    small,
+    histories,
+)
 def test_relative_records_the_latest_split_that_works(
     e: tm.Term, f: tm.Term, hist: list[tuple[str, int]]
 ) -> None:
     h = history([n for n, _ in hist], [{"x": x} for _, x in hist])
+    term = tm.Rel(e, f)
+    for d in detect(term, hist):
+        _check_relative(term, h, d.t_occ - 1, d.parts)
+
+
+@SETTINGS
+@given(small, small, histories)
+def test_prior_records_the_latest_earlier_occurrence(
+    e: tm.Term, f: tm.Term, hist: list[tuple[str, int]]
+) -> None:
+    h = history([n for n, _ in hist], [{"x": x} for _, x in hist])
     es = evaluate(e, h)
-    for d in detect(tm.Rel(e, f), hist):
+    for d in detect(tm.Prior(e, f), hist):
         p = d.t_occ - 1
-        works = [i for i in es if p in evaluate(f, tuple(pt for pt in h if pt[0] > i))]
-        assert d.parts[0].t_occ - 1 == max(works)
+        assert d.parts[0].t_occ - 1 == max(i for i in es if i < p)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
