@@ -227,3 +227,45 @@ class TestMethodEvents:
 def test_parse_reads_ode_blocks_back() -> None:
     e = parse("E1[v > 4] ; ode{prior(E1, E2[k == 1]) over (E1, E2, E3)} by k")
     assert parse(str(e)) == e
+
+
+def test_the_firing_log_records_why_an_ode_event_fired() -> None:
+    from sentinel.log.records import Firing
+
+    h = History(["D", "I", "x"])
+    found = h.watch("cut", ode.event("(I || D) | sequence(D, D, D) over (D, I, x)"))
+    with h.det.transaction() as scope:
+        h.run(["x", "D", "x", "I", "x", "D", "x", "D", "x", "D"])
+    (d,) = found
+    firing = Firing.of("cut", d, coupling="immediate", status="fired")
+    # txn:begin is 1: the three cuts after the increase, at 7, 9 and 11.
+    assert firing.constituents == ((scope.id, 7), (scope.id, 9), (scope.id, 11))
+
+
+def test_named_ode_events_are_used_by_name_in_other_expressions() -> None:
+    h = History(["floor", "front", "wall", "h1"])
+    h.det.define("Twice", ode.event("sequence(floor, floor) || sequence(front, front)"))
+    outer = h.det.expression("ode{!wall | (Twice | first) /+ h1}")
+    # Twice's universe (floor, front) joins the one of the outer expression.
+    assert sorted(u.name for u in outer.universe) == ["floor", "front", "h1", "wall"]
+    found = h.watch("r", outer)
+    h.run(["h1", "front", "wall", "front", "floor"])
+    assert [d.t_occ for d in found] == [4]
+
+
+def test_sentinel_graph_shows_automaton_sizes() -> None:
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+
+    result = CliRunner().invoke(main, ["graph", "--rules", "tests.ode.test_integration:cut_rules"])
+    assert result.exit_code == 0, result.output
+    assert "OdeHandler" in result.output and "4 states, 3 symbols" in result.output
+
+
+def cut_rules() -> LocalEventDetector:
+    det = LocalEventDetector()
+    for n in ("D", "I", "x"):
+        det.explicit(n)
+    det.rule("cut", ode.event("(I || D) | sequence(D, D, D) over (D, I, x)"), action=print)
+    return det
