@@ -36,7 +36,7 @@ pytest: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-dev
-	for b in detector wrapper orm temporal replay; do \
+	for b in detector wrapper orm temporal ode replay; do \
 		$(BIN)/python bench/$$b.py --quick || exit 1; \
 	done
 

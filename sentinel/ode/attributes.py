@@ -180,6 +180,10 @@ class AttributeHandler(OdeHandler):
     def new_state(self) -> list[Any]:
         return [Table(self.prog.new_state())]
 
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        """Not inlined: a call of the slot's entry."""
+        g.line(f"{g.const(self.entry(slot))}({store}, {occ})")
+
     def _point(self, store: Store, occ: Any, present: frozenset[int]) -> None:
         base, bits = self.combos[present]
         params = occ[5]

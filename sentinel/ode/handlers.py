@@ -122,6 +122,43 @@ class OdeHandler(Handler):
 
         return on_masked
 
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        """Write the work of ``entry(slot)`` inline (see
+        :mod:`sentinel.detector.codegen`): the transition, the register
+        assignments when the automaton has any on that column, the detection."""
+        base, bits = self.combos[frozenset((slot,))]
+        prog = self.prog
+        st, q, nq, r = g.var("s"), g.var("q"), g.var("n"), g.var("r")
+        g.line(f"{st} = {store}[{self.hid}]")
+        g.line(f"{q} = {st}[0]")
+        if bits:
+            sym = g.var("y")
+            g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({occ}[5])")
+            delta, ops, rec = g.const(prog.delta), g.const(prog.ops), g.const(prog.rec)
+            f = g.var("f")
+            g.line(f"{f} = {ops}[{q}][{sym}]")
+            g.line(f"if {f} is not None:")
+            with g.block():
+                g.line(f"{f}({st}, {occ})")
+            g.line(f"{nq} = {st}[0] = {delta}[{q}][{sym}]")
+        else:
+            # One symbol: its column of the tables, indexed by the state alone.
+            ocol = [row[base] for row in prog.ops]
+            if any(f is not None for f in ocol):
+                f = g.var("f")
+                g.line(f"{f} = {g.const(ocol)}[{q}]")
+                g.line(f"if {f} is not None:")
+                with g.block():
+                    g.line(f"{f}({st}, {occ})")
+            dcol = [row[base] for row in prog.delta]
+            g.line(f"{nq} = {st}[0] = {g.const(dcol)}[{q}]")
+        g.line(f"{r} = {g.const(prog.rec)}[{nq}]")
+        g.line(f"if {r} is not None:")
+        with g.block():
+            c = g.var("c")
+            g.line(f"{c} = ({g.const(self.expr)}, {occ}[1], {r}({st}, {occ}))")
+            g.emit(self, store, c)
+
     @staticmethod
     def _make_batch(one: Entry) -> Entry:
         def batch(store: Store, occs: list[Any]) -> None:

@@ -64,7 +64,7 @@ def bound_event(term: tm.Term) -> ode.OdeEvent | None:
 points = st.tuples(st.sampled_from("abc"), st.integers(0, 2))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.recursive(letters, _extend, max_leaves=4), st.lists(points, min_size=1, max_size=9))
 def test_each_value_detects_its_own_expression(term: tm.Term, hist: list[tuple[str, int]]) -> None:
     event = bound_event(term)

@@ -61,7 +61,7 @@ def _extend(kids: st.SearchStrategy[tm.Term]) -> st.SearchStrategy[tm.Term]:
 terms = st.recursive(letters, _extend, max_leaves=5)
 points = st.tuples(st.sampled_from(NAMES), st.integers(0, 2))
 histories = st.lists(points, min_size=1, max_size=9)
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def detect(term: tm.Term, hist: list[tuple[str, int]]) -> list[Any]:
@@ -111,7 +111,7 @@ plain = st.recursive(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plain, st.lists(st.sampled_from(NAMES), min_size=1, max_size=6))
 def test_not_prefix_fires_exactly_where_no_extension_can_satisfy(
     term: tm.Term, names: list[str]
@@ -172,7 +172,7 @@ def test_relative_records_the_latest_split_that_works(
         _check_relative(term, h, d.t_occ - 1, d.parts)
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(small, small, histories)
 def test_prior_records_the_latest_earlier_occurrence(
     e: tm.Term, f: tm.Term, hist: list[tuple[str, int]]
@@ -209,8 +209,27 @@ correlated = st.sampled_from(
 )
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(correlated, st.lists(points, min_size=1, max_size=8))
 def test_correlation_variables_equal_the_definitions(text: str, hist: Any) -> None:
     term = parse_term(text)
     assert [d.t_occ for d in detect(term, hist)] == expected(term, hist)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(terms, histories)
+def test_inlined_and_called_handlers_detect_the_same(
+    term: tm.Term, hist: list[tuple[str, int]]
+) -> None:
+    from sentinel.detector import EventGraph
+
+    def shape(d: Any) -> Any:
+        return (d.t_occ, [c.t_occ for c in d.constituents])
+
+    inlined = [shape(d) for d in detect(term, hist)]
+    EventGraph.compile = False
+    try:
+        called = [shape(d) for d in detect(term, hist)]
+    finally:
+        EventGraph.compile = True
+    assert inlined == called

@@ -102,7 +102,7 @@ def _online(specs: list[RuleSpec], workload: list[Any]) -> Online:
     return online
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rule_specs(), steps)
 def test_local_replay_finds_what_ran_online(specs: list[RuleSpec], workload: list[Any]) -> None:
     online = _online(specs, workload)
@@ -131,7 +131,7 @@ def test_every_coupling_and_flush_detects_and_replays() -> None:
 
 @pytest.mark.spark
 @settings(
-    max_examples=4,
+    max_examples=2,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )

@@ -14,7 +14,7 @@ from tests.ode.test_properties import _extend, letters
 a, b, c = (tm.Letter(Primitive(n)) for n in "abc")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.recursive(letters, _extend, max_leaves=6))
 def test_text_reads_back_to_an_equal_term(term: tm.Term) -> None:
     assert ode.parse_term(str(term)) == term
