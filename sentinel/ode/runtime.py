@@ -25,7 +25,7 @@ import threading
 import typing as t
 from itertools import count
 
-from sentinel.ode.automata import Automaton, Template, liveness
+from sentinel.ode.automata import CUR, Automaton, Template, liveness
 
 __all__ = ["Program", "materialize", "program"]
 
@@ -119,16 +119,39 @@ class Program:
                 consts[name] = obj
             return name
 
-        def code(tpl: Template) -> str:
+        def atoms(tpl: Template) -> list[Template]:
+            """The template as a list of pieces: transparent nodes flattened, a
+            split of nothing but the current point reduced to it."""
             kind = tpl[0]
+            if kind in ("c", "r"):
+                return [tpl]
+            inner = [a for c in tpl[2] for a in atoms(c)]
+            if kind == "n" and tpl[1] is None:
+                return inner
+            if kind == "s" and all(a[0] == "c" for a in inner):
+                return [CUR]
+            return [(kind, tpl[1], tuple(inner))]
+
+        def code(tpl: Template) -> str:
+            pieces = atoms(tpl)
+            if not pieces:
+                return "()"
+            if len(pieces) == 1:
+                return piece(pieces[0])
+            items = []
+            for a in pieces:
+                items.append("occ" if a[0] == "c" else f"*{piece(a)}")
+            return "(" + ", ".join(items) + ")"
+
+        def piece(a: Template) -> str:
+            kind = a[0]
             if kind == "c":
                 return "(occ,)"
             if kind == "r":
-                return f"(st[{tpl[1] + 1}] or ())"
-            inner = "(" + "".join(f"*{code(c)}, " for c in tpl[2]) + ")" if tpl[2] else "()"
-            if kind == "n":
-                return inner if tpl[1] is None else f"_node({const(tpl[1])}, occ, {inner})"
-            return f"_split({const(tpl[1])}, occ, {inner})"
+                return f"(st[{a[1] + 1}] or ())"
+            inner = code(("n", None, a[2]))
+            fn = "_node" if kind == "n" else "_split"
+            return f"{fn}({const(a[1])}, occ, {inner})"
 
         fn_of_ops: dict[t.Any, str] = {}
         ops_names: list[list[str | None]] = []
