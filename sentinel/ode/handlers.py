@@ -134,7 +134,7 @@ class OdeHandler(Handler):
         if bits:
             sym = g.var("y")
             g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({occ}[5])")
-            delta, ops, rec = g.const(prog.delta), g.const(prog.ops), g.const(prog.rec)
+            delta, ops = g.const(prog.delta), g.const(prog.ops)
             f = g.var("f")
             g.line(f"{f} = {ops}[{q}][{sym}]")
             g.line(f"if {f} is not None:")

@@ -269,3 +269,27 @@ def cut_rules() -> LocalEventDetector:
         det.explicit(n)
     det.rule("cut", ode.event("(I || D) | sequence(D, D, D) over (D, I, x)"), action=print)
     return det
+
+
+def test_detections_and_events_survive_pickling() -> None:
+    import pickle
+
+    h = History(["order", "perform"])
+    e = ode.event("prior(order(account = I), perform(account = I)[qty > 1]) over (order, perform)")
+    found = h.watch("r", e)
+    h.run([("order", {"account": 1}), ("perform", {"account": 1, "qty": 2})])
+    assert pickle.loads(pickle.dumps(e)) == e
+    (d,) = found
+    back = pickle.loads(pickle.dumps(d))
+    assert back == d and ode.binding(back) == {"I": 1}
+
+
+def test_sentinel_graph_draws_ode_nodes() -> None:
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+
+    args = ["graph", "--rules", "tests.ode.test_integration:cut_rules", "--dot"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "ODE (recent)" in result.output and result.output.count("->") == 4
