@@ -1,5 +1,6 @@
-"""Ode events and masks are ordinary events: online detections == local replay ==
-Spark replay, in every coupling mode and context, keyed, across transactions.
+"""Ode events and masks are ordinary events: online detections == local replay,
+in every coupling mode and context, keyed, across transactions (the Spark engine:
+tests/replay/test_ode.py, beside the test session's SparkSession).
 
 Rules are Snoop text (tests/replay/workload.py rebuilds them on each side), with
 Ode expressions embedded as ``ode{...}`` and masks in brackets; the workload's
@@ -8,10 +9,8 @@ events carry parameters k (0-3) and v (0-9).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +18,7 @@ from sentinel import Context, Coupling, Primitive
 from sentinel.ode import terms as tm
 from sentinel.replay import log_table, replay
 from tests.replay.test_equivalence import steps
-from tests.replay.workload import EVENTS, Online, RuleSpec, build, replayed, run_steps, write_specs
+from tests.replay.workload import EVENTS, Online, RuleSpec, build, replayed, run_steps
 
 UNIVERSE = "over (E1, E2, E3, E4, N1)"
 letters = st.one_of(
@@ -126,22 +125,4 @@ def test_every_coupling_and_flush_detects_and_replays() -> None:
     fired = {d[0] for d in online.detections}
     assert len(fired) >= len(specs) * 3 // 4  # most rules fired at least once
     result = replay(log_table(online.rows), build(specs))
-    assert replayed(result.rows()) == sorted(online.detections)
-
-
-@pytest.mark.spark
-@settings(
-    max_examples=2,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
-@given(rule_specs(), steps.filter(lambda s: len(s) > 10))
-def test_spark_replay_finds_what_ran_online(
-    spark: Any, rules_file: Path, specs: list[RuleSpec], workload: list[Any]
-) -> None:
-    online = _online(specs, workload)
-    write_specs(rules_file, specs)
-    result = replay(
-        log_table(online.rows), "tests.replay.workload:spec_detector", engine="spark", spark=spark
-    )
     assert replayed(result.rows()) == sorted(online.detections)
