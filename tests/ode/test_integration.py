@@ -204,6 +204,21 @@ class TestMethodEvents:
         a2.deposit(7)
         assert [d.constituents[-1].params["amount"] for d in found] == [6]
 
+    def test_a_mask_on_a_method_event_in_snoop(
+        self,
+        det: LocalEventDetector,
+        Account: Any,
+    ) -> None:
+        found: list[Any] = []
+        big = Account.deposit.end.where(param("amount") > 100)
+        det.rule("r", (big >> Account.withdraw.end).by(SOURCE), action=found.append)
+        a = Account(1)
+        a.deposit(500)
+        a.deposit(5)  # hidden by the mask: the withdrawal pairs with the 500
+        a.withdraw(1)
+        assert [d.constituents[0].params["amount"] for d in found] == [500]
+        assert str(big).endswith(".deposit:end[amount > 100]")
+
     def test_a_universe_of_all_of_a_class_events(
         self,
         det: LocalEventDetector,
