@@ -229,8 +229,11 @@ class AttributeHandler(OdeHandler):
             if r is not None:
                 found.append((v, r))
             self._settle(table, v, row)
-        for v, parts in found:
-            self.emit(store, (Bound(self.expr, self.variable, v), occ[1], parts))
+        if found:
+            # Several values at one instant are one batch (parents pair each
+            # against their state before it).
+            expr, var, t_occ = self.expr, self.variable, occ[1]
+            self.emit_batch(store, [(Bound(expr, var, v), t_occ, parts) for v, parts in found])
 
     def _settle(self, table: Table, v: Any, row: list[Any]) -> None:
         if not self.steady[row[0]]:

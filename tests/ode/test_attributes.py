@@ -136,3 +136,23 @@ def test_an_attribute_value_must_be_hashable() -> None:
     h.watch("r", ode.event("prior(order(account = I), perform(account = I))"))
     with pytest.raises(Exception, match="not hashable"):
         h.run([("order", {"account": [1, 2]})])
+
+
+def test_several_values_at_one_instant_reach_a_parent_as_one_batch() -> None:
+    from sentinel import Context
+
+    det = LocalEventDetector()
+    transfer, swap = det.explicit("transfer"), det.explicit("swap")
+    I_ = ode.attribute("I")
+    # A swap between accounts a and b completes moved(a) and moved(b) at once.
+    swapped = ode.term(swap.where(a=I_)) | swap.where(b=I_)
+    moved = ode.event(ode.prior(transfer.where(src=I_), swapped), over=[transfer, swap])
+    found: list[Any] = []
+    det.rule("r", det.explicit("start") >> moved, action=found.append, context=Context.CONTINUOUS)
+    det.signal("start")
+    det.signal("transfer", src=1)
+    det.signal("transfer", src=2)
+    det.signal("swap", a=1, b=2)
+    # Continuous SEQ pairs the one pending start with each detection of the
+    # batch, as it was before the batch: two detections, not one.
+    assert sorted(ode.binding(d.parts[1])["I"] for d in found) == [1, 2]
