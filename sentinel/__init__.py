@@ -6,7 +6,9 @@ stable; submodules are implementation.
 
 from typing import TYPE_CHECKING
 
+from sentinel import ode
 from sentinel.algebra import SOURCE, A, Any, Astar, Expression, Not, Primitive, parse
+from sentinel.algebra.masks import Masked, param
 from sentinel.default import (
     default_detector,
     rule,
@@ -100,6 +102,7 @@ __all__ = [
     "LogConnectionError",
     "LogSchemaError",
     "LogWriteError",
+    "Masked",
     "MissingExtraError",
     "Not",
     "ObjectRef",
@@ -138,7 +141,9 @@ __all__ = [
     "event",
     "not_within",
     "object_ref",
+    "ode",
     "on",
+    "param",
     "parse",
     "replay",
     "resolve",

@@ -57,7 +57,7 @@ class SnoopSyntaxError(ExpressionError):
 
     ``line`` and ``column`` are 1-based; ``expected`` lists what the parser would
     have accepted at that position; ``context`` is the offending line with a caret
-    under the position.
+    under the position; ``reason`` is the message without the position.
     """
 
     def __init__(
@@ -70,6 +70,7 @@ class SnoopSyntaxError(ExpressionError):
         expected: Iterable[str] = (),
         context: str = "",
     ) -> None:
+        self.reason = message
         self.text = text
         self.line = line
         self.column = column

@@ -215,6 +215,15 @@ class Primitive(Expression):
     def with_children(self, children: t.Sequence[Expression]) -> Expression:
         return self
 
+    def where(self, spec: t.Any = None, /, **equal: t.Any) -> t.Any:
+        """This event masked by a predicate on its parameters (a
+        :class:`~sentinel.algebra.masks.Masked` expression): ``deposit.where("amount
+        > 1000")``, ``deposit.where(param("amount") > 1000)`` or
+        ``deposit.where(currency="EUR")``. See :mod:`sentinel.algebra.masks`."""
+        from sentinel.algebra.masks import Masked, predicate  # defined on top of this module
+
+        return Masked(self, predicate(spec, **equal))
+
 
 class _Binary(Expression):
     __slots__ = ()

@@ -18,6 +18,8 @@ Text syntax::
     <(17:00:00)*/*/*>      absolute temporal event (wild cards '*'; yy or yyyy)
     E1 + [00:10:00]        relative temporal event (also [2d 00:00:00], [00:00:00.5])
     P(E1, [00:00:10], E3)  periodic       P*(E1, [00:00:10] price, E3)  cumulative periodic
+    E1[amount > 1000]      E1 masked by a predicate on its parameters (sentinel.algebra.masks)
+    ode{prior(a, b)}       an expression of a registered language (Ode: sentinel.ode)
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.errors import ExpressionError, SnoopSyntaxError, TimeStringError
 
-__all__ = ["parse", "to_text"]
+__all__ = ["parse", "register_block", "to_text"]
 
 _TOKEN_TEXT = {
     "LPAR": '"("',
@@ -54,6 +56,7 @@ _TOKEN_TEXT = {
     "PLUS": '"+"',
     "INTERVAL": "a time interval like [00:10:00]",
     "TIMESTRING": "an absolute time like <(17:00:00)*/*/*>",
+    "BLOCK": "an embedded expression like ode{...}",
     "$END": "end of text",
 }
 
@@ -108,6 +111,12 @@ class _ToExpression(Transformer[Token, ex.Expression]):
     def count(self, meta: t.Any, c: list[Token]) -> int:
         return int(c[0])
 
+    def masked(self, meta: t.Any, c: list[Token]) -> ex.Expression:
+        return _masked(c[0], c[1])
+
+    def block(self, meta: t.Any, c: list[Token]) -> ex.Expression:
+        return _block(c[0])
+
     def relative(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
         offset = _time_string(tm.parse_duration, c[1], what="relative offset")
         return tm.Relative(c[0], offset)
@@ -154,6 +163,58 @@ def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any
         raise _Positioned(
             ExpressionError(e.reason), tok.line or 1, (tok.column or 1) + e.position
         ) from None
+
+
+#: Readers of embedded languages: ``name{text}`` in Snoop text is ``_BLOCKS[name](text)``.
+_BLOCKS: dict[str, t.Callable[[str], ex.Expression]] = {}
+
+
+def register_block(name: str, reader: t.Callable[[str], ex.Expression]) -> None:
+    """Let Snoop text embed another language as ``name{...}`` (the Ode layer
+    registers ``ode``). ``reader`` turns the text between the braces into an
+    expression; a :class:`~sentinel.errors.SnoopSyntaxError` it raises is
+    reported at its position in the whole text."""
+    _BLOCKS[name] = reader
+
+
+def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> _Positioned:
+    """An error at (e.line, e.column) of text that starts at (line, column)."""
+    if e.line == 1:
+        return _Positioned(ExpressionError(e.reason), line, column + e.column - 1)
+    return _Positioned(ExpressionError(e.reason), line + e.line - 1, e.column)
+
+
+def _masked(name: Token, mask: Token) -> ex.Expression:
+    from sentinel.algebra.masks import Masked, parse_predicate  # defined on top of this module
+
+    text = _unquote(str(name)) if name.type == "STRING" else str(name)
+    try:
+        predicate = parse_predicate(str(mask)[1:-1])
+    except SnoopSyntaxError as e:
+        raise _inner_error(e, mask.line or 1, (mask.column or 1) + 1) from None
+    return Masked(ex.Primitive(text), predicate)
+
+
+def _block(tok: Token) -> ex.Expression:
+    raw = str(tok)
+    brace = raw.index("{")
+    name = raw[:brace].strip()
+    reader = _BLOCKS.get(name)
+    if reader is None:
+        known = ", ".join(f"{n}{{...}}" for n in sorted(_BLOCKS)) or "none"
+        raise _Positioned(
+            ExpressionError(f"unknown block {name}{{...}}; known: {known}"),
+            tok.line or 1,
+            tok.column or 1,
+        )
+    try:
+        return reader(raw[brace + 1 : -1])
+    except SnoopSyntaxError as e:
+        if e.reason == "unexpected end of text":
+            e.reason = f"unexpected end of {name}{{...}}"
+        raise _inner_error(e, tok.line or 1, (tok.column or 1) + brace + 1) from None
+    except ExpressionError as e:
+        raise _Positioned(e, tok.line or 1, tok.column or 1) from None
 
 
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:

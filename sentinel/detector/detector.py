@@ -183,6 +183,9 @@ class EventDetector:
         """
         text = value if isinstance(value, str) else None
         expr = parse(value) if isinstance(value, str) else value
+        convert = getattr(expr, "__sentinel_expression__", None)
+        if convert is not None:  # an expression of another algebra (an Ode term)
+            expr = convert()
         if not isinstance(expr, ex.Expression):
             raise ExpressionError(
                 f"expected an event expression or Snoop text, not {type(value).__name__}"

@@ -565,9 +565,11 @@ class EventGraph:
             tag = " buffered" if h.hid in self.buffered else ""
             where = " in " + " / ".join(str(r) for r in region) if region else ""
             scope = "" if mode.flush else " process-wide"
+            summary = getattr(h, "summary", None)  # strategies may add their sizes (Ode)
+            sizes = f" [{summary()}]" if summary is not None else ""
             lines.append(
                 f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: {expr} "
-                f"(refs {self.refs[(expr, mode, region)]})"
+                f"(refs {self.refs[(expr, mode, region)]}){sizes}"
             )
         return lines
 

@@ -88,6 +88,8 @@ def _copy_state(state: list[Any], owner: Store | None) -> list[Any]:
                 copy.restore(sub.snapshot())
                 parts[key] = copy
             item = parts
+        elif hasattr(item, "_sentinel_copy"):  # state objects of other layers (Ode tables)
+            item = item._sentinel_copy()
         out.append(item)
     return out
 

@@ -116,6 +116,8 @@ class Hub:
                     )
 
     def _check_name(self, cls: type, info: ClassInfo) -> None:
+        if not _claims_name(cls, info):
+            return
         held = self.names.get(info.name)
         other = held() if held is not None else None
         if other is None or other is cls or _same_definition(other, cls):
@@ -156,7 +158,8 @@ class Hub:
                     method.begin = det.channel(names["begin"]) if "begin" in names else None
                     method.end = det.channel(names["end"]) if "end" in names else None
             with self._lock:
-                self.names[info.name] = weakref.ref(cls)
+                if _claims_name(cls, info):
+                    self.names[info.name] = weakref.ref(cls)
                 self.classes.add(cls)
                 info.attached = self
         self.refresh()
@@ -184,6 +187,16 @@ class Hub:
                 if held is not None and held() is cls:
                     del self.names[info.name]
                 info.attached = None
+
+
+def _claims_name(cls: type, info: ClassInfo) -> bool:
+    """Whether ``cls`` holds its event name prefix on the detector: a class with
+    method events, or a table (its database events use the name). A base class
+    with neither (an application's declarative ``Base``) has no event to mix up
+    with another class's, so two such bases of one name may share a detector."""
+    return bool(info.entries) or any(
+        getattr(cls, attr, None) is not None for attr in ("__tablename__", "__table__")
+    )
 
 
 def _same_definition(a: type, b: type) -> bool:

@@ -182,12 +182,22 @@ class TestNames:
 
         def another() -> type:
             class Stock(Reactive, detector=det):
-                pass
+                @event
+                def n(self) -> None: ...
 
             return Stock
 
         with pytest.raises(DuplicateEventError, match="already uses the event name prefix"):
             another()
+
+        def mapped() -> type:  # database events would use the name
+            class Stock(Reactive, detector=det):
+                __tablename__ = "stock"
+
+            return Stock
+
+        with pytest.raises(DuplicateEventError, match="already uses the event name prefix"):
+            mapped()
 
         def renamed() -> type:
             class Stock(Reactive, detector=det, sentinel_name="OtherStock"):
@@ -197,6 +207,31 @@ class TestNames:
             return Stock
 
         assert renamed().m.end.name == "OtherStock.m:end"
+
+    def test_bases_without_events_or_tables_may_share_a_name(self, det: LocalEventDetector) -> None:
+        """Two applications' declarative ``Base`` classes in one process: neither
+        has an event of its own, so neither claims the name; their subclasses do."""
+
+        def one_app() -> type:
+            class Base(Reactive, detector=det):
+                pass
+
+            return Base
+
+        def another_app() -> type:
+            class Base(Reactive, detector=det):
+                pass
+
+            return Base
+
+        first, second = one_app(), another_app()
+
+        class Account(second):  # type: ignore[misc, valid-type]
+            @event
+            def deposit(self) -> None: ...
+
+        assert first is not second
+        assert Account.deposit.end.name == "Account.deposit:end"
 
     def test_a_collected_class_gives_its_name_back(self, det: LocalEventDetector) -> None:
         def define() -> None:

@@ -1,0 +1,678 @@
+"""Deterministic automata with registers: the constructions of Ode section 3.
+
+An :class:`Automaton` reads one symbol per point of the history (symbols are
+numbered ``0 .. k-1``: the alphabet's minterms, see :mod:`sentinel.ode.alphabet`)
+and the expression is satisfied at a point exactly when the state entered there
+is accepting. States are numbered from 0, the start state. Acceptance is only
+looked at after a symbol was read, so the start state's own flag matters only
+when some transition returns to it.
+
+Registers record *why*: each transition may assign registers (in parallel, from
+the registers before it and the occurrence just read), and each accepting state
+has a *template* saying how the detection's record is built from the registers
+and the current occurrence. A record is a list of parts: primitive occurrences,
+and labelled composites ``(label, t_occ, parts)`` for sub-expressions satisfied
+at earlier points (the split points of ``relative``). Templates are tuples:
+
+``("c",)``
+    the current occurrence.
+``("r", k)``
+    the parts held in register k (nothing while it is empty).
+``("n", label, children)``
+    the children's parts, inside one composite labelled ``label`` at the
+    current point (``label`` None: the parts themselves, no composite).
+``("s", label, children)``
+    the same, kept as a plain occurrence when the children are nothing or only
+    the current occurrence (a split point seen by ``relative``).
+
+Several computation threads of a non-deterministic construction (``relative``,
+``relative+``, the projection of a correlation variable) are kept in one state
+as a tuple ordered newest first; threads that meet in one state keep the newest
+one's registers. So a record names, at each ``relative``, the latest split point
+that works.
+
+Every construction returns a complete, minimized automaton whose registers are
+all read somewhere. Constructions refuse to grow beyond :data:`MAX_STATES`
+states, naming the operator.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from collections import deque
+
+from sentinel.errors import ExpressionError
+
+__all__ = [
+    "CUR",
+    "EMPTY",
+    "MAX_STATES",
+    "Automaton",
+    "AutomatonTooLarge",
+    "after_each",
+    "conj",
+    "constant",
+    "disj",
+    "letter",
+    "minimize",
+    "neg",
+    "pipe",
+    "prefix",
+    "project",
+    "relabel",
+    "relative",
+    "relative_plus",
+]
+
+Template = tuple[t.Any, ...]
+Op = tuple[int, Template]
+Ops = tuple[Op, ...]
+
+CUR: t.Final[Template] = ("c",)
+EMPTY: t.Final[Template] = ("n", None, ())
+#: The most states one construction may build.
+MAX_STATES: t.Final = 20_000
+
+
+class AutomatonTooLarge(ExpressionError):
+    """An expression whose automaton would exceed :data:`MAX_STATES` states."""
+
+    def __init__(self, operator: str, states: int) -> None:
+        self.operator = operator
+        self.states = states
+        super().__init__(
+            f"the automaton for {operator} grows beyond {states} states; simplify the "
+            "expression or split it into several events"
+        )
+
+
+class Automaton:
+    """A complete deterministic automaton with registers (see the module docs).
+
+    ``delta[q][a]`` is the state after reading symbol ``a`` in state ``q``;
+    ``ops[q][a]`` the register assignments of that transition (``()``: none);
+    ``acc[q]`` whether ``q`` is accepting and ``rec[q]`` its record template.
+    """
+
+    __slots__ = ("acc", "delta", "k", "nregs", "ops", "program", "rec")
+
+    def __init__(
+        self,
+        k: int,
+        delta: list[list[int]],
+        acc: list[bool],
+        ops: list[list[Ops]] | None = None,
+        rec: list[Template | None] | None = None,
+        nregs: int = 0,
+    ) -> None:
+        self.k = k
+        self.delta = delta
+        self.acc = acc
+        self.ops: list[list[Ops]] = ops if ops is not None else [[()] * k for _ in delta]
+        self.rec = rec if rec is not None else [CUR if a else None for a in acc]
+        self.nregs = nregs
+        #: The runtime form (sentinel.ode.runtime.Program), made on first use.
+        self.program: t.Any = None
+
+    @property
+    def n(self) -> int:
+        """Number of states."""
+        return len(self.delta)
+
+    def plain(self) -> Automaton:
+        """The same language without registers, minimized."""
+        return minimize(
+            Automaton(
+                self.k, self.delta, list(self.acc), rec=[EMPTY if a else None for a in self.acc]
+            )
+        )
+
+    def run(self, symbols: t.Iterable[int]) -> list[int]:
+        """The positions (0-based) at which the automaton accepts, reading
+        ``symbols`` from the start (for tests and tools)."""
+        q, out = 0, []
+        for i, a in enumerate(symbols):
+            q = self.delta[q][a]
+            if self.acc[q]:
+                out.append(i)
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Automaton {self.n} states, {self.k} symbols, {self.nregs} registers>"
+
+
+# -- templates ----------------------------------------------------------------------------
+
+
+def shift(tpl: Template | None, by: int) -> t.Any:
+    """``tpl`` with register numbers moved by ``by``."""
+    if tpl is None or by == 0:
+        return tpl
+    kind = tpl[0]
+    if kind == "r":
+        return ("r", tpl[1] + by)
+    if kind == "c":
+        return tpl
+    return (kind, tpl[1], tuple(shift(c, by) for c in tpl[2]))
+
+
+def _shift_ops(ops: Ops, by: int) -> Ops:
+    if by == 0:
+        return ops
+    return tuple((d + by, shift(s, by)) for d, s in ops)
+
+
+def compose(tpl: Template, ops: Ops) -> Template:
+    """A template over the registers after ``ops``, rewritten over the registers
+    before them (and the current occurrence)."""
+    if not ops:
+        return tpl
+    assigned = dict(ops)
+
+    def sub(x: Template) -> Template:
+        kind = x[0]
+        if kind == "r":
+            return assigned.get(x[1], x)
+        if kind == "c":
+            return x
+        return (kind, x[1], tuple(sub(c) for c in x[2]))
+
+    return sub(tpl)
+
+
+def reads(tpl: Template | None) -> t.Iterator[int]:
+    """The registers a template reads."""
+    if tpl is None:
+        return
+    kind = tpl[0]
+    if kind == "r":
+        yield tpl[1]
+    elif kind in ("n", "s"):
+        for c in tpl[2]:
+            yield from reads(c)
+
+
+# -- building and finishing ---------------------------------------------------------------
+
+
+def _explore(
+    k: int,
+    start: t.Hashable,
+    step: t.Callable[[t.Any, int], tuple[t.Hashable, Ops]],
+    operator: str,
+) -> tuple[list[t.Any], list[list[int]], list[list[Ops]]]:
+    """Breadth-first construction of the reachable states from ``start``."""
+    index: dict[t.Hashable, int] = {start: 0}
+    keys: list[t.Any] = [start]
+    delta: list[list[int]] = []
+    ops: list[list[Ops]] = []
+    i = 0
+    while i < len(keys):
+        key = keys[i]
+        row: list[int] = []
+        orow: list[Ops] = []
+        for a in range(k):
+            nxt, o = step(key, a)
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(keys)
+                keys.append(nxt)
+                if j >= MAX_STATES:
+                    raise AutomatonTooLarge(operator, MAX_STATES)
+            row.append(j)
+            orow.append(o)
+        delta.append(row)
+        ops.append(orow)
+        i += 1
+    return keys, delta, ops
+
+
+def _finish(m: Automaton) -> Automaton:
+    """Drop assignments nobody reads, renumber registers, minimize."""
+    return minimize(_compact(m))
+
+
+def liveness(m: Automaton) -> list[set[int]]:
+    """Per state, the registers whose value there may still be read (by the
+    state's record or, before being assigned again, by a later transition)."""
+    n, k = m.n, m.k
+    live: list[set[int]] = [set(reads(m.rec[q])) if m.acc[q] else set() for q in range(n)]
+    for q in range(n):
+        for a in range(k):
+            for _d, src in m.ops[q][a]:
+                live[q].update(reads(src))
+    written = [[{d for d, _ in m.ops[q][a]} for a in range(k)] for q in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for q in range(n):
+            lq = live[q]
+            before = len(lq)
+            for a in range(k):
+                nxt = live[m.delta[q][a]]
+                if nxt:
+                    lq |= nxt - written[q][a]
+            if len(lq) != before:
+                changed = True
+    return live
+
+
+def _compact(m: Automaton) -> Automaton:
+    """Drop assignments nobody reads, then let registers that are never live in
+    the same state share one (greedy colouring)."""
+    if not m.nregs:
+        return m
+    n, k = m.n, m.k
+    live = liveness(m)
+    ops = [
+        [tuple((d, s) for d, s in m.ops[q][a] if d in live[m.delta[q][a]]) for a in range(k)]
+        for q in range(n)
+    ]
+    used: set[int] = set()
+    for q in range(n):
+        if m.acc[q]:
+            used.update(reads(m.rec[q]))
+        for a in range(k):
+            for d, src in ops[q][a]:
+                used.add(d)
+                used.update(reads(src))
+    clash: dict[int, set[int]] = {r: set() for r in used}
+    for lq in live:
+        for r in lq:
+            if r in clash:
+                clash[r].update(x for x in lq if x != r and x in clash)
+    ren: dict[int, int] = {}
+    for r in sorted(used):
+        taken = {ren[x] for x in clash[r] if x in ren}
+        c = 0
+        while c in taken:
+            c += 1
+        ren[r] = c
+    count = max(ren.values(), default=-1) + 1
+
+    def rn(x: t.Any) -> t.Any:
+        if x is None:
+            return None
+        kind = x[0]
+        if kind == "r":
+            return ("r", ren[x[1]])
+        if kind == "c":
+            return x
+        return (kind, x[1], tuple(rn(c) for c in x[2]))
+
+    ops2 = [
+        [
+            tuple(
+                (ren[d], rn(src))
+                for d, src in ops[q][a]
+                if not (src[0] == "r" and ren[src[1]] == ren[d])  # a copy onto itself
+            )
+            for a in range(k)
+        ]
+        for q in range(n)
+    ]
+    rec2 = [rn(r) if m.acc[q] else None for q, r in enumerate(m.rec)]
+    return Automaton(k, m.delta, m.acc, ops2, rec2, count)
+
+
+def minimize(m: Automaton) -> Automaton:
+    """The quotient of ``m`` by equivalent states (Moore's refinement over
+    acceptance, record templates, targets and register assignments); state 0
+    stays the start state."""
+    n, k = m.n, m.k
+    sig0: dict[t.Any, int] = {}
+    cls = [sig0.setdefault((m.acc[q], m.rec[q] if m.acc[q] else None), len(sig0)) for q in range(n)]
+    count = len(sig0)
+    while True:
+        sigs: dict[t.Any, int] = {}
+        new = [
+            sigs.setdefault(
+                (cls[q], tuple((cls[m.delta[q][a]], m.ops[q][a]) for a in range(k))), len(sigs)
+            )
+            for q in range(n)
+        ]
+        if len(sigs) == count:
+            break
+        cls, count = new, len(sigs)
+    # Number the classes in breadth-first order from the start (deterministic).
+    order: dict[int, int] = {cls[0]: 0}
+    rep: list[int] = [0]
+    i = 0
+    while i < len(rep):
+        q = rep[i]
+        for a in range(k):
+            c = cls[m.delta[q][a]]
+            if c not in order:
+                order[c] = len(rep)
+                rep.append(m.delta[q][a])
+        i += 1
+    delta = [[order[cls[m.delta[q][a]]] for a in range(k)] for q in rep]
+    ops = [[m.ops[q][a] for a in range(k)] for q in rep]
+    return Automaton(k, delta, [m.acc[q] for q in rep], ops, [m.rec[q] for q in rep], m.nregs)
+
+
+def fresh_start(m: Automaton) -> Automaton:
+    """``m`` with a start state that is not accepting and that no transition
+    enters (what ``relative``, ``relative+`` and ``/+`` need of the automaton
+    they restart)."""
+    entered = any(0 in row for row in m.delta)
+    if not entered and not m.acc[0]:
+        return m
+    delta = [[x + 1 for x in m.delta[0]]] + [[x + 1 for x in row] for row in m.delta]
+    ops = [list(m.ops[0])] + [list(r) for r in m.ops]
+    return Automaton(m.k, delta, [False, *m.acc], ops, [None, *m.rec], m.nregs)
+
+
+# -- the constructions of section 3 --------------------------------------------------------
+
+
+def constant(k: int, accepting: bool) -> Automaton:
+    """NULL (never accepts) or, accepting, every point."""
+    return Automaton(k, [[0] * k], [accepting], rec=[CUR if accepting else None])
+
+
+def letter(k: int, symbols: frozenset[int], record: Template = CUR) -> Automaton:
+    """A primitive event: accepts right after reading one of ``symbols``."""
+    if not symbols:
+        return constant(k, False)
+    if len(symbols) == k:
+        return Automaton(k, [[0] * k], [True], rec=[record])
+    row = [1 if a in symbols else 0 for a in range(k)]
+    return Automaton(k, [row, list(row)], [False, True], rec=[None, record])
+
+
+def neg(m: Automaton) -> Automaton:
+    """``!E``: the complement (registers dropped: an absence needs no witness)."""
+    p = m.plain()
+    acc = [not a for a in p.acc]
+    return minimize(Automaton(p.k, p.delta, acc, rec=[EMPTY if a else None for a in acc]))
+
+
+def _product(
+    a: Automaton, b: Automaton, accept: t.Callable[[int, int], Template | None], operator: str
+) -> Automaton:
+    k, na = a.k, a.nregs
+
+    def step(key: tuple[int, int], s: int) -> tuple[tuple[int, int], Ops]:
+        p, q = key
+        return (a.delta[p][s], b.delta[q][s]), a.ops[p][s] + _shift_ops(b.ops[q][s], na)
+
+    keys, delta, ops = _explore(k, (0, 0), step, operator)
+    rec = [accept(p, q) for p, q in keys]
+    acc = [r is not None for r in rec]
+    return _finish(Automaton(k, delta, acc, ops, rec, na + b.nregs))
+
+
+def conj(a: Automaton, b: Automaton, operator: str = "∧") -> Automaton:
+    """``E ∧ F``: the product, accepting where both accept; the record is both
+    records."""
+    na = a.nregs
+
+    def accept(p: int, q: int) -> Template | None:
+        if a.acc[p] and b.acc[q]:
+            return ("n", None, (a.rec[p], shift(b.rec[q], na)))
+        return None
+
+    return _product(a, b, accept, operator)
+
+
+def disj(a: Automaton, b: Automaton, operator: str = "∨") -> Automaton:
+    """``E ∨ F``: the product, accepting where either accepts; the record is the
+    first operand's when it accepts, else the second's."""
+    na = a.nregs
+
+    def accept(p: int, q: int) -> Template | None:
+        if a.acc[p]:
+            return a.rec[p]
+        if b.acc[q]:
+            return t.cast(Template, shift(b.rec[q], na))
+        return None
+
+    return _product(a, b, accept, operator)
+
+
+def _move(
+    threads: tuple[int, ...], s: int, m: Automaton, block: t.Callable[[int], int]
+) -> tuple[list[int], list[Op]]:
+    """Advance every thread of ``m`` on symbol ``s``; threads meeting in one state
+    keep the newest one's block of registers (split register, then ``m``'s)."""
+    moved: list[int] = []
+    pred: dict[int, int] = {}
+    for q in threads:
+        q2 = m.delta[q][s]
+        if q2 not in pred:
+            pred[q2] = q
+            moved.append(q2)
+    ops: list[Op] = []
+    nm = m.nregs
+    for q2 in moved:
+        q = pred[q2]
+        old, new = block(q), block(q2)
+        own = dict(m.ops[q][s])
+        if q2 != q:
+            ops.append((new, ("r", old)))
+        for j in range(nm):
+            src = own.get(j)
+            if src is not None:
+                ops.append((new + 1 + j, shift(src, old + 1)))
+            elif q2 != q:
+                ops.append((new + 1 + j, ("r", old + 1 + j)))
+    return moved, ops
+
+
+def relative(
+    a: Automaton, b: Automaton, label: t.Any, split_label: t.Any, operator: str = "relative"
+) -> Automaton:
+    """``relative(E, F)``: F restarted after every point where E accepts (the
+    ε-transitions of section 3, determinized). The record is the latest split
+    point (E's record there) and F's record."""
+    b = fresh_start(b)
+    k, na, nb = a.k, a.nregs, b.nregs
+    width = 1 + nb
+
+    def block(q: int) -> int:
+        return na + q * width
+
+    def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
+        p, threads = key
+        p2 = a.delta[p][s]
+        aops = a.ops[p][s]
+        moved, ops = _move(threads, s, b, block)
+        if a.acc[p2]:
+            split = ("s", split_label, (compose(a.rec[p2], aops),))  # type: ignore[arg-type]
+            ops.append((block(0), split))
+            moved.insert(0, 0)
+        return (p2, tuple(moved)), aops + tuple(ops)
+
+    keys, delta, ops = _explore(k, (0, ()), step, operator)
+    acc: list[bool] = []
+    rec: list[Template | None] = []
+    for _p, threads in keys:
+        first = next((q for q in threads if b.acc[q]), None)
+        acc.append(first is not None)
+        if first is None:
+            rec.append(None)
+        else:
+            base = block(first)
+            rec.append(("n", label, (("r", base), shift(b.rec[first], base + 1))))
+    nregs = na + b.n * width
+    return _finish(Automaton(k, delta, acc, ops, rec, nregs))
+
+
+def relative_plus(
+    a: Automaton, label: t.Any, operator: str = "relative+", *, keep_split: bool = True
+) -> Automaton:
+    """``relative+(E)``: E restarted after every point where the whole expression
+    accepts. The record keeps the last iteration: its start point (none for the
+    first iteration; left out when not ``keep_split``) and E's record."""
+    a = fresh_start(a)
+    k, na = a.k, a.nregs
+    width = 1 + na
+
+    def block(q: int) -> int:
+        return q * width
+
+    def step(threads: tuple[int, ...], s: int) -> tuple[t.Hashable, Ops]:
+        moved, ops = _move(threads, s, a, block)
+        if any(a.acc[q] for q in moved):
+            ops.append((block(0), CUR))
+            moved.insert(0, 0)
+        return tuple(moved), tuple(ops)
+
+    keys, delta, ops = _explore(k, (0,), step, operator)
+    acc: list[bool] = []
+    rec: list[Template | None] = []
+    for threads in keys:
+        first = next((q for q in threads if a.acc[q]), None)
+        acc.append(first is not None)
+        if first is None:
+            rec.append(None)
+        else:
+            base = block(first)
+            own = shift(a.rec[first], base + 1)
+            rec.append(("n", label, (("r", base), own) if keep_split else (own,)))
+    return _finish(Automaton(k, delta, acc, ops, rec, a.n * width))
+
+
+def pipe(a: Automaton, b: Automaton, label: t.Any, operator: str = "|") -> Automaton:
+    """``E | F``: F reads only the points where E accepts."""
+    k, na = a.k, a.nregs
+
+    def step(key: tuple[int, int], s: int) -> tuple[t.Hashable, Ops]:
+        p, q = key
+        p2 = a.delta[p][s]
+        if a.acc[p2]:
+            return (p2, b.delta[q][s]), a.ops[p][s] + _shift_ops(b.ops[q][s], na)
+        return (p2, q), a.ops[p][s]
+
+    keys, delta, ops = _explore(k, (0, 0), step, operator)
+    acc = [a.acc[p] and b.acc[q] for p, q in keys]
+    rec = [
+        ("n", label, (a.rec[p], shift(b.rec[q], na))) if ok else None
+        for (p, q), ok in zip(keys, acc, strict=True)
+    ]
+    return _finish(Automaton(k, delta, acc, ops, rec, na + b.nregs))
+
+
+def after_each(
+    f: Automaton, e: Automaton, label: t.Any, split_label: t.Any, operator: str = "/+"
+) -> Automaton:
+    """``F /+ E``: F restarted at every point where E accepts (that point belongs
+    to no segment). The record is the delimiting E and F's record."""
+    f = fresh_start(f)
+    k, ne = e.k, e.nregs
+    delim = ne
+
+    def step(key: tuple[int, int], s: int) -> tuple[t.Hashable, Ops]:
+        p, q = key
+        p2 = e.delta[p][s]
+        eops = e.ops[p][s]
+        if e.acc[p2]:
+            split = ("s", split_label, (compose(e.rec[p2], eops),))  # type: ignore[arg-type]
+            return (p2, 0), (*eops, (delim, split))
+        if q >= 0:
+            return (p2, f.delta[q][s]), eops + _shift_ops(f.ops[q][s], ne + 1)
+        return (p2, -1), eops
+
+    keys, delta, ops = _explore(k, (0, -1), step, operator)
+    acc = [q >= 0 and f.acc[q] for _p, q in keys]
+    rec = [
+        ("n", label, (("r", delim), shift(f.rec[q], ne + 1))) if ok else None
+        for (_p, q), ok in zip(keys, acc, strict=True)
+    ]
+    return _finish(Automaton(k, delta, acc, ops, rec, ne + 1 + f.nregs))
+
+
+def prefix(m: Automaton) -> Automaton:
+    """``prefix(E)``: accepting where some non-empty continuation makes E accept
+    (section 3's prefix construction)."""
+    p = m.plain()
+    # States from which an accepting state is reachable in zero or more steps.
+    back: list[list[int]] = [[] for _ in range(p.n)]
+    for q, row in enumerate(p.delta):
+        for r in set(row):
+            back[r].append(q)
+    alive = {q for q in range(p.n) if p.acc[q]}
+    todo = deque(alive)
+    while todo:
+        r = todo.popleft()
+        for q in back[r]:
+            if q not in alive:
+                alive.add(q)
+                todo.append(q)
+    acc = [any(r in alive for r in row) for row in p.delta]
+    return minimize(Automaton(p.k, p.delta, acc, rec=[EMPTY if x else None for x in acc]))
+
+
+def project(m: Automaton, low: int, label: t.Any, operator: str = "exists") -> Automaton:
+    """``exists x: E`` for ``m`` over an alphabet whose last bit is x: symbols
+    ``s`` (x absent) and ``s + low`` (x here) of ``m`` become one symbol ``s``
+    of an alphabet of ``low`` symbols, and x must occur at exactly one point, at
+    or before the point of satisfaction. The record adds x's point."""
+    k = low
+    nm = m.nregs
+    width = 1 + nm
+    # Thread (q, bound): block per state for bound threads; the one unbound
+    # thread (x not yet placed) keeps its registers in a block of its own.
+    unbound = m.n * width
+
+    def block(q: int) -> int:
+        return q * width
+
+    def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
+        free, bound = key
+        ops: list[Op] = []
+        moved: list[int] = []
+        pred: dict[int, tuple[int, bool]] = {}
+        if free >= 0:
+            q2 = m.delta[free][s + low]
+            pred[q2] = (free, False)
+            moved.append(q2)
+        for q in bound:
+            q2 = m.delta[q][s]
+            if q2 not in pred:
+                pred[q2] = (q, True)
+                moved.append(q2)
+        for q2 in moved:
+            q, was_bound = pred[q2]
+            new = block(q2)
+            sym = s if was_bound else s + low
+            old = block(q) if was_bound else unbound
+            own = dict(m.ops[q][sym])
+            if was_bound:
+                if q2 != q:
+                    ops.append((new, ("r", old)))
+            else:
+                ops.append((new, CUR))
+            for j in range(nm):
+                src = own.get(j)
+                if src is not None:
+                    ops.append((new + 1 + j, shift(src, old + 1)))
+                elif not was_bound or q2 != q:
+                    ops.append((new + 1 + j, ("r", old + 1 + j)))
+        free2 = -1
+        if free >= 0:
+            free2 = m.delta[free][s]
+            for j, src in m.ops[free][s]:
+                ops.append((unbound + 1 + j, shift(src, unbound + 1)))
+        return (free2, tuple(moved)), tuple(ops)
+
+    keys, delta, ops = _explore(k, (0, ()), step, operator)
+    acc: list[bool] = []
+    rec: list[Template | None] = []
+    for _free, bound in keys:
+        first = next((q for q in bound if m.acc[q]), None)
+        acc.append(first is not None)
+        if first is None:
+            rec.append(None)
+        else:
+            base = block(first)
+            rec.append(("n", label, (("r", base), shift(m.rec[first], base + 1))))
+    return _finish(Automaton(k, delta, acc, ops, rec, m.n * width + width))
+
+
+def relabel(m: Automaton, fn: t.Callable[[Template], Template]) -> Automaton:
+    """``m`` with every accepting state's record template replaced by
+    ``fn(template)`` (derived operators name their records this way)."""
+    rec = [fn(r) if a and r is not None else r for r, a in zip(m.rec, m.acc, strict=True)]
+    return _finish(Automaton(m.k, m.delta, m.acc, m.ops, rec, m.nregs))

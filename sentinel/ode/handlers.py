@@ -1,0 +1,243 @@
+"""Detection strategies for Ode events and masked primitive events.
+
+:class:`OdeHandler` is the node of an :class:`~sentinel.ode.event.OdeEvent` in
+the event graph: one input slot per universe event, and its state in the store
+is the automaton's (``[state, registers...]``, see :mod:`sentinel.ode.runtime`).
+An arrival is turned into its symbol (the slot's base symbol, plus the bits of the
+masks that hold) and read; entering an accepting state emits a detection
+``(event, t_occ, parts)`` whose parts are the record of why. Several universe
+events of one channel (a class-level and an instance-level event of one call)
+make the node buffered: their arrivals of one instant are one point, read once.
+
+The same in every parameter context: an automaton has no initiators to choose
+between. :class:`MaskHandler` passes on the occurrences whose parameters satisfy
+the mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sentinel.algebra.masks import Masked
+from sentinel.detector import Context, EventDetector
+from sentinel.detector.operators import Entry, Handler, register
+from sentinel.detector.scopes import Store
+from sentinel.errors import ExpressionError
+from sentinel.ode.event import OdeEvent
+from sentinel.ode.runtime import Program, program
+
+__all__ = ["MaskHandler", "OdeHandler"]
+
+Bits = tuple[tuple[Callable[[Any], bool], int], ...]
+
+
+def _symbol_of(base: int, bits: Bits) -> Callable[[Any], int]:
+    def symbol(params: Any) -> int:
+        s = base
+        for fn, w in bits:
+            if fn(params):
+                s += w
+        return s
+
+    return symbol
+
+
+class OdeHandler(Handler):
+    """The automaton of an Ode event (see the module docs)."""
+
+    __slots__ = ("_batch", "_entries", "combos", "prog")
+    arity = None
+
+    def __new__(cls, hid: int, expr: Any) -> OdeHandler:
+        if cls is OdeHandler and isinstance(expr, OdeEvent) and expr.attribute is not None:
+            from sentinel.ode.attributes import AttributeHandler
+
+            return AttributeHandler.__new__(AttributeHandler, hid, expr)
+        return object.__new__(cls)
+
+    def __init__(self, hid: int, expr: Any) -> None:
+        super().__init__(hid, expr)
+        assert isinstance(expr, OdeEvent)
+        self.prog: Program = program(expr.automaton)
+        self.combos: dict[frozenset[int], tuple[int, Bits]] = {}
+        for present, (base, weights) in expr.alphabet.combos.items():
+            bits: list[tuple[Callable[[Any], bool], int]] = []
+            for (kind, _i, what), w in weights:
+                if kind != "mask":
+                    raise ExpressionError(f"{expr} binds an attribute; it needs a value table")
+                bits.append((what.compiled(), w))
+            self.combos[present] = (base, tuple(bits))
+        self._entries = [self._make_entry(i) for i in range(len(expr.universe))]
+        self._batch = [self._make_batch(e) for e in self._entries]
+
+    def new_state(self) -> list[Any]:
+        return self.prog.new_state()
+
+    def slots(self) -> int:
+        return len(self._entries)
+
+    def entry(self, slot: int) -> Entry:
+        return self._entries[slot]
+
+    def entry_batch(self, slot: int) -> Entry:
+        return self._batch[slot]
+
+    def _make_entry(self, slot: int) -> Entry:
+        base, bits = self.combos[frozenset((slot,))]
+        prog, hid, expr = self.prog, self.hid, self.expr
+        delta, ops, rec = prog.delta, prog.ops, prog.rec
+        handler = self
+        if not bits:
+
+            def on(store: Store, occ: Any) -> None:
+                st = store[hid]
+                q = st[0]
+                f = ops[q][base]
+                if f is not None:
+                    f(st, occ)
+                nq = st[0] = delta[q][base]
+                r = rec[nq]
+                if r is not None:
+                    det = (expr, occ[1], r(st, occ))
+                    for g in handler.out:
+                        g(store, det)
+
+            return on
+        symbol = _symbol_of(base, bits)
+
+        def on_masked(store: Store, occ: Any) -> None:
+            s = symbol(occ[5])
+            st = store[hid]
+            q = st[0]
+            f = ops[q][s]
+            if f is not None:
+                f(st, occ)
+            nq = st[0] = delta[q][s]
+            r = rec[nq]
+            if r is not None:
+                det = (expr, occ[1], r(st, occ))
+                for g in handler.out:
+                    g(store, det)
+
+        return on_masked
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        """Write the work of ``entry(slot)`` inline (see
+        :mod:`sentinel.detector.codegen`): the transition, the register
+        assignments when the automaton has any on that column, the detection."""
+        base, bits = self.combos[frozenset((slot,))]
+        prog = self.prog
+        st, q, nq, r = g.var("s"), g.var("q"), g.var("n"), g.var("r")
+        g.line(f"{st} = {store}[{self.hid}]")
+        g.line(f"{q} = {st}[0]")
+        if bits:
+            sym = g.var("y")
+            g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({occ}[5])")
+            delta, ops = g.const(prog.delta), g.const(prog.ops)
+            f = g.var("f")
+            g.line(f"{f} = {ops}[{q}][{sym}]")
+            g.line(f"if {f} is not None:")
+            with g.block():
+                g.line(f"{f}({st}, {occ})")
+            g.line(f"{nq} = {st}[0] = {delta}[{q}][{sym}]")
+        else:
+            # One symbol: its column of the tables, indexed by the state alone.
+            ocol = [row[base] for row in prog.ops]
+            if any(f is not None for f in ocol):
+                f = g.var("f")
+                g.line(f"{f} = {g.const(ocol)}[{q}]")
+                g.line(f"if {f} is not None:")
+                with g.block():
+                    g.line(f"{f}({st}, {occ})")
+            dcol = [row[base] for row in prog.delta]
+            g.line(f"{nq} = {st}[0] = {g.const(dcol)}[{q}]")
+        g.line(f"{r} = {g.const(prog.rec)}[{nq}]")
+        g.line(f"if {r} is not None:")
+        with g.block():
+            c = g.var("c")
+            g.line(f"{c} = ({g.const(self.expr)}, {occ}[1], {r}({st}, {occ}))")
+            g.emit(self, store, c)
+
+    @staticmethod
+    def _make_batch(one: Entry) -> Entry:
+        def batch(store: Store, occs: list[Any]) -> None:
+            seen: list[Any] = []
+            for occ in sorted(occs, key=lambda o: o[1]):
+                if not any(occ is s for s in seen):
+                    seen.append(occ)
+                    one(store, occ)
+
+        return batch
+
+    def step(self, store: Store, occ: Any, symbol: int) -> None:
+        """Read one point with the given symbol (emitting any detection)."""
+        st = store[self.hid]
+        r = self.prog.step(st, symbol, occ)
+        if r is not None:
+            self.emit(store, (self.expr, occ[1], r))
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        """One instant's arrivals on several slots are one point: the symbol of the
+        set of universe events it matched."""
+        present = frozenset(i for i, b in enumerate(batches) if b)
+        if not present:
+            return
+        occ = next(b[0] for b in batches if b)
+        base, bits = self.combos[present]
+        s = base
+        for fn, w in bits:
+            if fn(occ[5]):
+                s += w
+        self.step(store, occ, s)
+
+    def summary(self) -> str:
+        """The automaton's sizes (for ``sentinel graph``)."""
+        assert isinstance(self.expr, OdeEvent)
+        return self.expr.describe()
+
+
+class MaskHandler(Handler):
+    """``E[predicate]``: passes on E's occurrences whose parameters satisfy the
+    mask, unchanged."""
+
+    __slots__ = ("test",)
+    arity = 1
+    role_order = (0,)
+
+    def __init__(self, hid: int, expr: Any) -> None:
+        super().__init__(hid, expr)
+        assert isinstance(expr, Masked)
+        self.test = expr.mask.compiled()
+
+    def new_state(self) -> list[Any]:
+        return []
+
+    def on0(self, store: Store, occ: Any) -> None:
+        if self.test(occ[5]):
+            for f in self.out:
+                f(store, occ)
+
+    def on0_batch(self, store: Store, occs: list[Any]) -> None:
+        self.emit_batch(store, [o for o in occs if self.test(o[5])])
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        g.line(f"if {g.const(self.test)}({occ}[5]):")
+        with g.block():
+            g.emit(self, store, occ)
+            g.line("pass")
+
+
+def _check_mask(det: EventDetector, expr: Any) -> None:
+    assert isinstance(expr, Masked)
+    if expr.mask.variables():
+        raise ExpressionError(
+            f"the mask of {expr} names an attribute variable: attribute variables belong to "
+            "Ode expressions (sentinel.ode)"
+        )
+    expr.mask.compiled()
+
+
+register(OdeEvent, dict.fromkeys(Context, OdeHandler))
+register(Masked, dict.fromkeys(Context, MaskHandler))
+EventDetector.register_preparer(Masked, _check_mask)

@@ -1,0 +1,555 @@
+"""Ode text <-> terms and events (grammar in ``ode.lark``).
+
+Text syntax (the paper's, with ASCII spellings)::
+
+    NULL  any  first                     constants
+    deposit  deposit[amount > 1000]      a primitive event, masked
+    order(account = I)                   an event whose parameter is bound to I
+    E ^ F   E ∧ F   E & F                and
+    E || F  E ∨ F                        or
+    !E  ¬E                               not
+    relative(E, F)  relative+(E)         (also rel, rel+)
+    prior(E1, ..., Em)  sequence(E1, ..., Em)  (also seq)
+    E | F                                pipe
+    <n> E     every <n> E                the n-th, every n-th
+    F / E     F /+ E                     after the first E, after each E
+    firstAfter(E1, E2, F)  before(E)  happened(E)  prefix(E)
+    E * T                                zero or more E, then T
+    exists x: E   ∃x: E   E = x   x      correlation variables
+    Twice := ...; H1 || Twice            named sub-expressions
+    E over (a, b, c)                     the universe
+
+:func:`parse` reads an Ode event (an expression of the detector), :func:`parse_term`
+a term; ``str()`` of either prints text that reads back to an equal value.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+from functools import cache
+from importlib import resources
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+
+from sentinel.algebra.expressions import Primitive
+from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
+from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.ode import terms as tm
+
+if t.TYPE_CHECKING:
+    from sentinel.ode.event import OdeEvent
+
+__all__ = ["parse", "parse_term", "term_text"]
+
+_OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
+    "relative": tm.Rel,
+    "rel": tm.Rel,
+    "prior": tm.Prior,
+    "sequence": tm.Sequence,
+    "seq": tm.Sequence,
+    "firstAfter": tm.FirstAfter,
+    "before": tm.Before,
+    "happened": tm.Happened,
+    "prefix": tm.Prefix,
+}
+_CONSTANTS = {"NULL": tm.NULL, "any": tm.ANY, "first": tm.FIRST}
+_KEYWORDS = frozenset({"every", "exists", "over", "true", "false", "null", *_CONSTANTS})
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+_TOKENS = {
+    "LPAR": '"("',
+    "RPAR": '")"',
+    "COMMA": '","',
+    "SEMICOLON": '";"',
+    "OR": '"||"',
+    "AND": '"^"',
+    "NOT": '"!"',
+    "VBAR": '"|"',
+    "SLASH": '"/"',
+    "STAR": '"*"',
+    "PLUS": '"+"',
+    "EQUAL": '"="',
+    "LESSTHAN": '"<"',
+    "MORETHAN": '">"',
+    "COLON": '":"',
+    "NAME": "an event name",
+    "STRING": "a quoted name",
+    "NUMBER": "a number",
+    "MASK": "a mask like [amount > 1000]",
+    "EXISTS": '"exists"',
+    "EVERY": '"every"',
+    "OVER": '"over"',
+    "$END": "end of text",
+}
+
+
+@cache
+def _parser() -> Lark:
+    grammar = resources.files("sentinel.ode").joinpath("ode.lark").read_text("utf-8")
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _unquote(s: str) -> str:
+    return re.sub(r"\\(.)", r"\1", s[1:-1])
+
+
+class _Positioned(Exception):
+    def __init__(self, error: ExpressionError, line: int, column: int) -> None:
+        self.error, self.line, self.column = error, line, column
+
+
+class _Value(t.NamedTuple):
+    value: t.Any
+
+
+class _Body(t.NamedTuple):
+    term: tm.Term
+    over: tuple[Primitive, ...] | None
+
+
+@v_args(meta=True)
+class _ToTerm(Transformer[Token, t.Any]):
+    """Parse tree -> term. One method per grammar rule."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source = source
+
+    def _at(self, meta: t.Any, fn: t.Callable[[], tm.Term]) -> tm.Term:
+        try:
+            return fn()
+        except ExpressionError as e:
+            if isinstance(e, SnoopSyntaxError):
+                raise
+            raise _Positioned(e, meta.line, meta.column) from None
+
+    def start(self, meta: t.Any, c: list[t.Any]) -> _Body:
+        *defs, body = c
+        named: dict[str, tm.Term] = {}
+        for name, term in defs:
+            if name in named:
+                raise _Positioned(
+                    ExpressionError(f"{name} is defined twice"), meta.line, meta.column
+                )
+            named[name] = _substitute(term, named)
+        return _Body(_substitute(body.term, named), body.over)
+
+    def definition(self, meta: t.Any, c: list[t.Any]) -> tuple[str, tm.Term]:
+        return (str(c[0]), c[1])
+
+    def body(self, meta: t.Any, c: list[t.Any]) -> _Body:
+        return _Body(c[0], c[1])
+
+    def universe(self, meta: t.Any, c: list[t.Any]) -> tuple[Primitive, ...]:
+        return tuple(x for x in c if x is not None)
+
+    def uevent(self, meta: t.Any, c: list[Token]) -> Primitive:
+        return Primitive(_name(c[0]))
+
+    def exists(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        names = [str(x) for x in c[:-1]]
+        body = c[-1]
+        return self._at(meta, lambda: tm.Exists(names, _bind_vars(body, set(names))))
+
+    def pipe(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.Pipe(c[0], c[1])
+
+    def disj(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.Disj(c[0], c[2])
+
+    def conj(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.Conj(c[0], c[2])
+
+    def after(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.After(c[0], c[1])
+
+    def after_each(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.AfterEach(c[0], c[1])
+
+    def star(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.Star(c[0], c[1])
+
+    def neg(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return tm.Neg(c[1])
+
+    def nth(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return self._at(meta, lambda: tm.Nth(_count(c[0]), c[1]))
+
+    def every(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return self._at(meta, lambda: tm.Every(_count(c[0]), c[1]))
+
+    def mark(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        return self._at(meta, lambda: tm.Mark(c[0], str(c[1])))
+
+    def mark_value(self, meta: t.Any, c: list[t.Any]) -> t.Any:
+        # Only meaningful as a parameter binding inside an event's parentheses.
+        return ("value", c[0], c[1], meta)
+
+    def number(self, meta: t.Any, c: list[Token]) -> _Value:
+        s = str(c[0])
+        return _Value(int(s) if re.fullmatch(r"-?\d+", s) else float(s))
+
+    def text(self, meta: t.Any, c: list[Token]) -> _Value:
+        return _Value(_unquote(str(c[0])))
+
+    def true(self, meta: t.Any, c: list[t.Any]) -> _Value:
+        return _Value(True)
+
+    def false(self, meta: t.Any, c: list[t.Any]) -> _Value:
+        return _Value(False)
+
+    def null(self, meta: t.Any, c: list[t.Any]) -> _Value:
+        return _Value(None)
+
+    def _mask(self, tok: Token | None) -> Predicate | None:
+        if tok is None:
+            return None
+        start = _offset(self.source, tok.line or 1, tok.column or 1) + 1
+        return parse_predicate(str(tok)[1:-1], offset=start, source=self.source)
+
+    def event(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        tok, mask_tok = c[0], c[1]
+        name = _name(tok)
+        if tok.type == "NAME" and name in _CONSTANTS:
+            if mask_tok is not None:
+                raise _Positioned(
+                    ExpressionError(f"{name} is not an event; only events take masks"),
+                    meta.line,
+                    meta.column,
+                )
+            return _CONSTANTS[name]
+        return tm.Letter(Primitive(name), self._mask(mask_tok))
+
+    def call(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        tok, args, mask_tok = c[0], c[1], c[2]
+        name = _name(tok)
+        if tok.type == "NAME" and name in _OPERATORS:
+            if mask_tok is not None:
+                raise _Positioned(
+                    ExpressionError(f"{name}(...) is an operator; only events take masks"),
+                    meta.line,
+                    meta.column,
+                )
+            for a in args:
+                if isinstance(a, tuple):
+                    raise _Positioned(
+                        ExpressionError(f"{name} takes event expressions, not a value"),
+                        a[3].line,
+                        a[3].column,
+                    )
+            return self._at(meta, lambda: _OPERATORS[name](*args))
+        if tok.type == "NAME" and name in _CONSTANTS:
+            raise _Positioned(ExpressionError(f"{name} takes no operands"), meta.line, meta.column)
+        return self._bound_event(meta, name, args, self._mask(mask_tok))
+
+    def _bound_event(
+        self, meta: t.Any, name: str, args: list[t.Any], mask: Predicate | None
+    ) -> tm.Term:
+        binds: list[tuple[str, Variable]] = []
+        consts: list[Predicate] = []
+        for a in args:
+            if isinstance(a, tuple):  # param = literal
+                _kind, left, value, m = a
+                param = _param_of(left)
+                if param is None:
+                    raise _Positioned(_bad_binding(name), m.line, m.column)
+                consts.append(Compare(param, "==", value.value))
+                continue
+            if isinstance(a, tm.Mark) and _param_of(a.children[0]) is not None:
+                binds.append((_param_of(a.children[0]), Variable(a.variable)))  # type: ignore[arg-type]
+                continue
+            raise _Positioned(
+                ExpressionError(
+                    f"unknown operator {name}(...): an event's parentheses bind parameters "
+                    f"({name}(account = I)); operators are {', '.join(sorted(_OPERATORS))}, "
+                    "relative+ and rel+"
+                ),
+                meta.line,
+                meta.column,
+            )
+        full = mask
+        for p in consts:
+            full = p if full is None else AllOf(full, p)
+        return self._at(meta, lambda: tm.Letter(Primitive(name), full, binds))
+
+    def call_plus(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
+        name, args = str(c[0]), c[1]
+        if name not in ("relative", "rel"):
+            raise _Positioned(
+                ExpressionError(f"unknown operator {name}+(...); expected relative+ or rel+"),
+                meta.line,
+                meta.column,
+            )
+        if len(args) != 1:
+            raise _Positioned(
+                ExpressionError(f"relative+ takes one expression, got {len(args)}"),
+                meta.line,
+                meta.column,
+            )
+        return tm.RelPlus(args[0])
+
+    def args(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
+        return c
+
+
+def _bad_binding(name: str) -> ExpressionError:
+    return ExpressionError(f"{name}(...) binds parameters by name: {name}(account = 121)")
+
+
+def _param_of(term: tm.Term) -> str | None:
+    if isinstance(term, tm.Letter) and term.mask is None and not term.bindings:
+        name = term.event.name
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return name
+    return None
+
+
+def _name(tok: Token) -> str:
+    return _unquote(str(tok)) if tok.type == "STRING" else str(tok)
+
+
+def _count(tok: Token) -> int:
+    s = str(tok)
+    if not re.fullmatch(r"\d+", s):
+        raise ExpressionError(f"<n> needs a whole number n >= 1, not {s}")
+    return int(s)
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        pos = text.index("\n", pos) + 1
+    return pos + column - 1
+
+
+def _rebuild(term: tm.Term, fn: t.Callable[[tm.Term], tm.Term | None]) -> tm.Term:
+    out = fn(term)
+    if out is not None:
+        return out
+    kids = term.children
+    if not kids:
+        return term
+    new = [_rebuild(k, fn) for k in kids]
+    return term if new == list(kids) else term.with_children(new)
+
+
+def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:
+    """Plain events named like the variables of an enclosing exists are the
+    variables."""
+
+    def fn(x: tm.Term) -> tm.Term | None:
+        plain = isinstance(x, tm.Letter) and not x.bindings and x.mask is None
+        if plain and x.event.name in names and x.event.selector is None:  # type: ignore[attr-defined]
+            return tm.Var(x.event.name)  # type: ignore[attr-defined]
+        if isinstance(x, tm.Exists):
+            inner = names - set(x.variables)
+            return x.with_children([_bind_vars(x.children[0], inner)]) if inner else x
+        return None
+
+    return _rebuild(term, fn)
+
+
+def _substitute(term: tm.Term, named: dict[str, tm.Term]) -> tm.Term:
+    if not named:
+        return term
+
+    def fn(x: tm.Term) -> tm.Term | None:
+        if isinstance(x, tm.Letter) and x.event.name in named and x.event.selector is None:
+            if x.mask is not None or x.bindings:
+                raise ExpressionError(
+                    f"{x.event.name} names an expression; only primitive events take masks"
+                )
+            return named[x.event.name]
+        return None
+
+    return _rebuild(term, fn)
+
+
+def _parse_tree(text: str) -> _Body:
+    if not isinstance(text, str):
+        raise TypeError(f"expected Ode text, not {type(text).__name__}")
+    try:
+        tree = _parser().parse(text)
+        result = _ToTerm(text).transform(tree)
+    except UnexpectedInput as e:
+        raise _syntax_error(text, e) from None
+    except VisitError as e:
+        orig = e.orig_exc
+        if isinstance(orig, _Positioned):
+            raise SnoopSyntaxError(
+                str(orig.error),
+                text=text,
+                line=orig.line,
+                column=orig.column,
+                context=_caret(text, orig.line, orig.column),
+            ) from None
+        if isinstance(orig, ExpressionError):
+            raise orig from None
+        raise
+    if isinstance(result, Tree) or not isinstance(result, _Body):  # pragma: no cover
+        raise ExpressionError(f"could not read {text!r} as an Ode expression")
+    return result
+
+
+def parse_term(text: str) -> tm.Term:
+    """Read Ode text into a term (a universe given with ``over`` is refused: a
+    term alone has none). Raises :class:`~sentinel.errors.SnoopSyntaxError` for
+    malformed text (line, column, caret, what was expected) and
+    :class:`~sentinel.errors.ExpressionError` for an invalid expression."""
+    body = _parse_tree(text)
+    if body.over is not None:
+        raise ExpressionError("a term has no universe; read it with sentinel.ode.parse()")
+    return body.term
+
+
+def parse(text: str) -> OdeEvent:
+    """Read Ode text into an Ode event (see :func:`sentinel.ode.event`); names are
+    resolved by the detector the event is used on."""
+    from sentinel.ode.event import OdeEvent
+
+    body = _parse_tree(text)
+    return OdeEvent(body.term, over=body.over)
+
+
+def _caret(text: str, line: int, column: int) -> str:
+    lines = text.splitlines() or [""]
+    src = lines[min(line, len(lines)) - 1]
+    return f"    {src}\n    {' ' * (column - 1)}^"
+
+
+def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
+    line = getattr(e, "line", 1) or 1
+    column = getattr(e, "column", 1) or 1
+    expected_names: t.Iterable[str] = (
+        getattr(e, "expected", None) or getattr(e, "allowed", ()) or ()
+    )
+    tok = getattr(e, "token", None)
+    if (
+        isinstance(e, UnexpectedEOF)
+        or line < 0
+        or column < 0
+        or (tok is not None and tok.type == "$END")
+    ):
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+        msg = "unexpected end of text"
+    elif isinstance(e, UnexpectedCharacters):
+        msg = f"unexpected character {text[e.pos_in_stream or 0]!r}"
+    else:
+        msg = f"unexpected {str(tok)!r}"
+    expected = sorted({_TOKENS.get(n, n.lower()) for n in expected_names if not n.startswith("__")})
+    return SnoopSyntaxError(
+        msg,
+        text=text,
+        line=line,
+        column=column,
+        expected=expected,
+        context=_caret(text, line, column),
+    )
+
+
+# -- printing ------------------------------------------------------------------------------
+
+_PREC: dict[type[tm.Term], int] = {
+    tm.Exists: 0,
+    tm.Pipe: 1,
+    tm.Disj: 2,
+    tm.Conj: 3,
+    tm.After: 4,
+    tm.AfterEach: 4,
+    tm.Star: 5,
+    tm.Neg: 6,
+    tm.Nth: 6,
+    tm.Every: 6,
+    tm.Mark: 7,
+}
+_ATOM = 8
+_INFIX = {
+    tm.Pipe: " | ",
+    tm.Disj: " || ",
+    tm.Conj: " ^ ",
+    tm.After: " / ",
+    tm.AfterEach: " /+ ",
+    tm.Star: " * ",
+}
+_CALLS: dict[type[tm.Term], str] = {
+    tm.Rel: "relative",
+    tm.RelPlus: "relative+",
+    tm.Prior: "prior",
+    tm.Sequence: "sequence",
+    tm.FirstAfter: "firstAfter",
+    tm.Before: "before",
+    tm.Happened: "happened",
+    tm.Prefix: "prefix",
+}
+
+
+def name_text(label: str, *, call: bool = False) -> str:
+    """An event name as Ode text (quoted unless it is a plain name that is not a
+    keyword, or, before ``(``, an operator)."""
+    if _PLAIN.match(label) and label not in _KEYWORDS and not (call and label in _OPERATORS):
+        return label
+    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _value_text(v: t.Any) -> str:
+    return Compare("x", "==", v).text()[len("x == ") :]
+
+
+def term_text(term: tm.Term) -> str:
+    """``term`` as Ode text, with only the parentheses it needs."""
+    cls = type(term)
+    if isinstance(term, tm.Letter):
+        binds = term.bindings
+        out = name_text(term.event.label, call=bool(binds))
+        if binds:
+            out += "(" + ", ".join(f"{p} = {v.name}" for p, v in binds) + ")"
+        if term.mask is not None:
+            out += f"[{term.mask}]"
+        return out
+    if isinstance(term, tm.Null):
+        return "NULL"
+    if isinstance(term, tm.AnyEvent):
+        return "any"
+    if isinstance(term, tm.First):
+        return "first"
+    if isinstance(term, tm.Var):
+        return term.name
+    if isinstance(term, tm.Scoped):
+        return term_text(term.children[0])
+    if cls in _INFIX:
+        prec = _PREC[cls]
+        left, right = term.children
+        return _wrap(left, prec, False) + _INFIX[cls] + _wrap(right, prec, True)
+    if isinstance(term, tm.Neg):
+        return "!" + _wrap(term.children[0], 6, False)
+    if isinstance(term, tm.Nth):
+        return f"<{term.n}> " + _wrap(term.children[0], 6, False)
+    if isinstance(term, tm.Every):
+        return f"every <{term.n}> " + _wrap(term.children[0], 6, False)
+    if isinstance(term, tm.Mark):
+        return _wrap(term.children[0], 8, False) + f" = {term.variable}"
+    if isinstance(term, tm.Exists):
+        return f"exists {', '.join(term.variables)}: " + term_text(term.children[0])
+    if cls in _CALLS:
+        return f"{_CALLS[cls]}(" + ", ".join(term_text(c) for c in term.children) + ")"
+    raise TypeError(f"cannot print {cls.__name__}")
+
+
+def _wrap(child: tm.Term, prec: int, right: bool) -> str:
+    p = _PREC.get(type(child), _ATOM)
+    inner = term_text(child)
+    if p < prec or (right and p == prec):
+        return f"({inner})"
+    return inner
+
+
+def event_text(term: tm.Term, over: t.Sequence[Primitive] | None) -> str:
+    """An Ode event's text: the term, then ``over (...)`` when the universe was
+    declared."""
+    out = term_text(term)
+    if over is not None:
+        out += " over (" + ", ".join(name_text(u.label) for u in over) + ")"
+    return out
