@@ -121,7 +121,8 @@ class _Edge:
     """child -> parent slot, before it is turned into a function."""
 
     source: tuple[str, Any]  # ("leaf", (channel, selector)) | ("handler", key)
-    wrap: tuple[Any, ...]  # leaf: (region, mode); handler: (levels exited,)
+    #: leaf: (region, mode, keys the occurrence must carry); handler: (levels exited,)
+    wrap: tuple[Any, ...]
     target: tuple[str, Any, int]  # ("handler", key, slot) | ("sink", subscription, 0)
 
 
@@ -234,8 +235,8 @@ class EventGraph:
         if isinstance(expr, ex.Primitive):
             return
         if isinstance(expr, ex.Keyed):
-            if isinstance(expr.expression, ex.Primitive):
-                return  # partitioning a primitive event changes nothing
+            if _keyed_primitive(expr) is not None:
+                return  # a partitioned primitive event is a filter on its leaf
             yield (expr, mode, region)  # the router
             yield from self._keys(expr.expression, mode, (*region, expr))
             return
@@ -294,10 +295,12 @@ class EventGraph:
             one, many = self._target(edge.target)
             kind, src = edge.source
             if kind == "leaf":
-                region, mode = edge.wrap
+                region, mode, required = edge.wrap
                 fn = one
                 for depth in range(len(region) - 1, -1, -1):
                     fn = self._router((region[depth], mode, region[:depth]), fn)
+                if required:
+                    fn = _requiring(required, fn)
                 if not mode.flush:
                     fn = _with_store(fn, self.global_store)
                 leaves.setdefault(src, []).append(fn)
@@ -312,6 +315,9 @@ class EventGraph:
                     spec = ("route", region[0].key, self.routers[key], self._spec(edge.target, one))
                 else:
                     spec = ("call", fn)
+                    required = ()
+                if required:
+                    spec = ("require", required, spec)
                 leaf_specs.setdefault(src, []).append(spec)
             else:
                 levels = edge.wrap[0]
@@ -381,8 +387,12 @@ class EventGraph:
             for out in outgoing[target_key]:
                 levels = out.wrap[0]
                 if e.source[0] == "leaf":
-                    region, mode = e.wrap
-                    wrap: tuple[Any, ...] = (region[: len(region) - levels], mode)
+                    # The OR stores nothing, so leaving its partitions at once is all
+                    # they do: the occurrence must carry their keys (a filter).
+                    region, mode, required = e.wrap
+                    kept = len(region) - levels
+                    left = tuple(k.key for k in region[kept:])  # type: ignore[attr-defined]
+                    wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
                 else:
                     wrap = (e.wrap[0] + levels,)
                 yield from expand(_Edge(e.source, wrap, out.target))
@@ -404,13 +414,17 @@ class EventGraph:
         out: list[_Edge],
     ) -> None:
         if isinstance(child, ex.Primitive):
-            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode), target))
+            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode, ()), target))
         elif isinstance(child, ex.Keyed):
-            inner = child.expression
-            if isinstance(inner, ex.Primitive):
-                self._edges_from(inner, mode, region, target, levels, out)
+            found = _keyed_primitive(child)
+            if found is not None:
+                # A partition of one primitive event pairs nothing: it only keeps
+                # the occurrences that carry the key.
+                prim, keys = found
+                leaf = ("leaf", (prim.name, prim.selector))
+                out.append(_Edge(leaf, (region, mode, keys), target))
             else:
-                self._edges_from(inner, mode, (*region, child), target, levels + 1, out)
+                self._edges_from(child.expression, mode, (*region, child), target, levels + 1, out)
         else:
             # ``levels`` counts the partitions entered between this child and the
             # target: its detections leave that many sub-stores on the way up.
@@ -585,6 +599,34 @@ _PENDING: tuple[Entry, ...] = (_pending_wiring,)
 
 def _router_state() -> list[Any]:
     return [{}]
+
+
+def _keyed_primitive(expr: ex.Keyed) -> tuple[ex.Primitive, tuple[ex.KeySpec, ...]] | None:
+    """``(primitive, keys)`` when ``expr`` partitions a primitive event (maybe
+    several times), else None."""
+    keys: list[ex.KeySpec] = []
+    inner: ex.Expression = expr
+    while isinstance(inner, ex.Keyed):
+        keys.append(inner.key)
+        inner = inner.expression
+    return (inner, tuple(keys)) if isinstance(inner, ex.Primitive) else None
+
+
+def _requiring(keys: tuple[ex.KeySpec, ...], fn: Entry) -> Entry:
+    """``fn`` for the occurrences that carry every key of ``keys`` (a parameter
+    name, or SOURCE: a source object)."""
+
+    def require(store: Store, occ: Any) -> None:
+        params = occ[PARAMS]
+        for key in keys:
+            if key is ex.SOURCE:
+                if occ[SOURCE] is None:
+                    return
+            elif key not in params:
+                return
+        fn(store, occ)
+
+    return require
 
 
 def _with_store(fn: Entry, store: Store) -> Entry:

@@ -265,15 +265,23 @@ class AstarContinuous(_Interval):
             st[1].append(occ)
 
     def on2(self, store: Store, occ: Any) -> None:
+        self.on2_batch(store, [occ])
+
+    def on2_batch(self, store: Store, occs: list[Any]) -> None:
+        # Every E3 of the instant closes every interval open before it (Batches).
         st = store[self.hid]
         e1s, e2s = st[0], st[1]
         if not e1s:
             return
         st[0], st[1] = [], []
-        expr, t = self.expr, occ[1]
+        expr = self.expr
         self.emit_batch(
             store,
-            [(expr, t, (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], occ)) for e1 in e1s],
+            [
+                (expr, x[1], (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], x))
+                for e1 in e1s
+                for x in occs
+            ],
         )
 
 
