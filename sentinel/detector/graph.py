@@ -28,16 +28,16 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector.codegen import Spec, compile_leaf
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators import Entry, Handler, handler_class
+from sentinel.detector.operators.base import instant_order
 from sentinel.detector.scopes import Store
 from sentinel.errors import SentinelError
-from sentinel.occurrence import PARAMS, SOURCE, Occurrence
+from sentinel.occurrence import PARAMS, SOURCE
 
 __all__ = ["Channel", "EventGraph", "Mode", "Subscription"]
 
@@ -391,7 +391,7 @@ class EventGraph:
                     # they do: the occurrence must carry their keys (a filter).
                     region, mode, required = e.wrap
                     kept = len(region) - levels
-                    left = tuple(k.key for k in region[kept:])  # type: ignore[attr-defined]
+                    left = tuple(k.key for k in region[kept:])
                     wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
                 else:
                     wrap = (e.wrap[0] + levels,)
@@ -551,12 +551,14 @@ class EventGraph:
                 if g is None:
                     g = groups[id(store)] = (store, [[] for _ in range(n)])
                 batch = g[1][slot]
-                if not any(occ is o for o in batch):
+                # Equal occurrences are one occurrence, whichever node made them
+                # (an expression and its partition: E and E by k).
+                if not any(occ is o or occ == o for o in batch):
                     batch.append(occ)
             for store, batches in groups.values():
                 for b in batches:
                     if len(b) > 1:
-                        b.sort(key=_canonical)
+                        instant_order(b)
                 h.process_instant(store, batches)
         if self._release:
             for parts, k, sub in self._release:
@@ -652,22 +654,3 @@ def _exit(fn: Entry, levels: int) -> Entry:
         fn(store, occ)
 
     return exit_n
-
-
-_t_occ = itemgetter(1)
-
-
-def _canonical(occ: Any) -> tuple[int, ...]:
-    """Order of an instant's batch, independent of arrival order: the constituents'
-    ``t_occ`` in tree order."""
-    if type(occ) is Occurrence:
-        return (occ[1],)
-    out: list[int] = []
-    stack = [occ]
-    while stack:
-        o = stack.pop()
-        if type(o) is Occurrence:
-            out.append(o[1])
-        else:
-            stack.extend(reversed(o[2]))
-    return tuple(out)

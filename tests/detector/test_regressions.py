@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
-from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
 
 E1, E2, E3, E4 = (Primitive(n) for n in ("E1", "E2", "E3", "E4"))

@@ -18,7 +18,7 @@ from collections import deque
 from operator import itemgetter
 from typing import Any
 
-from sentinel.detector.operators.base import Handler
+from sentinel.detector.operators.base import Handler, instant_order
 from sentinel.detector.scopes import Store
 
 _t_occ = itemgetter(1)
@@ -264,6 +264,13 @@ class AstarContinuous(_Interval):
         if st[0]:
             st[1].append(occ)
 
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        st = store[self.hid]
+        if st[0]:
+            batch = list(occs)  # E2s of one instant in canonical order, like the others
+            instant_order(batch)
+            st[1].extend(batch)
+
     def on2(self, store: Store, occ: Any) -> None:
         self.on2_batch(store, [occ])
 
@@ -348,6 +355,13 @@ class AstarUnrestricted(_Interval):
         st = store[self.hid]
         if st[0]:
             st[1].append(occ)
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        st = store[self.hid]
+        if st[0]:
+            batch = list(occs)
+            instant_order(batch)
+            st[1].extend(batch)
 
     def on2(self, store: Store, occ: Any) -> None:
         st = store[self.hid]

@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 
 from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import CompositeOccurrence
+from sentinel.occurrence import CompositeOccurrence, Occurrence
 
-__all__ = ["Entry", "Handler", "composite"]
+__all__ = ["Entry", "Handler", "composite", "instant_order", "order_key"]
 
 Entry = Callable[[Store, Any], None]
 
@@ -130,3 +130,49 @@ def _sequential(single: Callable[[Any, Store, Any], None]) -> Callable[..., None
 
     batch._sequential = True  # type: ignore[attr-defined]
     return batch
+
+
+# -- the order of occurrences ----------------------------------------------------------
+
+
+def order_key(occ: Any) -> tuple[Any, ...]:
+    """Where ``occ`` stands in the canonical order of occurrences: by ``t_occ``, then
+    by its constituents' ``t_occ`` in tree order. Independent of which route or
+    operand delivered it, so an instant's arrivals are processed in the same order
+    whatever the spelling of the expression."""
+    if type(occ) is Occurrence:
+        return (occ[1], (occ[1],))
+    out: list[int] = []
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            out.append(o[1])
+        else:
+            stack.extend(reversed(o[2]))
+    return (occ[1], tuple(out))
+
+
+def _shape(occ: Any) -> tuple[str, ...]:
+    """The tree of ``occ`` in preorder: ``text/number of parts`` for a composite,
+    ``""`` for a primitive occurrence. Breaks ties of :func:`order_key` between
+    distinct composites over the same constituents (``E1 ; E2`` and ``E1 ^ E2``)."""
+    out: list[str] = []
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            out.append("")
+        else:
+            out.append(f"{o[0]}/{len(o[2])}")
+            stack.extend(reversed(o[2]))
+    return tuple(out)
+
+
+def instant_order(occs: list[Any]) -> None:
+    """Sort distinct occurrences into the canonical order, in place."""
+    keys = [order_key(o) for o in occs]
+    if len(set(keys)) < len(keys):
+        keys = [(*k, _shape(o)) for k, o in zip(keys, occs, strict=True)]
+    order = sorted(range(len(occs)), key=keys.__getitem__)
+    occs[:] = [occs[i] for i in order]
