@@ -15,6 +15,7 @@ tests/temporal/test_contexts.py for them in every context).
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 from typing import Any
 
 import pytest
@@ -24,10 +25,10 @@ from hypothesis import strategies as st
 from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
 from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
+from sentinel.occurrence import Occurrence
 from tests.detector import model
 from tests.detector.model import Signal
 from tests.detector.oracle import unrestricted
-from tests.helpers import tree
 
 S_ANY = Primitive("S", label="S")
 S_X = Primitive("S", selector="x", label="Sx")
@@ -66,6 +67,20 @@ steps = st.tuples(
 )
 histories = st.lists(steps, min_size=4, max_size=14)
 variants = st.tuples(st.booleans(), st.booleans())
+
+
+@cache
+def _text(e: ex.Expression) -> str:
+    return str(e)
+
+
+def tree(occ: Any) -> Any:
+    """A detection as the models write it (``tests.helpers.tree``, with the
+    expressions' texts cached: thousands of examples print the same few)."""
+    if type(occ) is Occurrence:
+        return occ.t_occ
+    return (_text(occ.expression), tuple(tree(p) for p in occ.parts))
+
 
 CONTEXTS = [Context.RECENT, Context.CHRONICLE, Context.CONTINUOUS, Context.CUMULATIVE]
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
+from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
 
 E1, E2, E3, E4 = (Primitive(n) for n in ("E1", "E2", "E3", "E4"))
@@ -90,3 +91,55 @@ def test_by_source_needs_a_source(context: Context) -> None:
 def test_rule_key_option_on_a_primitive_event() -> None:
     assert detect("E1", ["E1"], "recent", key="k") == []
     assert detect("E1", ["E1"], "recent", {1: {"k": 0}}, key="k") == [(1,)]
+
+
+# -- 3. an event used twice under AND: one answer whatever the spelling -----------------
+
+
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        ("recent", [(1, 2), (2, 3), (3, 4)]),
+        ("chronicle", [(1, 2), (3, 4)]),
+        ("continuous", [(1, 2), (2, 3), (3, 4)]),
+        ("cumulative", [(1, 2), (3, 4)]),
+        ("unrestricted", [(1, 2), (1, 3), (2, 3), (1, 4), (2, 4), (3, 4)]),
+    ],
+)
+@pytest.mark.parametrize("spelling", ["E1 ^ E1", "(E1 | E1) ^ E1", "E1 ^ (E1 | E1)"])
+def test_an_event_anded_with_itself(
+    spelling: str, context: str, expected: list[tuple[int, ...]]
+) -> None:
+    # Pairs of distinct occurrences; chronicle and cumulative consume both.
+    assert detect(spelling, ["E1"] * 4, context) == expected
+
+
+@pytest.mark.parametrize("context", list(Context))
+def test_an_occurrence_never_combines_with_itself_through_a_partition(context: Context) -> None:
+    # (E1 ; E2) by k and E1 ; E2 detect the same occurrence {e1, e2}: one occurrence.
+    params = {1: {"k": 1}, 2: {"k": 1}}
+    expr = "((E1 ; E2) by k) ^ (E1 ; E2)"
+    assert detect(expr, ["E1", "E2"], context, params) == []
+    # A later, distinct occurrence of E1 ; E2 (unkeyed only) combines with it.
+    found = detect(expr, ["E1", "E2", "E1", "E2"], context, {**params, 3: {"k": 2}})
+    if context is Context.UNRESTRICTED:  # there E1 ; E2 is also {e1^1, e2^2}
+        assert found == [(1, 1, 2, 4), (1, 2, 3, 4)]
+    else:
+        assert found == [(1, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("context", list(Context))
+def test_or_of_an_expression_and_its_partition_is_one_occurrence(context: Context) -> None:
+    params = {1: {"k": 1}, 2: {"k": 1}}
+    assert detect("((E1 ; E2) by k) | (E1 ; E2)", ["E1", "E2"], context, params) == [(1, 2)]
+
+
+# -- 4. continuous ANY keeps its terminator, as continuous AND -------------------------
+
+
+def test_continuous_any_is_and_like() -> None:
+    # Appendix A's continuous ANY flushes every list at a detection; sentinel keeps
+    # the terminator as 2.3.2 does for AND, so ANY(2, E1, E3) is E1 ^ E3.
+    found = detect(AnyOf(2, E1, E3), ["E1", "E3", "E1"], "continuous")
+    assert found == [(1, 2), (2, 3)]
+    assert found == detect(E1 & E3, ["E1", "E3", "E1"], "continuous")
