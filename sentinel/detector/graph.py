@@ -42,6 +42,9 @@ from sentinel.occurrence import PARAMS, SOURCE
 __all__ = ["Channel", "EventGraph", "Mode", "Subscription"]
 
 _MISSING = object()
+#: Levels of the graph a signal's propagation may nest before a buffered handler
+#: (see EventGraph.rewire); far more than any hand-written expression has.
+_DEPTH_BREAK = 40
 
 
 class Mode(NamedTuple):
@@ -232,17 +235,20 @@ class EventGraph:
             self.rewire()
 
     def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
-        if isinstance(expr, ex.Primitive):
-            return
-        if isinstance(expr, ex.Keyed):
-            if _keyed_primitive(expr) is not None:
-                return  # a partitioned primitive event is a filter on its leaf
-            yield (expr, mode, region)  # the router
-            yield from self._keys(expr.expression, mode, (*region, expr))
-            return
-        yield (expr, mode, region)
-        for child in expr.children:
-            yield from self._keys(child, mode, region)
+        # With a stack, not recursively: expressions of any depth.
+        todo: list[tuple[ex.Expression, Region]] = [(expr, region)]
+        while todo:
+            e, r = todo.pop()
+            if isinstance(e, ex.Primitive):
+                continue
+            if isinstance(e, ex.Keyed):
+                if _keyed_primitive(e) is not None:
+                    continue  # a partitioned primitive event is a filter on its leaf
+                yield (e, mode, r)  # the router
+                todo.append((e.expression, (*r, e)))
+                continue
+            yield (e, mode, r)
+            todo.extend((c, r) for c in reversed(e.children))
 
     def _create(self, key: Key) -> int:
         expr, mode, _region = key
@@ -279,8 +285,14 @@ class EventGraph:
             self._edges_from(sub.expression, sub.mode, (), ("sink", sub, 0), 0, edges)
 
         heights, routes = self._analyse(edges)
+        # Buffered: handlers one signal can reach by several routes, and every
+        # _DEPTH_BREAK-th level of a deep graph (a detection then waits for the
+        # instant's agenda instead of calling further up, so propagation never
+        # nests deeper than that, whatever the expression's depth).
         self.buffered = {
-            self.handlers[k].hid for k, r in routes.items() if any(n > 1 for n in r.values())
+            self.handlers[k].hid
+            for k, r in routes.items()
+            if heights[k] % _DEPTH_BREAK == 0 or any(n > 1 for n in r.values())
         }
         for key, h in self.handlers.items():
             h.height = heights[key]
@@ -379,23 +391,26 @@ class EventGraph:
             if e.source[0] == "handler" and e.source[1] in outgoing:
                 outgoing[e.source[1]].append(e)
 
-        def expand(e: _Edge) -> Iterator[_Edge]:
-            kind, target_key, _slot = e.target
-            if kind != "handler" or target_key not in direct_or:
-                yield e
-                return
-            for out in outgoing[target_key]:
-                levels = out.wrap[0]
-                if e.source[0] == "leaf":
-                    # The OR stores nothing, so leaving its partitions at once is all
-                    # they do: the occurrence must carry their keys (a filter).
-                    region, mode, required = e.wrap
-                    kept = len(region) - levels
-                    left = tuple(k.key for k in region[kept:])
-                    wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
-                else:
-                    wrap = (e.wrap[0] + levels,)
-                yield from expand(_Edge(e.source, wrap, out.target))
+        def expand(first: _Edge) -> Iterator[_Edge]:
+            todo = [first]  # a stack: chains of ORs of any length
+            while todo:
+                e = todo.pop()
+                kind, target_key, _slot = e.target
+                if kind != "handler" or target_key not in direct_or:
+                    yield e
+                    continue
+                for out in reversed(outgoing[target_key]):
+                    levels = out.wrap[0]
+                    if e.source[0] == "leaf":
+                        # The OR stores nothing, so leaving its partitions at once is
+                        # all they do: the occurrence must carry their keys (a filter).
+                        region, mode, required = e.wrap
+                        kept = len(region) - levels
+                        left = tuple(k.key for k in region[kept:])
+                        wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
+                    else:
+                        wrap = (e.wrap[0] + levels,)
+                    todo.append(_Edge(e.source, wrap, out.target))
 
         return [
             x
@@ -413,9 +428,7 @@ class EventGraph:
         levels: int,
         out: list[_Edge],
     ) -> None:
-        if isinstance(child, ex.Primitive):
-            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode, ()), target))
-        elif isinstance(child, ex.Keyed):
+        while isinstance(child, ex.Keyed):
             found = _keyed_primitive(child)
             if found is not None:
                 # A partition of one primitive event pairs nothing: it only keeps
@@ -423,8 +436,12 @@ class EventGraph:
                 prim, keys = found
                 leaf = ("leaf", (prim.name, prim.selector))
                 out.append(_Edge(leaf, (region, mode, keys), target))
-            else:
-                self._edges_from(child.expression, mode, (*region, child), target, levels + 1, out)
+                return
+            region = (*region, child)
+            levels += 1
+            child = child.expression
+        if isinstance(child, ex.Primitive):
+            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode, ()), target))
         else:
             # ``levels`` counts the partitions entered between this child and the
             # target: its detections leave that many sub-stores on the way up.
@@ -439,23 +456,32 @@ class EventGraph:
                 incoming[e.target[1]].append(e)
         heights: dict[Key, int] = {}
         routes: dict[Key, Counter[str]] = {}
-
-        def visit(key: Key) -> None:
-            if key in heights:
-                return
-            h, r = 1, Counter[str]()
-            for e in incoming[key]:
-                kind, src = e.source
-                if kind == "leaf":
-                    r[src[0]] += 1
-                else:
-                    visit(src)
-                    h = max(h, heights[src] + 1)
-                    r.update(routes[src])
-            heights[key], routes[key] = h, r
-
-        for key in self.handlers:
-            visit(key)
+        for start in self.handlers:
+            # Children before parents, with a stack: graphs of any depth.
+            todo = [start]
+            while todo:
+                key = todo[-1]
+                if key in heights:
+                    todo.pop()
+                    continue
+                waiting = [
+                    e.source[1]
+                    for e in incoming[key]
+                    if e.source[0] == "handler" and e.source[1] not in heights
+                ]
+                if waiting:
+                    todo.extend(waiting)
+                    continue
+                todo.pop()
+                h, r = 1, Counter[str]()
+                for e in incoming[key]:
+                    kind, src = e.source
+                    if kind == "leaf":
+                        r[src[0]] += 1
+                    else:
+                        h = max(h, heights[src] + 1)
+                        r.update(routes[src])
+                heights[key], routes[key] = h, r
         return heights, routes
 
     def _target(self, target: tuple[str, Any, int]) -> tuple[Entry, Entry]:

@@ -24,14 +24,17 @@ served first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import cmp_to_key
+from itertools import zip_longest
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence, Occurrence
 
-__all__ = ["Entry", "Handler", "composite", "instant_order", "order_key"]
+__all__ = ["Entry", "Handler", "composite", "instant_order"]
 
 Entry = Callable[[Store, Any], None]
 
@@ -135,28 +138,10 @@ def _sequential(single: Callable[[Any, Store, Any], None]) -> Callable[..., None
 # -- the order of occurrences ----------------------------------------------------------
 
 
-def order_key(occ: Any) -> tuple[Any, ...]:
-    """Where ``occ`` stands in the canonical order of occurrences: by ``t_occ``, then
-    by its constituents' ``t_occ`` in tree order. Independent of which route or
-    operand delivered it, so an instant's arrivals are processed in the same order
-    whatever the spelling of the expression."""
-    if type(occ) is Occurrence:
-        return (occ[1], (occ[1],))
-    out: list[int] = []
-    stack = [occ]
-    while stack:
-        o = stack.pop()
-        if type(o) is Occurrence:
-            out.append(o[1])
-        else:
-            stack.extend(reversed(o[2]))
-    return (occ[1], tuple(out))
-
-
 def _shape(occ: Any) -> tuple[str, ...]:
     """The tree of ``occ`` in preorder: ``text/number of parts`` for a composite,
-    ``""`` for a primitive occurrence. Breaks ties of :func:`order_key` between
-    distinct composites over the same constituents (``E1 ; E2`` and ``E1 ^ E2``)."""
+    ``""`` for a primitive occurrence. Breaks ties between distinct composites
+    over the same constituents (``E1 ; E2`` and ``E1 ^ E2``)."""
     out: list[str] = []
     stack = [occ]
     while stack:
@@ -170,9 +155,42 @@ def _shape(occ: Any) -> tuple[str, ...]:
 
 
 def instant_order(occs: list[Any]) -> None:
-    """Sort distinct occurrences into the canonical order, in place."""
-    keys = [order_key(o) for o in occs]
-    if len(set(keys)) < len(keys):
-        keys = [(*k, _shape(o)) for k, o in zip(keys, occs, strict=True)]
-    order = sorted(range(len(occs)), key=keys.__getitem__)
-    occs[:] = [occs[i] for i in order]
+    """Sort distinct occurrences into the canonical order, in place: by ``t_occ``,
+    then by their constituents' ``t_occ`` in tree order (a prefix first), then by
+    their shape (:func:`_shape`). The order does not depend on which route or
+    operand delivered an occurrence, so an instant's arrivals are processed alike
+    whatever the spelling of the expression."""
+    if len(occs) < 2:
+        return
+    times = [o[1] for o in occs]
+    if len(set(times)) == len(times):  # no ties: the constituents need not be read
+        occs.sort(key=itemgetter(1))
+        return
+    occs.sort(key=cmp_to_key(_compare))
+
+
+def _compare(a: Any, b: Any) -> int:
+    """``a`` against ``b`` in the canonical order, reading the constituents only as
+    far as they differ: deep composites of one instant compare at the cost of their
+    common prefix."""
+    if a[1] != b[1]:
+        return -1 if a[1] < b[1] else 1
+    for x, y in zip_longest(_leaf_times(a), _leaf_times(b)):
+        if x != y:
+            if x is None:
+                return -1
+            if y is None:
+                return 1
+            return -1 if x < y else 1
+    sa, sb = _shape(a), _shape(b)
+    return (sa > sb) - (sa < sb)
+
+
+def _leaf_times(occ: Any) -> Iterator[int]:
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            yield o[1]
+        else:
+            stack.extend(reversed(o[2]))

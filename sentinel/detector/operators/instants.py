@@ -3,7 +3,7 @@
 The conjunctions are unordered, so the arrivals of one instant are not processed
 operand by operand (that would make ``a ^ b`` and ``b ^ a`` differ) but
 occurrence by occurrence, in the canonical order of occurrences
-(:func:`~sentinel.detector.operators.base.order_key`). An occurrence that reached
+(:func:`~sentinel.detector.operators.base.instant_order`). An occurrence that reached
 several operands (``E ^ E``, ``(E1 | E2) ^ E1``, an expression and its partition
 ``(E by k) ^ E``) is *one* arrival that may stand for any of them; equal
 occurrences are one occurrence, wherever they came from. A detection combines
