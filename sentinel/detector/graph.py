@@ -308,9 +308,12 @@ class EventGraph:
             kind, src = edge.source
             if kind == "leaf":
                 region, mode, required = edge.wrap
-                fn = one
-                for depth in range(len(region) - 1, -1, -1):
-                    fn = self._router((region[depth], mode, region[:depth]), fn)
+                if len(region) == 1:
+                    fn = self._router((region[0], mode, ()), one)
+                elif region:
+                    fn = self._routers(region, mode, one)
+                else:
+                    fn = one
                 if required:
                     fn = _requiring(required, fn)
                 if not mode.flush:
@@ -557,6 +560,53 @@ class EventGraph:
                 release_later((parts, k, sub))
             elif not any(map(any, sub.values())):
                 del parts[k]
+
+        return route
+
+    def _routers(self, region: Region, mode: Mode, inner: Entry) -> Entry:
+        """Enter the nested partitions of ``region``, outermost first, in one loop
+        (as many nested :meth:`_router` calls would; a loop nests no calls, however
+        deep the partitions)."""
+        levels = []
+        for depth, keyed in enumerate(region):
+            router_key = (keyed, mode, region[:depth])
+            buffered = self._buffered_region(router_key)
+            levels.append((self.routers[router_key], keyed, keyed.key, buffered))
+        factories = self.factories
+        release_later = self._release.append
+
+        def route(store: Store, occ: Any) -> None:
+            values = []
+            for _rid, _keyed, key, _buffered in levels:
+                if key is ex.SOURCE:
+                    k = occ[SOURCE]
+                    if k is None:
+                        return
+                else:
+                    k = occ[PARAMS].get(key, _MISSING)
+                    if k is _MISSING:
+                        return
+                values.append(k)
+            path = []
+            for (rid, keyed, key, buffered), k in zip(levels, values, strict=True):
+                parts = store[rid][0]
+                try:
+                    sub = parts.get(k)
+                except TypeError:
+                    raise SentinelError(
+                        f"cannot partition {keyed} by {key!r}: value {k!r} of {occ[0]} "
+                        "is not hashable"
+                    ) from None
+                if sub is None:
+                    sub = parts[k] = Store(factories, store)
+                path.append((parts, k, sub, buffered))
+                store = sub
+            inner(store, occ)
+            for parts, k, sub, buffered in reversed(path):
+                if buffered:
+                    release_later((parts, k, sub))
+                elif not any(map(any, sub.values())):
+                    del parts[k]
 
         return route
 

@@ -71,3 +71,24 @@ def test_a_deep_expression_prints_and_parses_back() -> None:
     text = " | ".join(f"e{i % 3} ; e{(i + 1) % 3}" for i in range(N))
     expr = det.expression(text)
     assert parse(str(expr)) == parse(text)
+
+
+@pytest.mark.parametrize("keys", ["same", "distinct"])
+def test_thousands_of_nested_partitions(keys: str) -> None:
+    names = ["k"] * N if keys == "same" else [f"k{i}" for i in range(N)]
+    det = detector(2)
+    seen: list[Any] = []
+    text = "(e0 ; e1)" + "".join(f" by {k}" for k in names)
+    det.rule("r", text, action=seen.append, context="chronicle")
+    params = dict.fromkeys(names, 1)
+    with det.transaction() as scope:
+        det.signal("e0", **params)
+        assert det.stored(scope) == 1
+        token = scope.savepoint()
+        det.signal("e0", **params)
+        scope.rollback_to(token)  # the partitions' state, copied and restored
+        det.signal("e1", **params)
+        det.signal("e1")  # no keys: takes no part
+        assert det.stored(scope) == 0  # every partition released
+    (occ,) = seen
+    assert [c.t_occ for c in occ.constituents] == [2, 4]
