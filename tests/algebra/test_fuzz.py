@@ -81,7 +81,7 @@ def test_any_text_parses_or_raises_a_documented_error(text: str) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(snoopish, anything, mutated()))
 def test_any_text_parses_or_raises_a_documented_error_at_length(text: str) -> None:
     check(text)
