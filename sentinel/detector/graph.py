@@ -294,8 +294,13 @@ class EventGraph:
             for k, r in routes.items()
             if heights[k] % _DEPTH_BREAK == 0 or any(n > 1 for n in r.values())
         }
+        # Two nodes of one expression (in and out of a partition) make equal
+        # occurrences as distinct objects; only then are arrivals compared by value.
+        made = Counter((e, m) for e, m, _r in self.handlers)
+        twins = any(n > 1 for n in made.values())
         for key, h in self.handlers.items():
             h.height = heights[key]
+            h.twins = twins
             h.out, h.outb = [], []  # type: ignore[assignment]
 
         # Each edge becomes a function in its source's outputs (the wiring every
@@ -621,6 +626,7 @@ class EventGraph:
             items = pending[:]
             pending.clear()
             n = h.slots()
+            twins = h.twins
             groups: dict[int, tuple[Store, list[list[Any]]]] = {}
             for slot, store, occ in items:
                 g = groups.get(id(store))
@@ -629,7 +635,10 @@ class EventGraph:
                 batch = g[1][slot]
                 # Equal occurrences are one occurrence, whichever node made them
                 # (an expression and its partition: E and E by k).
-                if not any(occ is o or occ == o for o in batch):
+                if twins:
+                    if not any(occ is o or occ == o for o in batch):
+                        batch.append(occ)
+                elif not any(occ is o for o in batch):
                     batch.append(occ)
             for store, batches in groups.values():
                 for b in batches:

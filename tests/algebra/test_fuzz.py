@@ -74,7 +74,7 @@ def check(text: str) -> None:
     assert parse(str(expr)) == expr
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(snoopish, anything, mutated()))
 def test_any_text_parses_or_raises_a_documented_error(text: str) -> None:
     check(text)

@@ -218,12 +218,12 @@ def _long(n: int) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize(("kind", "text"), _long(3000), ids=[k for k, _ in _long(1)])
+@pytest.mark.parametrize(("kind", "text"), _long(2000), ids=[k for k, _ in _long(1)])
 def test_expressions_of_thousands_of_terms_parse_print_and_compare(kind: str, text: str) -> None:
     expr = parse(text)
     printed = str(expr)
     again = parse(printed)
     assert again == expr and hash(again) == hash(expr)
     assert str(again) == printed
-    assert len(list(expr.walk())) >= 3000
+    assert len(list(expr.walk())) >= 2000
     assert again != parse(text.replace("e1", "e9", 1))

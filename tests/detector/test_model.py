@@ -141,7 +141,7 @@ def test_every_context_detects_what_appendix_a_detects(
         assert same(found[c.value], expected), c
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), histories, variants)
 def test_unrestricted_detection_equals_the_definitions(
     expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
@@ -152,7 +152,7 @@ def test_unrestricted_detection_equals_the_definitions(
 
 
 @pytest.mark.slow
-@settings(max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(4), st.lists(steps, min_size=4, max_size=24), variants)
 def test_every_context_detects_what_appendix_a_detects_at_length(
     expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
@@ -163,7 +163,7 @@ def test_every_context_detects_what_appendix_a_detects_at_length(
 
 
 @pytest.mark.slow
-@settings(max_examples=5_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), st.lists(steps, min_size=4, max_size=16), variants)
 def test_unrestricted_detection_equals_the_definitions_at_length(
     expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]

@@ -82,7 +82,7 @@ def per_value(
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), histories)
 def test_partitioned_detection_is_one_detector_per_key_value(
     expr: ex.Expression, history: list[Any]

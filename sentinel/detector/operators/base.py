@@ -52,7 +52,7 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
 class Handler:
     """Base of the per-operator, per-context strategies."""
 
-    __slots__ = ("expr", "height", "hid", "out", "outb")
+    __slots__ = ("expr", "height", "hid", "out", "outb", "twins")
 
     #: Number of input slots (``None``: as many as the expression has operands).
     arity: ClassVar[int | None] = 2
@@ -67,6 +67,10 @@ class Handler:
         self.out: tuple[Entry, ...] = ()
         self.outb: tuple[Entry, ...] = ()
         self.height = 1
+        #: Whether equal occurrences may reach this handler as distinct objects (an
+        #: expression detected both inside and outside a partition, ``E by k`` and
+        #: ``E``): then an instant's arrivals are compared by value, not identity.
+        self.twins = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

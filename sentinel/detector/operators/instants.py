@@ -44,15 +44,15 @@ __all__ = ["arrivals", "chronicle", "continuous", "cumulative", "recent", "unres
 Arrival = tuple[Any, tuple[int, ...]]  # (occurrence, the operands it reached)
 
 
-def arrivals(batches: Sequence[list[Any]]) -> list[Arrival]:
+def arrivals(batches: Sequence[list[Any]], twins: bool = True) -> list[Arrival]:
     """The distinct occurrences of an instant, each with the operands it reached,
-    in canonical order."""
+    in canonical order (``twins``: equal occurrences may be distinct objects)."""
     found: list[Any] = []
     slots: list[list[int]] = []
     for slot, batch in enumerate(batches):
         for occ in batch:
             for i, seen in enumerate(found):
-                if seen is occ or seen == occ:
+                if seen is occ or (twins and seen == occ):
                     slots[i].append(slot)
                     break
             else:
@@ -136,7 +136,7 @@ def _by_recency(candidates: list[Arrival]) -> list[Arrival]:
 def recent(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> None:
     st = store[h.hid]  # the most recent occurrence of each operand
     out: list[Any] = []
-    for occ, mine in arrivals(batches):
+    for occ, mine in arrivals(batches, h.twins):
         held = _stored([[o] if o is not None else [] for o in st], occ)
         chosen = _pick(_by_recency(held)[::-1], mine, m - 1)
         if len(chosen) == m - 1:
@@ -149,7 +149,7 @@ def recent(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> No
 def chronicle(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> None:
     st = store[h.hid]  # a queue per operand
     out: list[Any] = []
-    for occ, mine in arrivals(batches):
+    for occ, mine in arrivals(batches, h.twins):
         heads = _stored([[q[0]] if q else [] for q in st], occ)
         chosen = _pick(_by_recency(heads), mine, m - 1)
         if len(chosen) == m - 1:
@@ -176,7 +176,7 @@ def continuous(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -
     before = {id(o) for lst in st for o in lst}
     used: set[int] = set()
     out: list[Any] = []
-    for occ, mine in arrivals(batches):
+    for occ, mine in arrivals(batches, h.twins):
         for combo in _combinations(_stored(st, occ), mine, m - 1):
             out.append(_detection(h, combo, occ))
             used.update(id(o) for o in combo if id(o) in before)
@@ -192,7 +192,7 @@ def continuous(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -
 def cumulative(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> None:
     st = store[h.hid]  # a list per operand
     out: list[Any] = []
-    for occ, mine in arrivals(batches):
+    for occ, mine in arrivals(batches, h.twins):
         held = _stored(st, occ)
         if len(_pick(held, mine, m - 1)) == m - 1:
             for j in range(len(st)):
@@ -207,7 +207,7 @@ def cumulative(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -
 def unrestricted(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> None:
     st = store[h.hid]  # a list per operand: everything so far
     out: list[Any] = []
-    for occ, mine in arrivals(batches):
+    for occ, mine in arrivals(batches, h.twins):
         for combo in _combinations(_stored(st, occ), mine, m - 1):
             out.append(_detection(h, combo, occ))
         for j in mine:
