@@ -89,7 +89,23 @@ class Expression:
         if type(self) is not type(other):
             return NotImplemented
         assert isinstance(other, Expression)
-        return self._hash == other._hash and self._args == other._args
+        if self._hash != other._hash:
+            return False
+        # Operand by operand with a stack, not recursively: expressions of any
+        # depth compare.
+        pairs: list[tuple[Expression, Expression]] = [(self, other)]
+        while pairs:
+            a, b = pairs.pop()
+            if a is b:
+                continue
+            if type(a) is not type(b) or a._hash != b._hash or len(a._args) != len(b._args):
+                return False
+            for x, y in zip(a._args, b._args, strict=True):
+                if isinstance(x, Expression) and isinstance(y, Expression):
+                    pairs.append((x, y))
+                elif x != y:
+                    return False
+        return True
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -146,10 +162,16 @@ class Expression:
         return Keyed(self, key)
 
     def walk(self) -> t.Iterator[Expression]:
-        """This expression and every sub-expression, children before parents."""
-        for c in self.children:
-            yield from c.walk()
-        yield self
+        """This expression and every sub-expression, children before parents (a
+        sub-expression used twice is visited twice)."""
+        todo: list[tuple[Expression, bool]] = [(self, False)]
+        while todo:
+            e, expanded = todo.pop()
+            if expanded:
+                yield e
+                continue
+            todo.append((e, True))
+            todo.extend((c, False) for c in reversed(e.children))
 
     def primitives(self) -> t.Iterator[Primitive]:
         for e in self.walk():

@@ -29,7 +29,7 @@ import typing as t
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.algebra import expressions as ex
@@ -79,7 +79,7 @@ class _Positioned(Exception):
 
 
 @v_args(meta=True)
-class _ToExpression(Transformer[Token, ex.Expression]):
+class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
     """Parse tree -> expression. One method per grammar rule, named after the
     operator it builds."""
 
@@ -93,7 +93,10 @@ class _ToExpression(Transformer[Token, ex.Expression]):
         return ex.And(c[0], c[2])
 
     def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.Keyed(c[0], c[1])
+        try:
+            return ex.Keyed(c[0], c[1])
+        except ExpressionError as e:
+            raise _Positioned(e, meta.end_line, meta.end_column - len(str(c[1]))) from None
 
     def param_key(self, meta: t.Any, c: list[Token]) -> str:
         return str(c[0])
@@ -109,6 +112,8 @@ class _ToExpression(Transformer[Token, ex.Expression]):
         return ex.Primitive(text)
 
     def count(self, meta: t.Any, c: list[Token]) -> int:
+        if len(c[0]) > 9:
+            raise _Positioned(ExpressionError(f"count {c[0][:12]}... is too large"), *_at(c[0]))
         return int(c[0])
 
     def masked(self, meta: t.Any, c: list[Token]) -> ex.Expression:
@@ -153,6 +158,10 @@ class _Interval(t.NamedTuple):
     duration: tm.Duration
     arg: str | None
     token: Token
+
+
+def _at(tok: Token) -> tuple[int, int]:
+    return tok.line or 1, tok.column or 1
 
 
 def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any:
@@ -321,37 +330,62 @@ def parse(text: str) -> ex.Expression:
         if isinstance(orig, ExpressionError):
             raise orig from None
         raise
-    if isinstance(result, Tree):  # pragma: no cover - grammar guarantees an expression
+    if not isinstance(result, ex.Expression):  # pragma: no cover - the grammar's start
         raise ExpressionError(f"could not read {text!r} as an expression")
     return result
 
 
 def _caret(text: str, line: int, column: int) -> str:
-    lines = text.splitlines() or [""]
+    lines = text.split("\n")
     src = lines[min(line, len(lines)) - 1]
     return f"    {src}\n    {' ' * (column - 1)}^"
 
 
+def _position(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of offset ``pos`` (lines end at ``\\n``, as the
+    lexer counts them)."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+#: Python's spellings of the algebra, which Snoop text writes otherwise.
+_PYTHON_SPELLINGS = {
+    "&": "'&' is the Python spelling of AND; Snoop text writes '^'",
+    ">>": "'>>' is the Python spelling of SEQ; Snoop text writes ';'",
+}
+#: Tokens that open with a character and must be closed: (closing, what they are,
+#: the token as the grammar reads it).
+_CLOSED = {
+    "'": ("'", "quoted event name", re.compile(r"'(?:[^'\\]|\\.)*'")),
+    "<": (">", "absolute time", re.compile(r"<[^<>\n]*>")),
+    "[": ("]", "time interval", re.compile(r"\[[^\[\]\n]*\]")),
+}
+
+
 def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
-    line = getattr(e, "line", 1) or 1
-    column = getattr(e, "column", 1) or 1
-    if isinstance(e, UnexpectedEOF) or (line < 0 or column < 0):
-        lines = text.splitlines() or [""]
-        line, column = len(lines), len(lines[-1]) + 1
+    tok = getattr(e, "token", None)
+    if isinstance(e, UnexpectedCharacters):
+        pos = e.pos_in_stream or 0
+        msg = f"unexpected character {text[pos]!r}"
+    elif isinstance(e, UnexpectedEOF) or tok is None or tok.type == "$END":
+        pos = len(text)
         msg = "unexpected end of text"
-        expected = _expected_text(getattr(e, "expected", ()))
-    elif isinstance(e, UnexpectedCharacters):
-        msg = f"unexpected character {text[e.pos_in_stream or 0]!r}"
-        expected = _expected_text(e.allowed or ())
     else:
-        tok = getattr(e, "token", None)
-        if tok is not None and tok.type == "$END":
-            msg = "unexpected end of text"
-            lines = text.splitlines() or [""]
-            line, column = len(lines), len(lines[-1]) + 1
-        else:
-            msg = f"unexpected {str(tok)!r}"
-        expected = _expected_text(getattr(e, "expected", ()) or ())
+        pos = tok.start_pos if tok.start_pos is not None else 0
+        msg = f"unexpected {str(tok)!r}"
+    expected = _expected_at(text[:pos])
+    for python, hint in _PYTHON_SPELLINGS.items():
+        if text.startswith(python, pos):
+            msg += f" ({hint})"
+            break
+    else:
+        if pos < len(text) and text[pos] in _CLOSED:
+            closing, what, token = _CLOSED[text[pos]]
+            if not token.match(text, pos):
+                where = "" if closing == "'" else " on its line"
+                msg = f"unterminated {what} (no closing {closing}{where})"
+                expected = []
+    line, column = _position(text, pos)
     return SnoopSyntaxError(
         msg,
         text=text,
@@ -360,6 +394,44 @@ def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
         expected=expected,
         context=_caret(text, line, column),
     )
+
+
+#: Operators written like calls; "*" only after A and P (A*, P*).
+_CALLS = {"ANY": False, "A": True, "NOT": False, "P": True}
+
+
+@cache
+def _plain_parser() -> Lark:
+    """The grammar alone, no transformation (for what an error position expects)."""
+    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
+    return Lark(grammar, parser="lalr", maybe_placeholders=False)
+
+
+def _expected_at(prefix: str) -> list[str]:
+    """What may follow ``prefix`` (text the parser accepted): every token the
+    parser would take there, found by offering each one to it."""
+    parser = _plain_parser().parse_interactive(prefix)
+    last = None
+    try:
+        for last in parser.iter_parse():  # noqa: B007 - the last token is wanted
+            pass
+    except UnexpectedInput:  # pragma: no cover - the prefix was accepted before
+        return []
+    accepted: set[str] = set(parser.accepts())  # type: ignore[no-untyped-call]
+    after_name = last is not None and last.type in ("NAME", "STRING")
+    if after_name and "INTERVAL" in accepted:
+        # A bracket right after an event name is that event's mask.
+        accepted.discard("INTERVAL")
+        accepted.add("a mask like [amount > 1000]")
+    if last is not None and last.type == "NAME":
+        # Any name may be followed by "(" in the grammar, but only operators take
+        # arguments; offering "(" after E1 would mislead.
+        star = _CALLS.get(str(last))
+        if star is None:
+            accepted -= {"LPAR", "STAR"}
+        elif not star:
+            accepted.discard("STAR")
+    return _expected_text(accepted)
 
 
 # -- printing ----------------------------------------------------------------------
@@ -377,40 +449,65 @@ def _name_text(label: str) -> str:
 
 
 def to_text(expr: ex.Expression) -> str:
-    """Print ``expr`` as Snoop text, with only the parentheses the text needs."""
-    return _text(expr)
+    """Print ``expr`` as Snoop text, with only the parentheses the text needs.
+
+    Iterative: an expression of any depth prints (thousands of terms of
+    ``a | b | ...``) without exhausting Python's recursion limit.
+    """
+    out: list[str] = []
+    todo: list[ex.Expression | str] = [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, str):
+            out.append(e)
+            continue
+        cls = type(e)
+        if cls is ex.Primitive:
+            assert isinstance(e, ex.Primitive)
+            out.append(_name_text(e.label))
+        elif cls in _INFIX:
+            prec = _PREC[cls]
+            left, right = e._args
+            parts = [*_wrap(left, prec, False), _INFIX[cls], *_wrap(right, prec, True)]
+            todo.extend(reversed(parts))
+        elif cls is ex.Keyed:
+            assert isinstance(e, ex.Keyed)
+            key = "@source" if e.key is ex.SOURCE else str(e.key)
+            todo.extend(reversed([*_wrap(e.expression, 4, False), " by " + key]))
+        elif cls is ex.Any:
+            assert isinstance(e, ex.Any)
+            todo.extend(reversed([f"ANY({e.m}, ", *_listed(e.children), ")"]))
+        elif cls is ex.Not:
+            assert isinstance(e, ex.Not)
+            todo.extend(reversed(["NOT(", e.middle, ")[", e.start, ", ", e.end, "]"]))
+        elif cls in (ex.A, ex.Astar):
+            todo.extend(reversed([f"{e.op}(", *_listed(e.children), ")"]))
+        else:
+            # Other operators say how they print: text and operands (temporal
+            # ones), or their whole text given a printer for their operands
+            # (embedded languages: Ode, masks).
+            text_parts = getattr(e, "text_parts", None)
+            if text_parts is not None:
+                todo.extend(reversed(text_parts()))
+                continue
+            whole = getattr(e, "to_text", None)
+            if whole is None:
+                raise TypeError(f"cannot print {cls.__name__}")
+            out.append(whole(to_text))
+    return "".join(out)
 
 
-def _text(e: ex.Expression) -> str:
-    cls = type(e)
-    if cls is ex.Primitive:
-        assert isinstance(e, ex.Primitive)
-        return _name_text(e.label)
-    if cls in _INFIX:
-        prec = _PREC[cls]
-        left, right = e._args
-        return _wrap(left, prec, False) + _INFIX[cls] + _wrap(right, prec, True)
-    if cls is ex.Keyed:
-        assert isinstance(e, ex.Keyed)
-        key = "@source" if e.key is ex.SOURCE else str(e.key)
-        return _wrap(e.expression, 4, False) + " by " + key
-    if cls is ex.Any:
-        assert isinstance(e, ex.Any)
-        return f"ANY({e.m}, " + ", ".join(_text(c) for c in e.children) + ")"
-    if cls is ex.Not:
-        assert isinstance(e, ex.Not)
-        return f"NOT({_text(e.middle)})[{_text(e.start)}, {_text(e.end)}]"
-    if cls in (ex.A, ex.Astar):
-        return f"{e.op}(" + ", ".join(_text(c) for c in e.children) + ")"
-    text = getattr(e, "to_text", None)
-    if text is not None:  # operators added by other layers (temporal) print themselves
-        return str(text(_text))
-    raise TypeError(f"cannot print {cls.__name__}")
+def _listed(children: t.Sequence[ex.Expression]) -> list[ex.Expression | str]:
+    items: list[ex.Expression | str] = []
+    for i, c in enumerate(children):
+        if i:
+            items.append(", ")
+        items.append(c)
+    return items
 
 
-def _wrap(child: ex.Expression, prec: int, right: bool) -> str:
+def _wrap(child: ex.Expression, prec: int, right: bool) -> list[ex.Expression | str]:
     p = _PREC.get(type(child), _ATOM)
-    inner = _text(child)
     if p < prec or (right and p == prec):
-        return f"({inner})"
-    return inner
+        return ["(", child, ")"]
+    return [child]

@@ -464,8 +464,8 @@ class Absolute(Primitive):
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (Absolute, (self.name,))
 
-    def to_text(self, text: t.Callable[[Expression], str]) -> str:
-        return self.name
+    def text_parts(self) -> list[Expression | str]:
+        return [self.name]
 
 
 class Relative(Expression):
@@ -492,11 +492,11 @@ class Relative(Expression):
     def offset(self) -> Duration:
         return self._args[1]  # type: ignore[no-any-return]
 
-    def to_text(self, text: t.Callable[[Expression], str]) -> str:
-        inner = text(self.event)
+    def text_parts(self) -> list[Expression | str]:
         if isinstance(self.event, (Or, Seq, And)):
-            inner = f"({inner})"  # "+ [t]" binds tighter than every infix operator
-        return f"{inner} + {self.offset}"
+            # "+ [t]" binds tighter than every infix operator
+            return ["(", self.event, f") + {self.offset}"]
+        return [self.event, f" + {self.offset}"]
 
 
 class P(Expression):
@@ -531,8 +531,8 @@ class P(Expression):
     def end(self) -> Expression:
         return self._args[2]  # type: ignore[no-any-return]
 
-    def to_text(self, text: t.Callable[[Expression], str]) -> str:
-        return f"P({text(self.start)}, {self.interval}, {text(self.end)})"
+    def text_parts(self) -> list[Expression | str]:
+        return ["P(", self.start, f", {self.interval}, ", self.end, ")"]
 
 
 class Pstar(Expression):
@@ -581,9 +581,9 @@ class Pstar(Expression):
     def arg(self) -> str | None:
         return self._args[3]  # type: ignore[no-any-return]
 
-    def to_text(self, text: t.Callable[[Expression], str]) -> str:
+    def text_parts(self) -> list[Expression | str]:
         arg = f" {self.arg}" if self.arg else ""
-        return f"P*({text(self.start)}, {self.interval}{arg}, {text(self.end)})"
+        return ["P*(", self.start, f", {self.interval}{arg}, ", self.end, ")"]
 
 
 _SAMPLER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")

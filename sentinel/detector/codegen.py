@@ -31,8 +31,10 @@ from sentinel.occurrence import CompositeOccurrence
 __all__ = ["Gen", "Spec", "compile_leaf"]
 
 #: How a target is reached: ("h", handler, slot) to inline a direct handler's
-#: entry point, ("sink", subscription) for a subscription's sink, ("call", fn) for
-#: anything else (called as ``fn(store, occ)``).
+#: entry point, ("sink", subscription) for a subscription's sink, ("route", key,
+#: router id, spec) to enter a partition, ("require", keys, spec) to go on only with
+#: occurrences carrying the keys, ("call", fn) for anything else (called as
+#: ``fn(store, occ)``).
 Spec = tuple[Any, ...]
 
 MAX_DEPTH = 12
@@ -124,6 +126,20 @@ class Gen:
             with self.block():
                 self.line(f"del {parts}[{k}]")
 
+    def _require(self, spec: Spec, store: str, occ: str) -> None:
+        """Go on only if the occurrence carries every key (a partitioned primitive
+        event: as graph._requiring does)."""
+        from sentinel.algebra.expressions import SOURCE
+
+        _kind, keys, inner = spec
+        tests = [
+            f"{occ}[4] is not None" if key is SOURCE else f"{self.const(key)} in {occ}[5]"
+            for key in keys
+        ]
+        self.line(f"if {' and '.join(tests)}:")
+        with self.block():
+            self.target(inner, store, occ)
+
     def target(self, spec: Spec, store: str, occ: str) -> None:
         kind = spec[0]
         if kind == "h":
@@ -139,6 +155,8 @@ class Gen:
                 self.line(f"{self.const(h.entry(slot))}({store}, {occ})")
         elif kind == "route":
             self._route(spec, store, occ)
+        elif kind == "require":
+            self._require(spec, store, occ)
         elif kind == "sink":
             sub = self.const(spec[1])
             self.line(f"if type({occ}) is tuple:")

@@ -210,21 +210,41 @@ class EventDetector:
         self.samplers[name] = fn
 
     def _resolve(self, expr: ex.Expression, text: str | None) -> ex.Expression:
-        prepare = self._preparers.get(type(expr))
-        if prepare is not None:
-            prepare(self, expr)
-        if isinstance(expr, ex.Primitive):
-            if expr.selector is None and expr.label == expr.name:
-                known = self._events.get(expr.name)
-                if known is not None:
-                    return known
-            elif expr.name in self._channels:
-                return expr  # built by another layer (an instance-level event)
-            raise UnknownEventError(expr.label, self._events, where=repr(text) if text else "")
-        children = [self._resolve(c, text) for c in expr.children]
-        if list(expr.children) == children:
-            return expr
-        return expr.with_children(children)
+        # Parents are prepared before their operands (pre-order), then resolved
+        # after them; with stacks, not recursively: expressions of any depth.
+        seen: set[int] = set()
+        todo = [expr]
+        while todo:
+            e = todo.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            prepare = self._preparers.get(type(e))
+            if prepare is not None:
+                prepare(self, e)
+            todo.extend(reversed(e.children))
+        # id -> (resolved, whether it equals the original)
+        done: dict[int, tuple[ex.Expression, bool]] = {}
+        for e in expr.walk():
+            if id(e) in done:
+                continue
+            if isinstance(e, ex.Primitive):
+                resolved = self._resolve_primitive(e, text)
+                done[id(e)] = (resolved, resolved == e)
+            elif all(done[id(c)][1] for c in e.children):
+                done[id(e)] = (e, True)
+            else:
+                done[id(e)] = (e.with_children([done[id(c)][0] for c in e.children]), False)
+        return done[id(expr)][0]
+
+    def _resolve_primitive(self, expr: ex.Primitive, text: str | None) -> ex.Expression:
+        if expr.selector is None and expr.label == expr.name:
+            known = self._events.get(expr.name)
+            if known is not None:
+                return known
+        elif expr.name in self._channels:
+            return expr  # built by another layer (an instance-level event)
+        raise UnknownEventError(expr.label, self._events, where=repr(text) if text else "")
 
     # -- signalling --------------------------------------------------------------
     def signal(self, name: str, /, **params: Any) -> Occurrence | None:

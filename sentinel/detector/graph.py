@@ -28,20 +28,23 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector.codegen import Spec, compile_leaf
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators import Entry, Handler, handler_class
+from sentinel.detector.operators.base import instant_order
 from sentinel.detector.scopes import Store
 from sentinel.errors import SentinelError
-from sentinel.occurrence import PARAMS, SOURCE, Occurrence
+from sentinel.occurrence import PARAMS, SOURCE
 
 __all__ = ["Channel", "EventGraph", "Mode", "Subscription"]
 
 _MISSING = object()
+#: Levels of the graph a signal's propagation may nest before a buffered handler
+#: (see EventGraph.rewire); far more than any hand-written expression has.
+_DEPTH_BREAK = 40
 
 
 class Mode(NamedTuple):
@@ -121,7 +124,8 @@ class _Edge:
     """child -> parent slot, before it is turned into a function."""
 
     source: tuple[str, Any]  # ("leaf", (channel, selector)) | ("handler", key)
-    wrap: tuple[Any, ...]  # leaf: (region, mode); handler: (levels exited,)
+    #: leaf: (region, mode, keys the occurrence must carry); handler: (levels exited,)
+    wrap: tuple[Any, ...]
     target: tuple[str, Any, int]  # ("handler", key, slot) | ("sink", subscription, 0)
 
 
@@ -231,17 +235,20 @@ class EventGraph:
             self.rewire()
 
     def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
-        if isinstance(expr, ex.Primitive):
-            return
-        if isinstance(expr, ex.Keyed):
-            if isinstance(expr.expression, ex.Primitive):
-                return  # partitioning a primitive event changes nothing
-            yield (expr, mode, region)  # the router
-            yield from self._keys(expr.expression, mode, (*region, expr))
-            return
-        yield (expr, mode, region)
-        for child in expr.children:
-            yield from self._keys(child, mode, region)
+        # With a stack, not recursively: expressions of any depth.
+        todo: list[tuple[ex.Expression, Region]] = [(expr, region)]
+        while todo:
+            e, r = todo.pop()
+            if isinstance(e, ex.Primitive):
+                continue
+            if isinstance(e, ex.Keyed):
+                if _keyed_primitive(e) is not None:
+                    continue  # a partitioned primitive event is a filter on its leaf
+                yield (e, mode, r)  # the router
+                todo.append((e.expression, (*r, e)))
+                continue
+            yield (e, mode, r)
+            todo.extend((c, r) for c in reversed(e.children))
 
     def _create(self, key: Key) -> int:
         expr, mode, _region = key
@@ -278,11 +285,22 @@ class EventGraph:
             self._edges_from(sub.expression, sub.mode, (), ("sink", sub, 0), 0, edges)
 
         heights, routes = self._analyse(edges)
+        # Buffered: handlers one signal can reach by several routes, and every
+        # _DEPTH_BREAK-th level of a deep graph (a detection then waits for the
+        # instant's agenda instead of calling further up, so propagation never
+        # nests deeper than that, whatever the expression's depth).
         self.buffered = {
-            self.handlers[k].hid for k, r in routes.items() if any(n > 1 for n in r.values())
+            self.handlers[k].hid
+            for k, r in routes.items()
+            if heights[k] % _DEPTH_BREAK == 0 or any(n > 1 for n in r.values())
         }
+        # Two nodes of one expression (in and out of a partition) make equal
+        # occurrences as distinct objects; only then are arrivals compared by value.
+        made = Counter((e, m) for e, m, _r in self.handlers)
+        twins = any(n > 1 for n in made.values())
         for key, h in self.handlers.items():
             h.height = heights[key]
+            h.twins = twins
             h.out, h.outb = [], []  # type: ignore[assignment]
 
         # Each edge becomes a function in its source's outputs (the wiring every
@@ -294,10 +312,15 @@ class EventGraph:
             one, many = self._target(edge.target)
             kind, src = edge.source
             if kind == "leaf":
-                region, mode = edge.wrap
-                fn = one
-                for depth in range(len(region) - 1, -1, -1):
-                    fn = self._router((region[depth], mode, region[:depth]), fn)
+                region, mode, required = edge.wrap
+                if len(region) == 1:
+                    fn = self._router((region[0], mode, ()), one)
+                elif region:
+                    fn = self._routers(region, mode, one)
+                else:
+                    fn = one
+                if required:
+                    fn = _requiring(required, fn)
                 if not mode.flush:
                     fn = _with_store(fn, self.global_store)
                 leaves.setdefault(src, []).append(fn)
@@ -312,6 +335,9 @@ class EventGraph:
                     spec = ("route", region[0].key, self.routers[key], self._spec(edge.target, one))
                 else:
                     spec = ("call", fn)
+                    required = ()
+                if required:
+                    spec = ("require", required, spec)
                 leaf_specs.setdefault(src, []).append(spec)
             else:
                 levels = edge.wrap[0]
@@ -373,19 +399,26 @@ class EventGraph:
             if e.source[0] == "handler" and e.source[1] in outgoing:
                 outgoing[e.source[1]].append(e)
 
-        def expand(e: _Edge) -> Iterator[_Edge]:
-            kind, target_key, _slot = e.target
-            if kind != "handler" or target_key not in direct_or:
-                yield e
-                return
-            for out in outgoing[target_key]:
-                levels = out.wrap[0]
-                if e.source[0] == "leaf":
-                    region, mode = e.wrap
-                    wrap: tuple[Any, ...] = (region[: len(region) - levels], mode)
-                else:
-                    wrap = (e.wrap[0] + levels,)
-                yield from expand(_Edge(e.source, wrap, out.target))
+        def expand(first: _Edge) -> Iterator[_Edge]:
+            todo = [first]  # a stack: chains of ORs of any length
+            while todo:
+                e = todo.pop()
+                kind, target_key, _slot = e.target
+                if kind != "handler" or target_key not in direct_or:
+                    yield e
+                    continue
+                for out in reversed(outgoing[target_key]):
+                    levels = out.wrap[0]
+                    if e.source[0] == "leaf":
+                        # The OR stores nothing, so leaving its partitions at once is
+                        # all they do: the occurrence must carry their keys (a filter).
+                        region, mode, required = e.wrap
+                        kept = len(region) - levels
+                        left = tuple(k.key for k in region[kept:])
+                        wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
+                    else:
+                        wrap = (e.wrap[0] + levels,)
+                    todo.append(_Edge(e.source, wrap, out.target))
 
         return [
             x
@@ -403,14 +436,20 @@ class EventGraph:
         levels: int,
         out: list[_Edge],
     ) -> None:
+        while isinstance(child, ex.Keyed):
+            found = _keyed_primitive(child)
+            if found is not None:
+                # A partition of one primitive event pairs nothing: it only keeps
+                # the occurrences that carry the key.
+                prim, keys = found
+                leaf = ("leaf", (prim.name, prim.selector))
+                out.append(_Edge(leaf, (region, mode, keys), target))
+                return
+            region = (*region, child)
+            levels += 1
+            child = child.expression
         if isinstance(child, ex.Primitive):
-            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode), target))
-        elif isinstance(child, ex.Keyed):
-            inner = child.expression
-            if isinstance(inner, ex.Primitive):
-                self._edges_from(inner, mode, region, target, levels, out)
-            else:
-                self._edges_from(inner, mode, (*region, child), target, levels + 1, out)
+            out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode, ()), target))
         else:
             # ``levels`` counts the partitions entered between this child and the
             # target: its detections leave that many sub-stores on the way up.
@@ -425,23 +464,32 @@ class EventGraph:
                 incoming[e.target[1]].append(e)
         heights: dict[Key, int] = {}
         routes: dict[Key, Counter[str]] = {}
-
-        def visit(key: Key) -> None:
-            if key in heights:
-                return
-            h, r = 1, Counter[str]()
-            for e in incoming[key]:
-                kind, src = e.source
-                if kind == "leaf":
-                    r[src[0]] += 1
-                else:
-                    visit(src)
-                    h = max(h, heights[src] + 1)
-                    r.update(routes[src])
-            heights[key], routes[key] = h, r
-
-        for key in self.handlers:
-            visit(key)
+        for start in self.handlers:
+            # Children before parents, with a stack: graphs of any depth.
+            todo = [start]
+            while todo:
+                key = todo[-1]
+                if key in heights:
+                    todo.pop()
+                    continue
+                waiting = [
+                    e.source[1]
+                    for e in incoming[key]
+                    if e.source[0] == "handler" and e.source[1] not in heights
+                ]
+                if waiting:
+                    todo.extend(waiting)
+                    continue
+                todo.pop()
+                h, r = 1, Counter[str]()
+                for e in incoming[key]:
+                    kind, src = e.source
+                    if kind == "leaf":
+                        r[src[0]] += 1
+                    else:
+                        h = max(h, heights[src] + 1)
+                        r.update(routes[src])
+                heights[key], routes[key] = h, r
         return heights, routes
 
     def _target(self, target: tuple[str, Any, int]) -> tuple[Entry, Entry]:
@@ -520,6 +568,53 @@ class EventGraph:
 
         return route
 
+    def _routers(self, region: Region, mode: Mode, inner: Entry) -> Entry:
+        """Enter the nested partitions of ``region``, outermost first, in one loop
+        (as many nested :meth:`_router` calls would; a loop nests no calls, however
+        deep the partitions)."""
+        levels = []
+        for depth, keyed in enumerate(region):
+            router_key = (keyed, mode, region[:depth])
+            buffered = self._buffered_region(router_key)
+            levels.append((self.routers[router_key], keyed, keyed.key, buffered))
+        factories = self.factories
+        release_later = self._release.append
+
+        def route(store: Store, occ: Any) -> None:
+            values = []
+            for _rid, _keyed, key, _buffered in levels:
+                if key is ex.SOURCE:
+                    k = occ[SOURCE]
+                    if k is None:
+                        return
+                else:
+                    k = occ[PARAMS].get(key, _MISSING)
+                    if k is _MISSING:
+                        return
+                values.append(k)
+            path = []
+            for (rid, keyed, key, buffered), k in zip(levels, values, strict=True):
+                parts = store[rid][0]
+                try:
+                    sub = parts.get(k)
+                except TypeError:
+                    raise SentinelError(
+                        f"cannot partition {keyed} by {key!r}: value {k!r} of {occ[0]} "
+                        "is not hashable"
+                    ) from None
+                if sub is None:
+                    sub = parts[k] = Store(factories, store)
+                path.append((parts, k, sub, buffered))
+                store = sub
+            inner(store, occ)
+            for parts, k, sub, buffered in reversed(path):
+                if buffered:
+                    release_later((parts, k, sub))
+                elif not any(map(any, sub.values())):
+                    del parts[k]
+
+        return route
+
     # -- per instant -------------------------------------------------------------
     def drain(self) -> None:
         """Process buffered handlers' arrivals of this instant, lowest first."""
@@ -531,18 +626,24 @@ class EventGraph:
             items = pending[:]
             pending.clear()
             n = h.slots()
+            twins = h.twins
             groups: dict[int, tuple[Store, list[list[Any]]]] = {}
             for slot, store, occ in items:
                 g = groups.get(id(store))
                 if g is None:
                     g = groups[id(store)] = (store, [[] for _ in range(n)])
                 batch = g[1][slot]
-                if not any(occ is o for o in batch):
+                # Equal occurrences are one occurrence, whichever node made them
+                # (an expression and its partition: E and E by k).
+                if twins:
+                    if not any(occ is o or occ == o for o in batch):
+                        batch.append(occ)
+                elif not any(occ is o for o in batch):
                     batch.append(occ)
             for store, batches in groups.values():
                 for b in batches:
                     if len(b) > 1:
-                        b.sort(key=_canonical)
+                        instant_order(b)
                 h.process_instant(store, batches)
         if self._release:
             for parts, k, sub in self._release:
@@ -589,6 +690,34 @@ def _router_state() -> list[Any]:
     return [{}]
 
 
+def _keyed_primitive(expr: ex.Keyed) -> tuple[ex.Primitive, tuple[ex.KeySpec, ...]] | None:
+    """``(primitive, keys)`` when ``expr`` partitions a primitive event (maybe
+    several times), else None."""
+    keys: list[ex.KeySpec] = []
+    inner: ex.Expression = expr
+    while isinstance(inner, ex.Keyed):
+        keys.append(inner.key)
+        inner = inner.expression
+    return (inner, tuple(keys)) if isinstance(inner, ex.Primitive) else None
+
+
+def _requiring(keys: tuple[ex.KeySpec, ...], fn: Entry) -> Entry:
+    """``fn`` for the occurrences that carry every key of ``keys`` (a parameter
+    name, or SOURCE: a source object)."""
+
+    def require(store: Store, occ: Any) -> None:
+        params = occ[PARAMS]
+        for key in keys:
+            if key is ex.SOURCE:
+                if occ[SOURCE] is None:
+                    return
+            elif key not in params:
+                return
+        fn(store, occ)
+
+    return require
+
+
 def _with_store(fn: Entry, store: Store) -> Entry:
     def with_store(_: Store, occ: Any) -> None:
         fn(store, occ)
@@ -612,22 +741,3 @@ def _exit(fn: Entry, levels: int) -> Entry:
         fn(store, occ)
 
     return exit_n
-
-
-_t_occ = itemgetter(1)
-
-
-def _canonical(occ: Any) -> tuple[int, ...]:
-    """Order of an instant's batch, independent of arrival order: the constituents'
-    ``t_occ`` in tree order."""
-    if type(occ) is Occurrence:
-        return (occ[1],)
-    out: list[int] = []
-    stack = [occ]
-    while stack:
-        o = stack.pop()
-        if type(o) is Occurrence:
-            out.append(o[1])
-        else:
-            stack.extend(reversed(o[2]))
-    return tuple(out)

@@ -51,47 +51,59 @@ class Store(dict):  # type: ignore[type-arg]
 
     def snapshot(self) -> dict[int, list[Any]]:
         """A copy of every state, for restoring after a rolled-back savepoint."""
-        return {hid: _copy_state(st, None) for hid, st in self.items()}
+        snap: dict[int, list[Any]] = {}
+        _copy_into(self, snap, None)
+        return snap
 
     def restore(self, snap: dict[int, list[Any]]) -> None:
         self.clear()
-        for hid, st in snap.items():
-            self[hid] = _copy_state(st, self)
+        _copy_into(snap, self, self)
 
     def occurrences(self) -> int:
         """How many stored entries this store holds (for inspection and tests)."""
         n = 0
-        for st in self.values():
-            for item in st:
-                if isinstance(item, (list, deque)):
-                    n += len(item)
-                elif isinstance(item, dict):
-                    n += sum(sub.occurrences() for sub in item.values())
-                elif item is not None:
-                    n += 1
+        todo: list[Store] = [self]  # partitions nest: a stack, not recursion
+        while todo:
+            for st in todo.pop().values():
+                for item in st:
+                    if isinstance(item, (list, deque)):
+                        n += len(item)
+                    elif isinstance(item, dict):
+                        todo.extend(item.values())
+                    elif item is not None:
+                        n += 1
         return n
 
 
-def _copy_state(state: list[Any], owner: Store | None) -> list[Any]:
-    """A copy of one handler's state; the partitions it holds become sub-stores of
-    ``owner`` (detections leaving a partition go to its parent store)."""
-    out: list[Any] = []
-    for item in state:
-        if isinstance(item, list):
-            item = list(item)
-        elif isinstance(item, deque):
-            item = deque(item)
-        elif isinstance(item, dict):  # a router's partitions: key -> Store
-            parts = {}
-            for key, sub in item.items():
-                copy = Store(sub.factories, owner)
-                copy.restore(sub.snapshot())
-                parts[key] = copy
-            item = parts
-        elif hasattr(item, "_sentinel_copy"):  # state objects of other layers (Ode tables)
-            item = item._sentinel_copy()
-        out.append(item)
-    return out
+def _copy_into(
+    states: dict[int, list[Any]], target: dict[int, list[Any]], owner: Store | None
+) -> None:
+    """Copy every handler's state of ``states`` into ``target``; the partitions they
+    hold become sub-stores of ``owner`` (detections leaving a partition go to its
+    parent store), copied likewise however deeply they nest."""
+    todo: list[tuple[dict[int, list[Any]], dict[int, list[Any]], Store | None]] = [
+        (states, target, owner)
+    ]
+    while todo:
+        source, into, parent = todo.pop()
+        for hid, state in source.items():
+            out: list[Any] = []
+            for item in state:
+                if isinstance(item, list):
+                    item = list(item)
+                elif isinstance(item, deque):
+                    item = deque(item)
+                elif isinstance(item, dict):  # a router's partitions: key -> Store
+                    parts = {}
+                    for key, sub in item.items():
+                        copy = Store(sub.factories, parent)
+                        parts[key] = copy
+                        todo.append((sub, copy, copy))
+                    item = parts
+                elif hasattr(item, "_sentinel_copy"):  # state objects of other layers (Ode)
+                    item = item._sentinel_copy()
+                out.append(item)
+            into[hid] = out
 
 
 class Scope:

@@ -440,6 +440,11 @@ class PstarContinuous(_Periodic):
         store[self.hid][0].append(self.open(store, occ))
 
     def on1(self, store: Store, occ: Any) -> None:
+        self.on1_batch(store, [occ])
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        # Every E3 of one instant (a continuous E3 detects several at once) closes
+        # every interval open before it.
         st = store[self.hid]
         recs, pairs = st[0], st[1]
         if not recs:
@@ -450,8 +455,10 @@ class PstarContinuous(_Periodic):
             ticks[id(r)].append(tick)
         for r in recs:
             self.cancel(r)
-        expr, t = self.expr, occ[1]
-        self.emit_batch(store, [(expr, t, (r.ref, *ticks[id(r)], occ)) for r in recs])
+        expr = self.expr
+        self.emit_batch(
+            store, [(expr, x[1], (r.ref, *ticks[id(r)], x)) for r in recs for x in occs]
+        )
 
     def on_tick(self, rec: Pending, tick: Occurrence) -> None:
         rec.store[self.hid][1].append((rec, tick))

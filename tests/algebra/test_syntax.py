@@ -132,3 +132,116 @@ def _ops(children: st.SearchStrategy[Expression]) -> st.SearchStrategy[Expressio
 def test_parse_of_str_round_trips(expr: Expression) -> None:
     """Fragment: every expression of the algebra over any event names."""
     assert parse(str(expr)) == expr
+
+
+# -- errors that teach ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # After an operand: every operator, and the closing parenthesis.
+        ("(E1 ^ E2", ['"+"', '")"', '";"', '"^"', '"by"', '"|"', "a mask like [amount > 1000]"]),
+        ("(E1", ['"+"', '")"', '";"', '"^"', '"by"', '"|"', "a mask like [amount > 1000]"]),
+        (
+            "A*(E1, E2",
+            ['"+"', '")"', '","', '";"', '"^"', '"by"', '"|"', "a mask like [amount > 1000]"],
+        ),
+        # At the top level the text may also end there; no ")" or "," is expected.
+        (
+            "E1 E2",
+            ['"+"', '";"', '"^"', '"by"', '"|"', "end of text", "a mask like [amount > 1000]"],
+        ),
+        # An operator name may be followed by its arguments.
+        (
+            "ANY E1",
+            [
+                '"("',
+                '"+"',
+                '";"',
+                '"^"',
+                '"by"',
+                '"|"',
+                "end of text",
+                "a mask like [amount > 1000]",
+            ],
+        ),
+        ("E1 by", ['"@source"', "an event name"]),
+    ],
+)
+def test_the_expected_list_is_complete(text: str, expected: list[str]) -> None:
+    with pytest.raises(SnoopSyntaxError) as info:
+        parse(text)
+    assert info.value.expected == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "hint"),
+    [
+        ("E1 & E2", 4, "'&' is the Python spelling of AND; Snoop text writes '^'"),
+        ("E1 >> E2", 4, "'>>' is the Python spelling of SEQ; Snoop text writes ';'"),
+        ("(E1 ^ E2) >> E3", 11, "Snoop text writes ';'"),
+    ],
+)
+def test_python_spellings_get_a_hint(text: str, column: int, hint: str) -> None:
+    with pytest.raises(SnoopSyntaxError, match="unexpected character") as info:
+        parse(text)
+    assert hint in str(info.value)
+    assert info.value.column == column
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "what"),
+    [
+        ("'odd name", 1, "unterminated quoted event name (no closing ')"),
+        ("E1 ; 'it\\'s", 6, "unterminated quoted event name"),
+        ("<(17:00:00)*/*/*", 1, "unterminated absolute time (no closing >"),
+        ("E1 + [00:10:00", 6, "unterminated time interval (no closing ]"),
+    ],
+)
+def test_an_unterminated_token_says_so(text: str, column: int, what: str) -> None:
+    with pytest.raises(SnoopSyntaxError) as info:
+        parse(text)
+    assert what in str(info.value)
+    assert (info.value.line, info.value.column) == (1, column)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "column"),
+    [
+        ("ANY(" + "9" * 5000 + ", E1, E2)", "is too large", 5),
+        ("E1 by a.b", "a partition key is a parameter name", 7),
+    ],
+)
+def test_invalid_pieces_are_reported_where_they_are(text: str, message: str, column: int) -> None:
+    with pytest.raises(SnoopSyntaxError, match=message) as info:
+        parse(text)
+    assert info.value.column == column
+
+
+# -- long expressions -------------------------------------------------------------------
+
+
+def _long(n: int) -> list[tuple[str, str]]:
+    names = [f"e{i % 7}" for i in range(n)]
+    return [
+        ("or", " | ".join(names)),
+        ("seq", " ; ".join(names)),
+        ("and", " ^ ".join(names)),
+        ("right-nested", "".join(f"{x} ; (" for x in names[:-1]) + names[-1] + ")" * (n - 1)),
+        ("calls", "A(e1, " * n + "e2" + ", e3)" * n),
+        ("not", "NOT(" * n + "e1" + ")[e2, e3]" * n),
+        ("by", "e1" + " by k" * n),
+        ("relative", "e1" + " + [00:00:01]" * n),
+    ]
+
+
+@pytest.mark.parametrize(("kind", "text"), _long(2000), ids=[k for k, _ in _long(1)])
+def test_expressions_of_thousands_of_terms_parse_print_and_compare(kind: str, text: str) -> None:
+    expr = parse(text)
+    printed = str(expr)
+    again = parse(printed)
+    assert again == expr and hash(again) == hash(expr)
+    assert str(again) == printed
+    assert len(list(expr.walk())) >= 2000
+    assert again != parse(text.replace("e1", "e9", 1))

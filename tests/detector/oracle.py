@@ -4,10 +4,13 @@ tests.
 It computes every occurrence of an expression over a finite history straight from
 the definitions, with the readings docs/semantics.md states (strict order for SEQ,
 A, A*, NOT; equal times allowed for AND and ANY but never an occurrence with
-itself; A's interval (t1, t3]; NOT's interval closed). It shares no code with the
-detector. Occurrences are *trees*: a primitive is its t_occ; a composite is
-``(text of the expression, tuple of part trees)``, as ``tests.helpers.tree`` builds
-from detections.
+itself; A's interval (t1, t3]; NOT's interval closed). Composite histories are
+sets (2.2): an AND or ANY occurrence is a *set* of distinct occurrences, counted
+once however its members reach the operands. It shares no code with the detector.
+Occurrences are *trees*: a primitive is its t_occ; a composite is ``(text of the
+expression, tuple of part trees)``, as ``tests.helpers.tree`` builds from
+detections; a composite's parts are in operator order, AND's and ANY's in the
+canonical order of occurrences.
 """
 
 from __future__ import annotations
@@ -18,15 +21,20 @@ from itertools import combinations, product
 from typing import Any
 
 from sentinel.algebra import expressions as ex
+from tests.detector.model import Signal, key
 
 Event = tuple[int, str, Mapping[str, Any]]  # (t_occ, name, params)
 Occ = tuple[int, Any]  # (time, tree)
 
 
-def unrestricted(expr: ex.Expression, history: Sequence[Event]) -> list[Any]:
-    """Every occurrence of ``expr`` over ``history`` (a list of trees; an
-    occurrence reachable in two ways appears twice, as the definitions count it)."""
-    hist = tuple((t, n, tuple(sorted(p.items()))) for t, n, p in history)
+def unrestricted(expr: ex.Expression, history: Sequence[Event | Signal]) -> list[Any]:
+    """Every occurrence of ``expr`` over ``history`` (a list of trees)."""
+    signals = tuple(
+        h if isinstance(h, Signal) else Signal(h[0], h[1], (), dict(h[2])) for h in history
+    )
+    hist = tuple(
+        (s.t, s.channel, s.selectors, tuple(sorted(s.params.items())), s.source) for s in signals
+    )
     return [tree for _, tree in _occ(expr, hist)]
 
 
@@ -35,50 +43,44 @@ def _occ(e: ex.Expression, hist: tuple[Any, ...]) -> tuple[Occ, ...]:
     kind = type(e)
     if kind is ex.Primitive:
         assert isinstance(e, ex.Primitive)
-        return tuple((t, t) for t, n, _ in hist if n == e.name)
+        return tuple(
+            (t, t)
+            for t, n, sel, _, _ in hist
+            if n == e.name and (e.selector is None or e.selector in sel)
+        )
     if kind is ex.Keyed:
         assert isinstance(e, ex.Keyed)
-        key = e.key
-        values = {dict(p)[key] for _, _, p in hist if key in dict(p)}
+
+        def value(h: Any) -> Any:
+            if e.key is ex.SOURCE:
+                return h[4] if h[4] is not None else _NO
+            return dict(h[3]).get(e.key, _NO)
+
         out: list[Occ] = []
-        for v in values:
-            part = tuple(h for h in hist if dict(h[2]).get(key, _NO) == v)
-            out.extend(_occ(e.expression, part))
+        for v in {value(h) for h in hist} - {_NO}:
+            out.extend(_occ(e.expression, tuple(h for h in hist if value(h) == v)))
         return tuple(sorted(out, key=_order))
     text = str(e)
     kids = [_occ(c, hist) for c in e.children]
     out = []
     if kind is ex.Or:
-        # An occurrence reaching OR through both operands is one occurrence.
+        # A union: an occurrence reaching OR through both operands is one occurrence.
         out = [*kids[0], *(o for o in kids[1] if o not in kids[0])]
-    elif kind is ex.Seq or (kind is ex.And and e.children[0] == e.children[1]):
+    elif kind is ex.Seq:
         for (tx, x), (ty, y) in product(kids[0], kids[1]):
             if tx < ty:
                 out.append((ty, (text, (x, y))))
-    elif kind is ex.And:
-        for (tx, x), (ty, y) in product(kids[0], kids[1]):
-            if x == y and not isinstance(x, tuple):
-                continue
-            parts = (x, y) if tx <= ty else (y, x)
-            out.append((max(tx, ty), (text, parts)))
-    elif kind is ex.Any:
-        assert isinstance(e, ex.Any)
-        m = e.m
-        for k, occs in enumerate(kids):
-            others = [j for j in range(len(kids)) if j != k]
-            for ty, y in occs:
-                for js in combinations(others, m - 1):
-                    pools = [
-                        [
-                            (tx, j, x)
-                            for tx, x in kids[j]
-                            if (tx < ty or (tx == ty and j < k)) and x != y
-                        ]
-                        for j in js
-                    ]
-                    for combo in product(*pools):
-                        parts = tuple(x for _, _, x in sorted(combo, key=lambda c: (c[0], c[1])))
-                        out.append((ty, (text, (*parts, y))))
+    elif kind in (ex.And, ex.Any):
+        m = e.m if isinstance(e, ex.Any) else 2
+        # Sets of m distinct occurrences that are occurrences of m distinct operands.
+        operands: dict[Any, set[int]] = {}
+        for j, occs in enumerate(kids):
+            for _, x in occs:
+                operands.setdefault(x, set()).add(j)
+        for group in combinations(sorted(operands, key=_tree_key), m):
+            if any(len(set(c)) == m for c in product(*(operands[x] for x in group))):
+                parts = tuple(sorted(group, key=_tree_key))
+                out.append((_time(parts[-1]), (text, parts)))
     elif kind is ex.A:
         starts, middles, ends = kids
         for (tx, x), (ty, y) in product(starts, middles):
@@ -103,15 +105,13 @@ def _occ(e: ex.Expression, hist: tuple[Any, ...]) -> tuple[Occ, ...]:
 _NO = object()
 
 
-def _order(o: Occ) -> tuple[int, tuple[int, ...]]:
-    # The detector orders one instant's occurrences by their constituents' t_occ
-    # in tree order (graph._canonical).
-    return (o[0], tuple(_ts(o[1])))
+def _time(tree: Any) -> int:
+    return tree if isinstance(tree, int) else max(_time(p) for p in tree[1])
 
 
-def _ts(tree: Any) -> Any:
-    if isinstance(tree, int):
-        yield tree
-    else:
-        for part in tree[1]:
-            yield from _ts(part)
+def _tree_key(tree: Any) -> tuple[Any, ...]:
+    return key(tree)
+
+
+def _order(o: Occ) -> tuple[Any, ...]:
+    return key(o[1])

@@ -264,3 +264,16 @@ def test_periodic_between_absolute_events(context: Context) -> None:
     tl.clock.advance(2 * 86_400)
     assert [len(o.of("temporal:tick")) for o in seen] == [8, 8]
     assert [o.at.hour for o in seen[0].of("temporal:tick")] == list(range(10, 18))
+
+
+@pytest.mark.parametrize("context", [CO, U], ids=str)
+def test_pstar_closes_its_intervals_with_every_terminator_of_an_instant(context: Context) -> None:
+    # At E2 the continuous AND detects {e1^1, e2^1} and {e1^2, e2^1} at once: each
+    # closes the interval E3 opened, with its ticks (docs/semantics.md, Batches).
+    tl = Timeline()
+    tl.watch("r", "P*(E3, [00:00:01], E1 ^ E2)", context)
+    tl.run("E1", "E1", "E3", 2.5, "E2")
+    assert tl.labelled("r") == [
+        "{e1^1, e3^1, t1, t2, e2^1}",
+        "{e1^2, e3^1, t1, t2, e2^1}",
+    ]

@@ -74,14 +74,8 @@ def register(expr_type: type[ex.Expression], strategies: dict[Context, type[Hand
 
 
 def handler_class(expr: ex.Expression, context: Context) -> type[Handler]:
-    """The strategy detecting ``expr``'s operator in ``context``.
-
-    ``E ^ E`` (one operand twice) is detected as ``E ; E``: two distinct
-    occurrences of E.
-    """
+    """The strategy detecting ``expr``'s operator in ``context``."""
     kind = type(expr)
-    if kind is ex.And and expr.children[0] == expr.children[1]:
-        kind = ex.Seq
     try:
         return _STRATEGIES[kind][context]
     except KeyError:

@@ -18,7 +18,7 @@ from collections import deque
 from operator import itemgetter
 from typing import Any
 
-from sentinel.detector.operators.base import Handler
+from sentinel.detector.operators.base import Handler, instant_order
 from sentinel.detector.scopes import Store
 
 _t_occ = itemgetter(1)
@@ -264,16 +264,31 @@ class AstarContinuous(_Interval):
         if st[0]:
             st[1].append(occ)
 
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        st = store[self.hid]
+        if st[0]:
+            batch = list(occs)  # E2s of one instant in canonical order, like the others
+            instant_order(batch)
+            st[1].extend(batch)
+
     def on2(self, store: Store, occ: Any) -> None:
+        self.on2_batch(store, [occ])
+
+    def on2_batch(self, store: Store, occs: list[Any]) -> None:
+        # Every E3 of the instant closes every interval open before it (Batches).
         st = store[self.hid]
         e1s, e2s = st[0], st[1]
         if not e1s:
             return
         st[0], st[1] = [], []
-        expr, t = self.expr, occ[1]
+        expr = self.expr
         self.emit_batch(
             store,
-            [(expr, t, (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], occ)) for e1 in e1s],
+            [
+                (expr, x[1], (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], x))
+                for e1 in e1s
+                for x in occs
+            ],
         )
 
 
@@ -340,6 +355,13 @@ class AstarUnrestricted(_Interval):
         st = store[self.hid]
         if st[0]:
             st[1].append(occ)
+
+    def on1_batch(self, store: Store, occs: list[Any]) -> None:
+        st = store[self.hid]
+        if st[0]:
+            batch = list(occs)
+            instant_order(batch)
+            st[1].extend(batch)
 
     def on2(self, store: Store, occ: Any) -> None:
         st = store[self.hid]

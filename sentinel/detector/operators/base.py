@@ -24,14 +24,17 @@ served first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import cmp_to_key
+from itertools import zip_longest
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import CompositeOccurrence
+from sentinel.occurrence import CompositeOccurrence, Occurrence
 
-__all__ = ["Entry", "Handler", "composite"]
+__all__ = ["Entry", "Handler", "composite", "instant_order"]
 
 Entry = Callable[[Store, Any], None]
 
@@ -49,7 +52,7 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
 class Handler:
     """Base of the per-operator, per-context strategies."""
 
-    __slots__ = ("expr", "height", "hid", "out", "outb")
+    __slots__ = ("expr", "height", "hid", "out", "outb", "twins")
 
     #: Number of input slots (``None``: as many as the expression has operands).
     arity: ClassVar[int | None] = 2
@@ -64,6 +67,10 @@ class Handler:
         self.out: tuple[Entry, ...] = ()
         self.outb: tuple[Entry, ...] = ()
         self.height = 1
+        #: Whether equal occurrences may reach this handler as distinct objects (an
+        #: expression detected both inside and outside a partition, ``E by k`` and
+        #: ``E``): then an instant's arrivals are compared by value, not identity.
+        self.twins = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -130,3 +137,64 @@ def _sequential(single: Callable[[Any, Store, Any], None]) -> Callable[..., None
 
     batch._sequential = True  # type: ignore[attr-defined]
     return batch
+
+
+# -- the order of occurrences ----------------------------------------------------------
+
+
+def _shape(occ: Any) -> tuple[str, ...]:
+    """The tree of ``occ`` in preorder: ``text/number of parts`` for a composite,
+    ``""`` for a primitive occurrence. Breaks ties between distinct composites
+    over the same constituents (``E1 ; E2`` and ``E1 ^ E2``)."""
+    out: list[str] = []
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            out.append("")
+        else:
+            out.append(f"{o[0]}/{len(o[2])}")
+            stack.extend(reversed(o[2]))
+    return tuple(out)
+
+
+def instant_order(occs: list[Any]) -> None:
+    """Sort distinct occurrences into the canonical order, in place: by ``t_occ``,
+    then by their constituents' ``t_occ`` in tree order (a prefix first), then by
+    their shape (:func:`_shape`). The order does not depend on which route or
+    operand delivered an occurrence, so an instant's arrivals are processed alike
+    whatever the spelling of the expression."""
+    if len(occs) < 2:
+        return
+    times = [o[1] for o in occs]
+    if len(set(times)) == len(times):  # no ties: the constituents need not be read
+        occs.sort(key=itemgetter(1))
+        return
+    occs.sort(key=cmp_to_key(_compare))
+
+
+def _compare(a: Any, b: Any) -> int:
+    """``a`` against ``b`` in the canonical order, reading the constituents only as
+    far as they differ: deep composites of one instant compare at the cost of their
+    common prefix."""
+    if a[1] != b[1]:
+        return -1 if a[1] < b[1] else 1
+    for x, y in zip_longest(_leaf_times(a), _leaf_times(b)):
+        if x != y:
+            if x is None:
+                return -1
+            if y is None:
+                return 1
+            return -1 if x < y else 1
+    sa, sb = _shape(a), _shape(b)
+    return (sa > sb) - (sa < sb)
+
+
+def _leaf_times(occ: Any) -> Iterator[int]:
+    stack = [occ]
+    while stack:
+        o = stack.pop()
+        if type(o) is Occurrence:
+            yield o[1]
+        else:
+            stack.extend(reversed(o[2]))

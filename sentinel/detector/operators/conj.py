@@ -10,28 +10,27 @@ Terminator retention follows the prose of 2.3.2 where the pseudocode disagrees
 (``seeds/ERRATA.md``): in the recent and continuous contexts the terminator is
 kept, because it can initiate a later detection (e4¹ at node C); in the chronicle
 and cumulative contexts an occurrence that completed a detection is consumed.
+
+The entry points below take arrivals on one operand at a time. When one signal
+can reach several operands (the graph buffers the handler), an instant is
+processed by :mod:`sentinel.detector.operators.instants`, occurrence by
+occurrence, which does the same for one operand at a time.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from functools import partial
 from itertools import combinations, product
 from operator import itemgetter
 from typing import Any
 
+from sentinel.detector.operators import instants
 from sentinel.detector.operators.base import Entry, Handler
 from sentinel.detector.scopes import Store
 
 _t = itemgetter(1)
-
-
-def _partners(other: list[Any], occ: Any) -> list[Any]:
-    # Buffered, slot 0 is processed first, so an occurrence that reached both
-    # slots is the last entry of slot 0's list when slot 1 sees it.
-    if other and other[-1] is occ:
-        return other[:-1]
-    return other
 
 
 class AndRecent(Handler):
@@ -43,7 +42,7 @@ class AndRecent(Handler):
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
         other = st[1]
-        if other is not None and other is not occ:
+        if other is not None:
             c = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
@@ -52,7 +51,7 @@ class AndRecent(Handler):
     def on1(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
         other = st[0]
-        if other is not None and other is not occ:
+        if other is not None:
             c = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
@@ -62,10 +61,13 @@ class AndRecent(Handler):
         st = g.state(self, store)
         o = g.var("o")
         g.line(f"{o} = {st}[{1 - slot}]")
-        g.line(f"if {o} is not None and {o} is not {occ}:")
+        g.line(f"if {o} is not None:")
         with g.block():
             self.gen_detect(g, store, occ, f"{o}, {occ}")
         g.line(f"{st}[{slot}] = {occ}")
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.recent(self, store, batches, 2)
 
 
 class AndChronicle(Handler):
@@ -77,7 +79,7 @@ class AndChronicle(Handler):
     def _on(self, mine: int, store: Store, occ: Any) -> None:
         st = store[self.hid]
         q = st[1 - mine]
-        if q and q[0] is not occ:
+        if q:
             c = (self.expr, occ[1], (q.popleft(), occ))
             for f in self.out:
                 f(store, c)
@@ -97,12 +99,15 @@ class AndChronicle(Handler):
         st = g.state(self, store)
         q = g.var("q")
         g.line(f"{q} = {st}[{1 - slot}]")
-        g.line(f"if {q} and {q}[0] is not {occ}:")
+        g.line(f"if {q}:")
         with g.block():
             self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
         g.line("else:")
         with g.block():
             g.line(f"{st}[{slot}].append({occ})")
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.chronicle(self, store, batches, 2)
 
 
 class AndContinuous(Handler):
@@ -114,19 +119,11 @@ class AndContinuous(Handler):
     def _on(self, store: Store, occs: list[Any], mine: int) -> None:
         st = store[self.hid]
         other = st[1 - mine]
-        expr = self.expr
-        out: list[Any] = []
-        for occ in occs:
-            partners = _partners(other, occ)
-            if partners:
-                t = occ[1]
-                out.extend((expr, t, (i, occ)) for i in partners)
-        if out:
-            kept = [i for i in other if any(i is o for o in occs)]
-            st[1 - mine] = kept
         st[mine].extend(occs)
-        if out:
-            self.emit_batch(store, out)
+        if other:
+            st[1 - mine] = []
+            expr = self.expr
+            self.emit_batch(store, [(expr, occ[1], (i, occ)) for occ in occs for i in other])
 
     def on0(self, store: Store, occ: Any) -> None:
         self._on(store, [occ], 0)
@@ -140,6 +137,9 @@ class AndContinuous(Handler):
     def on1_batch(self, store: Store, occs: list[Any]) -> None:
         self._on(store, occs, 1)
 
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.continuous(self, store, batches, 2)
+
 
 class AndCumulative(Handler):
     __slots__ = ()
@@ -149,10 +149,9 @@ class AndCumulative(Handler):
 
     def _on(self, mine: int, store: Store, occ: Any) -> None:
         st = store[self.hid]
-        other = st[1 - mine]
-        partners = _partners(other, occ)
+        partners = st[1 - mine]
         if partners:
-            st[1 - mine] = [occ] if partners is not other else []
+            st[1 - mine] = []
             c = (self.expr, occ[1], (*partners, occ))
             for f in self.out:
                 f(store, c)
@@ -168,6 +167,9 @@ class AndCumulative(Handler):
     def entry(self, slot: int) -> Entry:
         return partial(self._on, slot)
 
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.cumulative(self, store, batches, 2)
+
 
 class AndUnrestricted(Handler):
     __slots__ = ()
@@ -179,7 +181,7 @@ class AndUnrestricted(Handler):
         st = store[self.hid]
         other = st[1 - mine]
         expr = self.expr
-        out = [(expr, occ[1], (i, occ)) for occ in occs for i in _partners(other, occ)]
+        out = [(expr, occ[1], (i, occ)) for occ in occs for i in other]
         st[mine].extend(occs)
         if out:
             self.emit_batch(store, out)
@@ -195,6 +197,9 @@ class AndUnrestricted(Handler):
 
     def on1_batch(self, store: Store, occs: list[Any]) -> None:
         self._on(store, occs, 1)
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.unrestricted(self, store, batches, 2)
 
 
 # -- ANY(m, E1, ..., En) -------------------------------------------------------------
@@ -213,9 +218,11 @@ class _AnyBase(Handler):
         self.m: int = expr.m
         self.n: int = len(expr.children)
 
-    @property
-    def role_order(self) -> tuple[int, ...]:  # type: ignore[override]
-        return tuple(range(self.n))
+    #: The strategy of :mod:`instants` for an instant reaching several operands.
+    together: Any = None
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        type(self).together(self, store, batches, self.m)
 
     def entry(self, slot: int) -> Entry:
         def on(store: Store, occ: Any, _k: int = slot) -> None:
@@ -238,6 +245,7 @@ class AnyRecent(_AnyBase):
     the most recent occurrences of the m-1 most recently active other operands."""
 
     __slots__ = ()
+    together = instants.recent
 
     def new_state(self) -> list[Any]:
         return [None] * self.n
@@ -246,7 +254,7 @@ class AnyRecent(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         for occ in occs:
-            others = [o for j, o in enumerate(st) if j != k and o is not None and o is not occ]
+            others = [o for j, o in enumerate(st) if j != k and o is not None]
             st[k] = occ
             if len(others) >= need:
                 chosen = sorted(others, key=_t)[len(others) - need :] if need else []
@@ -257,6 +265,7 @@ class AnyChronicle(_AnyBase):
     """Oldest occurrences first; every occurrence used is consumed."""
 
     __slots__ = ()
+    together = instants.chronicle
 
     def new_state(self) -> list[Any]:
         return [deque() for _ in range(self.n)]
@@ -265,7 +274,7 @@ class AnyChronicle(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         for occ in occs:
-            heads = [(q[0][1], j) for j, q in enumerate(st) if j != k and q and q[0] is not occ]
+            heads = [(q[0][1], j) for j, q in enumerate(st) if j != k and q]
             if len(heads) >= need:
                 heads.sort()
                 chosen = [st[j].popleft() for _, j in heads[:need]]
@@ -280,6 +289,7 @@ class AnyContinuous(_AnyBase):
     terminator is kept (as for continuous AND)."""
 
     __slots__ = ()
+    together = instants.continuous
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]
@@ -288,21 +298,20 @@ class AnyContinuous(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         out: list[Any] = []
-        used: set[int] = set()
+        avail = [j for j, lst in enumerate(st) if j != k and lst]
+        if need:
+            st[k].extend(occs)  # a terminator can initiate (kept, as for AND)
+        if len(avail) < need:
+            return
+        expr = self.expr
         for occ in occs:
-            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
-            if len(avail) < need:
-                continue
             for js in combinations(avail, need):
-                for combo in product(*(_partners(st[j], occ) for j in js)):
+                for combo in product(*(st[j] for j in js)):
                     parts = tuple(sorted(combo, key=_t))
-                    out.append((self.expr, occ[1], (*parts, occ)))
-            used.update(avail)
-        for j in used:
-            st[j] = [i for i in st[j] if any(i is o for o in occs)]
-        st[k].extend(occs)
-        if out:
-            self.emit_batch(store, out)
+                    out.append((expr, occ[1], (*parts, occ)))
+        for j in avail:
+            st[j] = []
+        self.emit_batch(store, out)
 
 
 class AnyCumulative(_AnyBase):
@@ -310,6 +319,7 @@ class AnyCumulative(_AnyBase):
     distinct operands are available; then all is consumed."""
 
     __slots__ = ()
+    together = instants.cumulative
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]
@@ -318,11 +328,11 @@ class AnyCumulative(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         for occ in occs:
-            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
+            avail = [j for j, lst in enumerate(st) if j != k and lst]
             if len(avail) >= need:
-                parts = sorted((i for j, lst in enumerate(st) for i in _partners(lst, occ)), key=_t)
+                parts = sorted((i for lst in st for i in lst), key=_t)
                 for j in range(self.n):
-                    st[j] = [i for i in st[j] if i is occ]
+                    st[j] = []
                 self.emit(store, (self.expr, occ[1], (*parts, occ)))
             else:
                 st[k].append(occ)
@@ -332,6 +342,7 @@ class AnyUnrestricted(_AnyBase):
     """Every set of occurrences of m distinct operands ending with the terminator."""
 
     __slots__ = ()
+    together = instants.unrestricted
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]
@@ -340,10 +351,10 @@ class AnyUnrestricted(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         out: list[Any] = []
+        avail = [j for j, lst in enumerate(st) if j != k and lst]
         for occ in occs:
-            avail = [j for j, lst in enumerate(st) if j != k and _partners(lst, occ)]
             for js in combinations(avail, need):
-                for combo in product(*(_partners(st[j], occ) for j in js)):
+                for combo in product(*(st[j] for j in js)):
                     parts = tuple(sorted(combo, key=_t))
                     out.append((self.expr, occ[1], (*parts, occ)))
         st[k].extend(occs)

@@ -36,6 +36,6 @@ class OrHandler(Handler):
         merged: list[Any] = []
         for batch in batches:
             for occ in batch:
-                if not any(occ is m for m in merged):
+                if not any(occ is m or (self.twins and occ == m) for m in merged):
                     merged.append(occ)
         self.emit_batch(store, merged)

@@ -107,12 +107,16 @@ class NotContinuous(_Not):
         store[self.hid][0] = []
 
     def on2(self, store: Store, occ: Any) -> None:
+        self.on2_batch(store, [occ])
+
+    def on2_batch(self, store: Store, occs: list[Any]) -> None:
+        # Every E3 of the instant closes every interval open before it (Batches).
         st = store[self.hid]
         e1s = st[0]
         if e1s:
             st[0] = []
-            expr, t = self.expr, occ[1]
-            self.emit_batch(store, [(expr, t, (e1, occ)) for e1 in e1s])
+            expr = self.expr
+            self.emit_batch(store, [(expr, x[1], (e1, x)) for e1 in e1s for x in occs])
 
 
 class NotCumulative(_Not):

@@ -1,0 +1,172 @@
+"""The detector against independent models, on random expressions and histories.
+
+``model.py`` transcribes Appendix A (recent, chronicle, continuous, cumulative);
+``oracle.py`` computes the unrestricted context from the definitions of 2.2.1.
+Neither shares code with the event graph. Expressions use every operator (OR, AND,
+SEQ, ANY, A, A*, NOT, ``by k``); histories include instants that reach several
+leaves at once (one signal on channel S is an occurrence of the class-level-like
+leaf S and, when it carries selector x, of the instance-level-like leaf Sx), and
+parameters for partitions. Each example runs the four contexts on one detector.
+
+P and P* are not modelled here (their ticks come from the detector's timers; see
+tests/temporal/test_contexts.py for them in every context).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sentinel import A, Astar, Context, LocalEventDetector, Not, Primitive
+from sentinel import Any as AnyOf
+from sentinel.algebra import expressions as ex
+from sentinel.occurrence import Occurrence
+from tests.detector import model
+from tests.detector.model import Signal
+from tests.detector.oracle import unrestricted
+
+S_ANY = Primitive("S", label="S")
+S_X = Primitive("S", selector="x", label="Sx")
+LEAVES = [Primitive("E1"), Primitive("E2"), Primitive("E3"), S_ANY, S_X]
+leaves = st.sampled_from(LEAVES)
+
+
+OPERATORS = ["|", "^", ";", "ANY", "A", "A*", "NOT", "by"]
+
+
+@st.composite
+def expressions(draw: st.DrawFn, depth: int = 3, top: bool = True) -> ex.Expression:
+    """An expression of at most ``depth`` levels of operators (operands are
+    operators more often than leaves, so nesting is common)."""
+    if depth == 0 or (not top and draw(st.integers(0, 3)) == 0):
+        return draw(leaves)
+    op = draw(st.sampled_from(OPERATORS))
+    sub = expressions(depth - 1, False)
+    if op == "by":
+        return draw(sub).by("k")
+    if op == "ANY":
+        operands = draw(st.lists(sub, min_size=2, max_size=3, unique=True))
+        return AnyOf(draw(st.integers(1, len(operands))), *operands)
+    if op in ("|", "^", ";"):
+        a, b = draw(sub), draw(sub)
+        return a | b if op == "|" else a & b if op == "^" else a >> b
+    a, b, c = draw(sub), draw(sub), draw(sub)
+    return A(a, b, c) if op == "A" else Astar(a, b, c) if op == "A*" else Not(b, a, c)
+
+
+#: (channel, selectors, k): k None means the signal has no parameter k.
+steps = st.tuples(
+    st.sampled_from(["E1", "E2", "E3", "S"]),
+    st.sampled_from([(), ("x",), ("y",)]),
+    st.sampled_from([None, 0, 1]),
+)
+histories = st.lists(steps, min_size=4, max_size=14)
+variants = st.tuples(st.booleans(), st.booleans())
+
+
+@cache
+def _text(e: ex.Expression) -> str:
+    return str(e)
+
+
+def tree(occ: Any) -> Any:
+    """A detection as the models write it (``tests.helpers.tree``, with the
+    expressions' texts cached: thousands of examples print the same few)."""
+    if type(occ) is Occurrence:
+        return occ.t_occ
+    return (_text(occ.expression), tuple(tree(p) for p in occ.parts))
+
+
+CONTEXTS = [Context.RECENT, Context.CHRONICLE, Context.CONTINUOUS, Context.CUMULATIVE]
+
+
+def run_detector(
+    rules: dict[str, tuple[ex.Expression, Context]],
+    history: list[Any],
+    variant: tuple[bool, bool] = (True, True),
+) -> tuple[dict[str, list[Any]], list[Signal]]:
+    """Signal ``history`` on a detector with one rule per entry; return each rule's
+    detections (as trees) and the history as the models read it. ``variant``:
+    whether leaves are compiled (codegen.py) and whether rules flush (per-scope
+    or process-wide state); neither may change a detection."""
+    compiled, flush = variant
+    det = LocalEventDetector()
+    det.graph.compile = compiled
+    for name in ("E1", "E2", "E3"):
+        det.explicit(name)
+    det.define_primitive(S_ANY)
+    det.define_primitive(S_X)
+    found: dict[str, list[Any]] = {name: [] for name in rules}
+    for name, (expr, context) in rules.items():
+        det.rule(
+            name,
+            expr,
+            action=lambda o, out=found[name]: out.append(tree(o)),
+            context=context,
+            flush=flush,
+        )
+    signals = []
+    for channel, selectors, k in history:
+        params = {} if k is None else {"k": k}
+        sel = selectors if channel == "S" else ()
+        occ = det.notify(det.channel(channel), dict(params), selectors=sel)
+        assert occ is not None
+        signals.append(Signal(occ.t_occ, channel, sel, params))
+    return found, signals
+
+
+def same(found: list[Any], expected: list[Any]) -> bool:
+    """Equal as multisets (the order within one instant is not specified)."""
+    return Counter(found) == Counter(expected)
+
+
+SETTINGS = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(expressions(), histories, variants)
+def test_every_context_detects_what_appendix_a_detects(
+    expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
+) -> None:
+    """Fragment: every expression, every history (recent, chronicle, continuous,
+    cumulative at once: 2,000 cases each)."""
+    found, signals = run_detector({c.value: (expr, c) for c in CONTEXTS}, history, variant)
+    for c in CONTEXTS:
+        expected = model.detect(expr, signals, c.value)
+        assert same(found[c.value], expected), c
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions(), histories, variants)
+def test_unrestricted_detection_equals_the_definitions(
+    expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
+) -> None:
+    """Fragment: every expression. The unrestricted context is the definitions."""
+    found, signals = run_detector({"u": (expr, Context.UNRESTRICTED)}, history, variant)
+    assert same(found["u"], unrestricted(expr, signals))
+
+
+@pytest.mark.slow
+@settings(max_examples=6_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions(4), st.lists(steps, min_size=4, max_size=24), variants)
+def test_every_context_detects_what_appendix_a_detects_at_length(
+    expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
+) -> None:
+    found, signals = run_detector({c.value: (expr, c) for c in CONTEXTS}, history, variant)
+    for c in CONTEXTS:
+        assert same(found[c.value], model.detect(expr, signals, c.value)), c
+
+
+@pytest.mark.slow
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions(), st.lists(steps, min_size=4, max_size=16), variants)
+def test_unrestricted_detection_equals_the_definitions_at_length(
+    expr: ex.Expression, history: list[Any], variant: tuple[bool, bool]
+) -> None:
+    found, signals = run_detector({"u": (expr, Context.UNRESTRICTED)}, history, variant)
+    assert same(found["u"], unrestricted(expr, signals))
