@@ -161,9 +161,10 @@ def sa_type(
     if kind == "numeric":
         if t is not None and t.precision is not None:
             return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
-        return sa.Float(asdecimal=False).with_variant(sa.Numeric(asdecimal=False), "postgresql")
+        # (a double everywhere: MariaDB's plain FLOAT has single precision)
+        return sa.Double().with_variant(sa.Numeric(asdecimal=False), "postgresql")
     if kind == "real":
-        return sa.Float()
+        return sa.Double()
     if kind == "boolean":
         return sa.Boolean()
     length = t.length if t is not None else None
