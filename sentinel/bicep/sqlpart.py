@@ -172,6 +172,10 @@ def parse_query(
         raise fail(
             _token_error_offset(sql, str(err)), f"in the query of {cls.name}: {err}"
         ) from None
+    except RecursionError:
+        raise fail(
+            0, f"the query of {cls.name} nests too deeply for the SQL parser; simplify it"
+        ) from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise fail(0, f"the query of {cls.name} must be one SELECT statement")

@@ -252,9 +252,9 @@ def test_a_string_literal_means_the_same_on_every_backend(
 
 FAR = """
 CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER) ID (k) LIFESPAN(1d)
-  ON ANNOUNCEMENT DO f(new.k, new.occTime + 3000000d);
+  ON ANNOUNCEMENT DO f(new.k, new.occTime + 2920000d);
 CREATE COMPLEX EVENT CLASS Far (k INTEGER) ID (k) LIFESPAN(1d)
-  AS SELECT k FROM D OCCURRING AT D.occTime + 3000000d
+  AS SELECT k FROM D OCCURRING AT D.occTime + 2920000d
   ON ANNOUNCEMENT DO g(new.k);
 """
 
@@ -266,5 +266,20 @@ def test_times_after_9999_never_break_a_tick(make: Callable[..., Processor]) -> 
     proc = make(FAR, name="far")
     proc.announce("D", k=1, occ=T, det=T)
     calls = [c for r in proc.run_until(T) for c in r.actions]
-    assert [(c.action, c.args) for c in calls] == [("f", (1, T + 3_000_000 * 86_400))]
+    assert [(c.action, c.args) for c in calls] == [("f", (1, T + 2_920_000 * 86_400))]
     assert proc.live("Far") == []
+
+
+def test_the_longest_names_install_on_every_backend(make: Callable[..., Processor]) -> None:
+    """Table names of up to 63 characters; the names of their indexes are longer
+    and are shortened the same way on every backend."""
+    cls, action = "C" * 27, "a" * 27  # sentinel_<24>_x_<27>: 63 characters
+    program = f"""
+    CREATE MUTABLE SUBSCRIBED EVENT CLASS {cls} (k INTEGER) ID (k) LIFESPAN(1d)
+      ON ANNOUNCEMENT DO {action}(new.k);
+    CREATE COMPLEX EVENT CLASS D{cls[1:]} (k INTEGER) ID (k) LIFESPAN(1d)
+      AS SELECT k FROM {cls} OCCURRING AT {cls}.occTime;"""
+    proc = make(program, name="p" * 24)
+    proc.announce(cls, k=1, occ=T, det=T)
+    assert [str(c) for r in proc.run_until(T) for c in r.actions] == [f"{action}(1)"]
+    assert [r["k"] for r in proc.live("D" + cls[1:])] == [1]
