@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ __all__ = [
     "Claimed",
     "Exhausted",
     "OutboxStore",
+    "Unreadable",
     "check_importable",
     "entry_for",
     "function_path",
@@ -147,6 +149,27 @@ def rebuild(
     if not extra.get("composite") and len(constituents) == 1:
         return constituents[0]
     return CompositeOccurrence(event, t_occ, tuple(constituents))
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A ``payload`` that is not JSON a worker can read (a row written by hand:
+    not JSON at all, or nested deeper than Python's JSON reader goes)."""
+
+    error: str
+
+
+def _payload(dialect: Any, text: Any) -> Any:
+    """The payload column's text, decoded; :class:`Unreadable` if it cannot be.
+    (Decoded here rather than by the column type, whose error would fail the
+    claim, and with it every drain that meets the row, for ever.)"""
+    if not isinstance(text, str):
+        return text  # a driver that returns JSON values itself
+    loads = getattr(dialect, "_json_deserializer", None) or json.loads
+    try:
+        return loads(text)
+    except (ValueError, RecursionError, MemoryError) as err:
+        return Unreadable(f"{type(err).__name__}: {str(err)[:200]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +269,7 @@ class OutboxStore:
                 t.c.rule,
                 t.c.scope,
                 t.c.t_occ,
-                t.c.payload,
+                sa.cast(t.c.payload, sa.Text()).label("payload"),
                 t.c.status,
                 t.c.attempts,
                 t.c.claimed_by,
@@ -256,8 +279,9 @@ class OutboxStore:
         ).one_or_none()
         if row is None:
             return None
+        payload = _payload(conn.dialect, row.payload)
         if claimed:
-            return Claimed(row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts)
+            return Claimed(row.id, key, row.rule, row.scope, row.t_occ, payload, row.attempts)
         if (
             row.status not in _CLAIMABLE
             or row.next_attempt_at is None
@@ -265,10 +289,16 @@ class OutboxStore:
             or row.attempts < max_attempts
         ):
             return None  # not due, or claimed by another worker in the meantime
-        return self._exhaust(conn, key, row, max_attempts, now)
+        return self._exhaust(conn, key, row, payload, max_attempts, now)
 
     def _exhaust(
-        self, conn: Connection, key: str, row: Any, max_attempts: int, now: datetime
+        self,
+        conn: Connection,
+        key: str,
+        row: Any,
+        payload: Any,
+        max_attempts: int,
+        now: datetime,
     ) -> Exhausted | None:
         t = self.table
         if row.status == OutboxStatus.RUNNING.value:
@@ -301,9 +331,7 @@ class OutboxStore:
         )
         if res.rowcount != 1:
             return None  # another worker changed it first
-        return Exhausted(
-            row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts, error
-        )
+        return Exhausted(row.id, key, row.rule, row.scope, row.t_occ, payload, row.attempts, error)
 
     def renew(self, conn: Connection, claimed: Claimed, worker: str, lease: float) -> bool:
         """Extend ``worker``'s claim of ``claimed`` to ``lease`` seconds from now

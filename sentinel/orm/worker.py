@@ -51,7 +51,15 @@ from sqlalchemy.orm import Session
 from sentinel.errors import OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
 from sentinel.orm.heartbeat import Heartbeat, Lease
-from sentinel.orm.outbox import DETACHED, Claimed, ClaimLost, Exhausted, OutboxStore, rebuild
+from sentinel.orm.outbox import (
+    DETACHED,
+    Claimed,
+    ClaimLost,
+    Exhausted,
+    OutboxStore,
+    Unreadable,
+    rebuild,
+)
 from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
@@ -366,11 +374,20 @@ class Runner:
         signing key, naming no detached rule of this worker, unreadable."""
         where = f"outbox entry {claimed.key[:12]}… (rule {claimed.rule!r})"
         payload = claimed.payload
+        if isinstance(payload, Unreadable):
+            raise OutboxError(
+                f"{where}: its payload cannot be read as JSON ({payload.error})", key=claimed.key
+            )
         if not isinstance(payload, Mapping):
             raise OutboxError(f"{where}: its payload is not a JSON object", key=claimed.key)
         signer = self.attachment.writer.signer
         if signer is not None:
-            why = signer.verify(claimed.rule, claimed.key, claimed.scope, claimed.t_occ, payload)
+            try:
+                why = signer.verify(
+                    claimed.rule, claimed.key, claimed.scope, claimed.t_occ, payload
+                )
+            except RecursionError:
+                why = "its payload cannot be read (nested too deeply)"
             if why is not None:
                 raise OutboxError(
                     f"{where} refused: {why}; this worker runs only entries signed with its "
@@ -394,7 +411,7 @@ class Runner:
         try:
             constituents, extra = OutboxEntry.decode_payload(payload)
             occ = rebuild(constituents, extra, claimed.t_occ, rule.event)
-        except Exception as err:
+        except Exception as err:  # RecursionError included
             raise OutboxError(
                 f"{where}: its payload cannot be read ({type(err).__name__}: {err})",
                 key=claimed.key,

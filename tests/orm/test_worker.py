@@ -305,6 +305,44 @@ def test_a_row_that_cannot_be_read_is_refused(orm: ORM) -> None:
     assert key and orm.effects() == []
 
 
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_a_payload_that_cannot_be_decoded_fails_and_the_worker_goes_on(
+    orm: ORM, signed: bool
+) -> None:
+    """Forged payloads that are not JSON (SQLite keeps any text) or nest deeper
+    than Python's JSON reader (or the signature check) goes: each is ``failed``
+    at its claim, and the genuine entry after them runs. They made every drain
+    raise, for ever, before any later entry ran."""
+    att = orm.attach(workers=0, outbox_key=KEY if signed else None)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    payloads = []
+    if orm.backend != "mysql":  # MariaDB's JSON check refuses all of these
+        payloads += ['{"constituents": ' + "[" * 5000 + "]" * 5000 + "}"]
+        if signed:  # read, but too deep for the signature's canonical form
+            payloads += ['{"sig": "v1:0", "x": ' + "[" * 900 + "]" * 900 + "}"]
+    if orm.backend == "sqlite":
+        payloads += ["{not json", '"a string"']
+    if not payloads:
+        pytest.skip("MariaDB stores only valid JSON of at most 32 levels")
+    t = att.writer.tables.outbox
+    for text in payloads:
+        key = _forge(orm, "R", writer=LogWriter(outbox_key=KEY) if signed else None)
+        cast = "CAST(:p AS jsonb)" if orm.backend == "postgresql" else ":p"
+        with orm.engine.begin() as conn:
+            conn.execute(
+                sa.text(f"UPDATE {t.name} SET payload = {cast} WHERE idempotency_key = :k"),
+                {"p": text, "k": key},
+            )
+    _trigger(orm, 5.0)
+    report = att.drain()
+    assert (report.done, report.failed) == (1, len(payloads))
+    rows = _rows(orm)
+    assert [r[:3] for r in rows] == [("R", "failed", 1)] * len(payloads) + [("R", "done", 1)]
+    for row in rows[:-1]:
+        assert "payload cannot be read" in row[3] or "payload is not a JSON" in row[3], row
+    assert [e[2] for e in orm.effects()] == [5.0]
+
+
 # -- signed rows ----------------------------------------------------------------------------
 
 
