@@ -9,7 +9,9 @@ the trigger committed. Workers then, for each due row:
    ``running`` row whose claim expired, *and* fewer ``attempts`` than the
    worker's ``max_attempts``, becomes ``running``; ``attempts`` goes up (every
    claim is an attempt), ``claimed_by`` names the worker and ``next_attempt_at``
-   becomes the end of the claim (the *lease*). Of two workers claiming one row,
+   becomes the end of the claim (the *lease*, timed by the database server's
+   clock on PostgreSQL and MariaDB, so workers' clocks need not agree; a pending
+   row's due time is a worker's clock's). Of two workers claiming one row,
    the database lets exactly one ``UPDATE`` match: PostgreSQL and InnoDB
    re-check the ``WHERE`` against the row the other committed, SQLite runs
    writers one at a time. A due row with no attempts left is marked ``failed``
@@ -43,7 +45,7 @@ import importlib.util
 import inspect
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -53,7 +55,7 @@ from sqlalchemy.engine import Connection
 
 from sentinel.errors import DetachedActionError, OutboxError
 from sentinel.log.records import OutboxEntry
-from sentinel.log.tables import LogTables, OutboxStatus
+from sentinel.log.tables import LogTables, OutboxStatus, UTCDateTime
 from sentinel.occurrence import CompositeOccurrence, Occurrence
 from sentinel.rules import Coupling
 
@@ -214,23 +216,65 @@ def _now() -> datetime:
 
 
 _CLAIMABLE = (OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value)
+_PENDING, _RUNNING = OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value
+
+
+def _server_now(dialect: str) -> sa.ColumnElement[datetime] | None:
+    """The database server's clock (UTC), where leases are timed; ``None`` on
+    SQLite (every worker of a file database shares the machine's clock)."""
+    if dialect == "postgresql":
+        return sa.func.clock_timestamp(type_=UTCDateTime())
+    if dialect in ("mysql", "mariadb"):
+        return sa.literal_column("UTC_TIMESTAMP(6)", UTCDateTime())
+    return None
+
+
+def _server_later(dialect: str, seconds: float) -> sa.ColumnElement[datetime] | None:
+    """The server's clock ``seconds`` from now (``None`` on SQLite)."""
+    if dialect == "postgresql":
+        return sa.func.clock_timestamp(type_=UTCDateTime()) + sa.literal(
+            timedelta(seconds=seconds), sa.Interval()
+        )
+    if dialect in ("mysql", "mariadb"):
+        micro = max(0, int(seconds * 1_000_000))
+        return sa.literal_column(
+            f"TIMESTAMPADD(MICROSECOND, {micro}, UTC_TIMESTAMP(6))", UTCDateTime()
+        )
+    return None
 
 
 class OutboxStore:
     """Row operations on one log's outbox table (see the module docs)."""
 
-    def __init__(self, tables: LogTables) -> None:
+    def __init__(self, tables: LogTables, *, clock: Callable[[], datetime] = _now) -> None:
         self.tables = tables
         self.table = tables.outbox
+        self.clock = clock
+
+    def _lease_end(self, conn: Connection, lease: float) -> Any:
+        later = _server_later(conn.dialect.name, lease)
+        return self.clock() + timedelta(seconds=lease) if later is None else later
+
+    def _claimable(self, conn: Connection, now: datetime) -> sa.ColumnElement[bool]:
+        """Rows a worker may claim: ``pending`` and due by the worker's clock
+        (``now``; a retry's time, set by a worker's clock too), or ``running``
+        with a lease the database server's clock says has ended."""
+        t = self.table
+        server = _server_now(conn.dialect.name)
+        return sa.or_(
+            sa.and_(t.c.status == _PENDING, t.c.next_attempt_at <= now),
+            sa.and_(
+                t.c.status == _RUNNING, t.c.next_attempt_at <= (now if server is None else server)
+            ),
+        )
 
     def due(self, conn: Connection, *, limit: int | None = None) -> list[str]:
         """Keys of the rows a worker may claim now: pending and due, or running
         with an expired claim; oldest first."""
         t = self.table
-        now = _now()
         q = (
             sa.select(t.c.idempotency_key)
-            .where(t.c.status.in_(_CLAIMABLE), t.c.next_attempt_at <= now)
+            .where(self._claimable(conn, self.clock()))
             .order_by(t.c.id)
         )
         if limit is not None:
@@ -246,25 +290,26 @@ class OutboxStore:
         not claimable (done, failed, claimed by a live worker, not due, or taken
         by another worker meanwhile). Run in a transaction of its own and commit."""
         t = self.table
-        now = _now()
+        now = self.clock()
         res = conn.execute(
             sa.update(t)
             .where(
                 t.c.idempotency_key == key,
-                t.c.status.in_(_CLAIMABLE),
-                t.c.next_attempt_at <= now,
+                self._claimable(conn, now),
                 t.c.attempts < max_attempts,
             )
             .values(
                 status=OutboxStatus.RUNNING.value,
                 attempts=t.c.attempts + 1,
                 claimed_by=worker,
-                next_attempt_at=now + timedelta(seconds=lease),
+                next_attempt_at=self._lease_end(conn, lease),
             )
         )
         claimed = res.rowcount == 1
+        server = _server_now(conn.dialect.name)
         row = conn.execute(
             sa.select(
+                (sa.literal(now, UTCDateTime()) if server is None else server).label("server_now"),
                 t.c.id,
                 t.c.rule,
                 t.c.scope,
@@ -285,7 +330,7 @@ class OutboxStore:
         if (
             row.status not in _CLAIMABLE
             or row.next_attempt_at is None
-            or row.next_attempt_at > now
+            or row.next_attempt_at > (now if row.status == _PENDING else row.server_now)
             or row.attempts < max_attempts
         ):
             return None  # not due, or claimed by another worker in the meantime
@@ -320,7 +365,7 @@ class OutboxStore:
                 t.c.claimed_by.is_(None)
                 if row.claimed_by is None
                 else t.c.claimed_by == row.claimed_by,
-                t.c.next_attempt_at <= now,
+                self._claimable(conn, now),
             )
             .values(
                 status=OutboxStatus.FAILED.value,
@@ -347,7 +392,7 @@ class OutboxStore:
                 t.c.claimed_by == worker,
                 t.c.attempts == claimed.attempts,
             )
-            .values(next_attempt_at=_now() + timedelta(seconds=lease))
+            .values(next_attempt_at=self._lease_end(conn, lease))
         )
         return bool(res.rowcount == 1)
 
@@ -365,7 +410,7 @@ class OutboxStore:
                 t.c.claimed_by == worker,
                 t.c.attempts == claimed.attempts,
             )
-            .values(status=OutboxStatus.DONE.value, done_at=_now(), last_error=None)
+            .values(status=OutboxStatus.DONE.value, done_at=self.clock(), last_error=None)
         )
         if res.rowcount != 1:
             raise ClaimLost(
@@ -425,7 +470,7 @@ class OutboxStore:
                 status=OutboxStatus.PENDING.value,
                 attempts=0,
                 claimed_by=None,
-                next_attempt_at=_now(),
+                next_attempt_at=self.clock(),
             )
         )
         return int(res.rowcount)

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -243,6 +244,45 @@ def test_a_claim_lost_while_the_rule_runs_rolls_the_attempt_back(
     with orm.engine.connect() as conn:
         row = conn.execute(sa.text("SELECT status, claimed_by FROM sentinel_outbox")).one()
     assert tuple(row) == ("running", "thief")
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_leases_are_timed_by_the_database_not_by_the_workers_clocks(orm: ORM) -> None:
+    """Two workers whose clocks disagree by more than a lease: the one ahead
+    cannot take over an entry whose claim is alive, and the renewals of the one
+    behind keep it alive. (Each used its own clock: the first took over a running
+    entry, the second's renewals were already expired.) On SQLite every worker
+    shares the machine's clock."""
+    att = orm.attach(workers=0)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _trigger(orm)
+    key = orm.outbox()[0].idempotency_key
+    tables = att.writer.tables
+    real = OutboxStore(tables)
+    ahead = OutboxStore(tables, clock=lambda: datetime.now(UTC) + timedelta(minutes=10))
+    behind = OutboxStore(tables, clock=lambda: datetime.now(UTC) - timedelta(minutes=10))
+    with orm.engine.begin() as conn:
+        first = real.claim(conn, key, "real", 60, 5)
+    assert isinstance(first, Claimed)
+    with orm.engine.begin() as conn:
+        assert ahead.due(conn) == []
+        assert ahead.claim(conn, key, "ahead", 60, 5) is None
+    with orm.engine.begin() as conn:  # a lease of 0 s ends at once, by the database's clock
+        assert real.renew(conn, first, "real", 0)
+    with orm.engine.begin() as conn:
+        assert behind.due(conn) == [key]
+        second = behind.claim(conn, key, "behind", 60, 5)
+    assert isinstance(second, Claimed) and second.attempts == 2
+    with orm.engine.begin() as conn:
+        assert behind.renew(conn, second, "behind", 60)
+    with orm.engine.begin() as conn:
+        assert real.due(conn) == []
+        assert real.claim(conn, key, "real", 60, 5) is None
+    with orm.engine.begin() as conn:
+        assert behind.renew(conn, second, "behind", 0)
+    with orm.engine.begin() as conn:
+        third = real.claim(conn, key, "real", 60, 5)
+    assert isinstance(third, Claimed) and third.attempts == 3
 
 
 # -- only the worker's own rules ----------------------------------------------------------
