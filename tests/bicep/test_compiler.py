@@ -370,3 +370,21 @@ def _compiles(program: str, dialect: str) -> bool:
     except BicepProgramError:
         return False
     return True
+
+
+def test_not_binds_tighter_than_and_tighter_than_or() -> None:
+    """The precedence the reference evaluator and the SQL both take from the
+    parser: NOT, then AND, then OR (as in SQL)."""
+    program = compile_program(
+        f"{S} X (a INT) ID (a) LIFESPAN(1d) ON NOT CHANGE AND ONTIME OR LATE AND FUTURE DO f();"
+    )
+    (st,) = program.classes["x"].definition.statements
+    cond = st.condition
+    assert isinstance(cond, m.Or)
+    assert isinstance(cond.left, m.And) and isinstance(cond.right, m.And)
+    assert isinstance(cond.left.left, m.Not) and isinstance(cond.left.right, m.Timing)
+    assert [cond.right.left.primitive, cond.right.right.primitive] == ["LATE", "FUTURE"]  # type: ignore[union-attr]
+    minus = compile_program(f"{S} X (a INT) ID (a) LIFESPAN(1d) ON NEW.a - 1 - 2 > 0 DO f();")
+    (st,) = minus.classes["x"].definition.statements
+    left = st.condition.left  # type: ignore[union-attr]
+    assert isinstance(left, m.BinOp) and isinstance(left.left, m.BinOp)  # (a - 1) - 2
