@@ -12,10 +12,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +34,7 @@ from sentinel.rules import LocalEventDetector
 from .conftest import at
 
 T = at("1.4.14 10:00")
+ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = """
 CREATE MUTABLE SUBSCRIBED EVENT CLASS D (r VARCHAR(5), n INTEGER, x REAL, m NUMERIC(5,2),
@@ -283,3 +289,39 @@ def test_the_longest_names_install_on_every_backend(make: Callable[..., Processo
     proc.announce(cls, k=1, occ=T, det=T)
     assert [str(c) for r in proc.run_until(T) for c in r.actions] == [f"{action}(1)"]
     assert [r["k"] for r in proc.live("D" + cls[1:])] == [1]
+
+
+def test_a_process_killed_inside_a_tick_leaves_nothing_of_it(
+    make: Callable[..., Processor], db_url: str, tmp_path: Path
+) -> None:
+    """kill -9 while an immediate action runs: the tick is rolled back as a
+    whole (announcements in the inbox, no event, no firing, the clock where it
+    was); run again, it fires each action once in the database. (The callable
+    itself ran again: effects outside the database belong in detached actions.)"""
+    from . import kill_child
+
+    proc = make(kill_child.PROGRAM, name="killed", chronon=600)
+    for k in (1, 2, 3):
+        proc.announce("D", k=k, occ=kill_child.T, det=kill_child.T)
+    out = tmp_path / "calls.txt"
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.bicep.kill_child", db_url, str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert out.read_text().split("\n")[:-1] == ["f 1", "f 2"]
+    assert proc.last_tick is None and proc.live("D") == [] == proc.fired()
+    with proc.engine.connect() as conn:
+        inbox = proc.tables.classes["d"].inbox
+        assert conn.execute(sa.select(sa.func.count()).select_from(inbox)).scalar() == 3
+
+    again = kill_child.processor(db_url, str(out), die=False)
+    fired = [str(c) for r in again.run_until(kill_child.T + 600) for c in r.actions]
+    assert fired == ["f(1)", "f(2)", "f(3)", "g(1)", "g(2)", "g(3)"]
+    assert sorted(str(c) for c in proc.fired()) == sorted(fired)
+    assert [r["k"] for r in proc.live("C")] == [1, 2, 3]
+    again.engine.dispose()
