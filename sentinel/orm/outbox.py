@@ -268,18 +268,26 @@ class OutboxStore:
             ),
         )
 
-    def due(self, conn: Connection, *, limit: int | None = None) -> list[str]:
+    def due(
+        self, conn: Connection, *, limit: int | None = None, after: int | None = None
+    ) -> list[str]:
         """Keys of the rows a worker may claim now: pending and due, or running
-        with an expired claim; oldest first."""
+        with an expired claim; oldest first (with ``after``, those written after
+        the row of that id)."""
+        return [key for _, key in self.due_rows(conn, limit=limit, after=after)]
+
+    def due_rows(
+        self, conn: Connection, *, limit: int | None = None, after: int | None = None
+    ) -> list[tuple[int, str]]:
+        """``(id, key)`` of the rows :meth:`due` names."""
         t = self.table
-        q = (
-            sa.select(t.c.idempotency_key)
-            .where(self._claimable(conn, self.clock()))
-            .order_by(t.c.id)
-        )
+        q = sa.select(t.c.id, t.c.idempotency_key).where(self._claimable(conn, self.clock()))
+        if after is not None:
+            q = q.where(t.c.id > after)
+        q = q.order_by(t.c.id)
         if limit is not None:
             q = q.limit(limit)
-        return list(conn.execute(q).scalars())
+        return [(int(i), str(k)) for i, k in conn.execute(q)]
 
     def claim(
         self, conn: Connection, key: str, worker: str, lease: float, max_attempts: int

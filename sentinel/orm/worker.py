@@ -182,6 +182,8 @@ class Runner:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._stopping = False
+        #: How many due entries a drain reads at a time.
+        self.batch = 100
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
@@ -272,18 +274,20 @@ class Runner:
         tables are missing); a ``KeyboardInterrupt`` in the main thread is
         re-raised once the attempt it interrupted is recorded."""
         report = DrainReport()
-        seen: set[str] = set()
+        last: int | None = None
         while limit is None or report.total < limit:
             with self._entered():
                 engine = self.attachment.engine()
                 with engine.connect() as conn:
-                    keys = [k for k in self.store.due(conn, limit=100) if k not in seen]
-            if not keys:
+                    # after the last entry read: entries this drain ran may be
+                    # due again (a retry without backoff), and must not hide the rest
+                    rows = self.store.due_rows(conn, limit=self.batch, after=last)
+            if not rows:
                 break
-            for key in keys:
+            for row_id, key in rows:
                 if limit is not None and report.total >= limit:
                     break
-                seen.add(key)
+                last = row_id
                 outcome = self.run_one(key)
                 setattr(report, outcome, getattr(report, outcome) + 1)
                 if outcome != "skipped":

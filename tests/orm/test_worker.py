@@ -285,6 +285,23 @@ def test_leases_are_timed_by_the_database_not_by_the_workers_clocks(orm: ORM) ->
     assert isinstance(third, Claimed) and third.attempts == 3
 
 
+def test_entries_retried_at_once_do_not_hide_the_ones_after_them_from_a_drain(orm: ORM) -> None:
+    """A drain reads due entries a batch at a time; entries that fail and are
+    due again at once (no backoff) fill the batch again, yet the drain still
+    reaches every entry after them."""
+    att = orm.attach(workers=0, backoff=0.0, max_backoff=0.0, max_attempts=3)
+    att.runner.batch = 2
+    orm.det.rule("F", "Stock.e1", action=actions.always_fails, coupling="detached")
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    for stock in orm.add_stocks("A", "B"):
+        with orm.Session.begin() as s:
+            s.get(orm.model.Stock, stock).sell_stock(1)
+    _trigger(orm, 7.0)
+    report = att.drain()
+    assert (report.done, report.retried) == (1, 2)
+    assert [e[2] for e in orm.effects()] == [7.0]
+
+
 # -- only the worker's own rules ----------------------------------------------------------
 
 
