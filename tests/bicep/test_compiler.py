@@ -241,6 +241,21 @@ BAD: list[tuple[str, str, str]] = [
     (
         SE
         + CX
+        + "AS WITH d AS (DELETE FROM ResourceEmpty RETURNING resource) SELECT resource FROM d "
+        "OCCURRING AT ResourceEmpty.occTime;",
+        "may only read",
+        "DELETE",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource INTO copy FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;",
+        "may only read",
+        "INTO copy",
+    ),
+    (
+        SE
+        + CX
         + "AS SELECT resource FROM ResourceEmpty; SELECT 1 OCCURRING AT ResourceEmpty.occTime;",
         "must be one SELECT statement",
         "SELECT resource",
