@@ -200,8 +200,8 @@ def parse_query(
             start = node.meta.get("start")
             offset = start if start is not None else 0
             if start is None:  # its keyword, before its first token that has a place
-                first = next((n for n in node.walk() if n.meta.get("start") is not None), None)
-                offset = first.meta["start"] if first is not None else 0
+                head = next((n for n in node.walk() if n.meta.get("start") is not None), None)
+                offset = head.meta["start"] if head is not None else 0
                 keyword = sql.lower().rfind(node.key.lower(), 0, offset)
                 offset = keyword if keyword >= 0 else offset
             raise fail(
