@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 from sentinel.bicep import model as m
@@ -39,6 +40,34 @@ __all__ = [
 
 #: Columns every class has; attributes may not use these names.
 SYSTEM_COLUMNS = ("occtime", "dettime")
+#: Names of the processor's own columns in a class's tables (the change table
+#: has ``o_<attribute>`` and ``n_<attribute>`` next to ``o_present``,
+#: ``n_occ_tick``, ...).
+_OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
+#: The longest attribute name (``n_<name>`` fits a column name everywhere).
+MAX_ATTRIBUTE = 60
+
+
+@cache
+def _reserved(dialect: str) -> frozenset[str]:
+    """Words that name no column unquoted in ``dialect`` (the processor's SQL
+    does not quote names): the words SQLAlchemy quotes there."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
+
+        return frozenset(RESERVED_WORDS)
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects.mysql.reserved_words import (
+            RESERVED_WORDS_MARIADB,
+            RESERVED_WORDS_MYSQL,
+        )
+
+        return frozenset(RESERVED_WORDS_MARIADB | RESERVED_WORDS_MYSQL)
+    from sqlalchemy.dialects.sqlite.base import SQLiteIdentifierPreparer
+
+    return frozenset(SQLiteIdentifierPreparer.reserved_words)
+
+
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
 #: Primitives that never hold for an event that cannot change.
 _CHANGE_ONLY = ("CHANGE", "CANCELLATION", "RETROACTIVECHANGE", "REVOCATION", "POSTPONE")
@@ -169,7 +198,7 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
                 f"class {cls.name} is defined twice (first at {first.pos})",
                 cls=BicepProgramError,
             )
-        _check_schema(text, cls)
+        _check_schema(text, cls, dialect)
         defs[cls.ident] = cls
 
     queries: dict[str, ParsedQuery] = {}
@@ -208,15 +237,43 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
     )
 
 
-def _check_schema(text: str, cls: m.ClassDef) -> None:
+_SHOWN = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mysql": "MariaDB/MySQL"}
+
+
+def _reserved_word(text: str, offset: int, what: str, name: str, dialect: str) -> BicepProgramError:
+    return error_at(
+        text,
+        offset,
+        f"{what} {name}: {name} is a reserved word of {_SHOWN.get(dialect, dialect)}'s "
+        "SQL, which cannot name a column or table there unquoted; choose another name",
+        cls=BicepProgramError,
+    )
+
+
+def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
+    # (a class name only appears in its queries, which MariaDB's rendering quotes)
+    if cls.ident in _reserved(dialect) and dialect not in ("mysql", "mariadb"):
+        name_at = text.find(cls.name, cls.pos.offset)
+        raise _reserved_word(text, max(name_at, cls.pos.offset), "class", cls.name, dialect)
     seen: dict[str, m.Attribute] = {}
     for a in cls.attributes:
-        if a.ident in SYSTEM_COLUMNS or a.ident.startswith("bicep_"):
+        if a.ident in SYSTEM_COLUMNS or a.ident in _OWN_COLUMNS or a.ident.startswith("bicep_"):
             raise error_at(
                 text,
                 a.pos.offset,
-                f"attribute {a.name} of {cls.name}: occTime, detTime and names starting with "
-                "bicep_ are the processor's own",
+                f"attribute {a.name} of {cls.name}: occTime, detTime, "
+                f"{', '.join(_OWN_COLUMNS)} and names starting with bicep_ are the "
+                "processor's own",
+                cls=BicepProgramError,
+            )
+        if a.ident in _reserved(dialect):
+            raise _reserved_word(text, a.pos.offset, f"attribute of {cls.name}", a.name, dialect)
+        if len(a.ident) > MAX_ATTRIBUTE:
+            raise error_at(
+                text,
+                a.pos.offset,
+                f"attribute {a.name[:20]}... of {cls.name} is longer than {MAX_ATTRIBUTE} "
+                "characters",
                 cls=BicepProgramError,
             )
         if a.ident in seen:
@@ -260,38 +317,44 @@ def _stratify(
     strata: dict[str, int] = {}
     state: dict[str, int] = {}  # 1: visiting, 2: done
     order: list[str] = []
-    stack: list[str] = []
 
-    def visit(ident: str) -> int:
-        if state.get(ident) == 2:
-            return strata[ident]
-        if state.get(ident) == 1:
-            cycle = [*stack[stack.index(ident) :], ident]
-            names = [defs[c].name for c in cycle]
-            first = defs[cycle[0]]
-            raise BicepCycleError(
-                f"complex classes {' -> '.join(names)} are defined through each other; "
-                "a complex class may only read classes defined without it",
-                cycle=names,
-                line=first.pos.line,
-                column=first.pos.column,
-                context=error_at(text, first.pos.offset, "").context,
-            )
-        state[ident] = 1
-        stack.append(ident)
-        level = 0
-        q = queries.get(ident)
-        if q is not None:
-            for dep in q.classes:
-                level = max(level, visit(dep) + 1)
-        stack.pop()
-        state[ident] = 2
-        strata[ident] = level
-        order.append(ident)
-        return level
+    def cycle_error(stack: list[str], ident: str) -> BicepCycleError:
+        cycle = [*stack[stack.index(ident) :], ident]
+        names = [defs[c].name for c in cycle]
+        first = defs[cycle[0]]
+        return BicepCycleError(
+            f"complex classes {' -> '.join(names)} are defined through each other; "
+            "a complex class may only read classes defined without it",
+            cycle=names,
+            line=first.pos.line,
+            column=first.pos.column,
+            context=error_at(text, first.pos.offset, "").context,
+        )
 
-    for ident in defs:
-        visit(ident)
+    # depth first, without recursion (a chain of classes may be long)
+    for root in defs:
+        if state.get(root) == 2:
+            continue
+        stack: list[str] = [root]
+        pending: list[list[str]] = [list(queries[root].classes) if root in queries else []]
+        state[root] = 1
+        while stack:
+            deps = pending[-1]
+            if deps:
+                dep = deps.pop(0)
+                if state.get(dep) == 1:
+                    raise cycle_error(stack, dep)
+                if state.get(dep) != 2:
+                    state[dep] = 1
+                    stack.append(dep)
+                    pending.append(list(queries[dep].classes) if dep in queries else [])
+                continue
+            ident = stack.pop()
+            pending.pop()
+            q = queries.get(ident)
+            strata[ident] = max((strata[d] + 1 for d in q.classes), default=0) if q else 0
+            state[ident] = 2
+            order.append(ident)
     order.sort(key=lambda c: strata[c])  # stable: program order within a stratum
     return order, strata
 

@@ -36,7 +36,7 @@ unknown is unknown; a statement fires when its condition is true.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sentinel.bicep import model as m
 from sentinel.bicep.compiler import CompiledClass
@@ -95,49 +95,78 @@ def _string(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def value_sql(v: m.Value, dialect: str) -> str:
-    """A condition or action value as SQL over the change table ``c``."""
+class Binds(dict[str, str]):
+    """The string literals of a statement, bound as parameters: a quoted
+    literal does not mean the same text everywhere (MariaDB reads a backslash
+    in it as an escape), a bound value does."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def add(self, value: str) -> str:
+        name = f"{self.prefix}{len(self)}"
+        self[name] = value
+        return f":{name}"
+
+
+def value_sql(v: m.Value, dialect: str, binds: Binds | None = None) -> str:
+    """A condition or action value as SQL over the change table ``c``; string
+    literals become parameters in ``binds`` (shown quoted without it)."""
     if isinstance(v, m.Now):
         return _tick(dialect)
     if isinstance(v, m.Ref):
         return f"c.{'n' if v.side == 'new' else 'o'}_{v.ident}"
     if isinstance(v, m.Literal_):
         if v.kind == "string":
-            return _string(str(v.value))
+            text = str(v.value)
+            return _string(text) if binds is None else _text(binds.add(text), dialect)
         return repr(v.value) if isinstance(v.value, float) else str(v.value)
     if isinstance(v, m.BinOp):
-        return f"({value_sql(v.left, dialect)} {v.op} {value_sql(v.right, dialect)})"
+        left, right = value_sql(v.left, dialect, binds), value_sql(v.right, dialect, binds)
+        return f"({left} {v.op} {right})"
     if isinstance(v, m.Neg):
-        return f"(-{value_sql(v.value, dialect)})"
-    return extreme_sql(v.fn, [value_sql(x, dialect) for x in v.values], dialect)
+        return f"(-{value_sql(v.value, dialect, binds)})"
+    return extreme_sql(v.fn, [value_sql(x, dialect, binds) for x in v.values], dialect)
 
 
-def condition_sql(cond: m.Condition, dialect: str, fired: str) -> str:
-    """``cond`` as a SQL boolean expression; ``fired`` is the SQL of FIRED."""
+def _text(param: str, dialect: str) -> str:
+    # PostgreSQL must know a parameter's type where the context does not say it
+    # (``INSERT ... SELECT :p``)
+    return f"CAST({param} AS TEXT)" if dialect == "postgresql" else param
+
+
+def condition_sql(cond: m.Condition, dialect: str, fired: str, binds: Binds | None = None) -> str:
+    """``cond`` as a SQL boolean expression; ``fired`` is the SQL of FIRED;
+    string literals become parameters in ``binds`` (shown quoted without it)."""
     if isinstance(cond, m.Timing):
         return _primitive(cond, _tick(dialect))
     if isinstance(cond, m.Fired):
         return fired
     if isinstance(cond, m.Compare):
-        return f"({value_sql(cond.left, dialect)} {cond.op} {value_sql(cond.right, dialect)})"
+        left = value_sql(cond.left, dialect, binds)
+        right = value_sql(cond.right, dialect, binds)
+        return f"({left} {cond.op} {right})"
     if isinstance(cond, m.Not):
-        return f"(NOT {condition_sql(cond.condition, dialect, fired)})"
+        return f"(NOT {condition_sql(cond.condition, dialect, fired, binds)})"
     op = "AND" if isinstance(cond, m.And) else "OR"
     return (
-        f"({condition_sql(cond.left, dialect, fired)} {op} "
-        f"{condition_sql(cond.right, dialect, fired)})"
+        f"({condition_sql(cond.left, dialect, fired, binds)} {op} "
+        f"{condition_sql(cond.right, dialect, fired, binds)})"
     )
 
 
 @dataclass(frozen=True)
 class StatementSQL:
-    """One statement's ``INSERT ... SELECT`` (parameters ``bicep_tick``)."""
+    """One statement's ``INSERT ... SELECT`` (parameters ``bicep_tick`` and
+    ``params``, its string literals)."""
 
     cls: str
     index: int
     action: str
     sql: str
     ontime: bool
+    params: dict[str, str] = field(default_factory=dict)
 
 
 def statement_sql(
@@ -155,11 +184,12 @@ def statement_sql(
         f"(EXISTS (SELECT 1 FROM {action_table} f WHERE f.class_ident = {_string(cls.ident)} "
         f"AND f.{EID} = c.{EID} AND f.bicep_tick < {tick}))"
     )
-    where = condition_sql(st.condition, dialect, fired)
+    binds = Binds(f"bicep_s{index}_")
+    where = condition_sql(st.condition, dialect, fired, binds)
     ontime = mentions_ontime(st.condition)
     if not ontime:
         where = f"c.touched = 1 AND {where}"
-    params = [value_sql(v, dialect) for v in st.action.params]
+    params = [value_sql(v, dialect, binds) for v in st.action.params]
     columns = ["bicep_tick", "class_ident", EID, "stmt", "occtime", "dettime", "published"]
     columns += [f"p{i + 1}" for i in range(len(params))]
     values = [tick, _string(cls.ident), f"c.{EID}", str(index), "c.n_occtime", "c.n_dettime", "0"]
@@ -168,4 +198,4 @@ def statement_sql(
         f"INSERT INTO {action_table} ({', '.join(columns)}) "
         f"SELECT {', '.join(values)} FROM {changes} c WHERE {where}"
     )
-    return StatementSQL(cls.ident, index, st.action.ident, sql, ontime)
+    return StatementSQL(cls.ident, index, st.action.ident, sql, ontime, dict(binds))

@@ -79,10 +79,22 @@ def installed(
     prefix: str = "sentinel_",
     lock: bool = False,
 ) -> Installed | None:
-    """The program ``name`` as installed, or ``None``."""
+    """The program ``name`` as installed, or ``None``. With ``lock``, its row
+    stays locked until the transaction ends (ticks and installs of one program
+    wait for each other and then read what the other committed)."""
     st = _system(conn, schema, prefix)
     q = sa.select(st.programs).where(st.programs.c.name == name)
-    if lock and conn.dialect.name != "sqlite":
+    if lock and conn.dialect.name == "sqlite":
+        # SQLite has no row locks, and its driver begins a transaction only at
+        # the first write: write first, so the database's write lock is ours
+        # before the row is read (a SELECT before it could read a row another
+        # connection is about to change, and a second tick would run).
+        conn.execute(
+            st.programs.update()
+            .where(st.programs.c.name == name)
+            .values(version=st.programs.c.version)
+        )
+    elif lock:
         q = q.with_for_update()
     row = conn.execute(q).mappings().first()
     if row is None:

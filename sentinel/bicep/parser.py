@@ -8,11 +8,12 @@ what was expected.
 
 from __future__ import annotations
 
+import math
 import typing as t
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.bicep import model as m
@@ -89,7 +90,17 @@ def position(text: str, offset: int) -> m.Pos:
 def _caret(text: str, pos: m.Pos) -> str:
     lines = text.splitlines() or [""]
     src = lines[min(pos.line, len(lines)) - 1] if lines else ""
-    return f"    {src}\n    {' ' * (pos.column - 1)}^"
+    column = pos.column - 1
+    if len(src) > 2 * _WIDTH:  # a long line: the part around the column
+        start = max(0, column - _WIDTH)
+        shown = src[start : column + _WIDTH]
+        prefix = "..." if start else ""
+        suffix = "..." if column + _WIDTH < len(src) else ""
+        src, column = prefix + shown + suffix, column - start + len(prefix)
+    return f"    {src}\n    {' ' * column}^"
+
+
+_WIDTH = 60
 
 
 E = t.TypeVar("E", bound=BicepProgramError)
@@ -118,6 +129,14 @@ def time_literal(token: str) -> int:
     return int(token[:-1]) * UNIT_SECONDS[token[-1].lower()]
 
 
+#: How deeply a program's conditions, values and times may nest (``A AND B AND
+#: ...`` nests one level per term; parentheses add none).
+MAX_DEPTH: t.Final = 100
+#: The longest time literal: 9999 years (the times a datetime holds).
+MAX_SPAN: t.Final = 253_402_300_799
+_INT_MAX: t.Final = 2**63 - 1
+
+
 class _Positioned(Exception):
     def __init__(self, message: str, offset: int) -> None:
         self.message, self.offset = message, offset
@@ -139,6 +158,15 @@ class _ToProgram(Transformer[Token, t.Any]):
 
     def _p(self, x: t.Any) -> m.Pos:
         return _pos(self.text, x)
+
+    def _span(self, token: Token) -> int:
+        seconds = time_literal(str(token))
+        if seconds > MAX_SPAN:
+            raise _Positioned(
+                f"time literal {token} is longer than a time may be (at most 9999 years)",
+                token.start_pos or 0,
+            )
+        return seconds
 
     # -- classes ----------------------------------------------------------------------
     def start(self, meta: t.Any, c: list[m.ClassDef]) -> m.Program:
@@ -218,7 +246,7 @@ class _ToProgram(Transformer[Token, t.Any]):
         v = c[0]
         if v is None:
             return None
-        return time_literal(str(v))
+        return self._span(v)
 
     def unbounded(self, meta: t.Any, c: list[Token]) -> None:
         if str(c[0]) != "1":
@@ -232,10 +260,10 @@ class _ToProgram(Transformer[Token, t.Any]):
         return m.ColumnTime(tuple(str(x) for x in c), self._p(meta))
 
     def later(self, meta: t.Any, c: list[t.Any]) -> m.Shift:
-        return m.Shift(c[0], time_literal(str(c[1])), self._p(meta))
+        return m.Shift(c[0], self._span(c[1]), self._p(meta))
 
     def earlier(self, meta: t.Any, c: list[t.Any]) -> m.Shift:
-        return m.Shift(c[0], -time_literal(str(c[1])), self._p(meta))
+        return m.Shift(c[0], -self._span(c[1]), self._p(meta))
 
     def extreme(self, meta: t.Any, c: list[t.Any]) -> m.Extreme:
         fn = t.cast(t.Literal["MAX", "MIN"], str(c[0]).upper())
@@ -262,7 +290,7 @@ class _ToProgram(Transformer[Token, t.Any]):
         return m.Timing(str(c[0]).upper(), self._p(c[0]))
 
     def late_between(self, meta: t.Any, c: list[Token]) -> m.Timing:
-        low, high = time_literal(str(c[1])), time_literal(str(c[2]))
+        low, high = self._span(c[1]), self._span(c[2])
         if low > high:
             raise _Positioned(
                 f"LATE(min, max) needs min <= max, not {c[1]} > {c[2]}", c[1].start_pos or 0
@@ -293,10 +321,17 @@ class _ToProgram(Transformer[Token, t.Any]):
     def number(self, meta: t.Any, c: list[Token]) -> m.Literal_:
         s = str(c[0])
         value: int | float = float(s) if any(ch in s for ch in ".eE") else int(s)
+        if isinstance(value, int) and value > _INT_MAX:
+            raise _Positioned(
+                f"the number {s} is outside the integers a database stores (64 bits)",
+                c[0].start_pos or 0,
+            )
+        if not math.isfinite(value):
+            raise _Positioned(f"the number {s} is not a finite number", c[0].start_pos or 0)
         return m.Literal_("number", value, self._p(c[0]))
 
     def duration(self, meta: t.Any, c: list[Token]) -> m.Literal_:
-        return m.Literal_("duration", time_literal(str(c[0])), self._p(c[0]))
+        return m.Literal_("duration", self._span(c[0]), self._p(c[0]))
 
     def string(self, meta: t.Any, c: list[Token]) -> m.Literal_:
         return m.Literal_("string", str(c[0])[1:-1].replace("''", "'"), self._p(c[0]))
@@ -324,6 +359,7 @@ def parse_program(text: str) -> m.Program:
         raise TypeError(f"a BiCEPL program is text, not {type(text).__name__}")
     try:
         tree = _parser().parse(text)
+        _check_depth(text, tree)
         return t.cast(m.Program, _ToProgram(text).transform(tree))
     except UnexpectedInput as e:
         raise _syntax_error(text, e) from None
@@ -331,6 +367,23 @@ def parse_program(text: str) -> m.Program:
         if isinstance(e.orig_exc, _Positioned):
             raise error_at(text, e.orig_exc.offset, e.orig_exc.message) from None
         raise
+
+
+def _check_depth(text: str, tree: Tree[Token]) -> None:
+    """Refuse a parse tree nested more than :data:`MAX_DEPTH` levels below its
+    class (the stages after the parser walk it recursively)."""
+    stack: list[tuple[Tree[Token], int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH + 2:  # start, the class, then its parts
+            offset = getattr(node.meta, "start_pos", 0) or 0
+            raise error_at(
+                text,
+                offset,
+                f"the program nests too deeply here (more than {MAX_DEPTH} levels of "
+                "conditions, values or times); split it, or use fewer terms",
+            )
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
 
 
 def _syntax_error(text: str, e: UnexpectedInput) -> BicepSyntaxError:

@@ -40,6 +40,8 @@ from sentinel.bicep.compiler import CompiledClass, CompiledProgram
 from sentinel.bicep.conditions import StatementSQL, mentions_ontime, statement_sql
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ClassTables, ProgramTables, SystemTables
+from sentinel.bicep.times import MAX_TIME
+from sentinel.bicep.values import inbox_row
 
 __all__ = ["Pipeline", "Rejected", "TickOutcome", "tick_of"]
 
@@ -195,8 +197,9 @@ class Pipeline:
                 ]
             )
             part = ", ".join(f"q.{k}" for k in keys)
+            # (a time no datetime holds is left out like a missing one)
             not_null = " AND ".join(
-                ["q.occtime IS NOT NULL"] + [f"q.{k} IS NOT NULL" for k in keys]
+                [f"q.occtime BETWEEN 0 AND {MAX_TIME}"] + [f"q.{k} IS NOT NULL" for k in keys]
             )
             s_cols = ", ".join(["occtime", *attrs, *deps, "bicep_rn"])
             q_cols = ", ".join(["q.occtime", *(f"q.{a}" for a in attrs), *(f"q.{d}" for d in deps)])
@@ -328,7 +331,8 @@ class Pipeline:
             for st in cs.statements:
                 if not st.ontime and ident not in touched:
                     continue
-                out.actions += conn.execute(sa.text(st.sql), params).rowcount or 0
+                res = conn.execute(sa.text(st.sql), {**params, **st.params})
+                out.actions += res.rowcount or 0
         self.expirations(conn, touched | derived_any)
         if stale:
             cl = self.system.classes
@@ -345,12 +349,14 @@ class Pipeline:
     ) -> tuple[int, int]:
         inbox = cs.t.inbox
         assert inbox is not None
+        due = inbox.c.dettime <= tick
+        if self.dialect == "sqlite":  # SQLite keeps any value: read (and reject) them too
+            due = sa.or_(due, sa.func.typeof(inbox.c.dettime) != "integer")
+        # the values as the database holds them (no result processing, which a
+        # row the application wrote could make fail); checked below
+        raw = [sa.type_coerce(c, sa.types.NullType()).label(c.name) for c in inbox.c]
         rows = (
-            conn.execute(
-                sa.select(inbox)
-                .where(inbox.c.dettime <= tick)
-                .order_by(inbox.c.dettime, inbox.c.id)
-            )
+            conn.execute(sa.select(*raw).where(due).order_by(inbox.c.dettime, inbox.c.id))
             .mappings()
             .all()
         )
@@ -358,10 +364,17 @@ class Pipeline:
             return 0, next_eid
         name = cs.cls.name
         mutable = cs.cls.mutable
+        definition = cs.cls.definition
         batch: dict[tuple[Any, ...], Any] = {}
-        for r in rows:
+        for stored in rows:
+            try:
+                r = inbox_row(name, definition.attributes, definition.keys, stored)
+            except ValueError as err:
+                keyd = {k: stored[k] for k in cs.keys}
+                out.rejected.append(Rejected(name, keyd, f"row {stored['id']} of the inbox: {err}"))
+                continue
             key = tuple(r[k] for k in cs.keys)
-            out.read.append((cs.cls.ident, dict(r)))
+            out.read.append((cs.cls.ident, r))
             if not mutable and key in batch:
                 out.rejected.append(
                     Rejected(name, dict(zip(cs.keys, key, strict=True)), _IMMUTABLE)
@@ -630,7 +643,12 @@ class Pipeline:
         for (kind, extra), value in zip(self._schedule, row, strict=True):
             if value is None:
                 continue
-            value = int(value)
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                continue  # an inbox row that is no time: the next tick rejects it
+            if kind == "det":
+                value = min(max(value, 0), MAX_TIME)
             if kind == "det":
                 candidates.append(tick_of(value, c))
             elif kind == "exp":

@@ -40,7 +40,8 @@ from sentinel.bicep.install import Installed, install, installed
 from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ProgramTables, system_tables
-from sentinel.bicep.times import TimeLike, as_datetime, duration, seconds
+from sentinel.bicep.times import MAX_TIME, TimeLike, as_datetime, duration, seconds
+from sentinel.bicep.values import check_value
 from sentinel.errors import (
     BicepActionError,
     BicepAnnouncementError,
@@ -310,6 +311,7 @@ class Processor:
         name = cls.name
         row: dict[str, Any] = {}
         known = {a.ident: a for a in cls.definition.attributes}
+        keys = {k.lower() for k in cls.definition.keys}
         for key, value in attrs.items():
             a = known.get(key.lower())
             if a is None:
@@ -320,7 +322,10 @@ class Processor:
                     + f" (its attributes: {', '.join(x.name for x in known.values())})",
                     event_class=name,
                 )
-            row[a.ident] = _check_value(name, a.name, a.type.kind, value)
+            try:
+                row[a.ident] = check_value(name, a, value, key=a.ident in keys)
+            except ValueError as err:
+                raise BicepAnnouncementError(str(err), event_class=name) from None
         for ident in known:
             row.setdefault(ident, None)
         for k in cls.definition.keys:
@@ -516,8 +521,18 @@ class Processor:
                     with det.use_scope(scope):
                         yield conn
             return
-        with self.engine.begin() as conn, det.transaction():
-            yield conn
+        # The detection scope ends after the database transaction: deferred
+        # actions run before the commit (and can still fail it), detached ones
+        # only once the tick has committed (as with an attached session).
+        scope = det.begin()
+        try:
+            with self.engine.begin() as conn, det.use_scope(scope):
+                yield conn
+                det.pre_commit(scope)
+        except BaseException:
+            det.abort(scope)
+            raise
+        det.commit(scope)
 
     def _tick(self, tick: int) -> TickResult | None:
         started = datetime.now(UTC)
@@ -707,34 +722,12 @@ class Processor:
         return out
 
 
-def _check_value(cls: str, attr: str, kind: str, value: Any) -> Any:
-    if value is None:
-        return None
-    ok = {
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "numeric": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "real": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "text": isinstance(value, str),
-        "boolean": isinstance(value, bool),
-    }[kind]
-    if not ok:
-        from decimal import Decimal
-
-        if kind in ("numeric", "real") and isinstance(value, Decimal):
-            return float(value)
-        raise BicepAnnouncementError(
-            f"attribute {attr} of {cls} is {kind}, not {type(value).__name__} {value!r}",
-            event_class=cls,
-        )
-    return value
-
-
 def _args(row: Any, sig: Any) -> tuple[Any, ...]:
     out = []
     for i in range(len(sig.kinds)):
         v = _plain(row[f"p{i + 1}"])
-        if sig.times and sig.times[i] and isinstance(v, int):
-            v = as_datetime(v)
+        if sig.times and sig.times[i] and isinstance(v, int) and 0 <= v <= MAX_TIME:
+            v = as_datetime(v)  # (a time no datetime holds stays seconds)
         out.append(v)
     return tuple(out)
 

@@ -59,6 +59,20 @@ _TIME_LITERAL = re.compile(r"(?<![\w.])([0-9]+)([dhmsDHMS])(?!\w)")
 _SKIP = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|--[^\n]*|/\*.*?\*/", re.S)
 
 
+#: What a complex class's query may not do: change data or tables, lock rows.
+_WRITES = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Into,
+    exp.Lock,
+    exp.Command,
+)
+
+
 def sqlglot_dialect(name: str) -> str:
     """sqlglot's name for a SQLAlchemy dialect name."""
     try:
@@ -172,11 +186,29 @@ def parse_query(
         raise fail(
             _token_error_offset(sql, str(err)), f"in the query of {cls.name}: {err}"
         ) from None
+    except RecursionError:
+        raise fail(
+            0, f"the query of {cls.name} nests too deeply for the SQL parser; simplify it"
+        ) from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise fail(0, f"the query of {cls.name} must be one SELECT statement")
     tree = trees[0]
     _check_commas(sql, fail)
+    for node in tree.walk():
+        if isinstance(node, _WRITES):
+            start = node.meta.get("start")
+            offset = start if start is not None else 0
+            if start is None:  # its keyword, before its first token that has a place
+                head = next((n for n in node.walk() if n.meta.get("start") is not None), None)
+                offset = head.meta["start"] if head is not None else 0
+                keyword = sql.lower().rfind(node.key.lower(), 0, offset)
+                offset = keyword if keyword >= 0 else offset
+            raise fail(
+                offset,
+                f"the query of {cls.name} may only read: it must not change or lock rows or "
+                f"tables ({node.key.upper()})",
+            )
 
     identifiers: dict[str, list[int]] = {}
     for ident in tree.find_all(exp.Identifier):

@@ -44,6 +44,7 @@ Times are integer seconds since the epoch (UTC) in every dialect.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -69,6 +70,16 @@ MAX_NAME: Final = 63
 UNBOUNDED: Final = 2**62
 #: Length of a text key column with no length given (fits MariaDB's index limits).
 KEY_TEXT_LENGTH: Final = 191
+
+
+def index_name(table: str, suffix: str) -> str:
+    """``ix_<table>_<suffix>``, shortened with a digest of itself when longer
+    than a name may be (PostgreSQL would refuse it, MariaDB too)."""
+    name = f"ix_{table}_{suffix}"
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: MAX_NAME - len(digest) - 1]}_{digest}"
 
 
 def _id() -> sa.types.TypeEngine[int]:
@@ -161,9 +172,10 @@ def sa_type(
     if kind == "numeric":
         if t is not None and t.precision is not None:
             return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
-        return sa.Float(asdecimal=False).with_variant(sa.Numeric(asdecimal=False), "postgresql")
+        # (a double everywhere: MariaDB's plain FLOAT has single precision)
+        return sa.Double().with_variant(sa.Numeric(asdecimal=False), "postgresql")
     if kind == "real":
-        return sa.Float()
+        return sa.Double()
     if kind == "boolean":
         return sa.Boolean()
     length = t.length if t is not None else None
@@ -237,8 +249,8 @@ class ProgramTables:
                 sa.Column("dettime", sa.BigInteger(), nullable=True),
                 sa.Column("published", sa.Integer(), nullable=False, default=0),
                 *cols,
-                sa.Index(f"ix_{self.name('x', ident)}_eid", "class_ident", EID),
-                sa.Index(f"ix_{self.name('x', ident)}_tick", "bicep_tick"),
+                sa.Index(index_name(self.name("x", ident), "eid"), "class_ident", EID),
+                sa.Index(index_name(self.name("x", ident), "tick"), "bicep_tick"),
             )
 
     def name(self, kind: str, ident: str) -> str:
@@ -273,7 +285,7 @@ class ProgramTables:
                 sa.Column("dettime", sa.BigInteger(), nullable=False),
                 sa.Column("revoked", sa.Integer(), nullable=False, default=0),
                 *self._attrs(cls, keys_bounded=True),
-                sa.Index(f"ix_{self.name('i', ident)}_det", "dettime"),
+                sa.Index(index_name(self.name("i", ident), "det"), "dettime"),
             )
         now_cols = [
             sa.Column(c.name, c.type, nullable=c.name not in keys, primary_key=c.name in keys)
@@ -306,7 +318,7 @@ class ProgramTables:
             md,
             sa.Column("id", _id(), primary_key=True, autoincrement=True),
             *history_cols(),
-            sa.Index(f"ix_{self.name('h', ident)}_revoked", "revoked", "bicep_tick"),
+            sa.Index(index_name(self.name("h", ident), "revoked"), "revoked", "bicep_tick"),
         )
         arch = None
         if archive:
@@ -346,7 +358,7 @@ class ProgramTables:
                     for i in range(self.lineage_width(cls))
                 ],
                 sa.Column("bicep_rn", sa.BigInteger(), nullable=True),
-                sa.Index(f"ix_{self.name('s', ident)}_key", *keys),
+                sa.Index(index_name(self.name("s", ident), "key"), *keys),
             )
             lineage = sa.Table(
                 self.name("l", ident),
@@ -354,7 +366,7 @@ class ProgramTables:
                 sa.Column(EID, sa.BigInteger(), nullable=False, index=True),
                 sa.Column("dep_class", sa.String(64), nullable=False),
                 sa.Column("dep_eid", sa.BigInteger(), nullable=False),
-                sa.Index(f"ix_{self.name('l', ident)}_dep", "dep_class", "dep_eid"),
+                sa.Index(index_name(self.name("l", ident), "dep"), "dep_class", "dep_eid"),
             )
         return ClassTables(cls, inbox, now, history, arch, changes, staging, lineage)
 

@@ -8,13 +8,17 @@ BiCEPL time literal (``15m``).
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 from sentinel.bicep.parser import UNIT_SECONDS
 
-__all__ = ["TimeLike", "as_datetime", "duration", "seconds"]
+__all__ = ["MAX_TIME", "TimeLike", "as_datetime", "duration", "seconds"]
+
+#: The last second a time may be: 9999-12-31T23:59:59Z (the last a datetime holds).
+MAX_TIME = 253_402_300_799
 
 TimeLike = int | float | datetime | str
 
@@ -25,10 +29,12 @@ def seconds(value: Any, *, what: str = "time") -> int:
     """``value`` as whole seconds since the epoch (fractions are dropped).
 
     Raises :class:`ValueError` (with ``what`` in the message) for anything that is
-    not a time, and for times before 1970.
+    not a time, and for times before 1970 or after 9999.
     """
     if isinstance(value, bool):
         raise ValueError(f"{what} must be a time, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} {value!r} is not a time")
     if isinstance(value, (int, float)):
         out = int(value)
     elif isinstance(value, datetime):
@@ -47,6 +53,8 @@ def seconds(value: Any, *, what: str = "time") -> int:
         raise ValueError(f"{what} must be a time, not {type(value).__name__} {value!r}")
     if out < 0:
         raise ValueError(f"{what} {value!r} is before 1970; BiCEPL times are seconds since 1970")
+    if out > MAX_TIME:
+        raise ValueError(f"{what} {value!r} is after 9999-12-31, the last day a time may be")
     return out
 
 
@@ -60,8 +68,8 @@ def duration(value: Any) -> int:
         out = int(mt.group(1)) * UNIT_SECONDS[mt.group(2).lower()]
     else:
         raise ValueError(f"a duration is seconds or a literal such as 15m, not {value!r}")
-    if out <= 0:
-        raise ValueError(f"a duration must be positive, not {value!r}")
+    if out <= 0 or out > MAX_TIME:
+        raise ValueError(f"a duration must be positive and at most 9999 years, not {value!r}")
     return out
 
 

@@ -9,7 +9,9 @@ the trigger committed. Workers then, for each due row:
    ``running`` row whose claim expired, *and* fewer ``attempts`` than the
    worker's ``max_attempts``, becomes ``running``; ``attempts`` goes up (every
    claim is an attempt), ``claimed_by`` names the worker and ``next_attempt_at``
-   becomes the end of the claim (the *lease*). Of two workers claiming one row,
+   becomes the end of the claim (the *lease*, timed by the database server's
+   clock on PostgreSQL and MariaDB, so workers' clocks need not agree; a pending
+   row's due time is a worker's clock's). Of two workers claiming one row,
    the database lets exactly one ``UPDATE`` match: PostgreSQL and InnoDB
    re-check the ``WHERE`` against the row the other committed, SQLite runs
    writers one at a time. A due row with no attempts left is marked ``failed``
@@ -41,8 +43,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -52,7 +55,7 @@ from sqlalchemy.engine import Connection
 
 from sentinel.errors import DetachedActionError, OutboxError
 from sentinel.log.records import OutboxEntry
-from sentinel.log.tables import LogTables, OutboxStatus
+from sentinel.log.tables import LogTables, OutboxStatus, UTCDateTime
 from sentinel.occurrence import CompositeOccurrence, Occurrence
 from sentinel.rules import Coupling
 
@@ -64,6 +67,7 @@ __all__ = [
     "Claimed",
     "Exhausted",
     "OutboxStore",
+    "Unreadable",
     "check_importable",
     "entry_for",
     "function_path",
@@ -150,6 +154,27 @@ def rebuild(
 
 
 @dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A ``payload`` that is not JSON a worker can read (a row written by hand:
+    not JSON at all, or nested deeper than Python's JSON reader goes)."""
+
+    error: str
+
+
+def _payload(dialect: Any, text: Any) -> Any:
+    """The payload column's text, decoded; :class:`Unreadable` if it cannot be.
+    (Decoded here rather than by the column type, whose error would fail the
+    claim, and with it every drain that meets the row, for ever.)"""
+    if not isinstance(text, str):
+        return text  # a driver that returns JSON values itself
+    loads = getattr(dialect, "_json_deserializer", None) or json.loads
+    try:
+        return loads(text)
+    except (ValueError, RecursionError, MemoryError) as err:
+        return Unreadable(f"{type(err).__name__}: {str(err)[:200]}")
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     """An outbox row a worker holds: its key, rule, detection, attempt, and the
     ``payload`` as stored (decode it with
@@ -191,28 +216,78 @@ def _now() -> datetime:
 
 
 _CLAIMABLE = (OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value)
+_PENDING, _RUNNING = OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value
+
+
+def _server_now(dialect: str) -> sa.ColumnElement[datetime] | None:
+    """The database server's clock (UTC), where leases are timed; ``None`` on
+    SQLite (every worker of a file database shares the machine's clock)."""
+    if dialect == "postgresql":
+        return sa.func.clock_timestamp(type_=UTCDateTime())
+    if dialect in ("mysql", "mariadb"):
+        return sa.literal_column("UTC_TIMESTAMP(6)", UTCDateTime())
+    return None
+
+
+def _server_later(dialect: str, seconds: float) -> sa.ColumnElement[datetime] | None:
+    """The server's clock ``seconds`` from now (``None`` on SQLite)."""
+    if dialect == "postgresql":
+        return sa.func.clock_timestamp(type_=UTCDateTime()) + sa.literal(
+            timedelta(seconds=seconds), sa.Interval()
+        )
+    if dialect in ("mysql", "mariadb"):
+        micro = max(0, int(seconds * 1_000_000))
+        return sa.literal_column(
+            f"TIMESTAMPADD(MICROSECOND, {micro}, UTC_TIMESTAMP(6))", UTCDateTime()
+        )
+    return None
 
 
 class OutboxStore:
     """Row operations on one log's outbox table (see the module docs)."""
 
-    def __init__(self, tables: LogTables) -> None:
+    def __init__(self, tables: LogTables, *, clock: Callable[[], datetime] = _now) -> None:
         self.tables = tables
         self.table = tables.outbox
+        self.clock = clock
 
-    def due(self, conn: Connection, *, limit: int | None = None) -> list[str]:
-        """Keys of the rows a worker may claim now: pending and due, or running
-        with an expired claim; oldest first."""
+    def _lease_end(self, conn: Connection, lease: float) -> Any:
+        later = _server_later(conn.dialect.name, lease)
+        return self.clock() + timedelta(seconds=lease) if later is None else later
+
+    def _claimable(self, conn: Connection, now: datetime) -> sa.ColumnElement[bool]:
+        """Rows a worker may claim: ``pending`` and due by the worker's clock
+        (``now``; a retry's time, set by a worker's clock too), or ``running``
+        with a lease the database server's clock says has ended."""
         t = self.table
-        now = _now()
-        q = (
-            sa.select(t.c.idempotency_key)
-            .where(t.c.status.in_(_CLAIMABLE), t.c.next_attempt_at <= now)
-            .order_by(t.c.id)
+        server = _server_now(conn.dialect.name)
+        return sa.or_(
+            sa.and_(t.c.status == _PENDING, t.c.next_attempt_at <= now),
+            sa.and_(
+                t.c.status == _RUNNING, t.c.next_attempt_at <= (now if server is None else server)
+            ),
         )
+
+    def due(
+        self, conn: Connection, *, limit: int | None = None, after: int | None = None
+    ) -> list[str]:
+        """Keys of the rows a worker may claim now: pending and due, or running
+        with an expired claim; oldest first (with ``after``, those written after
+        the row of that id)."""
+        return [key for _, key in self.due_rows(conn, limit=limit, after=after)]
+
+    def due_rows(
+        self, conn: Connection, *, limit: int | None = None, after: int | None = None
+    ) -> list[tuple[int, str]]:
+        """``(id, key)`` of the rows :meth:`due` names."""
+        t = self.table
+        q = sa.select(t.c.id, t.c.idempotency_key).where(self._claimable(conn, self.clock()))
+        if after is not None:
+            q = q.where(t.c.id > after)
+        q = q.order_by(t.c.id)
         if limit is not None:
             q = q.limit(limit)
-        return list(conn.execute(q).scalars())
+        return [(int(i), str(k)) for i, k in conn.execute(q)]
 
     def claim(
         self, conn: Connection, key: str, worker: str, lease: float, max_attempts: int
@@ -223,30 +298,31 @@ class OutboxStore:
         not claimable (done, failed, claimed by a live worker, not due, or taken
         by another worker meanwhile). Run in a transaction of its own and commit."""
         t = self.table
-        now = _now()
+        now = self.clock()
         res = conn.execute(
             sa.update(t)
             .where(
                 t.c.idempotency_key == key,
-                t.c.status.in_(_CLAIMABLE),
-                t.c.next_attempt_at <= now,
+                self._claimable(conn, now),
                 t.c.attempts < max_attempts,
             )
             .values(
                 status=OutboxStatus.RUNNING.value,
                 attempts=t.c.attempts + 1,
                 claimed_by=worker,
-                next_attempt_at=now + timedelta(seconds=lease),
+                next_attempt_at=self._lease_end(conn, lease),
             )
         )
         claimed = res.rowcount == 1
+        server = _server_now(conn.dialect.name)
         row = conn.execute(
             sa.select(
+                (sa.literal(now, UTCDateTime()) if server is None else server).label("server_now"),
                 t.c.id,
                 t.c.rule,
                 t.c.scope,
                 t.c.t_occ,
-                t.c.payload,
+                sa.cast(t.c.payload, sa.Text()).label("payload"),
                 t.c.status,
                 t.c.attempts,
                 t.c.claimed_by,
@@ -256,19 +332,26 @@ class OutboxStore:
         ).one_or_none()
         if row is None:
             return None
+        payload = _payload(conn.dialect, row.payload)
         if claimed:
-            return Claimed(row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts)
+            return Claimed(row.id, key, row.rule, row.scope, row.t_occ, payload, row.attempts)
         if (
             row.status not in _CLAIMABLE
             or row.next_attempt_at is None
-            or row.next_attempt_at > now
+            or row.next_attempt_at > (now if row.status == _PENDING else row.server_now)
             or row.attempts < max_attempts
         ):
             return None  # not due, or claimed by another worker in the meantime
-        return self._exhaust(conn, key, row, max_attempts, now)
+        return self._exhaust(conn, key, row, payload, max_attempts, now)
 
     def _exhaust(
-        self, conn: Connection, key: str, row: Any, max_attempts: int, now: datetime
+        self,
+        conn: Connection,
+        key: str,
+        row: Any,
+        payload: Any,
+        max_attempts: int,
+        now: datetime,
     ) -> Exhausted | None:
         t = self.table
         if row.status == OutboxStatus.RUNNING.value:
@@ -290,7 +373,7 @@ class OutboxStore:
                 t.c.claimed_by.is_(None)
                 if row.claimed_by is None
                 else t.c.claimed_by == row.claimed_by,
-                t.c.next_attempt_at <= now,
+                self._claimable(conn, now),
             )
             .values(
                 status=OutboxStatus.FAILED.value,
@@ -301,9 +384,7 @@ class OutboxStore:
         )
         if res.rowcount != 1:
             return None  # another worker changed it first
-        return Exhausted(
-            row.id, key, row.rule, row.scope, row.t_occ, row.payload, row.attempts, error
-        )
+        return Exhausted(row.id, key, row.rule, row.scope, row.t_occ, payload, row.attempts, error)
 
     def renew(self, conn: Connection, claimed: Claimed, worker: str, lease: float) -> bool:
         """Extend ``worker``'s claim of ``claimed`` to ``lease`` seconds from now
@@ -319,7 +400,7 @@ class OutboxStore:
                 t.c.claimed_by == worker,
                 t.c.attempts == claimed.attempts,
             )
-            .values(next_attempt_at=_now() + timedelta(seconds=lease))
+            .values(next_attempt_at=self._lease_end(conn, lease))
         )
         return bool(res.rowcount == 1)
 
@@ -337,7 +418,7 @@ class OutboxStore:
                 t.c.claimed_by == worker,
                 t.c.attempts == claimed.attempts,
             )
-            .values(status=OutboxStatus.DONE.value, done_at=_now(), last_error=None)
+            .values(status=OutboxStatus.DONE.value, done_at=self.clock(), last_error=None)
         )
         if res.rowcount != 1:
             raise ClaimLost(
@@ -397,7 +478,7 @@ class OutboxStore:
                 status=OutboxStatus.PENDING.value,
                 attempts=0,
                 claimed_by=None,
-                next_attempt_at=_now(),
+                next_attempt_at=self.clock(),
             )
         )
         return int(res.rowcount)

@@ -51,7 +51,15 @@ from sqlalchemy.orm import Session
 from sentinel.errors import OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
 from sentinel.orm.heartbeat import Heartbeat, Lease
-from sentinel.orm.outbox import DETACHED, Claimed, ClaimLost, Exhausted, OutboxStore, rebuild
+from sentinel.orm.outbox import (
+    DETACHED,
+    Claimed,
+    ClaimLost,
+    Exhausted,
+    OutboxStore,
+    Unreadable,
+    rebuild,
+)
 from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
@@ -174,6 +182,8 @@ class Runner:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._stopping = False
+        #: How many due entries a drain reads at a time.
+        self.batch = 100
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
@@ -264,18 +274,20 @@ class Runner:
         tables are missing); a ``KeyboardInterrupt`` in the main thread is
         re-raised once the attempt it interrupted is recorded."""
         report = DrainReport()
-        seen: set[str] = set()
+        last: int | None = None
         while limit is None or report.total < limit:
             with self._entered():
                 engine = self.attachment.engine()
                 with engine.connect() as conn:
-                    keys = [k for k in self.store.due(conn, limit=100) if k not in seen]
-            if not keys:
+                    # after the last entry read: entries this drain ran may be
+                    # due again (a retry without backoff), and must not hide the rest
+                    rows = self.store.due_rows(conn, limit=self.batch, after=last)
+            if not rows:
                 break
-            for key in keys:
+            for row_id, key in rows:
                 if limit is not None and report.total >= limit:
                     break
-                seen.add(key)
+                last = row_id
                 outcome = self.run_one(key)
                 setattr(report, outcome, getattr(report, outcome) + 1)
                 if outcome != "skipped":
@@ -369,11 +381,20 @@ class Runner:
         signing key, naming no detached rule of this worker, unreadable."""
         where = f"outbox entry {claimed.key[:12]}… (rule {claimed.rule!r})"
         payload = claimed.payload
+        if isinstance(payload, Unreadable):
+            raise OutboxError(
+                f"{where}: its payload cannot be read as JSON ({payload.error})", key=claimed.key
+            )
         if not isinstance(payload, Mapping):
             raise OutboxError(f"{where}: its payload is not a JSON object", key=claimed.key)
         signer = self.attachment.writer.signer
         if signer is not None:
-            why = signer.verify(claimed.rule, claimed.key, claimed.scope, claimed.t_occ, payload)
+            try:
+                why = signer.verify(
+                    claimed.rule, claimed.key, claimed.scope, claimed.t_occ, payload
+                )
+            except RecursionError:
+                why = "its payload cannot be read (nested too deeply)"
             if why is not None:
                 raise OutboxError(
                     f"{where} refused: {why}; this worker runs only entries signed with its "
@@ -397,7 +418,7 @@ class Runner:
         try:
             constituents, extra = OutboxEntry.decode_payload(payload)
             occ = rebuild(constituents, extra, claimed.t_occ, rule.event)
-        except Exception as err:
+        except Exception as err:  # RecursionError included
             raise OutboxError(
                 f"{where}: its payload cannot be read ({type(err).__name__}: {err})",
                 key=claimed.key,

@@ -137,6 +137,23 @@ BAD: list[tuple[str, str, str]] = [
     (f"{S} X (a INT, a TEXT) ID (a) LIFESPAN(1d);", "attribute a of X is declared twice", "a TEXT"),
     (f"{S} X (occTime INT) ID (occTime) LIFESPAN(1d);", "the processor's own", "occTime INT"),
     (
+        f"{S} X (a INT, order INT) ID (a) LIFESPAN(1d);",
+        "order is a reserved word of SQLite",
+        "order INT",
+    ),
+    (
+        f"{S} X (a INT, Key TEXT) ID (a) LIFESPAN(1d);",
+        "Key is a reserved word of SQLite",
+        "Key TEXT",
+    ),
+    (f"{S} Select (a INT) ID (a) LIFESPAN(1d);", "Select is a reserved word", "Select ("),
+    (f"{S} X (a INT, present INT) ID (a) LIFESPAN(1d);", "the processor's own", "present"),
+    (f"{S} X (a INT, id INT) ID (a) LIFESPAN(1d);", "the processor's own", "id INT"),
+    (f"{S} X (a INT, {'b' * 61} INT) ID (a) LIFESPAN(1d);", "longer than 60", "bbb"),
+    (f"{S} X (a INT) ID (a) LIFESPAN(3650000d);", "at most 9999 years", "3650000d"),
+    (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON CHANGE DO f(9223372036854775808);", "64 bits", "922"),
+    (f"{S} X (a INT) ID (a) LIFESPAN(1d) ON NEW.a > 1e999 DO f();", "not a finite", "1e999"),
+    (
         f"{S} X (a INT) ID (a) LIFESPAN(1d);\n{S} x (a INT) ID (a) LIFESPAN(1d);",
         "defined twice",
         "CREATE MUTABLE SUBSCRIBED EVENT CLASS x",
@@ -224,6 +241,21 @@ BAD: list[tuple[str, str, str]] = [
     (
         SE
         + CX
+        + "AS WITH d AS (DELETE FROM ResourceEmpty RETURNING resource) SELECT resource FROM d "
+        "OCCURRING AT ResourceEmpty.occTime;",
+        "may only read",
+        "DELETE",
+    ),
+    (
+        SE
+        + CX
+        + "AS SELECT resource INTO copy FROM ResourceEmpty OCCURRING AT ResourceEmpty.occTime;",
+        "may only read",
+        "INTO copy",
+    ),
+    (
+        SE
+        + CX
         + "AS SELECT resource FROM ResourceEmpty; SELECT 1 OCCURRING AT ResourceEmpty.occTime;",
         "must be one SELECT statement",
         "SELECT resource",
@@ -285,3 +317,89 @@ def test_bad_program_names_and_empty_programs() -> None:
         compile_program(LISTING_2_1, name="Grocery Store")
     with pytest.raises(BicepProgramError, match="defines no event class"):
         compile_program("  -- nothing\n")
+
+
+def _chain(n: int) -> str:
+    """n complex classes, each reading the next, written top first."""
+    out = [
+        f"CREATE COMPLEX EVENT CLASS C{i} (a INT) ID (a) AS SELECT a FROM C{i + 1} "
+        f"OCCURRING AT C{i + 1}.occTime;"
+        for i in range(n)
+    ]
+    return "\n".join(
+        [*out, f"CREATE MUTABLE SUBSCRIBED EVENT CLASS C{n} (a INT) ID (a) LIFESPAN(1d);"]
+    )
+
+
+A = "CREATE MUTABLE SUBSCRIBED EVENT CLASS A (a INT) ID (a) LIFESPAN(1d)"
+CA = A + ";\nCREATE COMPLEX EVENT CLASS B (a INT) ID (a) AS SELECT a FROM A "
+
+DEEP = {
+    "AND": A + " ON " + " AND ".join(["CHANGE"] * 5000) + " DO f();",
+    "NOT": A + " ON " + "NOT " * 3000 + "CHANGE DO f();",
+    "parentheses": A + " ON " + "(" * 3000 + "CHANGE" + ")" * 3000 + " DO f();",
+    "+": A + " ON NEW.a > " + " + ".join(["1"] * 5000) + " DO f();",
+    "MAX": A + " ON NEW.a > " + "MAX(" * 2000 + "1" + ")" * 2000 + " DO f();",
+    "SQL parentheses": CA
+    + "WHERE "
+    + "(" * 3000
+    + "a > 1"
+    + ")" * 3000
+    + " OCCURRING AT A.occTime;",
+    "SQL AND": CA + "WHERE " + " AND ".join(["a > 1"] * 3000) + " OCCURRING AT A.occTime;",
+    "OCCURRING AT +": CA + "OCCURRING AT A.occTime" + " + 1d" * 3000 + ";",
+    "OCCURRING AT MAX": CA + "OCCURRING AT " + "MAX(" * 2000 + "A.occTime" + ")" * 2000 + ";",
+    "classes": _chain(1200),
+}
+
+
+@pytest.mark.parametrize("program", DEEP.values(), ids=DEEP.keys())
+def test_a_program_of_any_depth_compiles_or_says_why_not(program: str) -> None:
+    """Deeply nested conditions, values, queries and long chains of classes give
+    a positioned BicepProgramError (or compile), never a RecursionError."""
+    try:
+        compiled = compile_program(program)
+    except BicepProgramError as err:
+        assert err.line is not None and "too deeply" in str(err), str(err)
+    else:
+        assert compiled.classes
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name"), [("postgresql", "user"), ("mysql", "delayed"), ("sqlite", "pragma")]
+)
+def test_an_attribute_named_by_a_reserved_word_of_the_database_is_refused(
+    dialect: str, name: str
+) -> None:
+    program = f"CREATE MUTABLE SUBSCRIBED EVENT CLASS X (a INT, {name} INT) ID (a) LIFESPAN(1d);"
+    with pytest.raises(BicepProgramError, match=f"{name} is a reserved word") as info:
+        compile_program(program, dialect=dialect)
+    assert info.value.column == program.index(f"{name} INT") + 1
+    others = {"sqlite", "postgresql", "mysql"} - {dialect}
+    assert any(_compiles(program, d) for d in others)
+
+
+def _compiles(program: str, dialect: str) -> bool:
+    try:
+        compile_program(program, dialect=dialect)
+    except BicepProgramError:
+        return False
+    return True
+
+
+def test_not_binds_tighter_than_and_tighter_than_or() -> None:
+    """The precedence the reference evaluator and the SQL both take from the
+    parser: NOT, then AND, then OR (as in SQL)."""
+    program = compile_program(
+        f"{S} X (a INT) ID (a) LIFESPAN(1d) ON NOT CHANGE AND ONTIME OR LATE AND FUTURE DO f();"
+    )
+    (st,) = program.classes["x"].definition.statements
+    cond = st.condition
+    assert isinstance(cond, m.Or)
+    assert isinstance(cond.left, m.And) and isinstance(cond.right, m.And)
+    assert isinstance(cond.left.left, m.Not) and isinstance(cond.left.right, m.Timing)
+    assert [cond.right.left.primitive, cond.right.right.primitive] == ["LATE", "FUTURE"]  # type: ignore[union-attr]
+    minus = compile_program(f"{S} X (a INT) ID (a) LIFESPAN(1d) ON NEW.a - 1 - 2 > 0 DO f();")
+    (st,) = minus.classes["x"].definition.statements
+    left = st.condition.left  # type: ignore[union-attr]
+    assert isinstance(left, m.BinOp) and isinstance(left.left, m.BinOp)  # (a - 1) - 2

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -245,6 +246,62 @@ def test_a_claim_lost_while_the_rule_runs_rolls_the_attempt_back(
     assert tuple(row) == ("running", "thief")
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_leases_are_timed_by_the_database_not_by_the_workers_clocks(orm: ORM) -> None:
+    """Two workers whose clocks disagree by more than a lease: the one ahead
+    cannot take over an entry whose claim is alive, and the renewals of the one
+    behind keep it alive. (Each used its own clock: the first took over a running
+    entry, the second's renewals were already expired.) On SQLite every worker
+    shares the machine's clock."""
+    att = orm.attach(workers=0)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _trigger(orm)
+    key = orm.outbox()[0].idempotency_key
+    tables = att.writer.tables
+    real = OutboxStore(tables)
+    ahead = OutboxStore(tables, clock=lambda: datetime.now(UTC) + timedelta(minutes=10))
+    behind = OutboxStore(tables, clock=lambda: datetime.now(UTC) - timedelta(minutes=10))
+    with orm.engine.begin() as conn:
+        first = real.claim(conn, key, "real", 60, 5)
+    assert isinstance(first, Claimed)
+    with orm.engine.begin() as conn:
+        assert ahead.due(conn) == []
+        assert ahead.claim(conn, key, "ahead", 60, 5) is None
+    with orm.engine.begin() as conn:  # a lease of 0 s ends at once, by the database's clock
+        assert real.renew(conn, first, "real", 0)
+    with orm.engine.begin() as conn:
+        assert behind.due(conn) == [key]
+        second = behind.claim(conn, key, "behind", 60, 5)
+    assert isinstance(second, Claimed) and second.attempts == 2
+    with orm.engine.begin() as conn:
+        assert behind.renew(conn, second, "behind", 60)
+    with orm.engine.begin() as conn:
+        assert real.due(conn) == []
+        assert real.claim(conn, key, "real", 60, 5) is None
+    with orm.engine.begin() as conn:
+        assert behind.renew(conn, second, "behind", 0)
+    with orm.engine.begin() as conn:
+        third = real.claim(conn, key, "real", 60, 5)
+    assert isinstance(third, Claimed) and third.attempts == 3
+
+
+def test_entries_retried_at_once_do_not_hide_the_ones_after_them_from_a_drain(orm: ORM) -> None:
+    """A drain reads due entries a batch at a time; entries that fail and are
+    due again at once (no backoff) fill the batch again, yet the drain still
+    reaches every entry after them."""
+    att = orm.attach(workers=0, backoff=0.0, max_backoff=0.0, max_attempts=3)
+    att.runner.batch = 2
+    orm.det.rule("F", "Stock.e1", action=actions.always_fails, coupling="detached")
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    for stock in orm.add_stocks("A", "B"):
+        with orm.Session.begin() as s:
+            s.get(orm.model.Stock, stock).sell_stock(1)
+    _trigger(orm, 7.0)
+    report = att.drain()
+    assert (report.done, report.retried) == (1, 2)
+    assert [e[2] for e in orm.effects()] == [7.0]
+
+
 # -- only the worker's own rules ----------------------------------------------------------
 
 
@@ -303,6 +360,44 @@ def test_a_row_that_cannot_be_read_is_refused(orm: ORM) -> None:
     (row,) = _rows(orm)
     assert row[:3] == ("R", "failed", 1) and "its payload cannot be read" in row[3]
     assert key and orm.effects() == []
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_a_payload_that_cannot_be_decoded_fails_and_the_worker_goes_on(
+    orm: ORM, signed: bool
+) -> None:
+    """Forged payloads that are not JSON (SQLite keeps any text) or nest deeper
+    than Python's JSON reader (or the signature check) goes: each is ``failed``
+    at its claim, and the genuine entry after them runs. They made every drain
+    raise, for ever, before any later entry ran."""
+    att = orm.attach(workers=0, outbox_key=KEY if signed else None)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    payloads = []
+    if orm.backend != "mysql":  # MariaDB's JSON check refuses all of these
+        payloads += ['{"constituents": ' + "[" * 5000 + "]" * 5000 + "}"]
+        if signed:  # read, but too deep for the signature's canonical form
+            payloads += ['{"sig": "v1:0", "x": ' + "[" * 900 + "]" * 900 + "}"]
+    if orm.backend == "sqlite":
+        payloads += ["{not json", '"a string"']
+    if not payloads:
+        pytest.skip("MariaDB stores only valid JSON of at most 32 levels")
+    t = att.writer.tables.outbox
+    for text in payloads:
+        key = _forge(orm, "R", writer=LogWriter(outbox_key=KEY) if signed else None)
+        cast = "CAST(:p AS jsonb)" if orm.backend == "postgresql" else ":p"
+        with orm.engine.begin() as conn:
+            conn.execute(
+                sa.text(f"UPDATE {t.name} SET payload = {cast} WHERE idempotency_key = :k"),
+                {"p": text, "k": key},
+            )
+    _trigger(orm, 5.0)
+    report = att.drain()
+    assert (report.done, report.failed) == (1, len(payloads))
+    rows = _rows(orm)
+    assert [r[:3] for r in rows] == [("R", "failed", 1)] * len(payloads) + [("R", "done", 1)]
+    for row in rows[:-1]:
+        assert "payload cannot be read" in row[3] or "payload is not a JSON" in row[3], row
+    assert [e[2] for e in orm.effects()] == [5.0]
 
 
 # -- signed rows ----------------------------------------------------------------------------
