@@ -9,6 +9,25 @@ from typing import TYPE_CHECKING
 from sentinel import ode
 from sentinel.algebra import SOURCE, A, Any, Astar, Expression, Not, Primitive, parse
 from sentinel.algebra.masks import Masked, param
+from sentinel.bitemporal import (
+    ANNOUNCEMENT,
+    CANCELLATION,
+    CHANGE,
+    FIRED,
+    FUTURE,
+    IMMUTABLE,
+    LATE,
+    MUTABLE,
+    ONTIME,
+    POSTPONE,
+    RETROACTIVECHANGE,
+    REVOCATION,
+    Revision,
+    announce,
+    event_class,
+    revision,
+    revoke,
+)
 from sentinel.default import (
     default_detector,
     rule,
@@ -25,6 +44,7 @@ from sentinel.errors import (
     BicepProgramChangedError,
     BicepProgramError,
     BicepSyntaxError,
+    BitemporalError,
     CascadeLimitError,
     DetachedActionError,
     DuplicateEventError,
@@ -34,6 +54,7 @@ from sentinel.errors import (
     LogSchemaError,
     LogWriteError,
     MissingExtraError,
+    OccurrenceTimeError,
     OutboxError,
     ReactiveError,
     ReplayError,
@@ -47,7 +68,7 @@ from sentinel.errors import (
     TimeStringError,
     UnknownEventError,
 )
-from sentinel.occurrence import CompositeOccurrence, ObjectRef, Occurrence
+from sentinel.occurrence import CompositeOccurrence, ObjectRef, Occurrence, occurrence_time
 from sentinel.params import UnloggableParameter
 from sentinel.reactive import Reactive, bind, event, object_ref, on, resolve
 from sentinel.rules import Coupling, LocalEventDetector, Rule, TriggerMode
@@ -69,6 +90,18 @@ from sentinel.temporal import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANNOUNCEMENT",
+    "CANCELLATION",
+    "CHANGE",
+    "FIRED",
+    "FUTURE",
+    "IMMUTABLE",
+    "LATE",
+    "MUTABLE",
+    "ONTIME",
+    "POSTPONE",
+    "RETROACTIVECHANGE",
+    "REVOCATION",
     "SOURCE",
     "TICK",
     "TXN_ABORT",
@@ -88,6 +121,7 @@ __all__ = [
     "BicepProgramChangedError",
     "BicepProgramError",
     "BicepSyntaxError",
+    "BitemporalError",
     "CascadeLimitError",
     "CompositeOccurrence",
     "Context",
@@ -107,6 +141,7 @@ __all__ = [
     "Not",
     "ObjectRef",
     "Occurrence",
+    "OccurrenceTimeError",
     "OutboxError",
     "P",
     "Primitive",
@@ -116,6 +151,7 @@ __all__ = [
     "Relative",
     "ReplayClock",
     "ReplayError",
+    "Revision",
     "RollbackOnlyError",
     "Rule",
     "RuleDefinitionError",
@@ -131,6 +167,7 @@ __all__ = [
     "UnknownEventError",
     "UnloggableParameter",
     "VirtualClock",
+    "announce",
     "attach",
     "bicep",
     "bind",
@@ -139,14 +176,18 @@ __all__ = [
     "detach",
     "detached_context",
     "event",
+    "event_class",
     "not_within",
     "object_ref",
+    "occurrence_time",
     "ode",
     "on",
     "param",
     "parse",
     "replay",
     "resolve",
+    "revision",
+    "revoke",
     "rule",
     "scope_of",
     "session_of",

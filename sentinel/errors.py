@@ -414,3 +414,32 @@ class BicepProgramChangedError(BicepError):
         self.installed = installed
         self.differences = tuple(differences)
         super().__init__(message)
+
+
+class BitemporalError(SentinelError, ValueError):
+    """A bitemporal announcement, event class or lifespan that sentinel refuses.
+
+    ``event`` names the event (or event class) concerned. Raised before anything
+    is signalled or logged: a refused announcement leaves no trace.
+    """
+
+    def __init__(self, message: str, *, event: str | None = None) -> None:
+        self.event = event
+        super().__init__(message)
+
+
+class OccurrenceTimeError(BitemporalError, TypeError):
+    """An occurrence time that is not a time (a string, ``None``, NaN...).
+
+    ``event`` names the event it was given for; ``value`` is the offending value.
+    """
+
+    def __init__(self, event: str, value: object, hint: str = "") -> None:
+        self.value = value
+        msg = (
+            f"the occurrence time of {event} must be a datetime or POSIX seconds, not "
+            f"{type(value).__name__} ({value!r:.80})"
+        )
+        if hint:
+            msg += f"; {hint}"
+        super().__init__(msg, event=event)

@@ -12,8 +12,13 @@ accessors:
     one occurrence even when it matches several primitive events (a class-level and
     an instance-level event of one call); they share its ``t_occ``.
 ``at`` / ``detected_at``
-    wall-clock time of occurrence and of detection, as timezone-aware UTC
-    datetimes (``timestamp`` and ``detected_timestamp`` give the raw POSIX floats).
+    the two times of the bitemporal model, as timezone-aware UTC datetimes
+    (``timestamp`` and ``detected_timestamp`` give the raw POSIX floats): the
+    *occurrence time*, when the event happened as its source says (the time of
+    the signal unless the source gave one: ``signal_at``, ``@event(occurred_at=)``,
+    a database event's ``occurred_at`` attribute, an event class's announcement;
+    a timer's due time), and the *detection time*, when the detector received
+    it. They are equal unless a source said otherwise.
 ``source``
     an :class:`ObjectRef` for events signalled by an object, else ``None``.
 ``params``
@@ -38,7 +43,13 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from sentinel.algebra.expressions import Expression
 
-__all__ = ["AnyOccurrence", "CompositeOccurrence", "ObjectRef", "Occurrence"]
+__all__ = [
+    "AnyOccurrence",
+    "CompositeOccurrence",
+    "ObjectRef",
+    "Occurrence",
+    "occurrence_time",
+]
 
 _new: Any = tuple.__new__
 
@@ -218,9 +229,18 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         return self.terminator.timestamp
 
     @property
+    def detected_timestamp(self) -> float:
+        return self.terminator.detected_timestamp
+
+    @property
     def at(self) -> datetime:
-        """Wall-clock time of the terminator."""
+        """Occurrence time of the terminator."""
         return self.terminator.at
+
+    @property
+    def detected_at(self) -> datetime:
+        """Detection time of the terminator (when the detector learned of it)."""
+        return self.terminator.detected_at
 
     @property
     def scope(self) -> Any:
@@ -307,3 +327,35 @@ def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:
 
 
 AnyOccurrence = Occurrence | CompositeOccurrence
+
+
+def occurrence_time(value: Any, event: str = "event") -> float:
+    """``value`` as an occurrence time in POSIX seconds.
+
+    Accepts an aware :class:`~datetime.datetime` (a naive one is read as UTC, as
+    the event log reads it) or a finite number of POSIX seconds. Raises
+    :class:`~sentinel.errors.OccurrenceTimeError` naming ``event`` for anything
+    else (strings, ``None``, booleans, NaN and infinities, dates without a time).
+
+    >>> occurrence_time(datetime(2014, 4, 7, 9, 0, tzinfo=UTC))
+    1396861200.0
+    """
+    t = type(value)
+    if t is float or t is int:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _time_error(event, value, "it must be finite")
+        return float(value)
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        ts: float = value.timestamp()
+        return ts
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return occurrence_time(float(value), event)
+    raise _time_error(event, value, "")
+
+
+def _time_error(event: str, value: Any, hint: str) -> Exception:
+    from sentinel.errors import OccurrenceTimeError
+
+    return OccurrenceTimeError(event, value, hint)

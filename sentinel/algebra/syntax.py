@@ -20,6 +20,10 @@ Text syntax::
     P(E1, [00:00:10], E3)  periodic       P*(E1, [00:00:10] price, E3)  cumulative periodic
     E1[amount > 1000]      E1 masked by a predicate on its parameters (sentinel.algebra.masks)
     ode{prior(a, b)}       an expression of a registered language (Ode: sentinel.ode)
+    ONTIME(E)              timing primitive (ANNOUNCEMENT, CHANGE, CANCELLATION, FUTURE,
+                           ONTIME, LATE, RETROACTIVECHANGE, POSTPONE, REVOCATION)
+    LATE(E, [05:00:00], [1d])   late by 5 hours to a day;  FUTURE(CHANGE(E)): both at once
+    WITHIN(E1, E2, [00:10:00])  each E2 within ten minutes of an E1
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from importlib import resources
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
+from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.errors import ExpressionError, SnoopSyntaxError, TimeStringError
@@ -229,6 +234,8 @@ def _block(tok: Token) -> ex.Expression:
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
     if op in ("P", "P*"):
         return _periodic(op, args, bracket)
+    if op in bt.BIT or op == "WITHIN":
+        return _bitemporal(op, args, bracket)
 
     def exprs(n: int) -> list[ex.Expression]:
         if len(args) != n or not all(isinstance(a, ex.Expression) for a in args):
@@ -253,7 +260,10 @@ def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None)
         if bracket is None:
             raise ExpressionError("NOT needs its interval: NOT(E2)[E1, E3]")
         return ex.Not(middle, bracket[0], bracket[1])
-    raise ExpressionError(f"unknown operator {op}(...); expected ANY, A, A*, NOT, P or P*")
+    raise ExpressionError(
+        f"unknown operator {op}(...); expected ANY, A, A*, NOT, P or P* (or WITHIN, or a "
+        "timing primitive: " + ", ".join(bt.KINDS) + ")"
+    )
 
 
 def _periodic(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
@@ -281,6 +291,27 @@ def _periodic(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -
             )
         return tm.P(start, iv.duration, end)
     return tm.Pstar(start, iv.duration, end, iv.arg)
+
+
+def _bitemporal(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
+    """Timing primitives (``ONTIME(E)``, ``LATE(E, [min], [max])``) and WITHIN."""
+    if bracket is not None:
+        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
+    plain: list[t.Any] = []
+    for a in args:
+        if isinstance(a, _Interval):
+            if a.arg is not None:
+                raise _Positioned(
+                    ExpressionError(f"only P* takes a parameter after its interval ({a.arg!r})"),
+                    a.token.line or 1,
+                    a.token.column or 1,
+                )
+            plain.append(a.duration)
+        else:
+            plain.append(a)
+    built = bt.build_call(op, plain)
+    assert built is not None
+    return built
 
 
 def _describe(args: list[t.Any]) -> str:
@@ -398,6 +429,7 @@ def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
 
 #: Operators written like calls; "*" only after A and P (A*, P*).
 _CALLS = {"ANY": False, "A": True, "NOT": False, "P": True}
+_CALLS.update(dict.fromkeys((*bt.KINDS, "WITHIN"), False))  # the bitemporal operators
 
 
 @cache

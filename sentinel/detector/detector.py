@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime, timedelta
 from threading import get_ident
 from typing import Any, ClassVar
 
@@ -23,12 +24,13 @@ from sentinel.detector.contexts import Context
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import (
+    BitemporalError,
     DuplicateEventError,
     ExpressionError,
     ScopeError,
     UnknownEventError,
 )
-from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence
+from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence, occurrence_time
 
 __all__ = [
     "TXN_ABORT",
@@ -63,15 +65,35 @@ class EventDetector:
     ``VirtualClock``), which also runs the timers of temporal events.
     ``replaying=True`` marks a detector that replays the event log: temporal
     events do not fire on their own there (the log holds what they produced).
+    ``chronon`` (seconds, a timedelta or a time string such as ``"00:15:00"``)
+    is the granularity of the bitemporal model (``docs/bitemporal.md``).
     """
 
     #: What a layer above must set up on a detector before it can detect an
     #: expression of a given type (the temporal layer: its timer service, the
     #: channels of absolute events). See :meth:`register_preparer`.
     _preparers: ClassVar[dict[type, Callable[[EventDetector, ex.Expression], None]]] = {}
+    #: What a layer must set up before a subscription whose mode is not plain
+    #: (a lifespan, occurrence-time order, archiving) is wired: the bitemporal
+    #: layer's service. See :meth:`register_mode_preparer`.
+    _mode_preparers: ClassVar[list[Callable[[EventDetector, Mode], None]]] = []
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, replaying: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        replaying: bool = False,
+        chronon: float | timedelta | str | None = None,
+    ) -> None:
         self._lock = threading.RLock()
+        #: The length of a chronon in seconds (``None``: none, times are exact).
+        #: Occurrence and detection times in one chronon count as one instant for
+        #: the timing primitives, and bitemporal work runs at chronon boundaries
+        #: (see :mod:`sentinel.bitemporal`).
+        self.chronon: float | None = _chronon(chronon)
+        #: ``hook(source, replica)``: run by :meth:`replica` implementations before
+        #: they copy rules (layers copy their own definitions: event classes).
+        self._replica_hooks: tuple[Callable[[EventDetector, EventDetector], None], ...] = ()
         self._t = 0
         #: The clock given as ``clock=`` (a function, or a clock object).
         self.wall_clock = clock
@@ -201,6 +223,12 @@ class EventDetector:
         it is used: layers above set up what detecting it needs there."""
         cls._preparers[expr_type] = preparer
 
+    @classmethod
+    def register_mode_preparer(cls, preparer: Callable[[EventDetector, Mode], None]) -> None:
+        """Call ``preparer(detector, mode)`` before a subscription whose mode has a
+        lifespan, an occurrence-time order or archiving is wired."""
+        cls._mode_preparers.append(preparer)
+
     def sampler(self, name: str, fn: Callable[[], Any]) -> None:
         """Register ``fn`` as the sampler ``name``: ``P*(E1, [t] name, E3)`` calls
         ``fn()`` at each tick and keeps the value (it must be loggable) as the
@@ -238,6 +266,9 @@ class EventDetector:
         return done[id(expr)][0]
 
     def _resolve_primitive(self, expr: ex.Primitive, text: str | None) -> ex.Expression:
+        resolve_inner = getattr(expr, "resolve_inner", None)
+        if resolve_inner is not None:  # a leaf built on another event (a timing primitive)
+            return resolve_inner(lambda e: self._resolve(e, text))  # type: ignore[no-any-return]
         if expr.selector is None and expr.label == expr.name:
             known = self._events.get(expr.name)
             if known is not None:
@@ -259,6 +290,32 @@ class EventDetector:
         if ch is None:
             raise UnknownEventError(name, self._explicit, where="signal()")
         return self.emit(ch, params, None, (), None)
+
+    def signal_at(self, name: str, at: datetime | float, /, **params: Any) -> Occurrence | None:
+        """Signal the explicit event ``name`` with its *occurrence time* ``at``, as
+        its source says (in the past for a late report, in the future for an
+        announced one); the detection time is now.
+
+        ``at`` is an aware datetime (a naive one is read as UTC) or POSIX
+        seconds. Raises :class:`~sentinel.errors.OccurrenceTimeError` for
+        anything else, before anything is signalled or logged.
+
+        >>> det = EventDetector()
+        >>> _ = det.explicit("delivery")
+        >>> det.signal_at("delivery", 0.0).timestamp
+        0.0
+        """
+        ch = self._explicit.get(name)
+        if ch is None:
+            raise UnknownEventError(name, self._explicit, where="signal_at()")
+        ts = occurrence_time(at, name)
+        return self.emit(ch, params, None, (), None, ts)
+
+    def add_replica_hook(self, hook: Callable[[EventDetector, EventDetector], None]) -> None:
+        """Call ``hook(self, replica)`` when a replica of this detector is made,
+        before its rules are copied."""
+        with self._lock:
+            self._replica_hooks = (*self._replica_hooks, hook)
 
     def notify(
         self,
@@ -343,6 +400,32 @@ class EventDetector:
         finally:
             lock.release()
         self._deliver(items, scope)
+        return occ
+
+    def emit_detected(
+        self,
+        channel: Channel,
+        params: dict[str, Any],
+        scope: Scope,
+        timestamp: float,
+        detected: float,
+    ) -> Occurrence:
+        """Signal one occurrence on ``channel`` in ``scope`` with both its times
+        given: the bitemporal layer processes announcements at clock ticks, after
+        they were detected. Not muted; otherwise as :meth:`emit`."""
+        with self._lock:
+            self._t = t = self._t + 1
+            occ: Occurrence = _new(
+                Occurrence, (channel.name, t, timestamp, detected, None, params, scope.id)
+            )
+            if self.graph.dirty:
+                self.graph.rewire()
+            for listener in self._listeners:
+                listener(occ)
+            targets = channel.any
+            items = self._propagate(targets, occ, scope) if targets else None
+        if items:
+            self._deliver(items, scope)
         return occ
 
     def _propagate(
@@ -496,6 +579,10 @@ class EventDetector:
         Returns True when every node it needs was created for it: then no stored
         occurrence predates the subscription and ``since`` need not be checked.
         """
+        mode = sub.mode
+        if not mode.plain or mode.archive:
+            for prepare in self._mode_preparers:
+                prepare(self, mode)
         with self._lock:
             fresh = self.graph.subscribe(sub)
             self._changed()
@@ -691,6 +778,17 @@ class EventDetector:
             if scope is not None:
                 return scope.store.occurrences()
             return sum(s.occurrences() for s in self._stores())
+
+
+def _chronon(value: float | timedelta | str | None) -> float | None:
+    if value is None:
+        return None
+    from sentinel.algebra.bitemporal import duration
+
+    try:
+        return duration(value, what="chronon").seconds
+    except ExpressionError as err:
+        raise BitemporalError(f"bad chronon {value!r}: {err}") from None
 
 
 def _by_priority(item: tuple[Subscription, Any]) -> int:

@@ -50,10 +50,25 @@ _DEPTH_BREAK = 40
 class Mode(NamedTuple):
     """How a subscription's expression is detected: the parameter context, and
     whether detection state is per scope (``flush=True``: flushed at commit and
-    abort) or shared by every scope of the process (``flush=False``)."""
+    abort) or shared by every scope of the process (``flush=False``).
+
+    The bitemporal layer (:mod:`sentinel.bitemporal`) adds three: ``lifespan``
+    (seconds an occurrence may take part in the expression's detections, or
+    ``None``), ``lateness`` (``None``: arrival order; seconds: occurrence-time
+    order with that allowed lateness) and ``archive`` (expired occurrences are
+    handed to the archive listeners). Nodes are shared only between equal modes.
+    """
 
     context: Context
     flush: bool = True
+    lifespan: float | None = None
+    lateness: float | None = None
+    archive: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """No lifespan and arrival order: what the graph wires without hooks."""
+        return self.lifespan is None and self.lateness is None
 
 
 Region = tuple[ex.Keyed, ...]
@@ -166,6 +181,19 @@ class EventGraph:
         self.leaf_refs: Counter[tuple[str, Hashable]] = Counter()
         #: Subscriptions changed since the wiring was compiled.
         self.dirty = False
+        #: Layers that change how entries are wired (the bitemporal layer), all
+        #: empty unless used, so plain graphs are wired exactly as before:
+        #: ``leaf_hook(mode, leaf, fn) -> fn`` wraps the function a leaf calls for
+        #: one edge into a mode that is not plain; ``entry_hook(key, handler,
+        #: slot, one, many) -> (one, many) | None`` wraps a handler's entries;
+        #: ``rewire_hook(graph)`` runs after the channels are wired. An entry hook
+        #: may return a third item, an object the leaf compiler inlines in place of
+        #: the handler (``gen(slot, g, store, occ)`` and ``entry(slot)``, as a
+        #: strategy has).
+        self.leaf_hooks: list[Callable[[Mode, tuple[str, Hashable], Entry], Entry | None]] = []
+        self.entry_hooks: list[Callable[[Key, Handler, int, Entry, Entry], Any]] = []
+        self.rewire_hooks: list[Callable[[EventGraph], None]] = []
+        self._wrapped: dict[tuple[int, int], Any] = {}
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(self, sub: Subscription) -> bool:
@@ -227,6 +255,13 @@ class EventGraph:
                 ch.selected[selector] = _PENDING
             else:
                 ch.selected.pop(selector, None)
+            if selector is not None and getattr(selector, "all_signals", False):
+                # A selector that every signal of the channel may match (a
+                # timing primitive): the channel listens to all its signals.
+                wide = refs[(name, None)] or any(
+                    getattr(s, "all_signals", False) for s in ch.selected
+                )
+                ch.any = _PENDING if wide else ()
 
     def ensure(self) -> None:
         """Compile the wiring if subscriptions changed since it was last compiled
@@ -284,6 +319,7 @@ class EventGraph:
         for sub in self.subscriptions:
             self._edges_from(sub.expression, sub.mode, (), ("sink", sub, 0), 0, edges)
 
+        self._wrapped = {}
         heights, routes = self._analyse(edges)
         # Buffered: handlers one signal can reach by several routes, and every
         # _DEPTH_BREAK-th level of a deep graph (a detection then waits for the
@@ -323,8 +359,19 @@ class EventGraph:
                     fn = _requiring(required, fn)
                 if not mode.flush:
                     fn = _with_store(fn, self.global_store)
+                spec: Spec
+                if mode.lateness is not None:
+                    hooked: Entry | None = fn
+                    for leaf_hook in self.leaf_hooks:
+                        if hooked is not None:
+                            hooked = leaf_hook(mode, src, hooked)
+                    if hooked is None:
+                        continue  # a hook took the edge over (its own entry calls fn)
+                    fn = hooked
                 leaves.setdefault(src, []).append(fn)
-                if not region and mode.flush:
+                if mode.lateness is not None:
+                    spec = ("call", fn)
+                elif not region and mode.flush:
                     spec = self._spec(edge.target, one)
                 elif (
                     len(region) == 1
@@ -353,6 +400,11 @@ class EventGraph:
         for ch in self.channels.values():
             ch.any, ch.selected = (), {}
         for (name, selector), fns in leaves.items():
+            if selector is not None and getattr(selector, "all_signals", False):
+                # Reached through the channel's dispatcher (a rewire hook): not compiled
+                # with the selector's own leaves.
+                self.channels[name].selected[selector] = tuple(fns)
+                continue
             if self.compile and self.triggered is not None:
                 targets: tuple[Entry, ...] = (
                     compile_leaf(
@@ -370,6 +422,8 @@ class EventGraph:
                 ch.any = targets
             else:
                 ch.selected[selector] = targets
+        for rewired in self.rewire_hooks:
+            rewired(self)
 
     def _spec(self, target: tuple[str, Any, int], one: Entry) -> Spec:
         kind, obj, slot = target
@@ -378,6 +432,9 @@ class EventGraph:
         h = self.handlers[obj]
         if h.hid in self.buffered:
             return ("call", one)
+        if (h.hid, slot) in self._wrapped:
+            inline = self._wrapped[(h.hid, slot)]
+            return ("call", one) if inline is None else ("h", inline, slot)
         return ("h", h, slot)
 
     def _bypass_or(self, edges: list[_Edge]) -> list[_Edge]:
@@ -498,8 +555,19 @@ class EventGraph:
             return self._make_sink(obj)
         h = self.handlers[obj]
         if h.hid in self.buffered:
-            return self._buffer_entries(h, slot)
-        return h.entry(slot), h.entry_batch(slot)
+            one, many = self._buffer_entries(h, slot)
+        else:
+            one, many = h.entry(slot), h.entry_batch(slot)
+        if self.entry_hooks:
+            for hook in self.entry_hooks:
+                wrapped = hook(obj, h, slot, one, many)
+                if wrapped is not None:
+                    one, many = wrapped[0], wrapped[1]
+                    inline = wrapped[2] if len(wrapped) > 2 else None
+                    if h.hid in self.buffered:
+                        inline = None
+                    self._wrapped[(h.hid, slot)] = inline
+        return one, many
 
     def _buffer_entries(self, h: Handler, slot: int) -> tuple[Entry, Entry]:
         pending = self._pending[h.hid]
@@ -668,6 +736,10 @@ class EventGraph:
             scope = "" if mode.flush else " process-wide"
             summary = getattr(h, "summary", None)  # strategies may add their sizes (Ode)
             sizes = f" [{summary()}]" if summary is not None else ""
+            if mode.lifespan is not None:
+                scope += f" lifespan={mode.lifespan:g}s"
+            if mode.lateness is not None:
+                scope += f" occurrence-order lateness={mode.lateness:g}s"
             lines.append(
                 f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: {expr} "
                 f"(refs {self.refs[(expr, mode, region)]}){sizes}"

@@ -33,13 +33,17 @@ class Store(dict):  # type: ignore[type-arg]
     work started from a store later (a timer) knows its scope.
     """
 
-    __slots__ = ("factories", "owner", "parent")
+    __slots__ = ("expires", "factories", "owner", "parent")
+    expires: float
 
     def __init__(self, factories: dict[int, Callable[[], list[Any]]], parent: Store | None = None):
         # No dict.__init__: a new dict is empty already (one call less per partition).
         self.factories = factories
         self.parent = parent
         self.owner: weakref.ref[Scope] | None = None
+        # ``expires`` (when the bitemporal layer next looks for expired occurrences
+        # here, see sentinel.bitemporal.lifespan) is left unset: read with a
+        # default, so stores of rules without lifespans cost nothing more.
 
     def __missing__(self, hid: int) -> list[Any]:
         state = self[hid] = self.factories[hid]()

@@ -13,9 +13,13 @@ from any application's own alembic history.
     instants as the POSIX floats the detector used, so replay restores them
     exactly), ``source_class`` / ``source_key`` (the :class:`ObjectRef`, the key
     as JSON text; both NULL for events without a source), ``params`` (JSON, in the
-    tagged form of :mod:`sentinel.params`) and ``outcome`` (``committed``,
-    ``aborted``, or NULL for the process scope). ``(scope, t_occ)`` is unique:
-    it is the occurrence's identity.
+    tagged form of :mod:`sentinel.params`), ``outcome`` (``committed``,
+    ``aborted``, or NULL for the process scope) and ``expired_at`` (when the
+    occurrence's lifespan ended in a rule or event class that archives, see
+    ``docs/bitemporal.md``; NULL otherwise). ``(scope, t_occ)`` is unique: it is
+    the occurrence's identity. ``at`` is the occurrence time (as the source
+    says), ``detected_at`` the detection time; they differ for events reported
+    late, announced for the future, or revised.
 
 ``rule_firings`` -- one row per rule execution (or attempt)
     rule name, scope and ``t_occ`` of the detection, ``constituents`` (JSON list
@@ -68,10 +72,10 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0002"
+SCHEMA_VERSION: Final = "0003"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003")
 
 DEFAULT_PREFIX: Final = "sentinel_"
 
@@ -218,6 +222,7 @@ class LogTables:
             sa.Column("source_key", sa.Text(), nullable=True),
             sa.Column("params", LogJSON(), nullable=False),
             sa.Column("outcome", sa.String(16), nullable=True),
+            sa.Column("expired_at", UTCDateTime(), nullable=True),
             sa.UniqueConstraint("scope", "t_occ", name=f"uq_{p}events_scope_t_occ"),
             sa.Index(f"ix_{p}events_t_occ", "t_occ"),
             sa.Index(f"ix_{p}events_at", "at"),

@@ -617,19 +617,22 @@ class LogWriter:
         *,
         firings: Iterable[Firing] = (),
         outbox: Iterable[OutboxEntry] = (),
+        expired: Iterable[tuple[str, int, float]] = (),
     ) -> int:
         """:meth:`write` for occurrences of several outcomes at once: each group
         is ``(occurrences, outcome)``; all rows still go in one ``executemany`` per
         table. The ORM layer writes a transaction's own occurrences together with
         earlier ones that were waiting (the process scope's, a previous
-        transaction's ``txn:commit``) this way. Raises what :meth:`write` raises,
-        before any SQL for bad values."""
+        transaction's ``txn:commit``) this way. ``expired`` marks occurrences
+        (after the rows are inserted: see :meth:`mark_expired`). Raises what
+        :meth:`write` raises, before any SQL for bad values."""
         rows: list[tuple[Any, ...]] = []
         for occurrences, outcome in groups:
             rows.extend(self.event_values(occurrences, outcome))
         frows = self.firing_rows(firings)
         orows = self.outbox_rows(outbox)
-        if not (rows or frows or orows):
+        marks = list(expired)
+        if not (rows or frows or orows or marks):
             return 0
         if self._check:
             self.check(connection)
@@ -639,7 +642,35 @@ class LogWriter:
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
+        if marks:
+            self.mark_expired(connection, marks)
         return len(rows)
+
+    def mark_expired(self, connection: Connection, marks: Iterable[tuple[str, int, float]]) -> int:
+        """Mark logged occurrences as expired from detection: each mark is
+        ``(scope, t_occ, when)`` (``when`` in POSIX seconds). A row keeps its
+        first mark; a mark for a row not (yet) in the log changes nothing.
+        Returns how many marks were sent."""
+        batch = [
+            {"s": str(scope), "t": int(t_occ), "w": _fromtimestamp(when, UTC)}
+            for scope, t_occ, when in marks
+        ]
+        if not batch:
+            return 0
+        if self._check:
+            self.check(connection)
+        ev = self.tables.events
+        stmt = (
+            sa.update(ev)
+            .where(
+                ev.c.scope == sa.bindparam("s"),
+                ev.c.t_occ == sa.bindparam("t"),
+                ev.c.expired_at.is_(None),
+            )
+            .values(expired_at=sa.bindparam("w"))
+        )
+        connection.execute(stmt, batch)
+        return len(batch)
 
     def write_aborted(
         self,

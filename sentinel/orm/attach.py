@@ -54,6 +54,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
+from sentinel.bitemporal import Expired, bitemporal
 from sentinel.errors import AttachError, SentinelError
 from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
@@ -123,6 +124,7 @@ class _Integration:
         self._previous_executor = det.detached_executor
         det.detached_executor = self.execute_detached
         det.scheduler.add_observer(self.observe)
+        bitemporal(det).on_expired(self.on_expired)
         det.add_rule_check(check_importable)
         set_scope_hook(det, self.scope_of)
         classes = watch_classes(det, self.classes_attached)
@@ -133,6 +135,7 @@ class _Integration:
         if det.detached_executor == self.execute_detached:
             det.detached_executor = self._previous_executor
         det.scheduler.remove_observer(self.observe)
+        bitemporal(det).remove_expired_listener(self.on_expired)
         det.remove_rule_check(check_importable)
         set_scope_hook(det, None)
         unwatch_classes(det, self.classes_attached)
@@ -222,6 +225,16 @@ class _Integration:
             outcome = "committed" if name == "txn:commit" else "aborted"
             for o in pending:
                 primary.sink.add_late(("occ", o, outcome))
+
+    def on_expired(self, expired: list[Expired]) -> None:
+        """The bitemporal archive listener: mark the expired occurrences in the
+        log (written with the late rows, after the rows themselves)."""
+        primary = self.primary
+        if primary is None or primary.sink is None:
+            return
+        for e in expired:
+            occ = e.occurrence
+            primary.sink.add_late(("expired", (str(occ[6]), occ[1], e.at)))
 
     def observe(self, rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
         """The scheduler's rule observer: buffer the firing; a failure dooms the

@@ -30,6 +30,13 @@ Parameters:
 ``delete``
     ``old``: the column attributes' values the object held.
 
+The occurrence time of a row's events is the time of the flush, unless the class
+names a column attribute holding it: ``__sentinel_occurred_at__ = "eta"``. The
+events of an insert and an update then occur at the row's (new) value of that
+attribute, those of a delete at its old value (``docs/bitemporal.md``); NULL
+means the time of the flush; a value that is not a time raises
+:class:`~sentinel.errors.OccurrenceTimeError` and the flush fails.
+
 Values are made loggable like method parameters (:mod:`sentinel.params`); a
 column value the log cannot store raises
 :class:`~sentinel.params.UnloggableParameter` naming the event and
@@ -54,7 +61,7 @@ from sqlalchemy.orm.attributes import get_history
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
-from sentinel.occurrence import ObjectRef
+from sentinel.occurrence import ObjectRef, occurrence_time
 from sentinel.params import normalize
 from sentinel.reactive import ClassSelector, detector_of, object_ref
 from sentinel.reactive.classes import PLAIN, class_info
@@ -64,7 +71,10 @@ if TYPE_CHECKING:
 
     from sentinel.detector import Channel, EventDetector, Scope
 
-__all__ = ["KINDS", "DBEvents", "db_events", "define_db_events", "signal_flush"]
+__all__ = ["KINDS", "OCCURRED_AT", "DBEvents", "db_events", "define_db_events", "signal_flush"]
+
+#: The class attribute naming the column attribute that holds a row's occurrence time.
+OCCURRED_AT: Final = "__sentinel_occurred_at__"
 
 log = logging.getLogger("sentinel.orm")
 
@@ -236,7 +246,7 @@ def db_events(target: Any) -> DBEvents:
 class _Plan:
     """What signalling the database events of one class needs (cached)."""
 
-    __slots__ = ("channels", "keys", "mapper", "name", "selectors")
+    __slots__ = ("channels", "keys", "mapper", "name", "occurred_at", "selectors")
 
     def __init__(self, detector: EventDetector, cls: type, root: type) -> None:
         info, root_info = class_info(cls), class_info(root)
@@ -250,6 +260,14 @@ class _Plan:
         self.channels: dict[str, Channel] = {
             kind: detector.channel(f"{root_info.name}:{kind}") for kind in KINDS
         }
+        #: The attribute holding the rows' occurrence time (``__sentinel_occurred_at__``).
+        self.occurred_at: str | None = getattr(cls, OCCURRED_AT, None)
+        if self.occurred_at is not None and self.occurred_at not in self.keys:
+            raise ReactiveError(
+                f"{cls.__qualname__}.{OCCURRED_AT} names {self.occurred_at!r}, which is not "
+                "a column attribute of the class",
+                owner=cls.__qualname__,
+            )
 
 
 def _plan(plans: dict[type, _Plan | None], detector: EventDetector, cls: type) -> _Plan | None:
@@ -263,6 +281,16 @@ def _plan(plans: dict[type, _Plan | None], detector: EventDetector, cls: type) -
         plan = _Plan(detector, cls, root)
     plans[cls] = plan
     return plan
+
+
+def _when(plan: _Plan, values: dict[str, Any], event: str) -> float | None:
+    """The occurrence time of a row's event: its ``occurred_at`` attribute's value
+    (None: the time of the flush)."""
+    name = plan.occurred_at
+    if name is None:
+        return None
+    value = values.get(name)
+    return None if value is None else occurrence_time(value, event)
 
 
 def _value(v: Any, event: str, param: str) -> Any:
@@ -308,6 +336,7 @@ def signal_flush(
             source=ref,
             selectors=(*plan.selectors, ref),
             scope=scope,
+            timestamp=_when(plan, new, event),
         )
     for obj in list(session.dirty):
         plan = _plan(plans, detector, type(obj))
@@ -347,12 +376,16 @@ def signal_flush(
             new[k] = _value(hist.added[0], event, f"new.{k}") if hist.added else None
         if not new:
             continue  # no column changed (a collection, or the same value set again)
+        when = None
+        if plan.occurred_at is not None:
+            when = _when(plan, {plan.occurred_at: current.get(plan.occurred_at)}, event)
         notify(
             ch,
             {"old": MappingProxyType(old), "new": MappingProxyType(new)},
             source=ref,
             selectors=(*plan.selectors, ref),
             scope=scope,
+            timestamp=when,
         )
     for obj in list(session.deleted):
         plan = _plan(plans, detector, type(obj))
@@ -373,6 +406,7 @@ def signal_flush(
             source=ref,
             selectors=(*plan.selectors, ref),
             scope=scope,
+            timestamp=_when(plan, old, event),
         )
 
 

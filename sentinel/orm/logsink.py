@@ -100,7 +100,8 @@ def _rescoped(occs: Iterable[Occurrence], scope: str) -> list[Occurrence]:
     return [_new(Occurrence, (*o[:6], scope)) for o in occs]
 
 
-#: A late item: ("occ", occurrence, outcome) or ("firing", Firing).
+#: A late item: ("occ", occurrence, outcome), ("firing", Firing) or ("expired",
+#: (scope, t_occ, when)): an occurrence's archive mark (docs/bitemporal.md).
 Late = tuple[Any, ...]
 
 
@@ -158,15 +159,18 @@ class LogSink:
     @staticmethod
     def _late_groups(
         items: list[Late],
-    ) -> tuple[list[tuple[list[Occurrence], str | None]], list[Firing]]:
+    ) -> tuple[list[tuple[list[Occurrence], str | None]], list[Firing], list[Any]]:
         by_outcome: dict[str | None, list[Occurrence]] = {}
         firings: list[Firing] = []
+        expired: list[Any] = []
         for item in items:
             if item[0] == "occ":
                 by_outcome.setdefault(item[2], []).append(item[1])
+            elif item[0] == "expired":
+                expired.append(item[1])
             else:
                 firings.append(item[1])
-        return [(occs, outcome) for outcome, occs in by_outcome.items()], firings
+        return [(occs, outcome) for outcome, occs in by_outcome.items()], firings, expired
 
     def flush(self, engine: Engine | None = None) -> int:
         """Write the late rows now, in a short transaction on ``engine`` (default:
@@ -176,10 +180,10 @@ class LogSink:
         if engine is None or not self.late:
             return 0
         items = self.take_late()
-        groups, firings = self._late_groups(items)
+        groups, firings, expired = self._late_groups(items)
         try:
             with engine.begin() as conn:
-                return self.writer.write_groups(conn, groups, firings=firings)
+                return self.writer.write_groups(conn, groups, firings=firings, expired=expired)
         except BaseException:
             self.give_back(items)
             raise
@@ -222,12 +226,13 @@ class LogSink:
                 self.writer.write_groups(conn, groups, firings=firings)
         firings.extend(pending)
         late = self.take_late() if self.late and main is home else []
+        expired: list[Any] = []
         if late:
-            lgroups, lfirings = self._late_groups(late)
+            lgroups, lfirings, expired = self._late_groups(late)
             groups.extend(lgroups)
             firings.extend(lfirings)
         try:
-            self.writer.write_groups(main, groups, firings=firings, outbox=outbox)
+            self.writer.write_groups(main, groups, firings=firings, outbox=outbox, expired=expired)
         except BaseException:
             if late:
                 self.give_back(late)
@@ -297,13 +302,16 @@ class LogSink:
                     other.url,
                 )
         borrowed = st.borrowed
+        expired: list[Any] = []
         if borrowed:
-            lgroups, lfirings = self._late_groups(borrowed)
+            lgroups, lfirings, expired = self._late_groups(borrowed)
             groups.extend(lgroups)
             firings.extend(lfirings)
         try:
             with engine.begin() as conn:
-                self.writer.write_groups(conn, groups, firings=firings, outbox=outbox)
+                self.writer.write_groups(
+                    conn, groups, firings=firings, outbox=outbox, expired=expired
+                )
         except Exception:
             log.exception(
                 "sentinel's event log: the occurrences of aborted transaction %s could not "
@@ -315,6 +323,8 @@ class LogSink:
                     self.add_late(("occ", occ, None if outcome is None else str(outcome)))
             for f in firings:
                 self.add_late(("firing", f))
+            for mark in expired:
+                self.add_late(("expired", mark))
             if outbox:
                 log.error(
                     "sentinel's outbox: %d detached rule(s) of aborted transaction %s were "

@@ -140,6 +140,8 @@ class Declaration:
     phases: tuple[str, ...]
     names: tuple[tuple[str, str], ...] = ()  # (phase, name)
     exclude: tuple[str, ...] = ()
+    #: The parameter whose value is the occurrence time of the method's events.
+    occurred_at: str | None = None
 
     def name_of(self, phase: str) -> str | None:
         for p, n in self.names:
@@ -196,7 +198,11 @@ def _function_of(obj: Any) -> Any:
 
 
 def _parse(
-    phase: str | None, begin: bool | str, end: bool | str, exclude: Iterable[str] | str
+    phase: str | None,
+    begin: bool | str,
+    end: bool | str,
+    exclude: Iterable[str] | str,
+    occurred_at: str | None = None,
 ) -> Declaration:
     if phase is not None:
         if not isinstance(phase, str) or phase not in (BEGIN, END, "both"):
@@ -237,7 +243,12 @@ def _parse(
     for x in excl:
         if not isinstance(x, str):
             raise ReactiveError(f"@event(exclude=...) takes parameter names, not {x!r}")
-    return Declaration(tuple(phases), tuple(names), excl)
+    if occurred_at is not None and not (isinstance(occurred_at, str) and _IDENT.match(occurred_at)):
+        raise ReactiveError(
+            f"@event(occurred_at=...) names the parameter holding the occurrence time, not "
+            f"{occurred_at!r}"
+        )
+    return Declaration(tuple(phases), tuple(names), excl, occurred_at)
 
 
 def _declare(func: Any, declaration: Declaration) -> Any:
@@ -272,6 +283,13 @@ def _declare(func: Any, declaration: Declaration) -> Any:
         raise ReactiveError(
             f"@event(exclude=...) names {', '.join(map(repr, unknown))}, which "
             f"{target.__qualname__} has no parameter for",
+            method=target.__name__,
+        )
+    occ = declaration.occurred_at
+    if occ is not None and (occ not in params or occ in declaration.exclude):
+        raise ReactiveError(
+            f"@event(occurred_at={occ!r}): {target.__qualname__} has no parameter {occ!r}"
+            + (" (it is excluded)" if occ in declaration.exclude else ""),
             method=target.__name__,
         )
     if END in declaration.phases and "result" in params and "result" not in declaration.exclude:
@@ -310,6 +328,7 @@ def event(
     begin: bool | str = False,
     end: bool | str = False,
     exclude: Iterable[str] | str = (),
+    occurred_at: str | None = None,
 ) -> _EventDecorator: ...
 
 
@@ -320,6 +339,7 @@ def event(
     begin: bool | str = False,
     end: bool | str = False,
     exclude: Iterable[str] | str = (),
+    occurred_at: str | None = None,
 ) -> Any:
     """Declare a method of a :class:`~sentinel.Reactive` class an event generator.
 
@@ -338,16 +358,23 @@ def event(
     :class:`~sentinel.params.UnloggableParameter` naming the method and parameter,
     before the method runs.
 
+    ``occurred_at`` names a parameter whose argument is the events' *occurrence
+    time* (an aware datetime, a naive one read as UTC, or POSIX seconds), as the
+    caller says: a report of something that happened earlier, or an announcement
+    of something to come (``docs/bitemporal.md``). Without it, the occurrence time
+    is the time of the call. An argument that is not a time raises
+    :class:`~sentinel.errors.OccurrenceTimeError` before the method runs.
+
     Works on plain methods, classmethods and staticmethods (``@event`` outermost).
     Raises :class:`~sentinel.errors.ReactiveError` for anything else (non-callables,
     async and generator functions), for a parameter named ``result`` on an end event,
     and, when the class is created, if the class is not reactive.
     """
     if phase is not None and not isinstance(phase, str):
-        if begin is not False or end is not False or exclude != ():
+        if begin is not False or end is not False or exclude != () or occurred_at is not None:
             raise ReactiveError("@event(...) takes the method only when used without arguments")
         return _declare(phase, _parse(None, False, False, ()))
-    declaration = _parse(phase, begin, end, exclude)
+    declaration = _parse(phase, begin, end, exclude, occurred_at)
 
     def decorate(func: Any) -> Any:
         return _declare(func, declaration)

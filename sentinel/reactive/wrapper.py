@@ -37,7 +37,7 @@ from typing import Any
 import wrapt
 
 from sentinel.errors import ReactiveError, SentinelError
-from sentinel.occurrence import ObjectRef
+from sentinel.occurrence import ObjectRef, occurrence_time
 from sentinel.params import normalize
 from sentinel.reactive.classes import CLASSMETHOD, METHOD, PLAIN, Entry, class_info
 from sentinel.reactive.declare import BEGIN
@@ -87,6 +87,8 @@ def _can_generate(entry: Entry) -> bool:
     name = entry.method.name
     if BEGIN in entry.method.declaration.phases or entry.shape.first is None:
         return False
+    if entry.method.declaration.occurred_at is not None:
+        return False  # the generic wrapper reads the occurrence time
     if type(f) is not FunctionType or hasattr(f, "__wrapped__") or hasattr(f, "__signature__"):
         return False
     if not name.isidentifier() or iskeyword(name):
@@ -234,6 +236,7 @@ def _object_wrapper(
     label = entry.label
     raw = entry.raw
     by_id = LOCAL.by_id
+    occurred_at = method.declaration.occurred_at
 
     def ref_of(instance: Any) -> ObjectRef:
         try:
@@ -287,6 +290,7 @@ def _object_wrapper(
             raise  # an unloggable argument
         except TypeError:
             return raw(instance, *args, **kwargs)  # a bad call: let the method report it
+        ts = None if occurred_at is None else occurrence_time(params[occurred_at], label)
         hub = method.hub
         hook = hub.scope_hook if hub is not None else None
         if nb:
@@ -298,6 +302,7 @@ def _object_wrapper(
                 ref,
                 (*sels, ref) if sels else (ref,),
                 hook(instance) if hook is not None else None,
+                ts,
             )
         result = raw(instance, *args, **kwargs)
         e = method.end
@@ -326,6 +331,7 @@ def _object_wrapper(
                 ref,
                 (*sels, ref) if sels else (ref,),
                 hook(instance) if hook is not None else None,
+                ts,
             )
         return result
 
@@ -341,6 +347,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
     binder = entry.binder
     label = entry.label
     is_classmethod = method.kind == CLASSMETHOD
+    occurred_at = method.declaration.occurred_at
 
     def needs(ch: Any) -> bool:
         if ch.any or method.always:
@@ -364,6 +371,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
             raise
         except TypeError:
             return wrapped(*args, **kwargs)
+        ts = None if occurred_at is None else occurrence_time(params[occurred_at], label)
         hook = method.hub.scope_hook if method.hub is not None else None
         if nb:
             det.notify(
@@ -371,6 +379,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
                 dict(params) if e is not None else params,
                 selectors=sels,
                 scope=hook(instance) if hook is not None else None,
+                timestamp=ts,
             )
         result = wrapped(*args, **kwargs)
         e = method.end
@@ -381,6 +390,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
                 params,
                 selectors=sels,
                 scope=hook(instance) if hook is not None else None,
+                timestamp=ts,
             )
         return result
 

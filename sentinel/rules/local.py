@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, overload
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, EventDetector, Scope
-from sentinel.errors import RuleDefinitionError
+from sentinel.errors import BitemporalError, ExpressionError, RuleDefinitionError
 from sentinel.rules.coupling import Coupling
 from sentinel.rules.rule import Action, Condition, Rule, TriggerMode
 from sentinel.rules.scheduler import Scheduler
@@ -70,6 +71,10 @@ class LocalEventDetector(EventDetector):
         enabled: bool = ...,
         flush: bool = ...,
         key: ex.KeySpec | None = ...,
+        lifespan: Any = ...,
+        order: str = ...,
+        lateness: Any = ...,
+        archive: bool = ...,
     ) -> Rule: ...
 
     @overload
@@ -87,6 +92,10 @@ class LocalEventDetector(EventDetector):
         enabled: bool = ...,
         flush: bool = ...,
         key: ex.KeySpec | None = ...,
+        lifespan: Any = ...,
+        order: str = ...,
+        lateness: Any = ...,
+        archive: bool = ...,
     ) -> Callable[[Action], Rule]: ...
 
     def rule(
@@ -103,6 +112,10 @@ class LocalEventDetector(EventDetector):
         enabled: bool = True,
         flush: bool = True,
         key: ex.KeySpec | None = None,
+        lifespan: Any = None,
+        order: str = "arrival",
+        lateness: Any = None,
+        archive: bool = False,
     ) -> Rule | Callable[[Action], Rule]:
         """Define the rule ``name`` on ``event`` (an expression or Snoop text whose
         names are events defined here).
@@ -119,10 +132,21 @@ class LocalEventDetector(EventDetector):
         ``flush=False`` lets detection combine occurrences of different
         transactions; ``key`` partitions the event (``event.by(key)``).
 
+        Bitemporal choices (``docs/bitemporal.md``): ``lifespan`` (a timedelta,
+        seconds or a time string) bounds how long an occurrence may take part in
+        the rule's detections; expired occurrences are purged at clock ticks and,
+        with ``archive=True``, handed to the archive listeners. ``order=
+        "occurrence"`` detects in occurrence-time order, holding each occurrence
+        until the clock passes it by ``lateness`` (seconds; 0 by default; giving
+        ``lateness`` alone implies this order); it needs ``flush=False``.
+
         Raises :class:`~sentinel.errors.UnknownEventError` for an undefined event,
         :class:`~sentinel.errors.RuleDefinitionError` for a name already used, a
         bad mode or priority, or a coupling that cannot be combined with
-        ``flush=False``. A failing definition changes nothing.
+        ``flush=False``, an order other than ``"arrival"`` or
+        ``"occurrence"``, and a lifespan or lateness that is not an amount of time
+        (a zero or negative lifespan, a negative lateness). A failing definition
+        changes nothing.
         """
         if action is None:
             return lambda fn: self.rule(
@@ -137,6 +161,10 @@ class LocalEventDetector(EventDetector):
                 enabled=enabled,
                 flush=flush,
                 key=key,
+                lifespan=lifespan,
+                order=order,
+                lateness=lateness,
+                archive=archive,
             )
         if not isinstance(name, str) or not name:
             raise RuleDefinitionError(f"a rule needs a non-empty name, not {name!r}")
@@ -155,13 +183,34 @@ class LocalEventDetector(EventDetector):
                 f"rule {name!r}: a deferred rule runs at its transaction's pre-commit, so "
                 "it cannot opt out of flushing (flush=False)"
             )
+        life, late = _bitemporal_mode(name, event, lifespan, order, lateness, flush)
+        unbound = getattr(condition, "__sentinel_unbound__", None)
+        if unbound is not None:  # a FIRED condition bound to another detector's rule
+            condition = unbound
+        bind = getattr(condition, "__sentinel_bind__", None)
+        if bind is not None:
+            condition = bind(self, name)
         expr = self.expression(event)
         if key is not None:
             expr = expr.by(key)
         with self._lock:
             if name in self._rules:
                 raise RuleDefinitionError(f"a rule named {name!r} already exists")
-            r = Rule(self, name, expr, condition, action, ctx, cpl, prio, mode, flush)
+            r = Rule(
+                self,
+                name,
+                expr,
+                condition,
+                action,
+                ctx,
+                cpl,
+                prio,
+                mode,
+                flush,
+                life,
+                late,
+                bool(archive),
+            )
             for check in self._rule_checks:
                 check(r)  # may reject the rule (RuleDefinitionError): nothing applied yet
             self._rules[name] = r
@@ -197,10 +246,13 @@ class LocalEventDetector(EventDetector):
                 priority_classes=self.priority_classes,
                 clock=self._wall,
                 replaying=True,  # temporal events come from the log, not from timers
+                chronon=self.chronon,
             )
             for name in self._channels:
                 det.channel(name)
             det._explicit = {n: det._channels[n] for n in self._explicit}
+            for hook in self._replica_hooks:
+                hook(self, det)
             det._events.update(self._events)
             det.set_selector_resolver(self._selector_resolver)
             for r in self._rules.values():
@@ -215,6 +267,9 @@ class LocalEventDetector(EventDetector):
                     trigger_mode=r.trigger_mode,
                     enabled=r.enabled,
                     flush=r.flush,
+                    lifespan=r.lifespan,
+                    lateness=r.lateness,
+                    archive=r.archive,
                 )
             return det
 
@@ -294,3 +349,57 @@ class LocalEventDetector(EventDetector):
                 self._run(rule, occ)
         except Exception:
             log.exception("detached rule %r failed", rule.name)
+
+
+def _bitemporal_mode(
+    name: str, event: Any, lifespan: Any, order: str, lateness: Any, flush: bool
+) -> tuple[float | None, float | None]:
+    """A rule's lifespan and lateness in seconds, checked."""
+    from sentinel.algebra.bitemporal import duration
+
+    life = None
+    where = f"rule {name!r} on {event}"
+    if lifespan is not None:
+        bad = isinstance(lifespan, bool) or (
+            isinstance(lifespan, (int, float)) and not lifespan > 0
+        )
+        if bad:
+            raise BitemporalError(
+                f"{where}: a lifespan must be a positive amount of time, not {lifespan!r}",
+                event=str(event),
+            )
+        try:
+            life = duration(lifespan, what="lifespan").seconds
+        except ExpressionError as err:
+            raise BitemporalError(f"{where}: {err}", event=str(event)) from None
+    if order not in ("arrival", "occurrence"):
+        raise RuleDefinitionError(
+            f"rule {name!r}: order is 'arrival' or 'occurrence', not {order!r}"
+        )
+    late = None
+    if order == "occurrence" or lateness is not None:
+        late = 0.0
+        if lateness is not None:
+            if isinstance(lateness, timedelta):
+                lateness = lateness.total_seconds()
+            elif isinstance(lateness, str):
+                try:
+                    lateness = duration(lateness, what="lateness").seconds
+                except ExpressionError as err:
+                    raise BitemporalError(f"{where}: {err}", event=str(event)) from None
+            if (
+                isinstance(lateness, bool)
+                or not isinstance(lateness, (int, float))
+                or not 0 <= lateness < float("inf")
+            ):
+                raise BitemporalError(
+                    f"{where}: the allowed lateness is a time of zero or more, not {lateness!r}",
+                    event=str(event),
+                )
+            late = float(lateness)
+        if flush:
+            raise RuleDefinitionError(
+                f"rule {name!r}: occurrence-time order holds occurrences across "
+                "transactions until the clock passes them, so it needs flush=False"
+            )
+    return life, late

@@ -58,6 +58,10 @@ class Rule:
     the detection (for deferred rules: one composite whose ``parts`` are every
     detection of the event in the transaction).
 
+    ``lifespan`` (seconds or ``None``), ``lateness`` (``None`` for arrival
+    order, else the allowed lateness of occurrence-time order) and ``archive``
+    are the bitemporal choices (``docs/bitemporal.md``).
+
     Attributes are read-only; change a rule with :meth:`enable`, :meth:`disable`
     and :meth:`delete`.
     """
@@ -66,11 +70,14 @@ class Rule:
         "_detector",
         "_subscription",
         "action",
+        "archive",
         "condition",
         "context",
         "coupling",
         "event",
         "flush",
+        "lateness",
+        "lifespan",
         "name",
         "priority",
         "strategy",
@@ -89,6 +96,9 @@ class Rule:
         priority: int,
         trigger_mode: TriggerMode,
         flush: bool,
+        lifespan: float | None = None,
+        lateness: float | None = None,
+        archive: bool = False,
     ) -> None:
         self._detector = detector
         self.name = name
@@ -101,9 +111,12 @@ class Rule:
         self.priority = priority
         self.trigger_mode = trigger_mode
         self.flush = flush
+        self.lifespan = lifespan
+        self.lateness = lateness
+        self.archive = archive
         self._subscription = Subscription(
             self.strategy.detected_expression(event),
-            Mode(context, flush),
+            Mode(context, flush, lifespan, lateness, archive),
             _unbound,
             priority=priority,
             owner=self,

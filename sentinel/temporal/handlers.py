@@ -40,6 +40,7 @@ occurrences, ordered by the detector like all others.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import temporal as tm
@@ -140,6 +141,61 @@ class TemporalHandler(Handler):
     def on_tick(self, rec: Pending, tick: Occurrence) -> None:
         """``rec``'s tick arrived (its timer is already disarmed)."""
         raise NotImplementedError
+
+    # -- lifespans (sentinel.bitemporal.lifespan) ---------------------------------------
+    def stored(self, state: list[Any]) -> Iterator[Any]:
+        """The occurrences held: pending records stand for their reference
+        occurrence (a relative event's, an interval's E1); ticks and E1s kept
+        beside them count too."""
+        for item in state:
+            if isinstance(item, Pending):
+                yield item.ref
+            elif isinstance(item, (list, deque)):
+                for x in item:
+                    if isinstance(x, Pending):
+                        yield x.ref
+                    elif type(x) is tuple and len(x) == 2 and isinstance(x[0], Pending):
+                        yield x[1]  # (interval, tick)
+                    elif x is not None:
+                        yield x
+
+    def purge(self, state: list[Any], dead: Any, removed: list[Any]) -> None:
+        """Drop pending records whose reference occurrence expired (their timers
+        are cancelled), with what was collected for them, and expired
+        occurrences kept beside them."""
+        gone: set[int] = set()
+        for i, item in enumerate(state):
+            if isinstance(item, Pending):
+                if dead(item.ref):
+                    self._drop(item, removed, gone)
+                    state[i] = None
+            elif isinstance(item, (list, deque)):
+                kept: list[Any] = []
+                for x in item:
+                    if isinstance(x, Pending):
+                        if dead(x.ref):
+                            self._drop(x, removed, gone)
+                            continue
+                    elif type(x) is Occurrence and dead(x):
+                        removed.append(x)
+                        continue
+                    kept.append(x)
+                state[i] = deque(kept) if isinstance(item, deque) else kept
+        if not gone:
+            return
+        for i, item in enumerate(state):
+            if isinstance(item, (list, deque)):
+                pairs = [
+                    x for x in item if not (type(x) is tuple and len(x) == 2 and id(x[0]) in gone)
+                ]
+                state[i] = deque(pairs) if isinstance(item, deque) else pairs
+        if len(state) == 2 and state[0] is None and isinstance(state[1], list):
+            state[1] = []  # the ticks an interval collected go with it
+
+    def _drop(self, rec: Pending, removed: list[Any], gone: set[int]) -> None:
+        self.cancel(rec)
+        removed.append(rec.ref)
+        gone.add(id(rec))
 
 
 # -- E + [t] -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """within / not_within: the shorthands are the Snoop expressions they stand for,
-and detect what those detect, in every context."""
+and detect what those detect, in every context. WITHIN gives each E1 its own
+window (its lifespan in the node), whatever the context."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sentinel import A, Context, Not, Primitive, not_within, parse, within
+from sentinel import Context, Not, Primitive, not_within, parse, within
+from sentinel.bitemporal import Within
 from tests.temporal.timeline import Timeline
 
 R, CH, CO, CU, U = (
@@ -21,9 +23,10 @@ E1, E2 = Primitive("E1"), Primitive("E2")
 
 
 def test_definitions() -> None:
-    assert within(E1, E2, "00:00:10") == A(E1, E2, E1 + "00:00:10")
+    assert within(E1, E2, "00:00:10") == Within(E1, E2, 10)
     assert not_within(E1, E2, 10) == Not(E2, E1, E1 + 10)
-    assert str(within(E1, E2, 10, key="k")) == "A(E1, E2, E1 + [00:00:10]) by k"
+    assert str(within(E1, E2, 10, key="k")) == "WITHIN(E1, E2, [00:00:10]) by k"
+    assert parse(str(within(E1, E2, 10, key="k"))) == within(E1, E2, 10, key="k")
     assert parse(str(not_within(E1, E2, 10))) == not_within(E1, E2, 10)
 
 
@@ -32,12 +35,13 @@ WITHIN_STEPS: list[Any] = ["E1", 3, "E2", 3, "E1", 6, "E2", 10, "E2", 10]
 WITHIN = {
     # the latest E1 (its window restarts at 6, so runs to 16): exactly "within t"
     R: ["{e1^1, e2^1}", "{e1^2, e2^2}"],
-    # the first E1's deadline (10) closes the second E1's window too (A's E3
-    # closes every interval): no {e1^2, e2^2}
-    CH: ["{e1^1, e2^1}"],
-    CO: ["{e1^1, e2^1}"],
-    CU: ["{e1^1, e2^1}"],
-    U: ["{e1^1, e2^1}"],
+    # chronicle: E2 at 3 consumes the first E1; the second's window [6, 16) takes E2 at 12
+    CH: ["{e1^1, e2^1}", "{e1^2, e2^2}"],
+    # continuous: E1s are not consumed, but the first's window has closed by 12
+    CO: ["{e1^1, e2^1}", "{e1^2, e2^2}"],
+    # cumulative: the first E1 with the first E2, both discarded; then the second
+    CU: ["{e1^1, e2^1}", "{e1^2, e2^2}"],
+    U: ["{e1^1, e2^1}", "{e1^2, e2^2}"],
 }
 
 

@@ -15,19 +15,62 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from operator import itemgetter
+from collections.abc import Callable
 from typing import Any
 
 from sentinel.detector.operators.base import Handler, instant_order
 from sentinel.detector.scopes import Store
-
-_t_occ = itemgetter(1)
 
 
 class _Interval(Handler):
     __slots__ = ()
     arity = 3
     role_order = (1, 2, 0)
+
+
+def _kept(items: Any, dead: Callable[[Any], bool], removed: list[Any]) -> list[Any]:
+    out = []
+    for o in items:
+        if dead(o):
+            removed.append(o)
+        else:
+            out.append(o)
+    return out
+
+
+class _OneInterval(_Interval):
+    """A* with one interval at a time, state ``[e1, e2s]``: the E2s belong to the
+    stored E1 and go with it."""
+
+    __slots__ = ()
+
+    def purge(self, state: list[Any], dead: Callable[[Any], bool], removed: list[Any]) -> None:
+        e1 = state[0]
+        if e1 is not None and dead(e1):
+            removed.append(e1)
+            state[0] = None
+            state[1] = []  # collected for that interval only
+        elif state[1]:
+            state[1] = _kept(state[1], dead, removed)
+
+
+class _ManyIntervals(_Interval):
+    """A* with several open intervals, state ``[e1s, e2s]`` (E2s in ``t_occ``
+    order, each interval using those after its own E1)."""
+
+    __slots__ = ()
+
+    def purge(self, state: list[Any], dead: Callable[[Any], bool], removed: list[Any]) -> None:
+        e1s = _kept(state[0], dead, removed)
+        state[0] = deque(e1s) if type(state[0]) is deque else e1s
+        e2s = _kept(state[1], dead, removed)
+        if e1s:
+            # E2s older than every open interval belong to none of them any more.
+            first = min(map(self.seq, e1s))
+            e2s = e2s[bisect_right(e2s, first, key=self.seq) :]
+        else:
+            e2s = []
+        state[1] = e2s
 
 
 # -- A ----------------------------------------------------------------------------------
@@ -156,7 +199,7 @@ class AUnrestricted(AContinuous):
 # -- A* ---------------------------------------------------------------------------------
 
 
-class AstarRecent(_Interval):
+class AstarRecent(_OneInterval):
     """The most recent E1 collects E2s; E3 emits them together (E1 replaced: the
     collection starts again)."""
 
@@ -204,7 +247,7 @@ class AstarRecent(_Interval):
                 self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
-class AstarChronicle(_Interval):
+class AstarChronicle(_ManyIntervals):
     """E3 closes the oldest E1's interval with every E2 collected; E2s older than
     the next E1 are dropped."""
 
@@ -230,7 +273,7 @@ class AstarChronicle(_Interval):
         e2s = st[1]
         if q:
             # E2s are kept in t_occ order: cut the prefix at the next interval's start.
-            st[1] = e2s[bisect_right(e2s, q[0][1], key=_t_occ) :]
+            st[1] = e2s[bisect_right(e2s, self.seq(q[0]), key=self.seq) :]
         else:
             st[1] = []
         self.emit(store, (self.expr, occ[1], (head, *e2s, occ)))
@@ -248,7 +291,7 @@ class AstarChronicle(_Interval):
                 g.line(f"{st}[1].append({occ})")
 
 
-class AstarContinuous(_Interval):
+class AstarContinuous(_ManyIntervals):
     """E3 closes every open interval, each with the E2s after its own E1."""
 
     __slots__ = ()
@@ -281,18 +324,18 @@ class AstarContinuous(_Interval):
         if not e1s:
             return
         st[0], st[1] = [], []
-        expr = self.expr
+        expr, seq = self.expr, self.seq
         self.emit_batch(
             store,
             [
-                (expr, x[1], (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], x))
+                (expr, x[1], (e1, *e2s[bisect_right(e2s, seq(e1), key=seq) :], x))
                 for e1 in e1s
                 for x in occs
             ],
         )
 
 
-class AstarCumulative(_Interval):
+class AstarCumulative(_OneInterval):
     """One interval at a time (the first E1); E3 emits it with every E2."""
 
     __slots__ = ()
@@ -340,7 +383,7 @@ class AstarCumulative(_Interval):
                 self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
-class AstarUnrestricted(_Interval):
+class AstarUnrestricted(_ManyIntervals):
     """Every E1 with every later E3, each with the E2s between them (2.2.1 item 8)."""
 
     __slots__ = ()
@@ -367,8 +410,8 @@ class AstarUnrestricted(_Interval):
         st = store[self.hid]
         e1s, e2s = st[0], st[1]
         if e1s:
-            expr, t = self.expr, occ[1]
+            expr, t, seq = self.expr, occ[1], self.seq
             self.emit_batch(
                 store,
-                [(expr, t, (e1, *e2s[bisect_right(e2s, e1[1], key=_t_occ) :], occ)) for e1 in e1s],
+                [(expr, t, (e1, *e2s[bisect_right(e2s, seq(e1), key=seq) :], occ)) for e1 in e1s],
             )

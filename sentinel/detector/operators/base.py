@@ -24,6 +24,7 @@ served first.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import cmp_to_key
 from itertools import zip_longest
@@ -49,10 +50,20 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
     return (expr, t_occ, parts)
 
 
-class Handler:
-    """Base of the per-operator, per-context strategies."""
+#: The order occurrences were processed in, for strategies that compare it:
+#: ``t_occ`` (arrival order, the default).
+ARRIVAL = itemgetter(1)
 
-    __slots__ = ("expr", "height", "hid", "out", "outb", "twins")
+
+class Handler:
+    """Base of the per-operator, per-context strategies.
+
+    ``seq`` is the key giving the order in which the handler's occurrences were
+    processed (strategies that compare it use it: ``t_occ`` by default; a node
+    detecting in occurrence-time order gets the bitemporal layer's key).
+    """
+
+    __slots__ = ("expr", "height", "hid", "out", "outb", "seq", "twins")
 
     #: Number of input slots (``None``: as many as the expression has operands).
     arity: ClassVar[int | None] = 2
@@ -67,6 +78,7 @@ class Handler:
         self.out: tuple[Entry, ...] = ()
         self.outb: tuple[Entry, ...] = ()
         self.height = 1
+        self.seq: Callable[[Any], Any] = ARRIVAL
         #: Whether equal occurrences may reach this handler as distinct objects (an
         #: expression detected both inside and outside a partition, ``E by k`` and
         #: ``E``): then an instant's arrivals are compared by value, not identity.
@@ -125,6 +137,37 @@ class Handler:
                 self.entry(slot)(store, batch[0])
             elif batch:
                 self.entry_batch(slot)(store, batch)
+
+    # -- lifespans (sentinel.bitemporal.lifespan) --------------------------------
+    def stored(self, state: list[Any]) -> Iterator[Any]:
+        """Every occurrence this handler's ``state`` holds (primitive or
+        composite), in no particular order."""
+        for item in state:
+            if item is None:
+                continue
+            t = type(item)
+            if t is list or t is deque:
+                yield from item
+            elif t is Occurrence or t is tuple or t is CompositeOccurrence:
+                yield item
+
+    def purge(self, state: list[Any], dead: Callable[[Any], bool], removed: list[Any]) -> None:
+        """Remove from ``state`` every stored occurrence ``dead`` says has
+        expired, appending it to ``removed``. The default suits strategies whose
+        stored occurrences are independent of one another (each a slot, or an
+        entry of a list or deque, order kept); strategies that keep occurrences
+        that only mean something together override it."""
+        for i, item in enumerate(state):
+            if item is None:
+                continue
+            t = type(item)
+            if t is list or t is deque:
+                if any(dead(o) for o in item):
+                    kept = [o for o in item if not dead(o) or removed.append(o)]  # type: ignore[func-returns-value]
+                    state[i] = deque(kept) if t is deque else kept
+            elif (t is Occurrence or t is tuple or t is CompositeOccurrence) and dead(item):
+                removed.append(item)
+                state[i] = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} #{self.hid} {self.expr}>"

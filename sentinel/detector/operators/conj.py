@@ -23,14 +23,11 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 from itertools import combinations, product
-from operator import itemgetter
 from typing import Any
 
 from sentinel.detector.operators import instants
 from sentinel.detector.operators.base import Entry, Handler
 from sentinel.detector.scopes import Store
-
-_t = itemgetter(1)
 
 
 class AndRecent(Handler):
@@ -257,7 +254,7 @@ class AnyRecent(_AnyBase):
             others = [o for j, o in enumerate(st) if j != k and o is not None]
             st[k] = occ
             if len(others) >= need:
-                chosen = sorted(others, key=_t)[len(others) - need :] if need else []
+                chosen = sorted(others, key=self.seq)[len(others) - need :] if need else []
                 self.emit(store, (self.expr, occ[1], (*chosen, occ)))
 
 
@@ -274,7 +271,8 @@ class AnyChronicle(_AnyBase):
         st = store[self.hid]
         need = self.m - 1
         for occ in occs:
-            heads = [(q[0][1], j) for j, q in enumerate(st) if j != k and q]
+            seq = self.seq
+            heads = [(seq(q[0]), j) for j, q in enumerate(st) if j != k and q]
             if len(heads) >= need:
                 heads.sort()
                 chosen = [st[j].popleft() for _, j in heads[:need]]
@@ -307,7 +305,7 @@ class AnyContinuous(_AnyBase):
         for occ in occs:
             for js in combinations(avail, need):
                 for combo in product(*(st[j] for j in js)):
-                    parts = tuple(sorted(combo, key=_t))
+                    parts = tuple(sorted(combo, key=self.seq))
                     out.append((expr, occ[1], (*parts, occ)))
         for j in avail:
             st[j] = []
@@ -330,7 +328,7 @@ class AnyCumulative(_AnyBase):
         for occ in occs:
             avail = [j for j, lst in enumerate(st) if j != k and lst]
             if len(avail) >= need:
-                parts = sorted((i for lst in st for i in lst), key=_t)
+                parts = sorted((i for lst in st for i in lst), key=self.seq)
                 for j in range(self.n):
                     st[j] = []
                 self.emit(store, (self.expr, occ[1], (*parts, occ)))
@@ -355,7 +353,7 @@ class AnyUnrestricted(_AnyBase):
         for occ in occs:
             for js in combinations(avail, need):
                 for combo in product(*(st[j] for j in js)):
-                    parts = tuple(sorted(combo, key=_t))
+                    parts = tuple(sorted(combo, key=self.seq))
                     out.append((self.expr, occ[1], (*parts, occ)))
         st[k].extend(occs)
         if out:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
-from sentinel.detector.operators.base import Handler, instant_order
+from sentinel.detector.operators.base import ARRIVAL, Handler, instant_order
 from sentinel.detector.scopes import Store
 
 __all__ = ["arrivals", "chronicle", "continuous", "cumulative", "recent", "unrestricted"]
@@ -126,10 +126,13 @@ def _combinations(candidates: list[Arrival], mine: tuple[int, ...], need: int) -
     ]
 
 
-def _by_recency(candidates: list[Arrival]) -> list[Arrival]:
+def _by_recency(h: Handler, candidates: list[Arrival]) -> list[Arrival]:
     order = [o for o, _ in candidates]
     instant_order(order)
     rank = {id(o): i for i, o in enumerate(order)}
+    if h.seq is not ARRIVAL:  # a node in occurrence-time order: its own processing order
+        seq = h.seq
+        return sorted(candidates, key=lambda c: (seq(c[0]), rank[id(c[0])]))
     return sorted(candidates, key=lambda c: rank[id(c[0])])
 
 
@@ -138,7 +141,7 @@ def recent(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) -> No
     out: list[Any] = []
     for occ, mine in arrivals(batches, h.twins):
         held = _stored([[o] if o is not None else [] for o in st], occ)
-        chosen = _pick(_by_recency(held)[::-1], mine, m - 1)
+        chosen = _pick(_by_recency(h, held)[::-1], mine, m - 1)
         if len(chosen) == m - 1:
             out.append(_detection(h, chosen, occ))
         for j in mine:
@@ -151,7 +154,7 @@ def chronicle(h: Handler, store: Store, batches: Sequence[list[Any]], m: int) ->
     out: list[Any] = []
     for occ, mine in arrivals(batches, h.twins):
         heads = _stored([[q[0]] if q else [] for q in st], occ)
-        chosen = _pick(_by_recency(heads), mine, m - 1)
+        chosen = _pick(_by_recency(h, heads), mine, m - 1)
         if len(chosen) == m - 1:
             for q in st:
                 for o in chosen:
