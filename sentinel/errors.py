@@ -14,6 +14,10 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+#: The distribution name: ``pip install sqlalchemy-sentinel`` (also
+#: :data:`sentinel.extras.DISTRIBUTION`).
+DISTRIBUTION = "sqlalchemy-sentinel"
+
 
 class SentinelError(Exception):
     """Root of every exception sentinel raises."""
@@ -318,8 +322,6 @@ class MissingExtraError(SentinelError, ImportError):
     'sqlalchemy-sentinel[replay]'``), ``missing`` the module that was not found."""
 
     def __init__(self, feature: str, extra: str, missing: str | None) -> None:
-        from sentinel.extras import DISTRIBUTION
-
         self.feature, self.extra, self.missing = feature, extra, missing
         found = f"{missing} is not installed" if missing else "a dependency is missing"
         super().__init__(

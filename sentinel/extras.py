@@ -13,12 +13,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from sentinel.errors import MissingExtraError
+from sentinel.errors import DISTRIBUTION, MissingExtraError
 
 __all__ = ["DISTRIBUTION", "EXTRAS", "require"]
-
-#: The distribution name: ``pip install sqlalchemy-sentinel``.
-DISTRIBUTION = "sqlalchemy-sentinel"
 
 #: The modules each extra brings, by import name.
 EXTRAS: dict[str, tuple[str, ...]] = {
