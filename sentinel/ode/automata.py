@@ -233,27 +233,79 @@ def _finish(m: Automaton) -> Automaton:
 
 
 def liveness(m: Automaton) -> list[set[int]]:
-    """Per state, the registers whose value there may still be read (by the
-    state's record or, before being assigned again, by a later transition)."""
+    """Per state, the registers whose value there may still reach a record: read
+    by the state's record, or, before being assigned again, by a later
+    transition's assignment to a register that is itself live after it.
+
+    An assignment to a dead register reads nothing: counting its sources as read
+    (plain liveness) would keep chains of registers that no record ever shows,
+    and with them states that differ only in those assignments; ``relative``
+    over such an operand multiplies the difference by its threads.
+    """
+    return [_members(bits) for bits in _live_bits(m)]
+
+
+def _bits(registers: t.Iterable[int]) -> int:
+    out = 0
+    for r in registers:
+        out |= 1 << r
+    return out
+
+
+def _members(bits: int) -> set[int]:
+    out: set[int] = set()
+    r = 0
+    while bits:
+        if bits & 1:
+            out.add(r)
+        bits >>= 1
+        r += 1
+    return out
+
+
+def _live_bits(m: Automaton) -> list[int]:
+    """:func:`liveness` as one integer per state (bit r: register r), by a
+    worklist over predecessors."""
     n, k = m.n, m.k
-    live: list[set[int]] = [set(reads(m.rec[q])) if m.acc[q] else set() for q in range(n)]
+    live = [_bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
+    # Per state, its outgoing transitions that touch registers or lead on:
+    # (target, bits written, ((destination bit, bits read), ...)).
+    moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
+    preds: list[set[int]] = [set() for _ in range(n)]
     for q in range(n):
+        row = []
+        dq, oq = m.delta[q], m.ops[q]
         for a in range(k):
-            for _d, src in m.ops[q][a]:
-                live[q].update(reads(src))
-    written = [[{d for d, _ in m.ops[q][a]} for a in range(k)] for q in range(n)]
-    changed = True
-    while changed:
-        changed = False
-        for q in range(n):
+            target, o = dq[a], oq[a]
+            preds[target].add(q)
+            if o:
+                row.append(
+                    (target, _bits(d for d, _ in o), tuple((1 << d, _bits(reads(s))) for d, s in o))
+                )
+            else:
+                row.append((target, 0, ()))
+        moves.append(list(dict.fromkeys(row)))
+    todo = deque(q for q in range(n) if live[q])
+    queued = [bool(x) for x in live]
+    while todo:
+        r = todo.popleft()
+        queued[r] = False
+        for q in preds[r]:
             lq = live[q]
-            before = len(lq)
-            for a in range(k):
-                nxt = live[m.delta[q][a]]
-                if nxt:
-                    lq |= nxt - written[q][a]
-            if len(lq) != before:
-                changed = True
+            new = lq
+            for target, written, assigns in moves[q]:
+                nxt = live[target]
+                if not nxt:
+                    continue
+                new |= nxt & ~written
+                for d, srcs in assigns:
+                    if nxt & d:
+                        new |= srcs
+            if new != lq:
+                live[q] = new
+                if not queued[q]:
+                    queued[q] = True
+                    todo.append(q)
     return live
 
 
@@ -263,9 +315,9 @@ def _compact(m: Automaton) -> Automaton:
     if not m.nregs:
         return m
     n, k = m.n, m.k
-    live = liveness(m)
+    live = _live_bits(m)
     ops = [
-        [tuple((d, s) for d, s in m.ops[q][a] if d in live[m.delta[q][a]]) for a in range(k)]
+        [tuple((d, s) for d, s in m.ops[q][a] if live[m.delta[q][a]] >> d & 1) for a in range(k)]
         for q in range(n)
     ]
     used: set[int] = set()
@@ -276,14 +328,14 @@ def _compact(m: Automaton) -> Automaton:
             for d, src in ops[q][a]:
                 used.add(d)
                 used.update(reads(src))
-    clash: dict[int, set[int]] = {r: set() for r in used}
-    for lq in live:
-        for r in lq:
+    clash: dict[int, int] = {r: 0 for r in used}
+    for lq in set(live):
+        for r in _members(lq):
             if r in clash:
-                clash[r].update(x for x in lq if x != r and x in clash)
+                clash[r] |= lq
     ren: dict[int, int] = {}
     for r in sorted(used):
-        taken = {ren[x] for x in clash[r] if x in ren}
+        taken = {ren[x] for x in _members(clash[r] & ~(1 << r)) if x in ren}
         c = 0
         while c in taken:
             c += 1
