@@ -75,14 +75,23 @@ MAX_STATES: t.Final = 20_000
 
 
 class AutomatonTooLarge(ExpressionError):
-    """An expression whose automaton would exceed :data:`MAX_STATES` states."""
+    """An expression whose automaton would exceed :data:`MAX_STATES` states.
 
-    def __init__(self, operator: str, states: int) -> None:
+    ``operator`` is the construction that grew too large, ``states`` the limit,
+    ``term`` the sub-expression it was building (set by the compiler; None when
+    a construction is called directly).
+    """
+
+    def __init__(self, operator: str, states: int, term: t.Any = None) -> None:
         self.operator = operator
         self.states = states
+        self.term = term
+        where = f"{operator}" if term is None else f"{term} (its {operator})"
         super().__init__(
-            f"the automaton for {operator} grows beyond {states} states; simplify the "
-            "expression or split it into several events"
+            f"the automaton of {where} grows beyond {states} states; some expressions "
+            "need that many (one that depends on the n-th last occurrence of an event "
+            "remembers the last n of them, 2**n states): use a smaller count, or split "
+            "the expression into several events"
         )
 
 
