@@ -3,18 +3,29 @@ expression that needs too many states is refused naming it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from sentinel import ode
 from sentinel.ode import automata as au
+from sentinel.ode import compile as compile_module
 from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
 from sentinel.ode.compile import _Compiler
 from sentinel.ode.event import _masks
 from sentinel.ode.syntax import parse_term
 from tests.ode.brute import history
-from tests.ode.test_properties import EVENTS, NAMES, _check_relative, detect, expected, terms
+from tests.ode.test_properties import (
+    EVENTS,
+    NAMES,
+    _check_relative,
+    detect,
+    expected,
+    histories,
+    terms,
+)
 
 UNIVERSE = [EVENTS[n] for n in NAMES]
 
@@ -85,3 +96,65 @@ def test_compiled_automata_are_finished(term: tm.Term) -> None:
     m = ode.event(term, over=UNIVERSE).automaton
     again = au.minimize(au._compact(m))
     assert (again.n, again.nregs) == (m.n, m.nregs)
+
+
+# Threads of relative kept in order, newest first, multiply the states by the
+# orders they can come in: relative(c, every <2> a || every <3> b) has 184 sets
+# of threads but over 5,000 orders of them. Over the limit in order, a
+# construction keeps them as sets and picks the newest thread when the point is
+# read; with the limit at 1,000 this one is built that way.
+ORDERS = "relative(c, every <2> a || every <3> b)"
+ORDER_HISTORY = [
+    ("c", 0), ("a", 0), ("b", 0), ("c", 0), ("a", 0), ("b", 0), ("b", 0), ("c", 0),
+    ("a", 0), ("a", 0), ("b", 0), ("c", 0), ("b", 0), ("a", 0), ("b", 0), ("a", 0),
+]  # fmt: skip
+
+
+def test_threads_in_too_many_orders_are_kept_as_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(au, "MAX_STATES", 1_000)
+    monkeypatch.setattr(compile_module, "_CACHE", type(compile_module._CACHE)())
+    real = au._threads
+    monkeypatch.setattr(au, "_threads", lambda build: build(True))
+    with pytest.raises(au.AutomatonTooLarge):
+        automaton(ORDERS)  # in order only
+    monkeypatch.setattr(au, "_threads", real)
+    m = automaton(ORDERS)
+    assert m.plain().n == 40
+    term = parse_term(ORDERS)
+    got = detect(term, ORDER_HISTORY)
+    want = expected(term, ORDER_HISTORY)
+    assert len(want) >= 8  # the model sees something
+    assert [d.t_occ for d in got] == want
+    h = history([n for n, _ in ORDER_HISTORY])
+    for d in got:
+        _check_relative(term, h, d.t_occ - 1, d.parts)
+
+
+def _shapes(term: tm.Term, hist: list[tuple[str, int]]) -> list[Any]:
+    def shape(part: Any) -> Any:
+        if hasattr(part, "parts"):
+            return (str(part.event), part.t_occ, [shape(p) for p in part.parts])
+        return part.t_occ
+
+    return [shape(d) for d in detect(term, hist)]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(terms, histories)
+def test_threads_as_sets_record_what_threads_in_order_record(
+    term: tm.Term, hist: list[tuple[str, int]]
+) -> None:
+    """The newest thread chosen when a point is read (threads as sets) is the one
+    the order knew: the same detections with the same records."""
+    in_order = _shapes(term, hist)
+    saved = dict(compile_module._CACHE)
+    compile_module._CACHE.clear()
+    real = au._threads
+    au._threads = lambda build: build(False)  # type: ignore[assignment]
+    try:
+        as_sets = _shapes(term, hist)
+    finally:
+        au._threads = real
+        compile_module._CACHE.clear()
+        compile_module._CACHE.update(saved)
+    assert as_sets == in_order
