@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest explore bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "sentinel needs Python 3.11 or newer"'
@@ -35,7 +35,12 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 pytest: $(VENV)/.installed-dev
-	$(BIN)/pytest
+	$(BIN)/pytest --hypothesis-profile=fixed
+
+# New random examples for every property test, the long runs included (see
+# DEVELOPERS.md): run it after changing the detector, Ode or the algebra.
+explore: $(VENV)/.installed-dev
+	SENTINEL_LONG_PROPERTIES=1 $(BIN)/pytest --hypothesis-profile=explore -m hypothesis -p no:cacheprovider
 
 bench: $(VENV)/.installed-dev
 	for b in detector wrapper orm temporal bitemporal ode replay bicepl; do \

@@ -42,6 +42,18 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import settings
+
+# Hypothesis profiles (DEVELOPERS.md, "Property tests"). `make test` (and so CI)
+# runs "fixed": every property draws the same examples on every run (seeded from
+# the test function), so the gate's result depends on the code alone and an
+# unrelated change cannot turn it red with a newly drawn example; a failure
+# prints the blob that reproduces it. Exploring new examples is left to plain
+# `pytest` runs (the default profile: random, failures kept in .hypothesis/ and
+# replayed first) and to `make explore` ("explore": random, long properties on).
+# Tests set their own max_examples; profiles do not change it.
+settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
 
 BACKENDS = ("sqlite", "postgresql", "mysql")
 POSTGRES_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import textwrap
+import threading
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}"
 
     def promises(self) -> list[str]:
         return [m.group(1).strip() for m in map(PROMISE.search, self.code.splitlines()) if m]
@@ -116,6 +118,8 @@ class PageSession:
     failed: str | None = None
     closed: bool = False
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    attached_before: set[int] = field(default_factory=set, repr=False)  # ids of attachments
+    threads_before: set[threading.Thread] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         from sentinel import LocalEventDetector, using_default_detector
@@ -135,6 +139,10 @@ class PageSession:
             os.pathsep.join(filter(None, [str(self.directory), os.environ.get("PYTHONPATH")])),
         )
         self.stack.callback(self.forget_modules)
+        from sentinel.orm.attach import attachments
+
+        self.attached_before = set(map(id, attachments()))
+        self.threads_before = set(threading.enumerate())
 
     def forget_modules(self) -> None:
         for name in list(sys.modules):
@@ -193,11 +201,18 @@ class PageSession:
         from sqlalchemy.engine import Engine
 
         from sentinel.orm import Attachment
+        from sentinel.orm.attach import attachments
 
         if self.closed:
             return
         self.closed = True
-        for value in list(self.namespace.values()):
+        # Every attachment the page made, also those no name holds any more (a
+        # page that says `attachment = attach(...)` twice): an attachment left
+        # attached keeps its worker threads, and a retry they run later prints
+        # into whichever block is running then (redirect_stdout is global), so a
+        # later page's block would fail or pass depending on timing.
+        made = [a for a in attachments() if id(a) not in self.attached_before]
+        for value in [*list(self.namespace.values()), *made]:
             if isinstance(value, Attachment):
                 with contextlib.suppress(Exception):
                     value.detach()
@@ -205,6 +220,12 @@ class PageSession:
             if isinstance(value, Engine):
                 value.dispose()
         self.stack.close()
+        # Nothing the page started may outlive it (see above).
+        left = [t for t in threading.enumerate() if t not in self.threads_before]
+        for t in left:
+            t.join(10)
+        alive = sorted(t.name for t in left if t.is_alive())
+        assert not alive, f"threads the page started outlive it: {alive}"
 
 
 class PageSessions:
@@ -283,3 +304,29 @@ def test_promises_match_whole_lines() -> None:
     assert matches("order 7 fulfilled", "order 7 fulfilled")
     assert matches("R1 fired with ... at commit", "R1 fired with (1, 2) at commit")
     assert not matches("order 7", "order 7 fulfilled")
+
+
+def test_a_page_leaves_no_attachment_behind(tmp_path: Path) -> None:
+    """Also one no name holds any more: its worker threads would run on into
+    later pages, whose blocks capture whatever they print."""
+    from sentinel.orm.attach import attachments
+
+    page = tmp_path / "p.md"
+    page.write_text(
+        "```python\n"
+        "import sqlalchemy as sa\n"
+        "from sqlalchemy.orm import sessionmaker\n"
+        "import sentinel\n"
+        "attachment = sentinel.attach(sessionmaker(), log=False, workers=1)\n"
+        "attachment = sentinel.attach(sessionmaker(), log=False, workers=1)\n"
+        "```\n"
+    )
+    before = attachments()
+    (tmp_path / "run").mkdir()
+    session = PageSession(parse(page), tmp_path / "run")
+    try:
+        session.run_until(session.blocks[-1])
+        assert len(attachments()) == len(before) + 2
+    finally:
+        session.close()
+    assert attachments() == before

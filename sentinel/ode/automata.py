@@ -25,11 +25,17 @@ at earlier points (the split points of ``relative``). Templates are tuples:
     the same, kept as a plain occurrence when the children are nothing or only
     the current occurrence (a split point seen by ``relative``).
 
+``("m", None, (time1, tpl1, time2, tpl2, ...))``
+    the parts of the ``tpl`` whose ``time`` (a template whose parts' last point
+    is a split point) is latest, decided when the point is read.
+
 Several computation threads of a non-deterministic construction (``relative``,
-``relative+``, the projection of a correlation variable) are kept in one state
-as a tuple ordered newest first; threads that meet in one state keep the newest
-one's registers. So a record names, at each ``relative``, the latest split point
-that works.
+``relative+``, the projection of a correlation variable) are kept in one state;
+threads that meet in one state keep the newest one's registers. So a record
+names, at each ``relative``, the latest split point that works. The threads are
+a tuple ordered newest first, so that the newest is known when the automaton is
+built; when their orders would make more than :data:`MAX_STATES` states, a set,
+the newest chosen by the ``"m"`` template (see ``_threads``).
 
 Every construction returns a complete, minimized automaton whose registers are
 all read somewhere. Constructions refuse to grow beyond :data:`MAX_STATES`
@@ -75,14 +81,23 @@ MAX_STATES: t.Final = 20_000
 
 
 class AutomatonTooLarge(ExpressionError):
-    """An expression whose automaton would exceed :data:`MAX_STATES` states."""
+    """An expression whose automaton would exceed :data:`MAX_STATES` states.
 
-    def __init__(self, operator: str, states: int) -> None:
+    ``operator`` is the construction that grew too large, ``states`` the limit,
+    ``term`` the sub-expression it was building (set by the compiler; None when
+    a construction is called directly).
+    """
+
+    def __init__(self, operator: str, states: int, term: t.Any = None) -> None:
         self.operator = operator
         self.states = states
+        self.term = term
+        where = f"{operator}" if term is None else f"{term} (its {operator})"
         super().__init__(
-            f"the automaton for {operator} grows beyond {states} states; simplify the "
-            "expression or split it into several events"
+            f"the automaton of {where} grows beyond {states} states; some expressions "
+            "need that many (one that depends on the n-th last occurrence of an event "
+            "remembers the last n of them, 2**n states): use a smaller count, or split "
+            "the expression into several events"
         )
 
 
@@ -187,7 +202,7 @@ def reads(tpl: Template | None) -> t.Iterator[int]:
     kind = tpl[0]
     if kind == "r":
         yield tpl[1]
-    elif kind in ("n", "s"):
+    elif kind in ("n", "s", "m"):
         for c in tpl[2]:
             yield from reads(c)
 
@@ -233,27 +248,79 @@ def _finish(m: Automaton) -> Automaton:
 
 
 def liveness(m: Automaton) -> list[set[int]]:
-    """Per state, the registers whose value there may still be read (by the
-    state's record or, before being assigned again, by a later transition)."""
+    """Per state, the registers whose value there may still reach a record: read
+    by the state's record, or, before being assigned again, by a later
+    transition's assignment to a register that is itself live after it.
+
+    An assignment to a dead register reads nothing: counting its sources as read
+    (plain liveness) would keep chains of registers that no record ever shows,
+    and with them states that differ only in those assignments; ``relative``
+    over such an operand multiplies the difference by its threads.
+    """
+    return [_members(bits) for bits in _live_bits(m)]
+
+
+def _bits(registers: t.Iterable[int]) -> int:
+    out = 0
+    for r in registers:
+        out |= 1 << r
+    return out
+
+
+def _members(bits: int) -> set[int]:
+    out: set[int] = set()
+    r = 0
+    while bits:
+        if bits & 1:
+            out.add(r)
+        bits >>= 1
+        r += 1
+    return out
+
+
+def _live_bits(m: Automaton) -> list[int]:
+    """:func:`liveness` as one integer per state (bit r: register r), by a
+    worklist over predecessors."""
     n, k = m.n, m.k
-    live: list[set[int]] = [set(reads(m.rec[q])) if m.acc[q] else set() for q in range(n)]
+    live = [_bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
+    # Per state, its outgoing transitions that touch registers or lead on:
+    # (target, bits written, ((destination bit, bits read), ...)).
+    moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
+    preds: list[set[int]] = [set() for _ in range(n)]
     for q in range(n):
+        row = []
+        dq, oq = m.delta[q], m.ops[q]
         for a in range(k):
-            for _d, src in m.ops[q][a]:
-                live[q].update(reads(src))
-    written = [[{d for d, _ in m.ops[q][a]} for a in range(k)] for q in range(n)]
-    changed = True
-    while changed:
-        changed = False
-        for q in range(n):
+            target, o = dq[a], oq[a]
+            preds[target].add(q)
+            if o:
+                row.append(
+                    (target, _bits(d for d, _ in o), tuple((1 << d, _bits(reads(s))) for d, s in o))
+                )
+            else:
+                row.append((target, 0, ()))
+        moves.append(list(dict.fromkeys(row)))
+    todo = deque(q for q in range(n) if live[q])
+    queued = [bool(x) for x in live]
+    while todo:
+        r = todo.popleft()
+        queued[r] = False
+        for q in preds[r]:
             lq = live[q]
-            before = len(lq)
-            for a in range(k):
-                nxt = live[m.delta[q][a]]
-                if nxt:
-                    lq |= nxt - written[q][a]
-            if len(lq) != before:
-                changed = True
+            new = lq
+            for target, written, assigns in moves[q]:
+                nxt = live[target]
+                if not nxt:
+                    continue
+                new |= nxt & ~written
+                for d, srcs in assigns:
+                    if nxt & d:
+                        new |= srcs
+            if new != lq:
+                live[q] = new
+                if not queued[q]:
+                    queued[q] = True
+                    todo.append(q)
     return live
 
 
@@ -263,9 +330,9 @@ def _compact(m: Automaton) -> Automaton:
     if not m.nregs:
         return m
     n, k = m.n, m.k
-    live = liveness(m)
+    live = _live_bits(m)
     ops = [
-        [tuple((d, s) for d, s in m.ops[q][a] if d in live[m.delta[q][a]]) for a in range(k)]
+        [tuple((d, s) for d, s in m.ops[q][a] if live[m.delta[q][a]] >> d & 1) for a in range(k)]
         for q in range(n)
     ]
     used: set[int] = set()
@@ -276,14 +343,14 @@ def _compact(m: Automaton) -> Automaton:
             for d, src in ops[q][a]:
                 used.add(d)
                 used.update(reads(src))
-    clash: dict[int, set[int]] = {r: set() for r in used}
-    for lq in live:
-        for r in lq:
+    clash: dict[int, int] = {r: 0 for r in used}
+    for lq in set(live):
+        for r in _members(lq):
             if r in clash:
-                clash[r].update(x for x in lq if x != r and x in clash)
+                clash[r] |= lq
     ren: dict[int, int] = {}
     for r in sorted(used):
-        taken = {ren[x] for x in clash[r] if x in ren}
+        taken = {ren[x] for x in _members(clash[r] & ~(1 << r)) if x in ren}
         c = 0
         while c in taken:
             c += 1
@@ -431,33 +498,124 @@ def disj(a: Automaton, b: Automaton, operator: str = "∨") -> Automaton:
     return _product(a, b, accept, operator)
 
 
-def _move(
-    threads: tuple[int, ...], s: int, m: Automaton, block: t.Callable[[int], int]
-) -> tuple[list[int], list[Op]]:
-    """Advance every thread of ``m`` on symbol ``s``; threads meeting in one state
-    keep the newest one's block of registers (split register, then ``m``'s)."""
-    moved: list[int] = []
-    pred: dict[int, int] = {}
-    for q in threads:
-        q2 = m.delta[q][s]
-        if q2 not in pred:
-            pred[q2] = q
-            moved.append(q2)
+Candidate = tuple[Template, int, Ops]  # (its time, its first register, its own ops)
+
+
+def newest(candidates: t.Sequence[tuple[Template, Template]]) -> Template:
+    """The template of the candidate whose *time* is latest: ``candidates`` are
+    ``(time, template)`` pairs, a time being a template whose parts' last point
+    is the candidate's time (nothing: older than everything). One candidate is
+    itself; several make an ``("m", None, (time1, tpl1, time2, tpl2, ...))``."""
+    if len(candidates) == 1 or all(c[1] == candidates[0][1] for c in candidates):
+        return candidates[0][1]
+    return ("m", None, tuple(x for pair in candidates for x in pair))
+
+
+def _known(
+    choice: list[tuple[Template, Template]],
+    cands: list[Candidate],
+    fresh: int | None,
+    ordered: bool,
+) -> list[tuple[Template, Template]]:
+    """``choice`` cut to its winner when the construction knows it: the first
+    when threads are kept in order, newest first; a thread that starts at this
+    point (its time is the current point), or the one in the fresh start state
+    (block ``fresh``), which started at the latest split."""
+    if ordered:
+        return choice[:1]
+    for (time, old, _own), pick in zip(cands, choice, strict=True):
+        if time == CUR or old == fresh:
+            return [pick]
+    return choice
+
+
+def _merge(
+    groups: t.Mapping[int, list[Candidate]],
+    s: int,
+    m: Automaton,
+    block: t.Callable[[int], int],
+    fresh: int | None,
+    ordered: bool,
+) -> list[Op]:
+    """The register assignments that move threads of ``m`` on symbol ``s`` into
+    their new states: ``groups[q2]`` lists the threads that reach ``q2``, each as
+    (its time, the first register of its block, ``m``'s ops it takes). Where
+    several meet, each register of q2's block takes the value of the thread with
+    the latest time (the newest split point), decided when the point is read."""
     ops: list[Op] = []
     nm = m.nregs
-    for q2 in moved:
-        q = pred[q2]
-        old, new = block(q), block(q2)
-        own = dict(m.ops[q][s])
-        if q2 != q:
-            ops.append((new, ("r", old)))
-        for j in range(nm):
-            src = own.get(j)
-            if src is not None:
-                ops.append((new + 1 + j, shift(src, old + 1)))
-            elif q2 != q:
-                ops.append((new + 1 + j, ("r", old + 1 + j)))
-    return moved, ops
+    for q2, cands in groups.items():
+        new = block(q2)
+        for j in range(1 + nm):
+            choice: list[tuple[Template, Template]] = []
+            for time, old, own in cands:
+                src: Template | None = None
+                if j:
+                    mine = dict(own).get(j - 1)
+                    if mine is not None:
+                        src = shift(mine, old + 1)
+                if src is None:
+                    src = time if j == 0 else ("r", old + j)
+                choice.append((time, src))
+            tpl = newest(_known(choice, cands, fresh, ordered))
+            if tpl != ("r", new + j):
+                ops.append((new + j, tpl))
+    return ops
+
+
+def _move(
+    threads: tuple[int, ...], s: int, m: Automaton, block: t.Callable[[int], int], ordered: bool
+) -> tuple[list[int], list[Op]]:
+    """Advance every thread of ``m`` on symbol ``s`` (a thread: a state and its
+    block of registers, split register first, then ``m``'s); threads meeting in
+    one state keep the registers of the one with the latest split point. With
+    ``ordered``, ``threads`` are newest first and so are the states returned."""
+    groups: dict[int, list[Candidate]] = {}
+    for q in threads:
+        b = block(q)
+        groups.setdefault(m.delta[q][s], []).append((("r", b), b, m.ops[q][s]))
+    return list(groups), _merge(groups, s, m, block, block(0), ordered)
+
+
+def _latest(
+    label: t.Any,
+    done: list[int],
+    m: Automaton,
+    block: t.Callable[[int], int],
+    ordered: bool,
+    split: bool = True,
+) -> Template:
+    """The record of the accepting threads ``done`` of ``m``: the one with the
+    latest split point (its split register, unless not ``split``, and ``m``'s
+    record): the first when ``ordered``, else chosen when the point is read."""
+    choice: list[tuple[Template, Template]] = []
+    for q in done[:1] if ordered else done:
+        base = block(q)
+        own = shift(m.rec[q], base + 1)
+        choice.append((("r", base), ("n", None, (("r", base), own) if split else (own,))))
+    return ("n", label, (newest(choice),))
+
+
+def _threads(build: t.Callable[[bool], Automaton]) -> Automaton:
+    """``build(ordered)``, threads kept in order first, as sets if that is too
+    large.
+
+    In order (newest first), the newest thread is known when the automaton is
+    built, and a merge or a record is a plain copy; but the orders threads can
+    come in multiply the states (the set of threads of ``relative(c, every <3> a
+    || every <4> b)`` takes some 12,000 values, their orders over 300,000). As a
+    set, the state is what the language needs, and where threads meet the
+    registers of the one with the latest split point are chosen at run time
+    (the ``"m"`` template); that keeps more registers live, so it is the second
+    choice."""
+    try:
+        return build(True)
+    except AutomatonTooLarge:
+        return build(False)
+
+
+def _key(states: list[int], ordered: bool) -> tuple[int, ...]:
+    return tuple(states) if ordered else tuple(sorted(states))
 
 
 def relative(
@@ -473,30 +631,29 @@ def relative(
     def block(q: int) -> int:
         return na + q * width
 
-    def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
-        p, threads = key
-        p2 = a.delta[p][s]
-        aops = a.ops[p][s]
-        moved, ops = _move(threads, s, b, block)
-        if a.acc[p2]:
-            split = ("s", split_label, (compose(a.rec[p2], aops),))  # type: ignore[arg-type]
-            ops.append((block(0), split))
-            moved.insert(0, 0)
-        return (p2, tuple(moved)), aops + tuple(ops)
+    def build(ordered: bool) -> Automaton:
+        def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
+            p, threads = key
+            p2 = a.delta[p][s]
+            aops = a.ops[p][s]
+            moved, ops = _move(threads, s, b, block, ordered)
+            if a.acc[p2]:
+                # A new thread in F's fresh start state, which no transition enters.
+                split = ("s", split_label, (compose(a.rec[p2], aops),))  # type: ignore[arg-type]
+                ops.append((block(0), split))
+                moved.insert(0, 0)
+            return (p2, _key(moved, ordered)), aops + tuple(ops)
 
-    keys, delta, ops = _explore(k, (0, ()), step, operator)
-    acc: list[bool] = []
-    rec: list[Template | None] = []
-    for _p, threads in keys:
-        first = next((q for q in threads if b.acc[q]), None)
-        acc.append(first is not None)
-        if first is None:
-            rec.append(None)
-        else:
-            base = block(first)
-            rec.append(("n", label, (("r", base), shift(b.rec[first], base + 1))))
-    nregs = na + b.n * width
-    return _finish(Automaton(k, delta, acc, ops, rec, nregs))
+        keys, delta, ops = _explore(k, (0, ()), step, operator)
+        acc: list[bool] = []
+        rec: list[Template | None] = []
+        for _p, threads in keys:
+            done = [q for q in threads if b.acc[q]]
+            acc.append(bool(done))
+            rec.append(_latest(label, done, b, block, ordered) if done else None)
+        return _finish(Automaton(k, delta, acc, ops, rec, na + b.n * width))
+
+    return _threads(build)
 
 
 def relative_plus(
@@ -512,26 +669,24 @@ def relative_plus(
     def block(q: int) -> int:
         return q * width
 
-    def step(threads: tuple[int, ...], s: int) -> tuple[t.Hashable, Ops]:
-        moved, ops = _move(threads, s, a, block)
-        if any(a.acc[q] for q in moved):
-            ops.append((block(0), CUR))
-            moved.insert(0, 0)
-        return tuple(moved), tuple(ops)
+    def build(ordered: bool) -> Automaton:
+        def step(threads: tuple[int, ...], s: int) -> tuple[t.Hashable, Ops]:
+            moved, ops = _move(threads, s, a, block, ordered)
+            if any(a.acc[q] for q in moved):
+                ops.append((block(0), CUR))
+                moved.insert(0, 0)
+            return _key(moved, ordered), tuple(ops)
 
-    keys, delta, ops = _explore(k, (0,), step, operator)
-    acc: list[bool] = []
-    rec: list[Template | None] = []
-    for threads in keys:
-        first = next((q for q in threads if a.acc[q]), None)
-        acc.append(first is not None)
-        if first is None:
-            rec.append(None)
-        else:
-            base = block(first)
-            own = shift(a.rec[first], base + 1)
-            rec.append(("n", label, (("r", base), own) if keep_split else (own,)))
-    return _finish(Automaton(k, delta, acc, ops, rec, a.n * width))
+        keys, delta, ops = _explore(k, (0,), step, operator)
+        acc: list[bool] = []
+        rec: list[Template | None] = []
+        for threads in keys:
+            done = [q for q in threads if a.acc[q]]
+            acc.append(bool(done))
+            rec.append(_latest(label, done, a, block, ordered, keep_split) if done else None)
+        return _finish(Automaton(k, delta, acc, ops, rec, a.n * width))
+
+    return _threads(build)
 
 
 def pipe(a: Automaton, b: Automaton, label: t.Any, operator: str = "|") -> Automaton:
@@ -619,56 +774,34 @@ def project(m: Automaton, low: int, label: t.Any, operator: str = "exists") -> A
     def block(q: int) -> int:
         return q * width
 
-    def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
-        free, bound = key
-        ops: list[Op] = []
-        moved: list[int] = []
-        pred: dict[int, tuple[int, bool]] = {}
-        if free >= 0:
-            q2 = m.delta[free][s + low]
-            pred[q2] = (free, False)
-            moved.append(q2)
-        for q in bound:
-            q2 = m.delta[q][s]
-            if q2 not in pred:
-                pred[q2] = (q, True)
-                moved.append(q2)
-        for q2 in moved:
-            q, was_bound = pred[q2]
-            new = block(q2)
-            sym = s if was_bound else s + low
-            old = block(q) if was_bound else unbound
-            own = dict(m.ops[q][sym])
-            if was_bound:
-                if q2 != q:
-                    ops.append((new, ("r", old)))
-            else:
-                ops.append((new, CUR))
-            for j in range(nm):
-                src = own.get(j)
-                if src is not None:
-                    ops.append((new + 1 + j, shift(src, old + 1)))
-                elif not was_bound or q2 != q:
-                    ops.append((new + 1 + j, ("r", old + 1 + j)))
-        free2 = -1
-        if free >= 0:
-            free2 = m.delta[free][s]
-            for j, src in m.ops[free][s]:
-                ops.append((unbound + 1 + j, shift(src, unbound + 1)))
-        return (free2, tuple(moved)), tuple(ops)
+    def build(ordered: bool) -> Automaton:
+        def step(key: tuple[int, tuple[int, ...]], s: int) -> tuple[t.Hashable, Ops]:
+            free, bound = key
+            # The thread that places x here is the newest (x's point is its time).
+            groups: dict[int, list[Candidate]] = {}
+            if free >= 0:
+                groups[m.delta[free][s + low]] = [(CUR, unbound, m.ops[free][s + low])]
+            for q in bound:
+                b = block(q)
+                groups.setdefault(m.delta[q][s], []).append((("r", b), b, m.ops[q][s]))
+            ops = _merge(groups, s, m, block, None, ordered)
+            free2 = -1
+            if free >= 0:
+                free2 = m.delta[free][s]
+                for j, src in m.ops[free][s]:
+                    ops.append((unbound + 1 + j, shift(src, unbound + 1)))
+            return (free2, _key(list(groups), ordered)), tuple(ops)
 
-    keys, delta, ops = _explore(k, (0, ()), step, operator)
-    acc: list[bool] = []
-    rec: list[Template | None] = []
-    for _free, bound in keys:
-        first = next((q for q in bound if m.acc[q]), None)
-        acc.append(first is not None)
-        if first is None:
-            rec.append(None)
-        else:
-            base = block(first)
-            rec.append(("n", label, (("r", base), shift(m.rec[first], base + 1))))
-    return _finish(Automaton(k, delta, acc, ops, rec, m.n * width + width))
+        keys, delta, ops = _explore(k, (0, ()), step, operator)
+        acc: list[bool] = []
+        rec: list[Template | None] = []
+        for _free, bound in keys:
+            done = [q for q in bound if m.acc[q]]
+            acc.append(bool(done))
+            rec.append(_latest(label, done, m, block, ordered) if done else None)
+        return _finish(Automaton(k, delta, acc, ops, rec, m.n * width + width))
+
+    return _threads(build)
 
 
 def relabel(m: Automaton, fn: t.Callable[[Template], Template]) -> Automaton:

@@ -116,7 +116,12 @@ class _Compiler:
         key = (term, vs)
         m = self.memo.get(key)
         if m is None:
-            m = self.memo[key] = self._build(term, vs)
+            try:
+                m = self.memo[key] = self._build(term, vs)
+            except au.AutomatonTooLarge as e:
+                if e.term is not None:
+                    raise
+                raise au.AutomatonTooLarge(e.operator, e.states, term) from None
         return m
 
     def any_(self, vs: tuple[str, ...], record: Template = CUR) -> Automaton:

@@ -81,6 +81,17 @@ def _top(occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
     return _tidy(parts, occ)
 
 
+def _latest(*times: t.Any) -> int:
+    """The index of the latest of ``times`` (each parts, whose last point is the
+    time; nothing is older than everything)."""
+    best, when = 0, -1
+    for i, parts in enumerate(times):
+        at = parts[-1][1] if parts else -1
+        if at > when:
+            best, when = i, at
+    return best
+
+
 def materialize(tpl: Template, regs: t.Sequence[t.Any], occ: t.Any) -> tuple[t.Any, ...]:
     """The parts ``tpl`` stands for, over registers ``regs`` (register ``k`` is
     ``regs[k]``) and the current occurrence (an interpreter, for tests)."""
@@ -89,6 +100,10 @@ def materialize(tpl: Template, regs: t.Sequence[t.Any], occ: t.Any) -> tuple[t.A
         return (occ,)
     if kind == "r":
         return regs[tpl[1]] or ()
+    if kind == "m":
+        pairs = tpl[2]
+        i = _latest(*(materialize(pairs[j], regs, occ) for j in range(0, len(pairs), 2)))
+        return materialize(pairs[2 * i + 1], regs, occ)
     parts: tuple[t.Any, ...] = ()
     for c in tpl[2]:
         parts += materialize(c, regs, occ)
@@ -108,7 +123,12 @@ class Program:
         self.nregs = m.nregs
         self.delta = [list(row) for row in m.delta]
         self.acc = list(m.acc)
-        consts: dict[str, t.Any] = {"_node": _node, "_split": _split, "_top": _top}
+        consts: dict[str, t.Any] = {
+            "_node": _node,
+            "_split": _split,
+            "_top": _top,
+            "_latest": _latest,
+        }
         names: dict[int, str] = {}
         lines: list[str] = []
 
@@ -123,7 +143,7 @@ class Program:
             """The template as a list of pieces: transparent nodes flattened, a
             split of nothing but the current point reduced to it."""
             kind = tpl[0]
-            if kind in ("c", "r"):
+            if kind in ("c", "r", "m"):
                 return [tpl]
             inner = [a for c in tpl[2] for a in atoms(c)]
             if kind == "n" and tpl[1] is None:
@@ -149,6 +169,17 @@ class Program:
                 return "(occ,)"
             if kind == "r":
                 return f"(st[{a[1] + 1}] or ())"
+            if kind == "m":
+                # Every time first, then only the chosen template's parts (the
+                # walrus is safe nested: each level compares before it descends).
+                pairs = a[2]
+                times = ", ".join(code(pairs[j]) for j in range(0, len(pairs), 2))
+                n = len(pairs) // 2
+                out = code(pairs[-1])
+                for i in range(n - 2, -1, -1):
+                    test = f"(_i := _latest({times})) == {i}" if i == 0 else f"_i == {i}"
+                    out = f"({code(pairs[2 * i + 1])} if {test} else {out})"
+                return out
             inner = code(("n", None, a[2]))
             fn = "_node" if kind == "n" else "_split"
             return f"{fn}({const(a[1])}, occ, {inner})"
