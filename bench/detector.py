@@ -42,9 +42,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved, machine, median_range, ratios  # noqa: E402
+from _common import interleaved, machine, median_range, ratios
 
-from sentinel import Context, LocalEventDetector  # noqa: E402
+from sentinel import Context, LocalEventDetector
 
 X = "(E1 ^ E2) ; E3 ; (E2 ^ E4)"
 Run = Callable[[], tuple[int, float]]
@@ -131,7 +131,9 @@ def bench_keyed(events: list[tuple[str, int]], detected: list[object]) -> Run:
     return run
 
 
-def tuple_loop(events: Iterable[tuple[str, int]], found: Callable[[object], object]) -> dict[int, deque]:  # type: ignore[type-arg]
+def tuple_loop(
+    events: Iterable[tuple[str, int]], found: Callable[[object], object]
+) -> dict[int, deque]:  # type: ignore[type-arg]
     """The strongest plain version: one tuple per event, pending As per key in a
     deque, the oldest paired with each B (chronicle); ``found`` gets each pair.
     Returns what is still pending."""
@@ -311,7 +313,9 @@ def main() -> None:
         print(f"   ratio                   {median_range(ratio, '.3f')}   (target >= 0.15)")
         print(f"   extra: keyword loop     {median_range(rates['keyed soft'])} events/s")
         soft = ratios(rates["keyed sentinel"], rates["keyed soft"])
-        print(f"   extra: ratio to it      {median_range(soft, '.3f')}   (the old, softer baseline)")
+        print(
+            f"   extra: ratio to it      {median_range(soft, '.3f')}   (the old, softer baseline)"
+        )
     if mem != "no":
         memory(*((500_000, 10_000) if args.quick else (5_000_000, 100_000)))
 

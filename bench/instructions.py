@@ -108,7 +108,14 @@ def go():
 def count(name: str, n: int) -> int:
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif N: go()\n"
     proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-c",
+            code,
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved, machine, median_range, ratios  # noqa: E402
+from _common import interleaved, machine, median_range, ratios
 
-from sentinel import LocalEventDetector, ode  # noqa: E402
-from sentinel.ode import compile as ode_compile  # noqa: E402
+from sentinel import LocalEventDetector, ode
+from sentinel.ode import compile as ode_compile
 
 
 def keyed_events(n: int, keys: int, seed: int = 11) -> list[tuple[str, int, int]]:

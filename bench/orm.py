@@ -48,7 +48,7 @@ from sentinel import LocalEventDetector, Reactive, event
 from sentinel.log import LogReader, migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, median_range, ratios  # noqa: E402
+from _common import machine, median_range, ratios
 
 ACCOUNTS = 100
 TRANSACTIONS = 200
@@ -115,9 +115,13 @@ audit = sa.Table(
 def audit_listener(session: Any, _flush_context: Any) -> None:
     """The hand-written audit: one row per changed object, in the flush's
     transaction, one ``executemany``."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     rows = []
-    for op, objs in (("insert", session.new), ("update", session.dirty), ("delete", session.deleted)):
+    for op, objs in (
+        ("insert", session.new),
+        ("update", session.dirty),
+        ("delete", session.deleted),
+    ):
         for obj in objs:
             state = sa.inspect(obj)
             changes = {}
@@ -235,7 +239,8 @@ def main() -> None:
     print(f"  the target allows    {allowed:8.3f} ms per transaction")
     if floor is not None:
         print(f"  the log's floor      {floor * 1e3:8.3f} ms per transaction (sqlite3 alone "
-              f"inserting one transaction's {ROWS_PER_TXN} logged rows into a copy of the log)")  # fmt: skip
+              f"inserting one transaction's {ROWS_PER_TXN} logged rows into a copy of the "
+              "log)")  # fmt: skip
     print()
     print(f"  logged: {logged:,} occurrences, {firings:,} rule firings; deferred rule fired "
           f"{deferred:,} times; {audited:,} audit rows")  # fmt: skip
@@ -246,7 +251,9 @@ def main() -> None:
         print(f"  WARNING: expected {rounds * updates:,} audit rows")
 
 
-def run(Session: Any, engine: Any, rounds: int) -> tuple[dict[str, list[float]], int, int, int, int]:
+def run(
+    Session: Any, engine: Any, rounds: int
+) -> tuple[dict[str, list[float]], int, int, int, int]:
     deposits: list[int] = []
     rules = [
         det.rule("overdraft", "Account.deposit:end | Account.withdraw:end", overdraft,

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved, machine, median_range  # noqa: E402
+from _common import interleaved, machine, median_range
 
-from sentinel import LocalEventDetector, VirtualClock, not_within, timers  # noqa: E402
+from sentinel import LocalEventDetector, VirtualClock, not_within, timers
 
 TWO_DAYS = 2 * 86_400
 

@@ -35,16 +35,16 @@ import gc
 import statistics
 import sys
 import timeit
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import wrapt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, median_range, ratios  # noqa: E402
+from _common import machine, median_range, ratios
 
-from sentinel import LocalEventDetector, Reactive, event, on  # noqa: E402
+from sentinel import LocalEventDetector, Reactive, event, on
 
 BARE_RATIO_TARGET = 1.1
 LISTENED_FALSE_TARGET_NS = 600.0
