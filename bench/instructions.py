@@ -4,8 +4,9 @@ Run: ``python bench/instructions.py`` (needs ``valgrind``; ``--quick`` for fewer
 events; ``--only NAME`` for one workload). Wall-clock rates on a shared machine
 move by a factor of two from one run to the next; instruction counts do not, so
 this is how a change to the hot path is judged before and after. Each workload
-runs twice under ``valgrind --tool=callgrind``, with ``n`` events and with none
-(same imports, same set-up); the difference divided by ``n`` is printed.
+runs twice under ``valgrind --tool=callgrind``, once signalling its ``n`` events
+and once not (same imports, same set-up, the same events made); the difference
+divided by ``n`` is printed.
 
 Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
 for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
@@ -105,8 +106,8 @@ def go():
 }
 
 
-def count(name: str, n: int) -> int:
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif N: go()\n"
+def count(name: str, n: int, run: bool) -> int:
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif {run}: go()\n"
     proc = subprocess.run(
         [
             "valgrind",
@@ -138,7 +139,7 @@ def main() -> None:
     n = 5_000 if args.quick else args.n
     print(f"CPU instructions per event (callgrind, {n:,} events less none)")
     for name in [args.only] if args.only else list(SETUP):
-        per = (count(name, n) - count(name, 0)) / n
+        per = (count(name, n, True) - count(name, n, False)) / n
         print(f"   {name:<42} {per:>10,.0f}")
 
 

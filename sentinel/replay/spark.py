@@ -324,10 +324,6 @@ def _export_rows(spark: SparkSession, src: ExportSource, events: list[str] | Non
     return df
 
 
-def _default_partitions(spark: SparkSession) -> int:
-    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
-
-
 #: The fewest log rows worth a Spark task of their own when the partition count
 #: is taken from the data: below that, a task's fixed cost (scheduling, the
 #: Python worker, loading the rules) outweighs its replay.
