@@ -107,7 +107,9 @@ def go():
 
 
 def count(name: str, n: int, run: bool) -> int:
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif {run}: go()\n"
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif {run}: go()\n"
+    )
     proc = subprocess.run(
         [
             "valgrind",
