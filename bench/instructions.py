@@ -4,9 +4,9 @@ Run: ``python bench/instructions.py`` (needs ``valgrind``; ``--quick`` for fewer
 events; ``--only NAME`` for one workload). Wall-clock rates on a shared machine
 move by a factor of two from one run to the next; instruction counts do not, so
 this is how a change to the hot path is judged before and after. Each workload
-runs twice under ``valgrind --tool=callgrind``, once signalling its ``n`` events
-and once not (same imports, same set-up, the same events made); the difference
-divided by ``n`` is printed.
+runs ``n`` events after a warm-up, all workloads in one process under
+``valgrind --tool=callgrind`` counting only while they run (see :func:`counts`);
+the count divided by ``n`` is printed.
 
 Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
 for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,26 +30,26 @@ HERE = Path(__file__).resolve().parent
 SETUP = {
     "keyed A then B": """
 import detector as d
-events = d.keyed_events(N, 1000)
+events = d.keyed_events(N + WARM, 1000)
 found = []
 det = d.keyed_detector(found.append)
 signal = det.signal
-def go():
-    for name, key in events:
+def go(lo, hi):
+    for name, key in events[lo:hi]:
         signal(name, key=key)
 """,
     "keyed tuple loop": """
 import detector as d
-events = d.keyed_events(N, 1000)
+events = d.keyed_events(N + WARM, 1000)
 found = []
-def go():
-    d.tuple_loop(events, found.append)
+def go(lo, hi):
+    d.tuple_loop(events[lo:hi], found.append)
 """,
     "20 rules": """
 import random, detector as d
 from sentinel import Context, LocalEventDetector
 rng = random.Random(7)
-events = [f"E{rng.randrange(10)}" for _ in range(N)]
+events = [f"E{rng.randrange(10)}" for _ in range(N + WARM)]
 det = LocalEventDetector()
 for i in range(10):
     det.explicit(f"E{i}")
@@ -56,8 +57,8 @@ for i, text in enumerate(d.RULES_20):
     for ctx in (Context.RECENT, Context.CHRONICLE):
         det.rule(f"r{i}-{ctx.value}", text, action=d._noop, context=ctx)
 signal = det.signal
-def go():
-    for name in events:
+def go(lo, hi):
+    for name in events[lo:hi]:
         signal(name)
 """,
     "X recent": """
@@ -68,17 +69,17 @@ for name in ("E1", "E2", "E3", "E4"):
     det.explicit(name)
 det.rule("X", d.X, action=d._noop)
 signal = det.signal
-history = ["E1", "E1", "E2", "E3", "E2", "E4", "E3", "E4"] * (N // 8)
-def go():
-    for name in history:
+events = ["E1", "E1", "E2", "E3", "E2", "E4", "E3", "E4"] * ((N + WARM) // 8)
+def go(lo, hi):
+    for name in events[lo:hi]:
         signal(name)
 """,
     "method, nothing listening": """
 import wrapper as w
 from sentinel import LocalEventDetector
 obj = w.reactive_class(LocalEventDetector())()
-def go():
-    for _ in range(N):
+def go(lo, hi):
+    for _ in range(lo, hi):
         obj.set_price(1.5)
 """,
     "method, rule listening, condition false": """
@@ -88,8 +89,8 @@ det = LocalEventDetector()
 cls = w.reactive_class(det)
 det.rule("r", cls.set_price.end, lambda occ: False, action=w._noop)
 obj = cls()
-def go():
-    for _ in range(N):
+def go(lo, hi):
+    for _ in range(lo, hi):
         obj.set_price(1.5)
 """,
     "method, event log listener only": """
@@ -99,35 +100,54 @@ det = LocalEventDetector()
 cls = w.reactive_class(det)
 det.add_listener(w._noop)
 obj = cls()
-def go():
-    for _ in range(N):
+def go(lo, hi):
+    for _ in range(lo, hi):
         obj.set_price(1.5)
 """,
 }
 
+#: Events run before counting (the graph is wired, partitions exist).
+WARM = 1_000
 
-def count(name: str, n: int, run: bool) -> int:
-    code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); N = {n}\n{SETUP[name]}\nif {run}: go()\n"
-    )
-    proc = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        check=False,
-    )
-    m = re.search(r"Collected : (\d+)", proc.stderr)
-    if proc.returncode or m is None:
-        sys.exit(f"{name}: callgrind failed\n{proc.stderr[-2000:]}")
-    return int(m.group(1))
+
+def counts(names: list[str], n: int) -> dict[str, float]:
+    """Instructions per event of each workload, all in one process under
+    callgrind: collection is on only inside ``sys.call_tracing`` (the C function
+    ``sys_call_tracing``), which runs each workload's ``n`` counted events, and
+    callgrind writes one profile per workload."""
+    lines = [f"import sys; sys.path.insert(0, {str(HERE)!r}); N, WARM = {n}, {WARM}"]
+    for name in names:
+        body = SETUP[name].replace("\n", "\n    ")
+        lines.append(f"def workload():\n    {body}\n    return go")
+        lines.append("go = workload(); go(0, WARM); sys.call_tracing(go, (WARM, WARM + N))")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        proc = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--toggle-collect=sys_call_tracing",
+                "--dump-after=sys_call_tracing",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-c",
+                "\n".join(lines),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=False,
+        )
+        if proc.returncode:
+            sys.exit(f"callgrind failed\n{proc.stderr[-3000:]}")
+        totals = []
+        for i in range(1, len(names) + 1):
+            text = Path(f"{out}.{i}").read_text()
+            m = re.search(r"^totals: (\d+)", text, re.M)
+            if m is None:
+                sys.exit(f"no totals in callgrind's profile {i}")
+            totals.append(int(m.group(1)) / n)
+    return dict(zip(names, totals, strict=True))
 
 
 def main() -> None:
@@ -139,9 +159,8 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
     n = 5_000 if args.quick else args.n
-    print(f"CPU instructions per event (callgrind, {n:,} events less none)")
-    for name in [args.only] if args.only else list(SETUP):
-        per = (count(name, n, True) - count(name, n, False)) / n
+    print(f"CPU instructions per event (callgrind, {n:,} events after {WARM:,} uncounted)")
+    for name, per in counts([args.only] if args.only else list(SETUP), n).items():
         print(f"   {name:<42} {per:>10,.0f}")
 
 
