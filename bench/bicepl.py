@@ -14,7 +14,8 @@ filter; re-derived at every tick at which readings change).
 - **load**: 10,000 announcements written into the inbox (``announce_many``) and
   read by one tick; announcements per second, beside the baseline of the same
   rows written with one ``executemany`` into a plain table (the database's own
-  write rate).
+  write rate), the two interleaved over 5 rounds (3 with ``--quick``): median
+  and range, the ratio taken within each round.
 - **tick**: with the 10,000 events live, ticks that each read 100 revisions;
   median seconds per tick.
 - **growth**: the same tick with 1,000 to 20,000 live events.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -32,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, median_range, ratios
 
 from sentinel.bicep import Processor
 from sentinel.log import migrate
@@ -126,10 +131,13 @@ def tick_latency(engine: sa.Engine, live: int, ticks: int, per_tick: int = 100) 
 def run(label: str, engine: sa.Engine, quick: bool) -> None:
     migrate.upgrade(engine)
     n = 10_000
-    through, baseline = load(engine, n)
+    rounds = [load(engine, n) for _ in range(3 if quick else 5)]
+    through = [t for t, _ in rounds]
+    baseline = [b for _, b in rounds]
     print(
-        f"{label}: load {n:,} announcements: {through:,.0f}/s "
-        f"(plain executemany into one table: {baseline:,.0f}/s, {baseline / through:.1f}x)"
+        f"{label}: load {n:,} announcements: {median_range(through)}/s; plain executemany "
+        f"into one table: {median_range(baseline)}/s, "
+        f"{median_range(ratios(baseline, through), '.1f')}x"
     )
     ticks = 5 if quick else 15
     print(
@@ -155,6 +163,7 @@ def main() -> None:
         help="PostgreSQL server URL, or 'skip'",
     )
     args = parser.parse_args()
+    print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         engine = sa.create_engine(f"sqlite:///{Path(tmp) / 'bench.db'}")
 

@@ -23,21 +23,33 @@ measure sentinel, not waiting. Prints:
    arrival order). Arrival order pairs a B that arrives before its A with
    nothing; occurrence order pairs every B.
 
-Each rate of parts 2 and 3 is the best of several runs, the variants interleaved.
+Baselines, measured in the same runs: the strongest plain loop a user would
+write for each part (one tuple per event, a dict of deques of the As waiting per
+key; with a lifespan, or for WITHIN, a deque of the As in arrival order whose
+head is purged as the clock passes its expiry; for occurrence-time order, a heap
+of the arrivals released to that loop in occurrence-time order once the clock is
+past their time plus the lateness). Each rate is the median and range of the
+interleaved rounds (5, or 2 with ``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import json
 import os
 import random
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import interleaved, machine, median_range, ratios
 
 from sentinel import LocalEventDetector, VirtualClock, within
 
@@ -71,7 +83,89 @@ def stream(n: int, seed: int = 7) -> list[tuple[str, int]]:
     return out[:n]
 
 
+# -- the baseline ----------------------------------------------------------------------
+class HandKeyed:
+    """``A ; B`` by key, chronicle, by hand: the As waiting per key in a deque (the
+    oldest paired with each B); with a lifespan, the As in arrival order in one
+    more deque, purged from its head as the clock passes their expiry."""
+
+    def __init__(self, lifespan: float | None) -> None:
+        self.pending: dict[int, deque[tuple[str, int, float]]] = {}
+        self.order: deque[tuple[float, int, tuple[str, int, float]]] = deque()
+        self.lifespan = lifespan
+        self.found = 0
+
+    def purge(self, now: float) -> None:
+        order, pending = self.order, self.pending
+        while order and order[0][0] <= now:
+            _, k, a = order.popleft()
+            q = pending.get(k)
+            if q and q[0] is a:  # not paired yet: the oldest of its key
+                q.popleft()
+                if not q:
+                    del pending[k]
+
+    def on(self, name: str, k: int, now: float) -> None:
+        pending = self.pending
+        if name == "A":
+            a = (name, k, now)
+            q = pending.get(k)
+            if q is None:
+                pending[k] = deque((a,))
+            else:
+                q.append(a)
+            if self.lifespan is not None:
+                self.order.append((now + self.lifespan, k, a))
+        else:
+            q = pending.get(k)
+            if q:
+                q.popleft()
+                self.found += 1
+                if not q:
+                    del pending[k]
+
+    def held(self) -> int:
+        return sum(len(q) for q in self.pending.values())
+
+
+def hand_stream(events: list[tuple[str, int]], lifespan: float | None) -> HandKeyed:
+    """Part 1's stream through :class:`HandKeyed` (the clock as in
+    :func:`keyed_variant`: 0.1 s every 100 events, purges each second)."""
+    h = HandKeyed(lifespan)
+    on, now = h.on, START
+    for i, (name, k) in enumerate(events):
+        if i % 100 == 0:
+            now += 0.1
+            if lifespan is not None and i % 1000 == 0:
+                h.purge(now - 1.0)  # at the chronon's tick, as the lifespan's purge
+        on(name, k, now)
+    return h
+
+
 # -- part 1, one variant per process ---------------------------------------------------
+def hand_variant(n: int, lifespan: float | None) -> dict[str, Any]:
+    events = stream(n)
+    h = HandKeyed(lifespan)
+    on, now = h.on, START
+    samples: list[tuple[int, float, int]] = []
+    every = max(n // 10, 1)
+    gc.collect()
+    base = rss_mb()
+    elapsed = 0.0
+    for lo in range(0, n, every):
+        chunk = events[lo : lo + every]
+        start = time.perf_counter()
+        for i, (name, k) in enumerate(chunk, lo):
+            if i % 100 == 0:
+                now += 0.1
+                if lifespan is not None and i % 1000 == 0:
+                    h.purge(now - 1.0)
+            on(name, k, now)
+        elapsed += time.perf_counter() - start
+        samples.append((lo + len(chunk), rss_mb() - base, h.held()))
+    return {"rate": n / elapsed, "samples": samples}
+
+
 def keyed_variant(n: int, lifespan: float | None) -> dict[str, Any]:
     clock = VirtualClock(START)
     det = LocalEventDetector(clock=clock, chronon=1.0)
@@ -97,29 +191,43 @@ def keyed_variant(n: int, lifespan: float | None) -> dict[str, Any]:
     return {"rate": n / elapsed, "samples": samples}
 
 
+VARIANTS = {
+    "no lifespan": (False, None),
+    "lifespan 60 s": (False, 60.0),
+    "hand, no purge": (True, None),
+    "hand, 60 s purge": (True, 60.0),
+}
+
+
 def keyed_stream(n: int, repeat: int) -> None:
-    results: dict[str, Any] = {}
-    for _ in range(repeat):  # variants interleaved; the best rate, the last memory
-        for label, life in (("no lifespan", None), ("lifespan 60 s", 60.0)):
+    rates: dict[str, list[float]] = {label: [] for label in VARIANTS}
+    last: dict[str, Any] = {}
+    labels = list(VARIANTS)
+    for r in range(repeat):  # variants interleaved; every rate, the last memory
+        k = r % len(labels)
+        for label in labels[k:] + labels[:k]:
             out = subprocess.run(
-                [sys.executable, __file__, "--variant", json.dumps([n, life])],
+                [sys.executable, __file__, "--variant", json.dumps([n, *VARIANTS[label]])],
                 check=True,
                 capture_output=True,
                 text=True,
             )
-            r = json.loads(out.stdout)
-            if label in results:
-                r["rate"] = max(r["rate"], results[label]["rate"])
-            results[label] = r
+            res = last[label] = json.loads(out.stdout)
+            rates[label].append(res["rate"])
     print(f"1. A ; B by key, chronicle, {n:,} events, 10% of the As never answered")
-    for label, r in results.items():
-        print(f"   {label:>14}: {r['rate']:>10,.0f} events/s")
-        line = "  ".join(f"{mb:+6.0f}" for _, mb, _ in r["samples"])
-        print(f"   {'':>14}  memory (MB over the start) at each tenth: {line}")
-        held = "  ".join(f"{s:>6,}" for _, _, s in r["samples"])
-        print(f"   {'':>14}  occurrences held:                      {held}")
-    ratio = results["no lifespan"]["rate"] / results["lifespan 60 s"]["rate"]
-    print(f"   per-event cost with a lifespan / without: {ratio:.2f}   (target <= 1.3)")
+    for label, res in last.items():
+        print(f"   {label:>16}: {median_range(rates[label])} events/s")
+        line = "  ".join(f"{mb:+6.0f}" for _, mb, _ in res["samples"])
+        print(f"   {'':>16}  memory (MB over the start) at each tenth: {line}")
+        held = "  ".join(f"{s:>6,}" for _, _, s in res["samples"])
+        print(f"   {'':>16}  occurrences held:                      {held}")
+    ratio = ratios(rates["no lifespan"], rates["lifespan 60 s"])
+    print(f"   per-event cost with a lifespan / without: {median_range(ratio, '.2f')}"
+          "   (target <= 1.3)")  # fmt: skip
+    for label in ("no lifespan", "lifespan 60 s"):
+        hand = "hand, no purge" if label == "no lifespan" else "hand, 60 s purge"
+        print(f"   sentinel / hand-written, {label}: "
+              f"{median_range(ratios(rates[label], rates[hand]), '.3f')}")  # fmt: skip
 
 
 # -- parts 2 and 3 ---------------------------------------------------------------------
@@ -148,12 +256,40 @@ def run_signals(
     return len(events) / (time.perf_counter() - start)
 
 
-def best_of(variants: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
-    best = dict.fromkeys(variants, 0.0)
-    for _ in range(repeat):
-        for name, run in variants.items():
-            best[name] = max(best[name], run())
-    return best
+def rates_of(variants: dict[str, Callable[[], float]], repeat: int) -> dict[str, list[float]]:
+    """Each variant's rate in each of ``repeat`` interleaved rounds."""
+    return interleaved({k: (lambda f=f: (1, 1 / f())) for k, f in variants.items()}, repeat)
+
+
+def run_hand(events: list[Any], lifespan: float | None) -> float:
+    """Part 2's baseline: the arrival-order stream through :class:`HandKeyed`."""
+    start = time.perf_counter()
+    hand_stream(events, lifespan)
+    return len(events) / (time.perf_counter() - start)
+
+
+def run_hand_timed(events: list[tuple[float, float, str, int]], lateness: float) -> float:
+    """Part 3's baseline: arrivals wait in a heap by occurrence time and reach
+    :class:`HandKeyed` once the clock (moving as the arrivals pass 0.1 s steps) is
+    ``lateness`` past them."""
+    h = HandKeyed(None)
+    on = h.on
+    heap: list[tuple[float, int, str, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    start = time.perf_counter()
+    step = START
+    for seq, (arrival, o, name, k) in enumerate(events):
+        if arrival >= step:
+            step = arrival + 0.1
+            horizon = arrival - lateness
+            while heap and heap[0][0] <= horizon:
+                t, _, n, key = pop(heap)
+                on(n, key, t)
+        push(heap, (o, seq, name, k))
+    while heap:
+        t, _, n, key = pop(heap)
+        on(n, key, t)
+    return len(events) / (time.perf_counter() - start)
 
 
 def keyed(
@@ -171,20 +307,23 @@ def keyed(
 
 def within_vs_seq(n: int, repeat: int) -> None:
     events = stream(n)
-    rates = best_of(
+    rates = rates_of(
         {
             "A ; B by k": lambda: run_signals(keyed(lambda a, b: (a >> b).by("k")), events, False),
             "WITHIN(A, B, 60 s) by k": lambda: run_signals(
                 keyed(lambda a, b: within(a, b, 60, key="k")), events, False
             ),
+            "hand, 60 s purge": lambda: run_hand(events, 60.0),
         },
         repeat,
     )
     print(f"\n2. WITHIN against a plain keyed SEQ, chronicle, {n:,} events")
     for name, r in rates.items():
-        print(f"   {name:>24}: {r:>10,.0f} events/s")
-    ratio = rates["A ; B by k"] / rates["WITHIN(A, B, 60 s) by k"]
-    print(f"   per-event cost WITHIN / SEQ: {ratio:.2f}   (target <= 1.3)")
+        print(f"   {name:>24}: {median_range(r)} events/s")
+    ratio = ratios(rates["A ; B by k"], rates["WITHIN(A, B, 60 s) by k"])
+    print(f"   per-event cost WITHIN / SEQ: {median_range(ratio, '.2f')}   (target <= 1.3)")
+    hand = ratios(rates["WITHIN(A, B, 60 s) by k"], rates["hand, 60 s purge"])
+    print(f"   WITHIN / hand-written loop with a purge: {median_range(hand, '.3f')}")
 
 
 def late_stream(n: int, seed: int = 11) -> list[tuple[float, float, str, int]]:
@@ -202,8 +341,9 @@ def late_stream(n: int, seed: int = 11) -> list[tuple[float, float, str, int]]:
 
 def occurrence_order(n: int, repeat: int) -> None:
     events = late_stream(n)
-    rates = best_of(
+    rates = rates_of(
         {
+            "hand, occurrence order": lambda: run_hand_timed(events, 1.0),
             "arrival order": lambda: run_signals(
                 keyed(lambda a, b: a >> b, key="k", flush=False, chronon=0.1), events, True
             ),
@@ -224,9 +364,12 @@ def occurrence_order(n: int, repeat: int) -> None:
     )
     print(f"\n3. occurrence-time order, A ; B by key, chronicle, {n:,} events (signal_at)")
     for name, r in rates.items():
-        print(f"   {name:>26}: {r:>10,.0f} events/s")
-    ratio = rates["occurrence order, L = 1 s"] / rates["arrival order"]
-    print(f"   throughput occurrence / arrival order: {ratio:.2f}   (target >= 0.5)")
+        print(f"   {name:>26}: {median_range(r)} events/s")
+    ratio = ratios(rates["occurrence order, L = 1 s"], rates["arrival order"])
+    print(f"   throughput occurrence / arrival order: {median_range(ratio, '.2f')}"
+          "   (target >= 0.5)")  # fmt: skip
+    hand = ratios(rates["occurrence order, L = 1 s"], rates["hand, occurrence order"])
+    print(f"   occurrence order / hand-written heap: {median_range(hand, '.3f')}")
 
 
 def main() -> None:
@@ -238,15 +381,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=None, help="runs of each variant of part 1")
     args = parser.parse_args()
     if args.variant:
-        n, life = json.loads(args.variant)
-        print(json.dumps(keyed_variant(n, life)))
+        n, hand, life = json.loads(args.variant)
+        print(json.dumps((hand_variant if hand else keyed_variant)(n, life)))
         return
     n1 = args.n or (300_000 if args.quick else 5_000_000)
     n2 = 100_000 if args.quick else 400_000
-    repeat = 2 if args.quick else 5
-    print("sentinel bitemporal benchmark" + (" (quick run)" if args.quick else "") + "\n")
+    repeat = 3 if args.quick else 5
+    print("sentinel bitemporal benchmark" + (" (quick run)" if args.quick else ""))
+    print(machine() + "\n")
     if args.only in (None, 1):
-        keyed_stream(n1, args.repeat or (2 if args.quick else 3))
+        keyed_stream(n1, args.repeat or (2 if args.quick else 5))
     if args.only in (None, 2):
         within_vs_seq(n2, repeat)
     if args.only in (None, 3):

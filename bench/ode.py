@@ -7,13 +7,16 @@ Run: ``python bench/ode.py`` (``--quick`` for a short run). Prints:
    after an A) against the Ode events that detect the same (``prior(A, B)``, with
    records), plus ``sequence(A, B)``, a masked letter, and a wider universe; the
    ratio of each to the Snoop rule (target: within 1.5x, i.e. ratio >= 0.67),
-   rounds of the variants interleaved;
+   and the strongest plain loop for the same pattern (one tuple per event, the
+   latest A per key in a dict, each detection kept as a pair of tuples) as the
+   baseline of all of them; rounds of the variants interleaved;
 2. the automata of the paper's examples: states (minimal, and with the
    registers that record why), symbols, registers, compile time;
 3. ``complete(I) = prior(order(I), perform(I))`` holding 100,000 accounts at once:
    memory per value, and events per second while they are held.
 
-Figures are the best of several runs (less noise from a shared machine).
+Throughputs are the median and range of 5 interleaved rounds (3 with ``--quick``),
+each ratio taken within a round.
 """
 
 from __future__ import annotations
@@ -25,23 +28,14 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import interleaved, machine, median_range, ratios
 
 from sentinel import LocalEventDetector, ode
 from sentinel.ode import compile as ode_compile
-
-
-def best_rates(runs: list[Callable[[], int]], repeat: int) -> list[float]:
-    """Events per second of each run's fastest round; rounds are interleaved, so
-    a slow spell of a shared machine hits every variant alike."""
-    best = [0.0] * len(runs)
-    for _ in range(repeat):
-        for i, run in enumerate(runs):
-            gc.collect()
-            start = time.perf_counter()
-            n = run()
-            best[i] = max(best[i], n / (time.perf_counter() - start))
-    return best
 
 
 def keyed_events(n: int, keys: int, seed: int = 11) -> list[tuple[str, int, int]]:
@@ -54,21 +48,46 @@ def keyed_events(n: int, keys: int, seed: int = 11) -> list[tuple[str, int, int]
 
 def bench_rule(
     expression: Callable[[LocalEventDetector], Any], events: list[tuple[str, int, int]]
-) -> tuple[Callable[[], int], list[int]]:
-    found: list[int] = []
+) -> tuple[Callable[[], tuple[int, float]], list[Any]]:
+    found: list[Any] = []
 
-    def run() -> int:
+    def run() -> tuple[int, float]:
         found.clear()
         det = LocalEventDetector()
         det.explicit("A")
         det.explicit("B")
         det.explicit("C")
-        count = found.append
-        det.rule("r", expression(det), action=lambda occ: count(1))
+        det.rule("r", expression(det), action=found.append)
         signal = det.signal
+        start = time.perf_counter()
         for name, key, amount in events:
             signal(name, key=key, amount=amount)
-        return len(events)
+        return len(events), time.perf_counter() - start
+
+    return run, found
+
+
+def bench_tuple_loop(
+    events: list[tuple[str, int, int]],
+) -> tuple[Callable[[], tuple[int, float]], list[Any]]:
+    """The plain version of "B after A with the same key" (recent: every B with
+    the latest A of its key)."""
+    found: list[Any] = []
+
+    def run() -> tuple[int, float]:
+        found.clear()
+        keep = found.append
+        latest: dict[int, tuple[str, int, int]] = {}
+        get = latest.get
+        start = time.perf_counter()
+        for ev in events:
+            if ev[0] == "A":
+                latest[ev[1]] = ev
+            else:
+                a = get(ev[1])
+                if a is not None:
+                    keep((a, ev))
+        return len(events), time.perf_counter() - start
 
     return run, found
 
@@ -178,21 +197,29 @@ def attribute_rows(values: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer events and repeats")
+    parser.add_argument("--quick", action="store_true", help="fewer events and rounds")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (5; 3 with --quick)")
     args = parser.parse_args()
-    n, repeat, values = (20_000, 2, 20_000) if args.quick else (100_000, 5, 100_000)
-    print(f"sentinel Ode benchmark ({'quick' if args.quick else 'full'} run)\n")
+    n, values = (20_000, 20_000) if args.quick else (100_000, 100_000)
+    rounds = args.rounds or (3 if args.quick else 5)
+    print(f"sentinel Ode benchmark ({'quick' if args.quick else 'full'} run)")
+    print(f"{machine()}; {rounds} interleaved rounds: median (range)\n")
 
     events = keyed_events(n, 1_000)
-    print(f"1. B after A with the same key: {n:,} events, 1,000 keys")
-    benches = [(name, *bench_rule(shape, events)) for name, shape in SHAPES]
-    rates = best_rates([run for _, run, _ in benches], repeat)
-    base, base_found = rates[0], len(benches[0][2])
-    for (name, _run, found), rate in zip(benches, rates, strict=True):
-        if name.startswith("Ode prior(A, B) by"):
-            assert len(found) == base_found, (len(found), base_found)
-        ratio = "" if rate is base else f"  ratio {rate / base:.2f}"
-        print(f"   {name:<40} {rate:>10,.0f} events/s  ({len(found):,} detections){ratio}")
+    print(f"1. B after A with the same key: {n:,} events, 1,000 keys, each detection kept")
+    benches = {name: bench_rule(shape, events) for name, shape in SHAPES}
+    benches["tuple loop (baseline)"] = bench_tuple_loop(events)
+    rates = interleaved({name: run for name, (run, _) in benches.items()}, rounds)
+    snoop = rates[SHAPES[0][0]]
+    hand = rates["tuple loop (baseline)"]
+    base_found = len(benches[SHAPES[0][0]][1])
+    for name, (_run, found) in benches.items():
+        if name.startswith("Ode prior(A, B) by") or name.startswith("tuple"):
+            assert len(found) == base_found, (name, len(found), base_found)
+        extra = f"  / tuple loop {median_range(ratios(rates[name], hand), '.3f')}"
+        if name != SHAPES[0][0] and not name.startswith("tuple"):
+            extra += f"  / Snoop {median_range(ratios(rates[name], snoop), '.2f')}"
+        print(f"   {name:<40} {median_range(rates[name])} events/s ({len(found):,} found){extra}")
 
     print("\n2. Automata of the paper's examples")
     sizes()

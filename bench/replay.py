@@ -1,9 +1,11 @@
 """Replay throughput: the local engine against Spark ``local[2]``, end to end.
 
 Run: ``python bench/replay.py`` (``--sizes 1M,4M,10M`` by default; ``--quick``
-for 200k and 1M). For each size it generates (once, cached under ``--data``) a
+for 200k, 3 rounds). For each size it generates (once, cached under ``--data``) a
 log export of that many occurrences, then replays it in a fresh process per
-engine and prints events/s and peak memory.
+engine and round (the engines interleaved, their order rotating each round; 5
+rounds, ``--rounds``) and prints the median and range of events/s, peak memory,
+and the ratios (taken within each round).
 
 The log is a shop's: thousands of transactions of about 150 occurrences each
 (``txn:begin`` .. ``txn:pre_commit``, ``txn:commit``; 5% end in ``txn:abort``),
@@ -17,9 +19,12 @@ Figures, each end to end in its own process:
 
 hand
     the baseline, measured in the same run: a hand-written loop over the same
-    export (pyarrow, ``json.loads``, a dict of deques per transaction) for the
+    export (pyarrow, ``orjson.loads``, a dict of deques per transaction) for the
     two rules that detect most (:func:`run_hand`); its detections are checked
     against sentinel's for those rules, and ``local/hand`` is printed.
+hand-json
+    an extra row: the same loop decoding with the standard library's ``json``
+    (the softer baseline earlier versions of this benchmark used).
 local
     ``replay(export, rules)``: from process start (imports included) to the
     detections written to Parquet.
@@ -218,7 +223,14 @@ def run_local(log: Path) -> dict[str, Any]:
     }
 
 
-def run_hand(log: Path) -> dict[str, Any]:
+def run_hand_json(log: Path) -> dict[str, Any]:
+    """:func:`run_hand` decoding with the standard ``json`` module."""
+    import json as js
+
+    return run_hand(log, js.loads)
+
+
+def run_hand(log: Path, loads: Any = None) -> dict[str, Any]:
     """The baseline: a hand-written single-process loop over the same export for
     the two rules that detect most (each order then its payment, by ``order_id``,
     oldest unpaid order first, per transaction; each order, with whether it is
@@ -230,11 +242,12 @@ def run_hand(log: Path) -> dict[str, Any]:
     import json as js
     from collections import defaultdict, deque
 
+    import orjson
     import pyarrow.parquet as pq
 
     manifest = js.loads((log / "_sentinel_export.json").read_text())
     events = detections = big = 0
-    loads = js.loads
+    loads = loads or orjson.loads
     for name in manifest["files"]:
         table = pq.read_table(log / name, columns=["scope", "event", "params"])
         scope = None  # a bucket file holds whole scopes
@@ -330,22 +343,29 @@ def _mb(n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1M,4M,10M")
-    parser.add_argument("--quick", action="store_true", help="sizes 200K,1M")
-    parser.add_argument("--engines", default="hand,local,spark")
+    parser.add_argument("--quick", action="store_true", help="size 200K, 3 rounds")
+    parser.add_argument("--rounds", type=int, help="rounds per size (5; 3 with --quick)")
+    parser.add_argument("--engines", default="hand,local,spark,hand-json")
     parser.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "sentinel-bench"))
-    parser.add_argument("--worker", choices=["local", "spark", "hand"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", choices=["local", "spark", "hand", "hand-json"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        run = {"local": run_local, "spark": run_spark, "hand": run_hand}[args.worker]
-        print(json.dumps(run(Path(args.log))))
+        run = {"local": run_local, "spark": run_spark, "hand": run_hand, "hand-json": run_hand_json}
+        print(json.dumps(run[args.worker](Path(args.log))))
         return
-    sizes = [_size(s) for s in ("200K,1M" if args.quick else args.sizes).split(",")]
+    sizes = [_size(s) for s in ("200K" if args.quick else args.sizes).split(",")]
+    rounds = args.rounds or (3 if args.quick else 5)
     engines = args.engines.split(",")
-    print(f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}; rules: {RULES}")
+    from _common import machine, median_range, ratios
+
+    print(f"{machine()}; rules: {RULES}")
+    print(f"{rounds} rounds, engines interleaved: median (range)")
     header = (
-        f"{'events':>10}  {'engine':<6} {'seconds':>8} {'events/s':>10} "
-        f"{'detections':>11}  memory (peak RSS)"
+        f"{'events':>10}  {'engine':<9} {'seconds':>20} {'events/s':>28} "
+        f"{'detections':>11}  memory (peak RSS, last round)"
     )
     print(header)
     print("-" * len(header))
@@ -356,10 +376,17 @@ def main() -> None:
             t = time.perf_counter()
             generate(log, n)
             print(f"{n:>10,}  (generated in {time.perf_counter() - t:.0f} s: {log})")
-        rates, found = {}, {}
+        rates: dict[str, list[float]] = {e: [] for e in engines}
+        seconds: dict[str, list[float]] = {e: [] for e in engines}
+        found: dict[str, dict[str, Any]] = {}
+        for r in range(rounds):
+            k = r % len(engines)
+            for engine in engines[k:] + engines[:k]:
+                f = found[engine] = measure(engine, log)
+                rates[engine].append(f["events"] / f["seconds"])
+                seconds[engine].append(f["seconds"])
         for engine in engines:
-            f = found[engine] = measure(engine, log)
-            rates[engine] = f["events"] / f["seconds"]
+            f = found[engine]
             mem = (
                 f"{_mb(f['rss'])}"
                 if engine != "spark"
@@ -367,15 +394,20 @@ def main() -> None:
                 f"; JVM start: {f['start']}"
             )
             print(
-                f"{f['events']:>10,}  {engine:<6} {f['seconds']:>8.1f} {rates[engine]:>10,.0f} "
-                f"{f['detections']:>11,}  {mem}"
+                f"{f['events']:>10,}  {engine:<9} {median_range(seconds[engine], '.1f'):>20} "
+                f"{median_range(rates[engine]):>28} {f['detections']:>11,}  {mem}"
             )
         if "local" in rates and "hand" in rates:
-            print(f"{'':>10}  local/hand:  {rates['local'] / rates['hand']:.2f}x")
+            lh = ratios(rates["local"], rates["hand"])
+            print(f"{'':>10}  local/hand:       {median_range(lh, '.2f')}")
             if found["local"]["baseline_rules"] != found["hand"]["detections"]:
                 print(f"{'':>10}  WARNING: the baseline's detections differ from paid + big_order")
+        if "local" in rates and "hand-json" in rates:
+            soft = ratios(rates["local"], rates["hand-json"])
+            print(f"{'':>10}  local/hand-json:  {median_range(soft, '.2f')}  (the softer baseline)")
         if "local" in rates and "spark" in rates:
-            print(f"{'':>10}  spark/local: {rates['spark'] / rates['local']:.2f}x")
+            sl = ratios(rates["spark"], rates["local"])
+            print(f"{'':>10}  spark/local:      {median_range(sl, '.2f')}")
 
 
 if __name__ == "__main__":

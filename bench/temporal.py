@@ -25,7 +25,12 @@ measure sentinel, not waiting. Prints:
    must be equal), and the signal rates (equal within the machine's noise; on a
    shared machine that noise is large, hence the call counts).
 
-Each rate is the best of several runs.
+Parts 1 to 3 each have a hand-written baseline measured in the same run: a
+``heapq`` of ``(due, sequence, event tuple)`` entries for the timers of part 1; a
+dict of pending orders and a ``heapq`` of deadlines for part 2 (a shipment
+removes its order, a deadline finding its order still pending reports it); a bare
+``heapq`` loop for part 3. Each rate is the median (and range) of interleaved
+rounds, 5 of them (``--rounds``; 3 with ``--quick``); memory is traced once.
 """
 
 from __future__ import annotations
@@ -33,9 +38,16 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
+import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import interleaved, machine, median_range
 
 from sentinel import LocalEventDetector, VirtualClock, not_within, timers
 
@@ -46,15 +58,70 @@ def _noop(occ: object) -> None:
     pass
 
 
-def best(run: Callable[[], tuple[int, float]], repeat: int) -> float:
-    """The best rate (items per second) of ``repeat`` runs; ``run`` returns
-    (items, seconds)."""
-    rate = 0.0
-    for _ in range(repeat):
-        gc.collect()
-        n, seconds = run()
-        rate = max(rate, n / seconds)
-    return rate
+def traced(run: Callable[[], Any]) -> tuple[int, Any]:
+    """Bytes that ``run()`` allocated and still holds afterwards, and its result."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = run()
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return after - before, kept
+
+
+def hand_timers(n: int) -> tuple[list[Any], float]:
+    """Part 1 by hand: one timer per transaction, a heap entry holding the event."""
+    heap: list[tuple[float, int, tuple[str, int, float]]] = []
+    push = heapq.heappush
+    now = 1_700_000_000.0
+    start = time.perf_counter()
+    for i in range(n):
+        push(heap, (now + TWO_DAYS, i, ("placed", i, now)))
+    return heap, time.perf_counter() - start
+
+
+def hand_fire(heap: list[Any], action: Callable[[Any], None]) -> tuple[int, float]:
+    pop = heapq.heappop
+    start = time.perf_counter()
+    fired = 0
+    while heap:
+        action(pop(heap)[2])
+        fired += 1
+    return fired, time.perf_counter() - start
+
+
+class HandOrders:
+    """Part 2 by hand: pending orders in a dict, deadlines in a heap."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, float] = {}
+        self.heap: list[tuple[float, int]] = []
+        self.late: list[int] = []
+
+    def place(self, n: int) -> float:
+        pending, heap, push = self.pending, self.heap, heapq.heappush
+        now = 1_700_000_000.0
+        start = time.perf_counter()
+        for i in range(n):
+            due = now + TWO_DAYS
+            pending[i] = due
+            push(heap, (due, i))
+            if i % 2:
+                del pending[i]  # shipped
+        return time.perf_counter() - start
+
+    def fire(self) -> tuple[int, float]:
+        pending, heap, pop, late = self.pending, self.heap, heapq.heappop, self.late
+        start = time.perf_counter()
+        fired = 0
+        while heap:
+            due, order = pop(heap)
+            fired += 1
+            if pending.get(order) == due:
+                del pending[order]
+                late.append(order)
+        return fired, time.perf_counter() - start
 
 
 def _transactions(det: LocalEventDetector, n: int, keyed: bool = False) -> float:
@@ -73,7 +140,7 @@ def _transactions(det: LocalEventDetector, n: int, keyed: bool = False) -> float
     return time.perf_counter() - start
 
 
-def relative_per_transaction(n: int, repeat: int) -> dict[str, float]:
+def relative_per_transaction(n: int, rounds: int) -> dict[str, Any]:
     def setup(temporal: bool) -> tuple[LocalEventDetector, VirtualClock]:
         clock = VirtualClock(1_700_000_000.0)
         det = LocalEventDetector(clock=clock)
@@ -89,21 +156,6 @@ def relative_per_transaction(n: int, repeat: int) -> dict[str, float]:
 
         return run
 
-    with_timers = best(schedule(True), repeat)
-    without = best(schedule(False), repeat)
-
-    # memory held by the pending timers
-    det, _ = setup(True)
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    _transactions(det, n)
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    assert timers(det).pending() == n
-    per_timer = (after - before) / n
-
     def fire() -> tuple[int, float]:
         det, clock = setup(True)
         _transactions(det, n)
@@ -113,11 +165,30 @@ def relative_per_transaction(n: int, repeat: int) -> dict[str, float]:
         assert fired == n and timers(det).pending() == 0
         return fired, seconds
 
-    ticks = best(fire, repeat)
-    return {"with": with_timers, "without": without, "bytes": per_timer, "ticks": ticks}
+    def hand_schedule() -> tuple[int, float]:
+        return n, hand_timers(n)[1]
+
+    def hand_ticks() -> tuple[int, float]:
+        return hand_fire(hand_timers(n)[0], _noop)
+
+    rates = interleaved(
+        {
+            "with": schedule(True),
+            "without": schedule(False),
+            "hand": hand_schedule,
+            "ticks": fire,
+            "hand ticks": hand_ticks,
+        },
+        rounds,
+    )
+    det, _ = setup(True)
+    held, _ = traced(lambda: _transactions(det, n))
+    assert timers(det).pending() == n
+    hand_held, _heap = traced(lambda: hand_timers(n))
+    return {**rates, "bytes": held / n, "hand bytes": hand_held / n}
 
 
-def orders_not_shipped(n: int, repeat: int) -> dict[str, float]:
+def orders_not_shipped(n: int, rounds: int) -> dict[str, Any]:
     def setup() -> tuple[LocalEventDetector, VirtualClock, list[object]]:
         clock = VirtualClock(1_700_000_000.0)
         det = LocalEventDetector(clock=clock)
@@ -147,18 +218,6 @@ def orders_not_shipped(n: int, repeat: int) -> dict[str, float]:
         det, _, _ = setup()
         return n, place(det)
 
-    placing = best(run_place, repeat)
-
-    det, _, _ = setup()
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    place(det)
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    per_order = (after - before) / n  # every order holds a timer until its deadline
-
     def fire() -> tuple[int, float]:
         det, clock, late = setup()
         place(det)
@@ -169,11 +228,33 @@ def orders_not_shipped(n: int, repeat: int) -> dict[str, float]:
         assert det.stored() == 0  # the partitions were released
         return fired, seconds
 
-    ticks = best(fire, repeat)
-    return {"placing": placing, "bytes": per_order, "ticks": ticks}
+    def hand_place() -> tuple[int, float]:
+        return n, HandOrders().place(n)
+
+    def hand_fire_orders() -> tuple[int, float]:
+        h = HandOrders()
+        h.place(n)
+        fired = h.fire()
+        assert len(h.late) == n // 2 + n % 2
+        return fired
+
+    rates = interleaved(
+        {
+            "placing": run_place,
+            "hand placing": hand_place,
+            "ticks": fire,
+            "hand ticks": hand_fire_orders,
+        },
+        rounds,
+    )
+    det, _, _ = setup()
+    held, _ = traced(lambda: place(det))  # every order holds a timer until its deadline
+    hand = HandOrders()
+    hand_held, _ = traced(lambda: hand.place(n))
+    return {**rates, "bytes": held / n, "hand bytes": hand_held / n}
 
 
-def clock_alone(n: int, repeat: int) -> dict[str, float]:
+def clock_alone(n: int, repeat: int) -> dict[str, list[float]]:
     due = [1_000.0 + (i * 7919) % n for i in range(n)]
 
     def sentinel_clock() -> tuple[int, float]:
@@ -204,11 +285,9 @@ def clock_alone(n: int, repeat: int) -> dict[str, float]:
             cancel(h)
         return n, time.perf_counter() - start
 
-    return {
-        "clock": best(sentinel_clock, repeat),
-        "heapq": best(hand_written, repeat),
-        "cancel": best(cancelling, repeat),
-    }
+    return interleaved(
+        {"clock": sentinel_clock, "heapq": hand_written, "cancel": cancelling}, repeat
+    )
 
 
 def _nothing() -> None:
@@ -256,7 +335,8 @@ def silence(n: int, repeat: int) -> dict[str, float]:
     rates = {"without": 0.0, "with": 0.0}
     for _ in range(max(repeat, 3)):
         for key, temporal in (("without", False), ("with", True)):
-            rates[key] = max(rates[key], best(run(temporal), 1))
+            items, seconds = run(temporal)()
+            rates[key] = max(rates[key], items / seconds)
     rates["calls_without"], rates["calls_with"] = calls(False), calls(True)
     return rates
 
@@ -264,36 +344,50 @@ def silence(n: int, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=100_000, help="pending timers (default 100000)")
-    parser.add_argument("--quick", action="store_true", help="10,000 timers, one run each")
+    parser.add_argument("--quick", action="store_true", help="10,000 timers, 3 rounds")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (5; 3 with --quick)")
     args = parser.parse_args()
-    n, repeat = (10_000, 1) if args.quick else (args.n, 3)
+    n = 10_000 if args.quick else args.n
+    rounds = args.rounds or (3 if args.quick else 5)
+    med = statistics.median
+    print(f"{machine()}; {rounds} interleaved rounds: median (range)\n")
 
-    r = relative_per_transaction(n, repeat)
+    def rate(values: list[float]) -> str:
+        return f"{median_range(values):>34}"
+
+    r = relative_per_transaction(n, rounds)
     print(f"1. one relative event per transaction ({n:,} pending timers, flush=False):")
-    print(f"   transactions/s with a timer each    {r['with']:>12,.0f}")
+    print(f"   transactions/s with a timer each    {rate(r['with'])}")
     print(
-        f"   transactions/s, same rule, no timer {r['without']:>12,.0f}"
-        f"   (timer overhead {1e6 / r['with'] - 1e6 / r['without']:.1f} us/txn)"
+        f"   transactions/s, same rule, no timer {rate(r['without'])}"
+        f"   (timer overhead {1e6 / med(r['with']) - 1e6 / med(r['without']):.1f} us/txn)"
     )
-    print(f"   memory per pending timer            {r['bytes']:>12,.0f} bytes")
-    print(f"   ticks/s when all {n:,} fire          {r['ticks']:>12,.0f}")
+    print(f"   hand-written heapq pushes/s         {rate(r['hand'])}")
+    print(f"   memory per pending timer            {r['bytes']:>12,.0f} bytes"
+          f"   (hand-written heap entry: {r['hand bytes']:,.0f})")  # fmt: skip
+    print(f"   ticks/s when all {n:,} fire          {rate(r['ticks'])}")
+    print(f"   hand-written heap pops/s            {rate(r['hand ticks'])}")
 
-    o = orders_not_shipped(n, repeat)
+    o = orders_not_shipped(n, rounds)
     print(f"2. NOT(shipped)[placed, placed + [2d]] by order ({n:,} orders, half shipped):")
-    print(f"   orders/s (a transaction each)       {o['placing']:>12,.0f}")
-    print(f"   memory per pending order            {o['bytes']:>12,.0f} bytes")
-    print(f"   deadlines/s                         {o['ticks']:>12,.0f}")
+    print(f"   orders/s (a transaction each)       {rate(o['placing'])}")
+    print(f"   hand-written dict + heapq orders/s  {rate(o['hand placing'])}")
+    print(f"   memory per pending order            {o['bytes']:>12,.0f} bytes"
+          f"   (hand-written: {o['hand bytes']:,.0f})")  # fmt: skip
+    print(f"   deadlines/s                         {rate(o['ticks'])}")
+    print(f"   hand-written deadlines/s            {rate(o['hand ticks'])}")
 
-    c = clock_alone(n, repeat)
+    c = clock_alone(n, rounds)
     print(f"3. the clock alone ({n:,} timers scheduled, then fired):")
-    print(f"   VirtualClock timers/s               {c['clock']:>12,.0f}")
+    print(f"   VirtualClock timers/s               {rate(c['clock'])}")
+    ratio = [h / s for h, s in zip(c["heapq"], c["clock"], strict=True)]
     print(
-        f"   hand-written heapq loop/s           {c['heapq']:>12,.0f}"
-        f"   (ratio {c['heapq'] / c['clock']:.1f}x)"
+        f"   hand-written heapq loop/s           {rate(c['heapq'])}"
+        f"   (ratio {median_range(ratio, '.1f')}x)"
     )
-    print(f"   cancels/s                           {c['cancel']:>12,.0f}")
+    print(f"   cancels/s                           {rate(c['cancel'])}")
 
-    s = silence(max(n, 100_000), repeat)
+    s = silence(max(n, 100_000), rounds)
     print("4. a non-temporal rule's signals:")
     print(
         f"   Python calls per signal             {s['calls_without']:>12.2f} without temporal"

@@ -41,8 +41,8 @@ __all__ = ["replay_command"]
     "--partitions",
     type=click.IntRange(min=1),
     default=None,
-    help="Spark: partitions to replay in (default: one per export bucket, "
-    "else spark.sql.shuffle.partitions).",
+    help="Spark: partitions to replay in (default: from the log's size, one per "
+    "50,000 rows, at most four per core and one per export bucket).",
 )
 @click.option(
     "--partition-key",

@@ -388,6 +388,11 @@ class EventGraph:
                 leaf_specs.setdefault(src, []).append(spec)
             else:
                 levels = edge.wrap[0]
+                if edge.target[0] == "sink":
+                    # A sink ignores the store it is called with: leaving the
+                    # partitions first would only cost calls (and, compiled, keep
+                    # the leaf from inlining the sink).
+                    levels = 0
                 source = self.handlers[src]
                 source.out.append(_exit(one, levels))  # type: ignore[attr-defined]
                 source.outb.append(_exit(many, levels))  # type: ignore[attr-defined]

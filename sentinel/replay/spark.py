@@ -284,8 +284,9 @@ def read_log(
     DataFrame of log rows (:data:`LOG_STRUCT`), read by Python workers through
     SQLAlchemy or pyarrow: no JDBC driver.
 
-    Each of about ``partitions`` partitions (default: one per export bucket,
-    else ``spark.sql.shuffle.partitions``) holds whole scopes, each scope's rows
+    Each of about ``partitions`` partitions (default: one per export bucket;
+    for a database, from the number of rows, see :func:`partitions_for`) holds
+    whole scopes, each scope's rows
     in ``order``. ``events`` keeps only those events. Raises the source's errors
     on the driver, before Spark runs anything.
     """
@@ -296,13 +297,15 @@ def read_log(
     if isinstance(src, ExportSource) and order != "scope":
         # Buckets are sorted by scope: another order needs Spark's sort.
         df = _export_rows(spark, src, None if events is None else sorted(events))
-        n = partitions or _default_partitions(spark)
+        n = partitions or partitions_for(spark, src.count())
         return df.repartition(n, "scope").sortWithinPartitions(order, "scope")
     if partitions is None:
-        partitions = len(src.files) if isinstance(src, ExportSource) else None
+        partitions = (
+            len(src.files) if isinstance(src, ExportSource) else partitions_for(spark, src.count())
+        )
     plan, options = _plan(
         src,
-        partitions or _default_partitions(spark),
+        partitions,
         order=order,
         events=None if events is None else sorted(events),
     )
@@ -321,8 +324,30 @@ def _export_rows(spark: SparkSession, src: ExportSource, events: list[str] | Non
     return df
 
 
-def _default_partitions(spark: SparkSession) -> int:
-    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
+#: The fewest log rows worth a Spark task of their own when the partition count
+#: is taken from the data: below that, a task's fixed cost (scheduling, the
+#: Python worker, loading the rules) outweighs its replay.
+MIN_ROWS_PER_PARTITION = 50_000
+#: Partitions per core of the cluster, at most, when taken from the data (more
+#: tasks than cores evens out uneven partitions).
+PARTITIONS_PER_CORE = 4
+
+
+def partitions_for(spark: SparkSession, rows: int, most: int | None = None) -> int:
+    """How many partitions to replay ``rows`` log rows in when the caller did not
+    say (``partitions=``): one per :data:`MIN_ROWS_PER_PARTITION` rows, at most
+    :data:`PARTITIONS_PER_CORE` per core of the cluster (Spark's default
+    parallelism), at most ``most`` (an export's bucket files), at least one. A
+    3,000-row log is one partition, not ``spark.sql.shuffle.partitions`` (200
+    by default, each a task reading a slice of the database)."""
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext
+        cores = int(spark.conf.get("spark.default.parallelism", None) or os.cpu_count() or 1)
+    n = min(-(-rows // MIN_ROWS_PER_PARTITION), PARTITIONS_PER_CORE * max(cores, 1))
+    if most is not None:
+        n = min(n, most)
+    return max(1, n)
 
 
 # -- the replay ------------------------------------------------------------------------
@@ -475,8 +500,11 @@ def replay_spark(
     ``spark``: the session (default: the active one, or a new ``local[*]``).
     With ``out`` the detections are written there as Parquet (``overwrite``
     replaces what is there) and counted; without, the result holds the lazy
-    DataFrame and no counts. ``partitions``: how many partitions to replay in
-    (default: one per export bucket, ``spark.sql.shuffle.partitions`` otherwise).
+    DataFrame and no counts. ``partitions``: how many partitions to replay in;
+    by default taken from the log's size and the cluster's cores
+    (:func:`partitions_for`: one per 50,000 rows, at most four per core, for an
+    export at most one per bucket file); for a DataFrame source,
+    ``spark.sql.shuffle.partitions``.
 
     Raises, on the driver and before Spark runs: the source's errors,
     :class:`~sentinel.errors.RuleReferenceError`, and
@@ -501,14 +529,16 @@ def replay_spark(
                 prepare_output(target, overwrite=overwrite)
             if isinstance(src, TableSource):
                 rows = spark.createDataFrame(src.table.select(list(LOG_COLUMNS)))
-                detections = _replay_frame(rows, ref, det, partitions, partition_key, target)
+                n = partitions or partitions_for(spark, events)
+                detections = _replay_frame(rows, ref, det, n, partition_key, target)
             else:
+                most = len(src.files) if isinstance(src, ExportSource) else None
                 detections = _replay_source(
                     spark,
                     src,
                     ref,
                     det,
-                    partitions=partitions,
+                    partitions=partitions or partitions_for(spark, events, most),
                     partition_key=partition_key,
                     out=target,
                 )
@@ -574,7 +604,7 @@ def _replay_source(
     ref: str,
     det: Any,
     *,
-    partitions: int | None,
+    partitions: int,
     partition_key: str | None,
     out: str | None,
 ) -> DataFrame:
@@ -582,10 +612,8 @@ def _replay_source(
     scoped = [r.name for r in scoped_rules]
     spanning = cross_scope_rules(det)
     parts = []
+    n = partitions
     if scoped:
-        n = partitions or (
-            len(src.files) if isinstance(src, ExportSource) else _default_partitions(spark)
-        )
         # Workers read only the events these rules need (a database selects them).
         events = _wanted(det, scoped_rules)
         plan, options = _plan(src, n, order="scope", events=events, rules=ref, only=scoped, out=out)
@@ -595,7 +623,7 @@ def _replay_source(
         if isinstance(src, ExportSource):
             rows = _export_rows(spark, src, wanted)
         else:
-            plan, options = _plan(src, _default_partitions(spark), order="t_occ", events=wanted)
+            plan, options = _plan(src, n, order="t_occ", events=wanted)
             rows = _load(spark, "sentinel_log", plan, options)
         parts.append(
             _spanning(rows, ref, det, spanning, partitions, partition_key, out, filtered=True)

@@ -115,3 +115,59 @@ def test_an_empty_export_has_no_detections_even_for_rules_spanning_transactions(
     assert "t_occ" in result.passes  # the matrix has rules with flush=False
     assert result.detections == 0 and result.events == 0
     assert read_log(spark, tmp_path / "export", order="t_occ").count() == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_small_log_replays_in_few_partitions_whatever_the_shuffle_setting(
+    logged: tuple[sa.Engine, Online], spark: Any
+) -> None:
+    """A log of a few hundred rows in a database is one planned partition per
+    pass (one Spark task reading it), not ``spark.sql.shuffle.partitions``."""
+    engine, online = logged
+    url = engine.url.render_as_string(hide_password=False)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")  # Spark's own default
+    try:
+        result = replay(url, MATRIX, engine="spark", spark=spark)
+        assert result.passes  # one or two passes, each in one partition
+        assert 1 <= result.dataframe.rdd.getNumPartitions() <= len(result.passes)
+        assert replayed(result.rows()) == sorted(online.detections)
+        assert read_log(spark, url).rdd.getNumPartitions() == 1
+        # The user's count still wins.
+        forced = replay(url, MATRIX, engine="spark", spark=spark, partitions=3)
+        assert forced.dataframe.rdd.getNumPartitions() >= 3
+        assert replayed(forced.rows()) == sorted(online.detections)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+class _Context:
+    def __init__(self, cores: int) -> None:
+        self.defaultParallelism = cores
+
+
+class _Session:
+    def __init__(self, cores: int) -> None:
+        self.sparkContext = _Context(cores)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cores", "most", "expected"),
+    [
+        (0, 2, None, 1),
+        (3_000, 2, None, 1),
+        (3_000, 200, None, 1),
+        (50_000, 2, None, 1),
+        (50_001, 2, None, 2),
+        (1_000_000, 2, None, 8),  # four per core
+        (10_000_000, 2, 16, 8),
+        (10_000_000, 200, None, 200),  # one per 50,000 rows
+        (10_000_000, 200, 16, 16),  # an export's bucket files
+    ],
+)
+def test_the_partition_count_follows_the_rows_and_the_cores(
+    rows: int, cores: int, most: int | None, expected: int
+) -> None:
+    from sentinel.replay.spark import partitions_for
+
+    assert partitions_for(_Session(cores), rows, most) == expected  # type: ignore[arg-type]

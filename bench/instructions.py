@@ -1,0 +1,168 @@
+"""CPU instructions per event on the hot paths, counted with callgrind.
+
+Run: ``python bench/instructions.py`` (needs ``valgrind``; ``--quick`` for fewer
+events; ``--only NAME`` for one workload). Wall-clock rates on a shared machine
+move by a factor of two from one run to the next; instruction counts do not, so
+this is how a change to the hot path is judged before and after. Each workload
+runs ``n`` events after a warm-up, all workloads in one process under
+``valgrind --tool=callgrind`` counting only while they run (see :func:`counts`);
+the count divided by ``n`` is printed.
+
+Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
+for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
+a decorated method: nothing listening, a rule listening with its condition
+false, the event log's listener alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SETUP = {
+    "keyed A then B": """
+import detector as d
+events = d.keyed_events(N + WARM, 1000)
+found = []
+det = d.keyed_detector(found.append)
+signal = det.signal
+def go(lo, hi):
+    for name, key in events[lo:hi]:
+        signal(name, key=key)
+""",
+    "keyed tuple loop": """
+import detector as d
+events = d.keyed_events(N + WARM, 1000)
+found = []
+def go(lo, hi):
+    d.tuple_loop(events[lo:hi], found.append)
+""",
+    "20 rules": """
+import random, detector as d
+from sentinel import Context, LocalEventDetector
+rng = random.Random(7)
+events = [f"E{rng.randrange(10)}" for _ in range(N + WARM)]
+det = LocalEventDetector()
+for i in range(10):
+    det.explicit(f"E{i}")
+for i, text in enumerate(d.RULES_20):
+    for ctx in (Context.RECENT, Context.CHRONICLE):
+        det.rule(f"r{i}-{ctx.value}", text, action=d._noop, context=ctx)
+signal = det.signal
+def go(lo, hi):
+    for name in events[lo:hi]:
+        signal(name)
+""",
+    "X recent": """
+import detector as d
+from sentinel import LocalEventDetector
+det = LocalEventDetector()
+for name in ("E1", "E2", "E3", "E4"):
+    det.explicit(name)
+det.rule("X", d.X, action=d._noop)
+signal = det.signal
+events = ["E1", "E1", "E2", "E3", "E2", "E4", "E3", "E4"] * ((N + WARM) // 8)
+def go(lo, hi):
+    for name in events[lo:hi]:
+        signal(name)
+""",
+    "method, nothing listening": """
+import wrapper as w
+from sentinel import LocalEventDetector
+obj = w.reactive_class(LocalEventDetector())()
+def go(lo, hi):
+    for _ in range(lo, hi):
+        obj.set_price(1.5)
+""",
+    "method, rule listening, condition false": """
+import wrapper as w
+from sentinel import LocalEventDetector
+det = LocalEventDetector()
+cls = w.reactive_class(det)
+det.rule("r", cls.set_price.end, lambda occ: False, action=w._noop)
+obj = cls()
+def go(lo, hi):
+    for _ in range(lo, hi):
+        obj.set_price(1.5)
+""",
+    "method, event log listener only": """
+import wrapper as w
+from sentinel import LocalEventDetector
+det = LocalEventDetector()
+cls = w.reactive_class(det)
+det.add_listener(w._noop)
+obj = cls()
+def go(lo, hi):
+    for _ in range(lo, hi):
+        obj.set_price(1.5)
+""",
+}
+
+#: Events run before counting (the graph is wired, partitions exist).
+WARM = 1_000
+
+
+def counts(names: list[str], n: int) -> dict[str, float]:
+    """Instructions per event of each workload, all in one process under
+    callgrind: collection is on only inside ``sys.call_tracing`` (the C function
+    ``sys_call_tracing``), which runs each workload's ``n`` counted events, and
+    callgrind writes one profile per workload."""
+    lines = [f"import sys; sys.path.insert(0, {str(HERE)!r}); N, WARM = {n}, {WARM}"]
+    for name in names:
+        body = SETUP[name].replace("\n", "\n    ")
+        lines.append(f"def workload():\n    {body}\n    return go")
+        lines.append("go = workload(); go(0, WARM); sys.call_tracing(go, (WARM, WARM + N))")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        proc = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--toggle-collect=sys_call_tracing",
+                "--dump-after=sys_call_tracing",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-c",
+                "\n".join(lines),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=False,
+        )
+        if proc.returncode:
+            sys.exit(f"callgrind failed\n{proc.stderr[-3000:]}")
+        totals = []
+        for i in range(1, len(names) + 1):
+            text = Path(f"{out}.{i}").read_text()
+            m = re.search(r"^totals: (\d+)", text, re.M)
+            if m is None:
+                sys.exit(f"no totals in callgrind's profile {i}")
+            totals.append(int(m.group(1)) / n)
+    return dict(zip(names, totals, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="5,000 events")
+    parser.add_argument("-n", type=int, default=20_000, help="events per workload")
+    parser.add_argument("--only", choices=list(SETUP), help="one workload")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed")
+    n = 5_000 if args.quick else args.n
+    print(f"CPU instructions per event (callgrind, {n:,} events after {WARM:,} uncounted)")
+    for name, per in counts([args.only] if args.only else list(SETUP), n).items():
+        print(f"   {name:<42} {per:>10,.0f}")
+
+
+if __name__ == "__main__":
+    main()
