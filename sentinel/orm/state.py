@@ -158,9 +158,9 @@ class TxnState:
 #: What is left of a transaction whose session was garbage-collected before it
 #: ended: (attachment, scope id, weak reference to the scope, occurrences,
 #: firings, what its rolled-back savepoints took). The scope went with the
-#: session (unless something else, a pending timer, holds it). The callback that records this runs inside the garbage
-#: collector, so it only appends here; the attachment finishes the job at its
-#: next transaction.
+#: session (unless something else, a pending timer, holds it). The callback
+#: that records this runs inside the garbage collector, so it only appends here;
+#: the attachment finishes the job at its next transaction.
 Abandoned = tuple[
     Any,
     str,

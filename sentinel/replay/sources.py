@@ -165,7 +165,7 @@ def log_table(
                 [r[0] for r in items],
                 [r[1] for r in items],
                 [None] * len(items),
-                [r[2] if len(r) > 2 else None for r in items],  # type: ignore[misc]
+                [r[2] if len(r) > 2 else None for r in items],
             )
         ],
         schema=EXPORT_SCHEMA,
