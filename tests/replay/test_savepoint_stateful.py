@@ -121,7 +121,7 @@ def define_rules(det: LocalEventDetector) -> LocalEventDetector:
 def replay_rules() -> LocalEventDetector:
     """The rules for replay (Spark's workers import this)."""
     det = LocalEventDetector()
-    db_events(make_model(det).Stock).update  # defines the name Stock:update
+    _ = db_events(make_model(det).Stock).update  # defines the name Stock:update
     return define_rules(det)
 
 
