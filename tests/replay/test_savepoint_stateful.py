@@ -166,8 +166,10 @@ class Logged:
         self.fired: Counter[tuple[Any, ...]] = Counter()
         self.constituents: set[tuple[str, int]] = set()
         for f in firings:
+            if f.t_occ < since:
+                continue
             self.constituents.update(f.constituents)
-            if f.status not in _CONDITION or f.t_occ < since:
+            if f.status not in _CONDITION:
                 continue
             cons = tuple(f.constituents)
             p = _canon([params.get(c) for c in cons])
