@@ -5,8 +5,8 @@ A hypothesis state machine drives sessions of the ORM test model: method calls
 in and out of nested savepoints (released and rolled back, up to three deep),
 flushes (database events), commits, rollbacks, conditions that raise (a rule
 error dooms the innermost savepoint, or the transaction), conditions that are
-false; the rules cover four contexts, the three coupling modes and
-``flush=False``. After each example, on SQLite and on PostgreSQL:
+false; the rules cover four contexts, the three coupling modes,
+``flush=False`` and an Ode event. After each example, on SQLite and on PostgreSQL:
 
 - the detections the actions saw (an independent record) are the rule-firing
   log's ``fired`` rows;
@@ -104,16 +104,20 @@ RULES: list[tuple[str, str, dict[str, Any]]] = [
     ("updated", "Stock.e2 ; Stock:update", {"context": "cumulative", **RAISES}),
     ("deferred", "Stock.e1", {"coupling": "deferred", "context": "cumulative"}),
     ("detached", "Stock.e2 ; Stock.e1", {"coupling": "detached"}),
+    ("independent", "Stock.e3 ; Stock.e1", {"coupling": "detached_independent"}),
     ("spans", "Stock.e2 ; Stock.e1", {"context": "chronicle", "flush": False, "key": SOURCE}),
     ("spans_recent", "Stock.e3 ; Stock.e1", {"flush": False, "key": SOURCE, "condition": cheap}),
+    ("ode", "ode{prior(Stock.e2, Stock.e1) over (Stock.e2, Stock.e1, Stock.e3)}", {}),
 ]
 
 
 def define_rules(det: LocalEventDetector) -> LocalEventDetector:
+    import sentinel.ode  # noqa: F401 - the ode{...} syntax
     from tests.orm import actions
 
     for name, expr, options in RULES:
-        action = actions.record if options.get("coupling") == "detached" else seen(name)
+        detached = str(options.get("coupling", "")).startswith("detached")
+        action = actions.record if detached else seen(name)
         det.rule(name, expr, action=action, **options)
     return det
 
@@ -135,7 +139,7 @@ def _runs(rows: Any, since: int = 0) -> Counter[tuple[Any, ...]]:
             r["t_occ"],
             tuple(zip(r["constituent_scopes"], r["constituent_t_occs"], strict=True)),
             _canon(json.loads(r["params"])),
-            None if r["coupling"] == "detached" else r["condition"],
+            None if r["coupling"].startswith("detached") else r["condition"],
         )
         for r in rows
         if r["t_occ"] >= since
