@@ -146,7 +146,7 @@ def _runs(rows: Any, since: int = 0) -> Counter[tuple[Any, ...]]:
     )
 
 
-_CONDITION = {"fired": True, "condition_false": False, "failed": None, "pending": None}
+_CONDITION = {"fired": True, "condition_false": False, "failed": None}
 
 
 class Logged:
@@ -159,13 +159,15 @@ class Logged:
         with LogReader(world.engine) as reader:
             rows = list(reader.occurrences())
             firings = list(reader.firings())
+            outbox = list(reader.outbox())
         self.ids = Counter((r.occurrence.scope, r.occurrence.t_occ) for r in rows)
         params = {
             (r.occurrence.scope, r.occurrence.t_occ): json.loads(dumps(dict(r.occurrence.params)))
             for r in rows
         }
-        # one row per rule run: immediate and deferred as they ended, detached
-        # when they were enqueued
+        # one row per rule run: immediate and deferred as they ended (the
+        # firing log), detached as they were enqueued (the outbox: an aborted
+        # transaction's independent ones have no "pending" firing)
         self.runs: Counter[tuple[Any, ...]] = Counter()
         self.fired: Counter[tuple[Any, ...]] = Counter()
         self.constituents: set[tuple[str, int]] = set()
@@ -173,13 +175,20 @@ class Logged:
             if f.t_occ < since:
                 continue
             self.constituents.update(f.constituents)
-            if f.status not in _CONDITION:
+            if f.status not in _CONDITION or f.coupling.startswith("detached"):
                 continue
             cons = tuple(f.constituents)
             p = _canon([params.get(c) for c in cons])
             self.runs[(f.rule, f.scope, f.t_occ, cons, p, _CONDITION[f.status])] += 1
             if f.status == "fired":
                 self.fired[(f.rule, f.scope, f.t_occ, cons, p)] += 1
+        for e in outbox:
+            if e.t_occ < since:
+                continue
+            cons = tuple((str(c.scope), c.t_occ) for c in e.constituents)
+            self.constituents.update(cons)
+            p = _canon([params.get(c) for c in cons])
+            self.runs[(e.rule, e.scope, e.t_occ, cons, p, None)] += 1
 
 
 class Workload(RuleBasedStateMachine):
