@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 import sentinel
 from sentinel.replay import replay
+from sentinel.replay.explain import detections_for
 
 from .conftest import ORM
 
@@ -63,6 +64,10 @@ def test_a_detection_inside_a_rolled_back_savepoint_replays(orm: ORM) -> None:
     assert _replayed(orm) == live
     for f in orm.firings():
         assert set(f.constituents) <= _logged_ids(orm)
+    # the detection behind the firing is found (sentinel log firings --rules)
+    firings = orm.firings()
+    explained = detections_for(orm.engine, firings, orm.det)
+    assert [o.t_occ for o in explained.values()] == [e1]
 
 
 def test_a_spanning_rule_names_rows_of_a_rolled_back_savepoint_as_logged(orm: ORM) -> None:
