@@ -44,7 +44,10 @@ def show(
     with LogReader(url, schema=schema, prefix=prefix) as reader:
         rows = reader.latest(limit, events=events or None, scopes=scopes or None)
     table = []
-    for occ, outcome, rid in rows:
+    for row in rows:
+        occ, outcome, rid = row
+        if row.savepoint is not None:  # undone by that savepoint's rollback
+            outcome = f"{outcome} ({row.savepoint})"
         params = json.dumps(
             encode_params(occ.params, event=occ.event), sort_keys=True, separators=(",", ":")
         )

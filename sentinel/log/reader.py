@@ -207,6 +207,7 @@ class LogReader:
                 c.params,
                 c.scope,
                 c.outcome,
+                c.savepoint,
             )
             .where(*where)
             .order_by(k1, k2)
@@ -293,6 +294,7 @@ class LogReader:
                 c.params,
                 c.scope,
                 c.outcome,
+                c.savepoint,
             )
             .where(*where)
             .order_by(c.id.desc())
@@ -332,6 +334,7 @@ class LogReader:
                 fired_at=row.fired_at,
                 finished_at=row.finished_at,
                 id=row.id,
+                savepoint=row.savepoint,
             )
 
     def outbox(self, *, statuses: Iterable[str] | None = None) -> Iterator[OutboxEntry]:
@@ -379,7 +382,7 @@ def _utc(value: datetime) -> datetime:
 
 
 def _logged(row: Any) -> LoggedOccurrence:
-    rid, event, t_occ, ts, dts, source_class, source_key, params, scope, outcome = row
+    rid, event, t_occ, ts, dts, source_class, source_key, params, scope, outcome, sp = row
     source = None if source_class is None else source_ref(source_class, source_key)
     occ = _new(
         Occurrence,
@@ -393,7 +396,10 @@ def _logged(row: Any) -> LoggedOccurrence:
             scope,
         ),
     )
-    return LoggedOccurrence(occ, outcome, rid)
+    logged = _new(LoggedOccurrence, (occ, outcome, rid))
+    if sp is not None:
+        logged.savepoint = sp
+    return logged
 
 
 def read_occurrences(

@@ -42,14 +42,24 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class LoggedOccurrence(NamedTuple):
-    """One row of the event log: the occurrence as the detector saw it, how its
-    transaction ended (``"committed"``, ``"aborted"``, or ``None`` for the process
-    scope) and the row's ``id`` (insertion order)."""
-
+class _LoggedRow(NamedTuple):
     occurrence: Occurrence
     outcome: str | None
     id: int
+
+
+class LoggedOccurrence(_LoggedRow):
+    """One row of the event log: the occurrence as the detector saw it, how its
+    transaction ended (``"committed"``, ``"aborted"``, or ``None`` for the process
+    scope) and the row's ``id`` (insertion order).
+
+    ``savepoint`` is an attribute, not a field (rows unpack as three values, as
+    before it existed): ``None``, or for an occurrence that the rollback of a
+    savepoint undid (its outcome is then ``"aborted"``), that savepoint's path,
+    such as ``"sp1/sp3"`` (see ``docs/eventlog.md``).
+    """
+
+    savepoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +70,8 @@ class Firing:
     terminator's); ``constituents`` are the ``(scope, t_occ)`` ids of the
     primitive occurrences it combines, in ``t_occ`` order; ``status`` is a
     :class:`~sentinel.log.tables.FiringStatus` value. ``id`` is set on firings
-    read back from the log.
+    read back from the log. ``savepoint`` names the savepoint whose rollback
+    undid the rule run (a path such as ``"sp1/sp3"``), else ``None``.
     """
 
     rule: str
@@ -73,6 +84,7 @@ class Firing:
     fired_at: datetime = field(default_factory=_now)
     finished_at: datetime | None = None
     id: int | None = None
+    savepoint: str | None = None
 
     @classmethod
     def of(

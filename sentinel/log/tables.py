@@ -17,14 +17,20 @@ from any application's own alembic history.
     ``aborted``, or NULL for the process scope) and ``expired_at`` (when the
     occurrence's lifespan ended in a rule or event class that archives, see
     ``docs/bitemporal.md``; NULL otherwise). ``(scope, t_occ)`` is unique: it is
-    the occurrence's identity. ``at`` is the occurrence time (as the source
+    the occurrence's identity. ``savepoint`` is NULL, except for an occurrence
+    that the rollback of a savepoint undid: it names that savepoint as a path
+    from the outermost savepoint open then, ``sp1/sp3`` (savepoints are numbered
+    per transaction in the order they began); such rows are ``aborted`` and keep
+    their transaction's scope. ``at`` is the occurrence time (as the source
     says), ``detected_at`` the detection time; they differ for events reported
     late, announced for the future, or revised.
 
 ``rule_firings`` -- one row per rule execution (or attempt)
     rule name, scope and ``t_occ`` of the detection, ``constituents`` (JSON list
     of ``[scope, t_occ]``), coupling mode, status (see :class:`FiringStatus`),
-    error text, ``fired_at`` and ``finished_at``.
+    error text, ``fired_at`` and ``finished_at``, and ``savepoint``: for a rule
+    run that the rollback of a savepoint undid, that savepoint (as for events),
+    else NULL.
 
 ``outbox`` -- detached rules waiting to run (written in the triggering commit)
     rule, a unique ``idempotency_key``, the trigger's ``scope`` / ``t_occ``, the
@@ -72,10 +78,10 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0003"
+SCHEMA_VERSION: Final = "0004"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004")
 
 DEFAULT_PREFIX: Final = "sentinel_"
 
@@ -223,6 +229,7 @@ class LogTables:
             sa.Column("params", LogJSON(), nullable=False),
             sa.Column("outcome", sa.String(16), nullable=True),
             sa.Column("expired_at", UTCDateTime(), nullable=True),
+            sa.Column("savepoint", sa.Text(), nullable=True),
             sa.UniqueConstraint("scope", "t_occ", name=f"uq_{p}events_scope_t_occ"),
             sa.Index(f"ix_{p}events_t_occ", "t_occ"),
             sa.Index(f"ix_{p}events_at", "at"),
@@ -240,6 +247,7 @@ class LogTables:
             sa.Column("error", sa.Text(), nullable=True),
             sa.Column("fired_at", UTCDateTime(), nullable=False),
             sa.Column("finished_at", UTCDateTime(), nullable=True),
+            sa.Column("savepoint", sa.Text(), nullable=True),
             sa.Index(f"ix_{p}rule_firings_scope_t_occ", "scope", "t_occ"),
             sa.Index(f"ix_{p}rule_firings_rule", "rule"),
         )

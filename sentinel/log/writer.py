@@ -74,6 +74,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "source_key",
     "params",
     "outcome",
+    "savepoint",
 )
 
 
@@ -320,7 +321,7 @@ class _EventsInsert:
         stamp, encode, names = self.at, self.params, self.names
         out: list[Any] = []
         append = out.append
-        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome in values:
+        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
             at = stamp(ts)
             row = (
                 scope,
@@ -334,6 +335,7 @@ class _EventsInsert:
                 skey,
                 encode(params, event),
                 outcome,
+                sp,
             )
             append(row if names is None else dict(zip(names, row, strict=True)))
         return out
@@ -412,9 +414,10 @@ class LogWriter:
 
     # -- rows (no I/O) ---------------------------------------------------------------
     def occurrence_rows(
-        self, occurrences: Iterable[Occurrence], outcome: str | None
+        self, occurrences: Iterable[Occurrence], outcome: str | None, savepoint: str | None = None
     ) -> list[dict[str, Any]]:
-        """The ``events`` rows for ``occurrences``, with the policy applied.
+        """The ``events`` rows for ``occurrences``, with the policy applied
+        (``savepoint``: the savepoint whose rollback undid them, else None).
 
         Raises :class:`~sentinel.errors.LogWriteError` for a scope that is not a
         string (or too long), a name too long, or a source that is not an
@@ -467,16 +470,17 @@ class LogWriter:
                     "source_key": source_key,
                     "params": encode_params(params, event=event) if params else {},
                     "outcome": outcome,
+                    "savepoint": savepoint,
                 }
             )
         return rows
 
     def event_values(
-        self, occurrences: Iterable[Occurrence], outcome: str | None
+        self, occurrences: Iterable[Occurrence], outcome: str | None, savepoint: str | None = None
     ) -> list[tuple[Any, ...]]:
         """The ``events`` rows for ``occurrences`` in the writer's own, cheaper
         form: tuples ``(scope, t_occ, event, ts, detected_ts, source_class,
-        source_key, params, outcome)`` with the policy applied and the identifiers
+        source_key, params, outcome, savepoint)`` with the policy applied and the identifiers
         checked (raises what :meth:`occurrence_rows` raises for them); the
         parameters are encoded, and the datetimes made, when the rows are sent
         (:class:`_EventsInsert`)."""
@@ -512,7 +516,9 @@ class LogWriter:
                 )
             if params and apply is not None:
                 params = apply(event, params)
-            append((scope, t_occ, event, ts, dts, source_class, source_key, params, outcome))
+            append(
+                (scope, t_occ, event, ts, dts, source_class, source_key, params, outcome, savepoint)
+            )
         return rows
 
     def _bad_ids(self, occ: Occurrence) -> None:
@@ -549,6 +555,7 @@ class LogWriter:
                     "error": f.error,
                     "fired_at": f.fired_at,
                     "finished_at": f.finished_at,
+                    "savepoint": f.savepoint,
                 }
             )
         return rows
@@ -616,22 +623,27 @@ class LogWriter:
     def write_groups(
         self,
         connection: Connection,
-        groups: Iterable[tuple[Iterable[Occurrence], Outcome | str | None]],
+        groups: Iterable[
+            tuple[Iterable[Occurrence], Outcome | str | None]
+            | tuple[Iterable[Occurrence], Outcome | str | None, str | None]
+        ],
         *,
         firings: Iterable[Firing] = (),
         outbox: Iterable[OutboxEntry] = (),
         expired: Iterable[tuple[str, int, float]] = (),
     ) -> int:
         """:meth:`write` for occurrences of several outcomes at once: each group
-        is ``(occurrences, outcome)``; all rows still go in one ``executemany`` per
+        is ``(occurrences, outcome)``, or ``(occurrences, "aborted", savepoint)``
+        for what the rollback of a savepoint undid (its path, such as
+        ``"sp1/sp3"``); all rows still go in one ``executemany`` per
         table. The ORM layer writes a transaction's own occurrences together with
         earlier ones that were waiting (the process scope's, a previous
         transaction's ``txn:commit``) this way. ``expired`` marks occurrences
         (after the rows are inserted: see :meth:`mark_expired`). Raises what
         :meth:`write` raises, before any SQL for bad values."""
         rows: list[tuple[Any, ...]] = []
-        for occurrences, outcome in groups:
-            rows.extend(self.event_values(occurrences, outcome))
+        for group in groups:
+            rows.extend(self.event_values(*group))
         frows = self.firing_rows(firings)
         orows = self.outbox_rows(outbox)
         marks = list(expired)

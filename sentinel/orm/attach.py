@@ -547,6 +547,8 @@ class Attachment:
     def _savepoint(self, st: TxnState, transaction: SessionTransaction) -> None:
         assert st.scope is not None
         pending = st.scope.info.get("detached")
+        st.savepoints_begun += 1
+        name = f"sp{st.savepoints_begun}"
         st.savepoints.append(
             Savepoint(
                 transaction,
@@ -554,6 +556,7 @@ class Attachment:
                 len(st.occurrences),
                 len(st.firings),
                 len(pending) if pending else 0,
+                f"{st.savepoints[-1].path}/{name}" if st.savepoints else name,
             )
         )
 
@@ -670,8 +673,7 @@ class Attachment:
                 del st.occurrences[sp.occurrences :]
                 del st.firings[sp.firings :]
                 if occs or firings:
-                    sub = f"{st.scope_id}/sp{len(st.rolled_back) + 1}"
-                    st.rolled_back.append((sub, occs, firings))
+                    st.rolled_back.append((sp.path, occs, firings))
                 pending = scope.info.get("detached")
                 if pending:
                     del pending[sp.detached :]
@@ -714,7 +716,12 @@ class Attachment:
             self.runner.submit(entry.idempotency_key)
 
     def _abandoned(
-        self, scope_id: str, scope_ref: Any, occs: list[Occurrence], firings: list[Any]
+        self,
+        scope_id: str,
+        scope_ref: Any,
+        occs: list[Occurrence],
+        firings: list[Any],
+        rolled_back: list[tuple[str, list[Occurrence], list[Any]]],
     ) -> None:
         """A transaction of this attachment whose session was garbage-collected
         before it ended (the database rolled it back when its connection went
@@ -733,12 +740,22 @@ class Attachment:
         sink = self.sink
         if sink is None:
             return
-        if not self.log_empty and not firings and all(o[0] in TXN_EVENTS for o in occs):
+        if (
+            not self.log_empty
+            and not firings
+            and not rolled_back
+            and all(o[0] in TXN_EVENTS for o in occs)
+        ):
             return
         for occ in occs:
             sink.add_late(("occ", occ, "aborted"))
         for r in firings:
             sink.add_late(("firing", firing_of(r)))
+        for path, sp_occs, sp_firings in rolled_back:
+            for occ in sp_occs:
+                sink.add_late(("occ", occ, "aborted", path))
+            for r in sp_firings:
+                sink.add_late(("firing", firing_of(r, savepoint=path)))
 
     # -- detached rules ----------------------------------------------------------------
     def _detached(self, rule: Rule, occ: Any, committed: bool, st: TxnState | None) -> None:
@@ -788,9 +805,9 @@ class Attachment:
 
 
 def _collect_abandoned() -> None:
-    for att, scope_id, scope_ref, occs, firings in take_abandoned():
+    for att, scope_id, scope_ref, occs, firings, rolled_back in take_abandoned():
         try:
-            att._abandoned(scope_id, scope_ref, occs, firings)
+            att._abandoned(scope_id, scope_ref, occs, firings, rolled_back)
         except Exception:  # pragma: no cover - never let one harm a new transaction
             log.exception("sentinel: cleaning up an abandoned transaction failed")
 

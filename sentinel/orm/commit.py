@@ -156,7 +156,7 @@ class PreCommit:
             if (
                 st.written == len(st.occurrences)
                 and st.firings_written == len(st.firings)
-                and not st.rolled_back
+                and st.rolled_back_written == len(st.rolled_back)
             ):
                 return  # nothing new since the last write
         home = att._home_of(session)

@@ -12,8 +12,11 @@
   ``pending`` firings and the late rows only on the attachment's home database
   (see :mod:`sentinel.orm.binds`).
 - What a rolled-back savepoint took with it is written with the transaction,
-  marked ``aborted``, under a scope id of its own (``<scope>/sp<n>``): the
-  committed rows of the transaction never contain it.
+  in its scope, marked ``aborted`` and with the savepoint's path (``sp1/sp3``,
+  see :class:`~sentinel.orm.state.Savepoint`): the transaction's committed rows
+  never contain it, and ids ``(scope, t_occ)`` never change, so a firing (of
+  this transaction or a later one, for ``flush=False`` rules) names rows that
+  are in the log.
 - An aborted transaction's occurrences are written after the rollback, in a
   short transaction of their own, marked ``aborted``.
 - Everything else is *late*: ``txn:commit`` (signalled after the commit, when the
@@ -34,7 +37,6 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,22 +57,17 @@ _utc = UTC
 _fromts = datetime.fromtimestamp
 
 
-def firing_of(
-    record: FiringRecord, *, scope: str | None = None, remap: tuple[str, str, int] | None = None
-) -> Firing:
-    """The log's :class:`~sentinel.log.Firing` for a buffered rule run.
-    ``scope`` replaces the detection's scope id; ``remap = (old, new, t0)`` moves
-    constituents of scope ``old`` from ``t_occ`` ``t0`` on to scope ``new`` (a
-    rolled-back savepoint's sub-scope)."""
+def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
+    """The log's :class:`~sentinel.log.Firing` for a buffered rule run;
+    ``savepoint`` is the path of the savepoint whose rollback undid it.
+    Constituents keep their ids: an occurrence is logged under the scope it was
+    signalled in, rolled back or not."""
     rule, occ, status, error, at = record
     constituents = tuple((c.scope, c.t_occ) for c in occ.constituents)
-    if remap is not None:
-        old, new, t0 = remap
-        constituents = tuple((new, t) if s == old and t >= t0 else (s, t) for s, t in constituents)
     when = _fromts(at, _utc)
     return Firing(
         rule=rule.name,
-        scope=str(scope if scope is not None else occ.scope),
+        scope=str(occ.scope),
         t_occ=occ.t_occ,
         constituents=constituents,
         coupling=str(rule.coupling),
@@ -78,6 +75,7 @@ def firing_of(
         error=None if error is None else f"{type(error).__name__}: {error}"[:4000],
         fired_at=when,
         finished_at=when,
+        savepoint=savepoint,
     )
 
 
@@ -96,11 +94,7 @@ def only_transaction_events(st: TxnState) -> bool:
     return all(o[0] in txn for o in st.occurrences)
 
 
-def _rescoped(occs: Iterable[Occurrence], scope: str) -> list[Occurrence]:
-    return [_new(Occurrence, (*o[:6], scope)) for o in occs]
-
-
-#: A late item: ("occ", occurrence, outcome), ("firing", Firing) or ("expired",
+#: A late item: ("occ", occurrence, outcome[, savepoint path]), ("firing", Firing) or ("expired",
 #: (scope, t_occ, when)): an occurrence's archive mark (docs/bitemporal.md).
 Late = tuple[Any, ...]
 
@@ -159,18 +153,19 @@ class LogSink:
     @staticmethod
     def _late_groups(
         items: list[Late],
-    ) -> tuple[list[tuple[list[Occurrence], str | None]], list[Firing], list[Any]]:
-        by_outcome: dict[str | None, list[Occurrence]] = {}
+    ) -> tuple[list[tuple[list[Occurrence], str | None, str | None]], list[Firing], list[Any]]:
+        by_outcome: dict[tuple[str | None, str | None], list[Occurrence]] = {}
         firings: list[Firing] = []
         expired: list[Any] = []
         for item in items:
             if item[0] == "occ":
-                by_outcome.setdefault(item[2], []).append(item[1])
+                key = (item[2], item[3] if len(item) > 3 else None)
+                by_outcome.setdefault(key, []).append(item[1])
             elif item[0] == "expired":
                 expired.append(item[1])
             else:
                 firings.append(item[1])
-        return [(occs, outcome) for outcome, occs in by_outcome.items()], firings, expired
+        return [(occs, oc, sp) for (oc, sp), occs in by_outcome.items()], firings, expired
 
     def flush(self, engine: Engine | None = None) -> int:
         """Write the late rows now, in a short transaction on ``engine`` (default:
@@ -212,14 +207,11 @@ class LogSink:
         ``home`` if it is one of them (else the first). On failure nothing is
         taken from ``st`` or the late rows."""
         occs = st.occurrences[st.written :]
-        groups: list[tuple[Iterable[Occurrence], str | None]] = [(occs, Outcome.COMMITTED)]
+        groups: list[Any] = [(occs, Outcome.COMMITTED)]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
-        for sub, sp_occs, sp_firings in st.rolled_back:
-            groups.append((_rescoped(sp_occs, sub), Outcome.ABORTED))
-            t0 = sp_occs[0].t_occ if sp_occs else 0
-            firings.extend(
-                firing_of(r, scope=sub, remap=(st.scope_id, sub, t0)) for r in sp_firings
-            )
+        for path, sp_occs, sp_firings in st.rolled_back[st.rolled_back_written :]:
+            groups.append((sp_occs, Outcome.ABORTED, path))
+            firings.extend(firing_of(r, savepoint=path) for r in sp_firings)
         main = home if home is not None and any(c is home for c in conns) else conns[0]
         for conn in conns:
             if conn is not main:
@@ -239,7 +231,9 @@ class LogSink:
             raise
         st.written += len(occs)
         st.firings_written = len(st.firings)
-        st.rolled_back.clear()
+        # Kept, not cleared: should the commit fail now, the aborted transaction's
+        # log holds them again (write_aborted).
+        st.rolled_back_written = len(st.rolled_back)
         st.borrowed.extend(late)
 
     def write_partial(self, conns: list[Connection], st: TxnState) -> None:
@@ -282,14 +276,11 @@ class LogSink:
         transaction used). A failure is reported to the ``sentinel.orm``
         logger and the rows are kept as late rows (the rollback already
         happened; raising here would hide why)."""
-        groups: list[tuple[Iterable[Occurrence], str | None]] = [(st.occurrences, Outcome.ABORTED)]
+        groups: list[Any] = [(st.occurrences, Outcome.ABORTED)]
         firings = [firing_of(r) for r in st.firings]
-        for sub, sp_occs, sp_firings in st.rolled_back:
-            groups.append((_rescoped(sp_occs, sub), Outcome.ABORTED))
-            t0 = sp_occs[0].t_occ if sp_occs else 0
-            firings.extend(
-                firing_of(r, scope=sub, remap=(st.scope_id, sub, t0)) for r in sp_firings
-            )
+        for path, sp_occs, sp_firings in st.rolled_back:
+            groups.append((sp_occs, Outcome.ABORTED, path))
+            firings.extend(firing_of(r, savepoint=path) for r in sp_firings)
         for other in copies or ():
             try:
                 with other.begin() as conn:
@@ -318,9 +309,11 @@ class LogSink:
                 "be written; they are kept and written later",
                 st.scope_id,
             )
-            for grp, outcome in groups:
+            for grp, outcome, *savepoint in groups:
                 for occ in grp:
-                    self.add_late(("occ", occ, None if outcome is None else str(outcome)))
+                    self.add_late(
+                        ("occ", occ, None if outcome is None else str(outcome), *savepoint)
+                    )
             for f in firings:
                 self.add_late(("firing", f))
             for mark in expired:

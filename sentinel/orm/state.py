@@ -81,13 +81,17 @@ def clock_datetime(detector: Any) -> datetime:
 @dataclass(eq=False, slots=True)
 class Savepoint:
     """An open ``begin_nested()`` inside a transaction: the detection scope's
-    token, and how much of each buffer predates it."""
+    token, how much of each buffer predates it, and its ``path``: its number in
+    the transaction (``sp<n>``, in the order savepoints began) after those of
+    the savepoints open around it, ``sp1/sp3``. The log names a rolled-back
+    savepoint's rows with it."""
 
     transaction: SessionTransaction
     token: object
     occurrences: int
     firings: int
     detached: int
+    path: str = ""
     released: bool = False
 
 
@@ -99,9 +103,11 @@ class TxnState:
     transaction's scope, in ``t_occ`` order; the first ``written`` occurrences
     (and ``firings_written`` firings) are already in the log, in this
     transaction. ``rolled_back`` holds what savepoints that were rolled back
-    took with them, as ``(sub-scope id, occurrences, firings)``: it is logged as
-    aborted. ``doomed`` is ``(savepoint depth, rule name, error)`` once a rule
-    failed in the transaction (see :class:`~sentinel.errors.RollbackOnlyError`).
+    took with them, as ``(savepoint path, occurrences, firings)``: it is logged
+    as aborted, in the transaction's scope, marked with the path; the first
+    ``rolled_back_written`` entries are in the log already. ``doomed`` is
+    ``(savepoint depth, rule name, error)`` once a rule failed in the
+    transaction (see :class:`~sentinel.errors.RollbackOnlyError`).
     """
 
     attachment: Attachment
@@ -117,6 +123,9 @@ class TxnState:
     rolled_back: list[tuple[str, list[Occurrence], list[FiringRecord]]] = field(
         default_factory=list
     )
+    rolled_back_written: int = 0
+    #: How many savepoints began in the transaction (numbers their paths).
+    savepoints_begun: int = 0
     doomed: tuple[int, str, SentinelError] | None = None
     #: Idempotency keys of the outbox entries written in this transaction.
     outbox_keys: set[str] = field(default_factory=set)
@@ -148,11 +157,18 @@ class TxnState:
 
 #: What is left of a transaction whose session was garbage-collected before it
 #: ended: (attachment, scope id, weak reference to the scope, occurrences,
-#: firings). The scope went with the session (unless something else, a pending
-#: timer, holds it). The callback that records this runs inside the garbage
-#: collector, so it only appends here; the attachment finishes the job at its
-#: next transaction.
-Abandoned = tuple[Any, str, "weakref.ref[Scope] | None", list[Any], list[FiringRecord]]
+#: firings, what its rolled-back savepoints took). The scope went with the
+#: session (unless something else, a pending timer, holds it). The callback
+#: that records this runs inside the garbage collector, so it only appends here;
+#: the attachment finishes the job at its next transaction.
+Abandoned = tuple[
+    Any,
+    str,
+    "weakref.ref[Scope] | None",
+    list[Any],
+    list[FiringRecord],
+    list[tuple[str, list[Any], list[FiringRecord]]],
+]
 ABANDONED: deque[Abandoned] = deque()
 
 
@@ -174,6 +190,7 @@ def register(st: TxnState) -> None:
         None if scope is None else weakref.ref(scope),
         st.occurrences,
         st.firings,
+        st.rolled_back,
     )
 
     def lost(ref: weakref.ref[TxnState], _append: Callable[..., None] = ABANDONED.append) -> None:

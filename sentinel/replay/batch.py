@@ -11,10 +11,18 @@ Input order is the contract:
 ``order="scope"`` (rules that flush per transaction)
     rows sorted by ``(scope, t_occ)``, or at least: each scope's rows contiguous
     and in ``t_occ`` order. A scope ends when the next scope starts (or the input
-    ends); it is then committed or aborted according to its ``outcome`` column.
+    ends); it is then committed or aborted according to the ``outcome`` of its
+    rows outside rolled-back savepoints.
 ``order="t_occ"`` (rules with ``flush=False``)
     rows in ``t_occ`` order (ties by scope). A scope ends at its ``txn:commit``
     or ``txn:abort`` row, or when the input ends.
+
+Rows of a rolled-back savepoint (``savepoint`` not null: its path, such as
+``sp1/sp3``) are replayed in their place, inside a savepoint of the replayed
+scope that is rolled back before the next row outside it: detection state, and
+the detached detections made since, return to what they were before the
+savepoint's first row, as online. Savepoints the path names that were released
+cost a snapshot and change nothing.
 
 Detections are those of the online run, in the order replay finds them: rule
 name, coupling mode, scope and ``t_occ`` of the detection (its terminator's), the
@@ -53,8 +61,10 @@ __all__ = [
     "DETECTION_SCHEMA",
     "LOG_COLUMNS",
     "LOG_SCHEMA",
+    "OPTIONAL_LOG_COLUMNS",
     "Order",
     "Replayer",
+    "conform",
     "replay_batches",
 ]
 
@@ -72,9 +82,12 @@ LOG_SCHEMA: Final = pa.schema(
         pa.field("source_key", pa.string()),
         pa.field("params", pa.string(), nullable=False),
         pa.field("outcome", pa.string()),
+        pa.field("savepoint", pa.string()),
     ]
 )
 LOG_COLUMNS: Final = tuple(LOG_SCHEMA.names)
+#: Log columns that may be missing (logs before revision 0004): read as nulls.
+OPTIONAL_LOG_COLUMNS: Final = ("savepoint",)
 
 _STRINGS = pa.list_(pa.field("element", pa.string()))
 _INTS = pa.list_(pa.field("element", pa.int64()))
@@ -189,7 +202,12 @@ class Replayer:
         self._scope: Any = None
         self._scope_id: Any = None
         self._outcome: str | None = None
-        self._open: dict[Any, tuple[Any, str | None]] = {}
+        #: order="scope": the savepoint path of the last row and the replayed
+        #: savepoints open in the scope, outermost first (see _savepoints_to).
+        self._path: str | None = None
+        self._stack: list[tuple[str, object, int]] = []
+        #: order="t_occ": scope id -> [scope, outcome, savepoint path, stack].
+        self._open: dict[Any, list[Any]] = {}
         self._refs: dict[tuple[str, str | None], Any] = {}
         wanted = self.needed_events()
         self._wanted = None if wanted is None else pa.array(wanted, pa.string())
@@ -203,7 +221,7 @@ class Replayer:
             for b in batch.to_batches():
                 self.feed(b)
             return
-        batch = _as_batch(batch)
+        batch = conform(_as_batch(batch))
         n = batch.num_rows
         if not n:
             return
@@ -248,17 +266,25 @@ class Replayer:
         det = self.detector
         new_scope = det.scope
         scope, cur, outcome = self._scope, self._scope_id, self._outcome
+        path, stack = self._path, self._stack
         rows = zip(*cols, strict=True)
         while True:
             try:
-                for sid, t, ev, ts, dts, sc, sk, text, oc in rows:
+                for sid, t, ev, ts, dts, sc, sk, text, oc, sp in rows:
                     if sid != cur:
                         if scope is not None:
                             self._scope = None
-                            self._end(scope, outcome)
+                            self._end(scope, outcome, stack)
                         scope = new_scope(sid)
-                        cur, outcome = sid, oc
+                        # A rolled-back savepoint's rows are "aborted" whatever
+                        # the transaction's outcome: the scope's comes from others.
+                        cur, outcome, path = sid, oc if sp is None else _UNKNOWN, None
                         self._scope, self._scope_id, self._outcome = scope, cur, outcome
+                    if sp is not path and sp != path:
+                        self._savepoints_to(scope, stack, sp)
+                        self._path = path = sp
+                        if sp is None and outcome is _UNKNOWN:
+                            self._outcome = outcome = oc
                     m = modes.get(ev)
                     if m is None:
                         m = mode_of(ev)
@@ -288,14 +314,24 @@ class Replayer:
         rows = zip(*cols, strict=True)
         while True:
             try:
-                for sid, t, ev, ts, dts, sc, sk, text, oc in rows:
+                for sid, t, ev, ts, dts, sc, sk, text, oc, sp in rows:
                     m = modes.get(ev)
                     if m is None:
                         m = mode_of(ev)
                     if m is not _SKIP:
                         entry = opened.get(sid)
                         if entry is None:
-                            entry = opened[sid] = (det.scope(sid), oc)
+                            entry = opened[sid] = [
+                                det.scope(sid),
+                                oc if sp is None else _UNKNOWN,
+                                None,
+                                [],
+                            ]
+                        if sp is not entry[2] and sp != entry[2]:
+                            self._savepoints_to(entry[0], entry[3], sp)
+                            entry[2] = sp
+                            if sp is None and entry[1] is _UNKNOWN:
+                                entry[1] = oc
                         p = LazyParams()
                         p.raw = text
                         p.pending = text != "{}"
@@ -312,7 +348,7 @@ class Replayer:
                     if ev in _ENDS:
                         entry = opened.pop(sid, None)
                         if entry is not None:
-                            self._end(*entry)
+                            self._end(entry[0], entry[1], entry[3])
                 break
             except InstantFailed:
                 continue
@@ -324,9 +360,33 @@ class Replayer:
         ref = refs[(source_class, source_key)] = source_ref(source_class, source_key)
         return ref
 
-    def _end(self, scope: Any, outcome: str | None) -> None:
+    def _savepoints_to(self, scope: Any, stack: list[tuple[str, object, int]], path: Any) -> None:
+        """Make ``stack`` (the replayed savepoints open in ``scope``, outermost
+        first) match the savepoint ``path`` of the next row (None: outside any):
+        roll back the savepoints it leaves, begin those it enters. A rollback
+        drops the detached detections made since, as the ORM layer does."""
+        names = path.split("/") if path else ()
+        keep = 0
+        while keep < len(stack) and keep < len(names) and stack[keep][0] == names[keep]:
+            keep += 1
+        info = scope.info
+        if keep < len(stack):
+            scope.rollback_to(stack[keep][1])
+            pending = info.get("detached")
+            if pending:
+                del pending[stack[keep][2] :]
+            del stack[keep:]
+        for name in names[keep:]:
+            pending = info.get("detached")
+            stack.append((name, scope.savepoint(), len(pending) if pending else 0))
+
+    def _end(self, scope: Any, outcome: Any, stack: list[tuple[str, object, int]]) -> None:
+        if stack:
+            self._savepoints_to(scope, stack, None)
         # The process scope (outcome NULL) is never committed online; ending it
-        # as committed hands its detached rules over, as online does at once.
+        # as committed hands its detached rules over, as online does at once. A
+        # scope whose every row replayed was rolled back (_UNKNOWN) has nothing
+        # left to hand over either way.
         self.detector.end_scope(scope, "aborted" if outcome == "aborted" else "committed")
 
     @_fewer_collections
@@ -334,10 +394,11 @@ class Replayer:
         """End the scopes still open (the input is over)."""
         if self._scope is not None:
             scope, self._scope = self._scope, None
-            self._end(scope, self._outcome)
+            self._end(scope, self._outcome, self._stack)
+        self._path = None
         opened, self._open = self._open, {}
-        for scope, outcome in opened.values():
-            self._end(scope, outcome)
+        for scope, outcome, _path, stack in opened.values():
+            self._end(scope, outcome, stack)
 
     def needed_events(self) -> list[str] | None:
         """The events this replay needs to read (what its rules listen to, and
@@ -423,8 +484,22 @@ class Replayer:
 
 _FILTERABLE: Final = (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()))
 _SKIP: Final = "skip"
+#: A scope's outcome while only rows of rolled-back savepoints were seen.
+_UNKNOWN: Final = "unknown"
 _LAZY: Final = "lazy"
 _NOW: Final = "now"
+
+
+def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with the :data:`OPTIONAL_LOG_COLUMNS` it lacks added as nulls
+    (rows of a log, or an export, made before they existed)."""
+    names = batch.schema.names
+    for name in OPTIONAL_LOG_COLUMNS:
+        if name not in names:
+            batch = batch.append_column(
+                LOG_SCHEMA.field(name), pa.nulls(batch.num_rows, LOG_SCHEMA.field(name).type)
+            )
+    return batch
 
 
 def _as_batch(batch: Any) -> pa.RecordBatch:

@@ -46,7 +46,8 @@ def detections_for(
     ``id``: the detection replay makes for it with ``rules`` (an
     :class:`~sentinel.Occurrence` or a :class:`~sentinel.CompositeOccurrence`,
     parameters decoded). A firing replay does not reproduce (its rule was changed
-    or deleted since, or it ran in a rolled-back savepoint) is left out.
+    or deleted since) is left out; firings inside rolled-back savepoints are
+    reproduced (the log says where each savepoint was rolled back).
 
     Rules that flush (the default) replay only the firings' transactions; rules
     with ``flush=False`` replay the events they listen to across the whole log.

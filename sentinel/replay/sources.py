@@ -37,7 +37,7 @@ from sentinel.log.records import encode_key
 from sentinel.log.tables import DEFAULT_PREFIX
 from sentinel.occurrence import ObjectRef, Occurrence
 from sentinel.params import dumps
-from sentinel.replay.batch import LOG_COLUMNS, LOG_SCHEMA, Order
+from sentinel.replay.batch import LOG_COLUMNS, LOG_SCHEMA, OPTIONAL_LOG_COLUMNS, Order, conform
 
 __all__ = [
     "EXPORT_SCHEMA",
@@ -82,7 +82,10 @@ class LogSource(Protocol):
 
 # -- rows from occurrences --------------------------------------------------------------
 def _rows_batch(
-    occs: Sequence[Occurrence], outcomes: Sequence[str | None], ids: Sequence[int | None]
+    occs: Sequence[Occurrence],
+    outcomes: Sequence[str | None],
+    ids: Sequence[int | None],
+    savepoints: Sequence[str | None],
 ) -> pa.RecordBatch:
     scopes: list[Any] = []
     t_occs: list[int] = []
@@ -124,6 +127,7 @@ def _rows_batch(
             pa.array(keys, pa.string()),
             pa.array(params, pa.string()),
             pa.array(outcomes, pa.string()),
+            pa.array(savepoints, pa.string()),
             pa.array(ids, pa.int64()),
             micros.cast(pa.timestamp("us", tz="UTC")),
         ],
@@ -134,12 +138,21 @@ def _rows_batch(
 def log_batch(rows: Sequence[LoggedOccurrence]) -> pa.RecordBatch:
     """Rows read by :class:`~sentinel.log.LogReader` as one record batch
     (:data:`EXPORT_SCHEMA`)."""
-    return _rows_batch([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    return _rows_batch(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r.savepoint for r in rows],
+    )
 
 
-def log_table(rows: Iterable[tuple[Occurrence, str | None]]) -> pa.Table:
-    """Occurrences and their transactions' outcomes as a table of log rows, as
-    the writer would store them (for tests and for logs kept elsewhere).
+def log_table(
+    rows: Iterable[tuple[Occurrence, str | None] | tuple[Occurrence, str | None, str | None]],
+) -> pa.Table:
+    """Occurrences and their transactions' outcomes (and, as a third item, the
+    path of the savepoint whose rollback undid an occurrence) as a table of log
+    rows, as the writer would store them (for tests and for logs kept
+    elsewhere).
 
     >>> from sentinel import Occurrence
     >>> log_table([(Occurrence("E1", 1, 0.0, scope="tx"), "committed")]).column("params")[0]
@@ -147,7 +160,14 @@ def log_table(rows: Iterable[tuple[Occurrence, str | None]]) -> pa.Table:
     """
     items = list(rows)
     return pa.Table.from_batches(
-        [_rows_batch([o for o, _ in items], [oc for _, oc in items], [None] * len(items))],
+        [
+            _rows_batch(
+                [r[0] for r in items],
+                [r[1] for r in items],
+                [None] * len(items),
+                [r[2] if len(r) > 2 else None for r in items],
+            )
+        ],
         schema=EXPORT_SCHEMA,
     )
 
@@ -275,8 +295,9 @@ class ExportSource:
 
         dataset = ds.dataset([str(f) for f in self.files], format="parquet")
         flt = None if events is None else pc.field("event").isin(sorted(events))
-        table = dataset.to_table(columns=list(LOG_COLUMNS), filter=flt)
-        yield from _sorted(table, order).to_batches(BATCH_ROWS)
+        table = dataset.to_table(columns=_present(dataset.schema.names), filter=flt)
+        for batch in _sorted(table, order).to_batches(BATCH_ROWS):
+            yield conform(batch)
 
     def file_groups(self, n: int) -> list[list[str]]:
         """The bucket files dealt into at most ``n`` groups of similar size
@@ -298,7 +319,15 @@ def read_export_files(
 
     for f in files:
         with pq.ParquetFile(f) as pf:
-            yield from pf.iter_batches(batch_size=batch_rows, columns=list(LOG_COLUMNS))
+            columns = _present(pf.schema_arrow.names)
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+                yield conform(batch)
+
+
+def _present(names: Sequence[str]) -> list[str]:
+    """The log columns to read from a file with columns ``names``: all of them,
+    but the optional ones it lacks (an export of a log before revision 0004)."""
+    return [c for c in LOG_COLUMNS if c in names or c not in OPTIONAL_LOG_COLUMNS]
 
 
 # -- rows in memory ---------------------------------------------------------------------
@@ -306,7 +335,9 @@ class TableSource:
     """Log rows in a :class:`pyarrow.Table` (any order; sorted when read)."""
 
     def __init__(self, table: pa.Table, *, location: str = "in-memory table") -> None:
-        missing = [c for c in LOG_COLUMNS if c not in table.schema.names]
+        missing = [
+            c for c in LOG_COLUMNS if c not in table.schema.names and c not in OPTIONAL_LOG_COLUMNS
+        ]
         if missing:
             raise ReplaySourceError(
                 f"the table lacks the log column(s) {', '.join(missing)}", source=location
@@ -327,10 +358,11 @@ class TableSource:
     def batches(
         self, order: Order = "scope", *, events: Collection[str] | None = None
     ) -> Iterator[pa.RecordBatch]:
-        table = self.table.select(list(LOG_COLUMNS))
+        table = self.table.select(_present(self.table.schema.names))
         if events is not None:
             table = table.filter(pc.is_in(table.column("event"), pa.array(sorted(events))))
-        yield from _sorted(table, order).to_batches(BATCH_ROWS)
+        for batch in _sorted(table, order).to_batches(BATCH_ROWS):
+            yield conform(batch)
 
 
 def _sorted(table: pa.Table, order: Order) -> pa.Table:

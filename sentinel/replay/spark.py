@@ -45,7 +45,14 @@ import pyarrow as pa
 
 from sentinel.errors import MissingExtraError, ReplayError
 from sentinel.log.tables import DEFAULT_PREFIX
-from sentinel.replay.batch import DETECTION_SCHEMA, LOG_COLUMNS, LOG_SCHEMA, Order, replay_batches
+from sentinel.replay.batch import (
+    DETECTION_SCHEMA,
+    LOG_COLUMNS,
+    LOG_SCHEMA,
+    OPTIONAL_LOG_COLUMNS,
+    Order,
+    replay_batches,
+)
 from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start, submit_options
 from sentinel.replay.output import (
     SUMMARY_SCHEMA,
@@ -318,7 +325,7 @@ def _export_rows(spark: SparkSession, src: ExportSource, events: list[str] | Non
     schema from no files)."""
     if not src.files:
         return spark.createDataFrame([], LOG_STRUCT)
-    df = spark.read.parquet(*[str(f) for f in src.files]).select(*LOG_COLUMNS)
+    df = _log_columns(spark.read.parquet(*[str(f) for f in src.files]))
     if events is not None:
         df = df.filter(F.col("event").isin(events))
     return df
@@ -350,6 +357,21 @@ def partitions_for(spark: SparkSession, rows: int, most: int | None = None) -> i
     return max(1, n)
 
 
+def _log_columns(df: DataFrame) -> DataFrame:
+    """``df``'s log columns, the optional ones it lacks (rows of a log before
+    revision 0004) as nulls."""
+    have = set(df.columns)
+    return df.select(
+        *[
+            F.col(c)
+            if c in have or c not in OPTIONAL_LOG_COLUMNS
+            else F.lit(None).cast("string").alias(c)
+            for c in LOG_COLUMNS
+        ]
+    )
+
+
+
 # -- the replay ------------------------------------------------------------------------
 def _replay_rows(
     rows: DataFrame,
@@ -361,7 +383,7 @@ def _replay_rows(
     partition_key: str | None = None,
     out: str | None = None,
 ) -> DataFrame:
-    df = rows.select(*LOG_COLUMNS)
+    df = _log_columns(rows)
     if order == "scope":
         df = df.repartition(partitions, "scope") if partitions else df.repartition("scope")
         df = df.sortWithinPartitions("scope", "t_occ")
@@ -528,7 +550,10 @@ def replay_spark(
             if target is not None:
                 prepare_output(target, overwrite=overwrite)
             if isinstance(src, TableSource):
-                rows = spark.createDataFrame(src.table.select(list(LOG_COLUMNS)))
+                names = src.table.schema.names
+                rows = spark.createDataFrame(
+                    src.table.select([c for c in LOG_COLUMNS if c in names])
+                )
                 n = partitions or partitions_for(spark, events)
                 detections = _replay_frame(rows, ref, det, n, partition_key, target)
             else:
