@@ -371,7 +371,6 @@ def _log_columns(df: DataFrame) -> DataFrame:
     )
 
 
-
 # -- the replay ------------------------------------------------------------------------
 def _replay_rows(
     rows: DataFrame,
