@@ -199,7 +199,9 @@ def _sqlite_stamp(ts: float) -> str:
     return f"{prefix}.{us:06d}"
 
 
-_SIMPLE_JSON = frozenset({str, int, bool, type(None)})
+_SIMPLE_JSON = frozenset({str, bool, type(None)})
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
 
 
 def _json_encoder() -> Callable[[Any], str]:
@@ -232,8 +234,14 @@ _INF = float("inf")
 
 
 def _plain(value: Any) -> bool:
+    """A value the encoder writes as :func:`~sentinel.params.to_json` would
+    (strings are checked on the text: see :func:`_params_text`)."""
     t = type(value)
-    return t in _SIMPLE_JSON or (t is float and -_INF < value < _INF)
+    if t in _SIMPLE_JSON:
+        return True
+    if t is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    return t is float and -_INF < value < _INF
 
 
 def _params_text(params: Any, event: str) -> str:
@@ -241,7 +249,10 @@ def _params_text(params: Any, event: str) -> str:
     the encoder when every value is a plain JSON value (or a mapping of such, as
     database events carry), else through
     :func:`~sentinel.log.records.encode_params` (tagged values; raises
-    :class:`~sentinel.params.UnloggableParameter`)."""
+    :class:`~sentinel.params.UnloggableParameter`). The encoder escapes every
+    non-ASCII character, so a string that needs the ``$str`` tag (a NUL, a lone
+    surrogate) shows in the text as ``\\u0000`` or ``\\udXXX``: only then are the
+    strings looked at one by one."""
     if not params:
         return "{}"
     plain = _plain
@@ -257,9 +268,10 @@ def _params_text(params: Any, event: str) -> str:
             out[k] = dict(v)
             continue
         return _dumps(encode_params(params, event=event))
-    if out is not None:
-        return _dumps(out)
-    return _dumps(params if type(params) is dict else dict(params))
+    text = _dumps(out if out is not None else params if type(params) is dict else dict(params))
+    if "\\u0000" in text or "\\ud" in text:
+        return _dumps(encode_params(params, event=event))
+    return text
 
 
 class _EventsInsert:
