@@ -112,8 +112,8 @@ class OutboxEntry:
     """A detached rule's pending execution, written in the triggering commit.
 
     ``constituents`` are the detection's primitive occurrences (stored in full in
-    ``payload``, so the worker can rebuild what the action receives; the log's
-    parameter policy does not apply to them); ``extra`` holds further loggable
+    ``payload``, so the worker can rebuild what the action receives; the writer
+    applies the log's parameter policy to them); ``extra`` holds further loggable
     values the ORM layer wants to keep with the entry. ``scope`` / ``t_occ``
     identify the triggering detection. Build entries with :meth:`of`.
     """

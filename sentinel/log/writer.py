@@ -28,6 +28,7 @@ application (see ``bench/orm.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -272,6 +273,19 @@ def _params_text(params: Any, event: str) -> str:
     if "\\u0000" in text or "\\ud" in text:
         return _dumps(encode_params(params, event=event))
     return text
+
+
+def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
+    """``entry`` with ``policy`` applied to its constituents' parameters."""
+    apply = policy.apply
+    occs = tuple(
+        _new_occ(Occurrence, (*o[:5], apply(o[0], o[5]) if o[5] else o[5], o[6]))
+        for o in entry.constituents
+    )
+    return dataclasses.replace(entry, constituents=occs)
+
+
+_new_occ: Any = tuple.__new__
 
 
 class _EventsInsert:
@@ -563,15 +577,17 @@ class LogWriter:
         return rows
 
     def outbox_rows(self, entries: Iterable[OutboxEntry]) -> list[dict[str, Any]]:
-        """The ``outbox`` rows for ``entries`` (payloads encoded, and signed
-        when the writer has a key)."""
+        """The ``outbox`` rows for ``entries`` (payloads encoded with the
+        parameter policy applied to the constituents, as in the event log, and
+        signed when the writer has a key)."""
+        policy = self.policy if self.policy else None
         rows: list[dict[str, Any]] = [
             {
                 "rule": e.rule,
                 "idempotency_key": e.idempotency_key,
                 "scope": str(e.scope),
                 "t_occ": e.t_occ,
-                "payload": e.payload,
+                "payload": e.payload if policy is None else _redacted(e, policy).payload,
                 "status": str(e.status),
                 "attempts": e.attempts,
                 "next_attempt_at": e.next_attempt_at,
