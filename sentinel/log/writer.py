@@ -367,10 +367,15 @@ class LogWriter:
 
     ``schema`` and ``prefix`` select the tables (see
     :func:`~sentinel.log.tables.log_tables`); ``policy`` excludes or redacts
-    parameters per event. ``check_schema=False`` skips the once-per-engine
-    revision check (for code that checked already). ``outbox_key`` (a key, or an
-    :class:`~sentinel.log.signing.OutboxSigner`) signs the outbox rows it writes,
-    so workers with the same key can refuse rows that were not (see
+    parameters per event. The schema revision is checked at the first write
+    through an engine and again at the first write after ``recheck`` seconds
+    (default 30), so a migration run under a live process (a downgrade, another
+    sentinel's upgrade) fails that process's writes with a
+    :class:`~sentinel.errors.LogSchemaError` within ``recheck`` seconds, on every
+    backend alike, at the cost of one catalog query per engine per period.
+    ``check_schema=False`` skips the check (for code that checked already).
+    ``outbox_key`` (a key, or an :class:`~sentinel.log.signing.OutboxSigner`)
+    signs the outbox rows it writes, so workers with the same key can refuse rows that were not (see
     :mod:`sentinel.log.signing`).
 
     Thread-safe: a writer holds no per-batch state; share one per application.
@@ -392,8 +397,11 @@ class LogWriter:
         policy: LogPolicy | None = None,
         check_schema: bool = True,
         outbox_key: str | bytes | OutboxSigner | None = None,
+        recheck: float = 30.0,
     ) -> None:
         self.tables: LogTables = log_tables(schema, prefix)
+        #: Seconds after which the next write checks the schema revision again.
+        self.recheck = recheck
         self.policy = policy if policy is not None else LogPolicy()
         #: Signs outbox rows (``None``: rows are not signed).
         self.signer: OutboxSigner | None = (
@@ -402,26 +410,30 @@ class LogWriter:
             else OutboxSigner(outbox_key)
         )
         self._check = check_schema
-        self._checked: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+        #: engine -> (revision, when the next write checks again: time.monotonic())
+        self._checked: weakref.WeakKeyDictionary[Engine, tuple[str, float]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         self._plans: dict[tuple[str, str, str], Any] = {}
 
     # -- schema ----------------------------------------------------------------------
     def check(self, bind: Connection | Engine) -> str:
-        """Check the log's schema revision through ``bind`` (once per engine; later
-        calls return the remembered revision) and return it. Raises a
-        :class:`~sentinel.errors.LogSchemaError` subclass saying what to run."""
+        """Check the log's schema revision through ``bind`` (once per engine and
+        ``recheck`` seconds; calls in between return the remembered revision)
+        and return it. Raises a :class:`~sentinel.errors.LogSchemaError`
+        subclass saying what to run."""
         engine = bind.engine
-        rev = self._checked.get(engine)
-        if rev is not None:
-            return rev
+        known = self._checked.get(engine)
+        if known is not None and time.monotonic() < known[1]:
+            return known[0]
         if isinstance(bind, Engine):
             with bind.connect() as conn:
                 rev = check_schema(conn, self.tables)
         else:
             rev = check_schema(bind, self.tables)
         with self._lock:
-            self._checked[engine] = rev
+            self._checked[engine] = (rev, time.monotonic() + self.recheck)
         return rev
 
     def forget(self, engine: Engine | None = None) -> None:
