@@ -172,7 +172,7 @@ def normalize(
     if isinstance(value, (set, frozenset)):
         items = [
             normalize(v, event=event, param=f"{param}[{i}]", ref=ref, _depth=depth)
-            for i, v in enumerate(sorted(value, key=repr))
+            for i, v in enumerate(value)
         ]
         try:
             return frozenset(items)
@@ -245,7 +245,8 @@ def to_json(value: Any) -> Any:
     if isinstance(value, tuple):
         return [to_json(v) for v in value]
     if isinstance(value, frozenset):
-        return {"$set": [to_json(v) for v in sorted(value, key=repr)]}
+        # in the order of their JSON text: the same set always gives the same text
+        return {"$set": sorted((to_json(v) for v in value), key=_json_text)}
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -259,6 +260,10 @@ def to_json(value: Any) -> Any:
 
 
 _INF = float("inf")
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _decode_str(text: str) -> str:

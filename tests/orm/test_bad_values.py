@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
@@ -92,12 +93,16 @@ def canon(value: Any) -> Any:
     """A comparable form that keeps types and the values float equality hides
     (NaN, the sign of zero)."""
     t = type(value)
+    if t is int:
+        return ("int", hex(value))  # repr() refuses ints of more than 4,300 digits
     if t is float:
         return ("float", repr(value), math.copysign(1.0, value))
     if t in (tuple, list):
         return (t.__name__, tuple(canon(v) for v in value))
     if t is frozenset:
         return ("frozenset", tuple(sorted((canon(v) for v in value), key=repr)))
+    if t is Decimal:
+        return ("Decimal", str(value))  # NaN, sNaN and -0 by their text
     if t in (dict, MappingProxyType):
         return ("mapping", tuple(sorted((k, canon(v)) for k, v in value.items())))
     return (t.__name__, value)
