@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sentinel.log import LogPolicy, LogReader, log_tables
+from sentinel.log import LogPolicy, log_tables
 
 from . import actions
 from .conftest import ORM
