@@ -53,6 +53,7 @@ __all__ = [
     "from_json",
     "loads",
     "normalize",
+    "storable_text",
     "to_json",
     "unstorable_text",
 ]
@@ -100,6 +101,16 @@ class UnloggableParameter(SentinelError, TypeError):
             "or exclude the parameter from the event"
         )
         super().__init__(msg)
+
+
+def storable_text(text: str) -> str:
+    """``text`` (a message: an error's text) as every backend's text column
+    stores it: NUL characters and lone surrogates written as backslash escapes
+    (lossy only for those; a message is for reading)."""
+    if not unstorable_text(text):
+        return text
+    text = text.replace("\x00", "\\x00")
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _short_repr(value: Any) -> str:

@@ -57,6 +57,7 @@ from sentinel.log.tables import (
     log_tables,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
+from sentinel.params import storable_text
 
 __all__ = ["LogWriter"]
 
@@ -581,7 +582,7 @@ class LogWriter:
                     "constituents": [[str(s), t] for s, t in f.constituents],
                     "coupling": str(f.coupling),
                     "status": str(f.status),
-                    "error": f.error,
+                    "error": None if f.error is None else storable_text(f.error),
                     "fired_at": f.fired_at,
                     "finished_at": f.finished_at,
                 }

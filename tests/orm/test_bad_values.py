@@ -278,3 +278,26 @@ def test_an_aborted_transaction_whose_write_fails_blocks_nobody(
     assert world.put_values() == [(i, "committed") for i in range(100)]
     assert not sink.late
     assert any("refused by the database and dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_a_rule_error_whose_text_no_text_column_takes_blocks_nobody(world: World) -> None:
+    """A failed rule's error text goes to the rule-firing log: NUL and lone
+    surrogates are escaped there (PostgreSQL refuses them in text)."""
+
+    def explode(occ: Any) -> None:
+        if occ.params["value"] == "boom":
+            raise ValueError("boom\x00\ud800")
+
+    world.det.rule("explode", "Box.Put", action=explode)
+    with world.Session() as s:
+        with pytest.raises(Exception, match="boom"):
+            s.get(world.Box, 1).put("boom")
+        s.rollback()
+    _ordinary(world)
+    with world.Session() as s:
+        assert s.get(world.Box, 1).n == 100
+    assert world.put_values() == [("boom", "aborted")] + [(i, "committed") for i in range(100)]
+    with LogReader(world.engine) as r:
+        (failed,) = [f for f in r.firings() if f.status == "failed"]
+    assert failed.rule == "explode"
+    assert failed.error is not None and "boom\\x00\\ud800" in failed.error
