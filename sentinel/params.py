@@ -235,7 +235,7 @@ def to_json(value: Any) -> Any:
     if t in _SIMPLE:
         return value
     if t is ObjectRef:
-        return {"$ref": [value[0], [to_json(k) for k in value[1]]]}
+        return {"$ref": [to_json(value[0]), [to_json(k) for k in value[1]]]}
     for base in _SIMPLE[1:]:  # subclasses (IntEnum members were normalized away)
         if isinstance(value, base):
             return to_json(base(value))
@@ -282,7 +282,7 @@ def _decode_str(text: str) -> str:
 
 
 _DECODERS: dict[str, Callable[[Any], Any]] = {
-    "$ref": lambda v: ObjectRef(v[0], tuple(from_json(k) for k in v[1])),
+    "$ref": lambda v: ObjectRef(from_json(v[0]), tuple(from_json(k) for k in v[1])),
     "$datetime": dt.datetime.fromisoformat,
     "$date": dt.date.fromisoformat,
     "$time": dt.time.fromisoformat,

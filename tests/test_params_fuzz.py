@@ -158,3 +158,4 @@ def test_examples_of_each_tag() -> None:
     assert type(from_json(to_json(normalize({"a"})))) is frozenset
     assert to_json(Decimal("NaN")) == {"$decimal": "NaN"}
     assert to_json(uuid.UUID(int=0)) == {"$uuid": str(uuid.UUID(int=0))}
+    assert to_json(ObjectRef("A\x00", (1,))) == {"$ref": [{"$str": "A\\x00"}, [1]]}

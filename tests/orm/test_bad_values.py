@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from sentinel import LocalEventDetector, Reactive, UnloggableParameter, event
+from sentinel import LocalEventDetector, ObjectRef, Reactive, UnloggableParameter, event
 from sentinel.errors import LogWriteError
 from sentinel.log import LogReader, migrate
 from sentinel.orm import Attachment, attach
@@ -65,6 +65,7 @@ KEPT: list[tuple[str, Any, Any]] = [
     ("list", [1, "\x00"], (1, "\x00")),
     ("$ keys", {"$ref": "\ud800", "k": 1}, MappingProxyType({"$ref": "\ud800", "k": 1})),
     ("nul in a mapping", {"k": "\x00"}, MappingProxyType({"k": "\x00"})),
+    ("reference", ObjectRef("A\x00", ("\ud800", 2**64)), ObjectRef("A\x00", ("\ud800", 2**64))),
     ("deepest nesting", _nested(MAX_DEPTH, "\x00"), _nested(MAX_DEPTH, "\x00")),
     ("longest string", "\ud800\x00é" * (MAX_STRING // 3), "\ud800\x00é" * (MAX_STRING // 3)),
 ]
