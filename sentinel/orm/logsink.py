@@ -243,8 +243,7 @@ class LogSink:
                 written += self._write_late(engine, batch)
             except Exception as err:
                 if isinstance(err, LogSchemaError) or not _answers(engine):
-                    rest = [it for _, b in queue[i:] for it in b]
-                    self.give_back(rest)
+                    self.give_back([it for _, b in queue[i:] for it in b])
                     raise
                 dropped.append(origin)
                 cause = cause or err
@@ -255,6 +254,9 @@ class LogSink:
                     origin,
                     err,
                 )
+            except BaseException:
+                self.give_back([it for _, b in queue[i:] for it in b])
+                raise
         if dropped:
             raise LogWriteError(
                 f"late rows of {len(dropped)} origin(s) could not be written and were "
