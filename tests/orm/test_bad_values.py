@@ -302,3 +302,21 @@ def test_a_rule_error_whose_text_no_text_column_takes_blocks_nobody(world: World
         (failed,) = [f for f in r.firings() if f.status == "failed"]
     assert failed.rule == "explode"
     assert failed.error is not None and "boom\\x00\\ud800" in failed.error
+
+
+def test_a_bad_archive_mark_blocks_nobody(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """The bitemporal archive's marks wait with the late rows: one that cannot
+    be written (a time that is not a time) is dropped on its own; the
+    transactions around it commit and the other late rows are written."""
+    sink = world.att.sink
+    assert sink is not None
+    sink.late_delay = 0.0
+    world.put("before")
+    sink.add_late(("expired", ("forged-scope", 1, float("nan"))))
+    with caplog.at_level(logging.ERROR, "sentinel.orm"):
+        _ordinary(world, 3)
+    assert not sink.late
+    assert [v for v, _ in world.put_values()] == ["before", 0, 1, 2]
+    assert any("forged-scope" in r.getMessage() for r in caplog.records)
+    commits = [o.scope for o, _, _ in world.logged() if o.event == "txn:commit"]
+    assert len(commits) == 4
