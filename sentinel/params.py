@@ -226,12 +226,11 @@ def to_json(value: Any) -> Any:
     if t is float:
         if value != value or value in (_INF, -_INF):
             return {"$float": repr(value)}
-        if value == 0.0:
-            return {"$float": "-0.0"} if math.copysign(1.0, value) < 0 else value
-        text = repr(value)
-        if "e+" in text:
-            return {"$float": text}
-        return value
+        if -1e16 < value < 1e16:  # repr() writes these without a positive exponent
+            if value == 0.0 and math.copysign(1.0, value) < 0:
+                return {"$float": "-0.0"}
+            return value
+        return {"$float": repr(value)}
     if t in _SIMPLE:
         return value
     if t is ObjectRef:

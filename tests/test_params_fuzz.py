@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from sentinel import ObjectRef, Occurrence, UnloggableParameter
 from sentinel.log import LogReader, LogWriter, migrate
+from sentinel.log.records import encode_params
+from sentinel.log.writer import _dumps, _params_text
 from sentinel.params import MAX_DEPTH, dumps, from_json, loads, normalize, to_json
 from tests.orm.test_bad_values import canon
 
@@ -104,6 +106,8 @@ def encode(value: Any) -> Any:
     assert text.isascii()
     assert canon(loads(text)["p"]) == canon(v)
     assert canon(from_json(to_json(v))) == canon(v)
+    # the writer's shortcut for plain values writes exactly the tagged form
+    assert _params_text({"p": v}, "Fuzz") == _dumps(encode_params({"p": v}, event="Fuzz"))
     return v
 
 
@@ -152,6 +156,8 @@ def test_examples_of_each_tag() -> None:
     assert to_json(2**63 - 1) == 2**63 - 1
     assert to_json(1e16) == {"$float": "1e+16"}
     assert to_json(1.5e-7) == 1.5e-7
+    assert to_json(-1e16) == {"$float": "-1e+16"}
+    assert to_json(9999999999999998.0) == 9999999999999998.0
     assert to_json(-0.0) == {"$float": "-0.0"}
     assert to_json(frozenset({2, 1})) == {"$set": [1, 2]}
     assert normalize({2, 1}) == frozenset({1, 2})

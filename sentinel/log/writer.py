@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 import weakref
@@ -232,7 +233,7 @@ def _json_encoder() -> Callable[[Any], str]:
 
 
 _dumps = _json_encoder()
-_INF = float("inf")
+_copysign = math.copysign
 
 
 def _plain(value: Any) -> bool:
@@ -243,7 +244,8 @@ def _plain(value: Any) -> bool:
         return True
     if t is int:
         return bool(_INT_MIN <= value <= _INT_MAX)
-    return t is float and -_INF < value < _INF
+    # as to_json: finite, no positive exponent, not -0.0 (all tagged there)
+    return t is float and -1e16 < value < 1e16 and (value != 0.0 or _copysign(1.0, value) > 0)
 
 
 def _params_text(params: Any, event: str) -> str:
