@@ -805,11 +805,13 @@ class LogWriter:
         try:
             conn.exec_driver_sql(plan.sql, rows)
         except sa.exc.IntegrityError as err:
+            text = _first_line(err).lower()
+            duplicate = "unique" in text or "duplicate" in text
             what = (
                 "an occurrence with the same (scope, t_occ) is already logged"
-                if table is self.tables.events
+                if duplicate and table is self.tables.events
                 else "an outbox entry with the same idempotency key exists"
-                if table is self.tables.outbox
+                if duplicate and table is self.tables.outbox
                 else "a constraint was violated"
             )
             raise LogWriteError(
