@@ -7,14 +7,24 @@ to *loggable* values:
 - :class:`~sentinel.occurrence.ObjectRef` (how objects are referenced);
 - ``datetime.datetime``, ``datetime.date``, ``datetime.time``,
   ``datetime.timedelta``, ``decimal.Decimal``, ``uuid.UUID``, ``bytes``;
-- tuples of loggable values, and mappings with ``str`` keys and loggable values
-  (kept as read-only ``MappingProxyType``).
+- tuples of loggable values, frozensets of loggable values, and mappings with
+  ``str`` keys and loggable values (kept as read-only ``MappingProxyType``).
 
-:func:`normalize` converts what it can (lists and other sequences to tuples,
+:func:`normalize` converts what it can (lists to tuples, sets to frozensets,
 ``enum.Enum`` members to their value, dicts to read-only mappings) and raises
-:class:`UnloggableParameter` for anything else. :func:`to_json` and
-:func:`from_json` round-trip loggable values through JSON text with type tags for
-what JSON lacks.
+:class:`UnloggableParameter` for anything else, and for what no backend's JSON
+column could keep: strings longer than :data:`MAX_STRING` characters, tuples and
+mappings nested deeper than :data:`MAX_DEPTH` levels (MariaDB keeps at most 32
+levels of JSON, and a value sits a few levels down in the outbox's payload), and
+mapping keys that hold a NUL character or a lone surrogate.
+
+:func:`to_json` and :func:`from_json` round-trip loggable values through JSON text
+with type tags for what JSON lacks, exactly, on every backend: besides the
+types above, strings holding ``"\\x00"`` or a lone surrogate (which
+PostgreSQL's ``jsonb`` and MariaDB refuse) are tagged ``$str``, integers outside
+the signed 64-bit range ``$int`` (what every JSON reader keeps exactly), floats
+that are not finite, negative zero, or whose shortest form has a positive
+exponent (PostgreSQL's ``jsonb`` reads ``1e+16`` back as an integer) ``$float``.
 """
 
 from __future__ import annotations
@@ -23,6 +33,9 @@ import base64
 import datetime as dt
 import enum
 import json
+import math
+import re
+import reprlib
 import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -32,10 +45,39 @@ from typing import Any
 from sentinel.errors import SentinelError
 from sentinel.occurrence import ObjectRef
 
-__all__ = ["UnloggableParameter", "dumps", "from_json", "loads", "normalize", "to_json"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_STRING",
+    "UnloggableParameter",
+    "dumps",
+    "from_json",
+    "loads",
+    "normalize",
+    "storable_text",
+    "to_json",
+    "unstorable_text",
+]
 
 _SIMPLE = (type(None), bool, int, float, str)
 _TAGGED = (dt.datetime, dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID, bytes)
+
+#: The longest string (in characters) a parameter may hold: escaped as JSON text
+#: (up to 12 bytes a character) it stays below MariaDB's default 16 MiB packet.
+MAX_STRING = 1_000_000
+#: How deep tuples, frozensets and mappings may nest in one parameter value.
+MAX_DEPTH = 10
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
+#: A lone surrogate (one not part of a high-low pair).
+_LONE_SURROGATE = re.compile(
+    "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]"
+)
+
+
+def unstorable_text(text: str) -> bool:
+    """True when ``text`` holds what some backend's JSON cannot store as a string:
+    a NUL character (PostgreSQL) or a lone surrogate (PostgreSQL, MariaDB)."""
+    return "\x00" in text or (not text.isascii() and _LONE_SURROGATE.search(text) is not None)
 
 
 class UnloggableParameter(SentinelError, TypeError):
@@ -49,7 +91,8 @@ class UnloggableParameter(SentinelError, TypeError):
         self.param = param
         self.value = value
         msg = (
-            f"parameter {param!r} of {event} is a {type(value).__name__} ({value!r:.80}), "
+            f"parameter {param!r} of {event} is a {type(value).__name__} "
+            f"({_short_repr(value)}), "
             "which the event log cannot store"
         )
         msg += "; " + (
@@ -60,12 +103,37 @@ class UnloggableParameter(SentinelError, TypeError):
         super().__init__(msg)
 
 
+def storable_text(text: str) -> str:
+    """``text`` (a message: an error's text) as every backend's text column
+    stores it: NUL characters and lone surrogates written as backslash escapes
+    (lossy only for those; a message is for reading)."""
+    if not unstorable_text(text):
+        return text
+    text = text.replace("\x00", "\\x00")
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _short_repr(value: Any) -> str:
+    """A bounded repr for messages (a value may be huge, deeply nested or
+    refuse to be printed)."""
+    try:
+        return _REPR.repr(value)[:80]
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlong = 40
+
+
 def normalize(
     value: Any,
     *,
     event: str = "event",
     param: str = "?",
     ref: Callable[[Any], ObjectRef | None] | None = None,
+    _depth: int = 0,
 ) -> Any:
     """``value`` as a loggable value (see the module docs), or raise
     :class:`UnloggableParameter` naming ``event`` and ``param``.
@@ -74,25 +142,57 @@ def normalize(
     reactive objects); it is tried before giving up.
     """
     t = type(value)
+    if t is str:
+        if len(value) > MAX_STRING:
+            raise _too_long(event, param, value)
+        return value
     if t in _SIMPLE or t is ObjectRef:
         return value
     if isinstance(value, enum.Enum):
-        return normalize(value.value, event=event, param=param, ref=ref)
+        return normalize(value.value, event=event, param=param, ref=ref, _depth=_depth)
     if isinstance(value, _TAGGED):
         return value
     if isinstance(value, _SIMPLE):  # subclasses of int, str, float
+        if isinstance(value, str) and len(value) > MAX_STRING:
+            raise _too_long(event, param, value)
         return value
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and _depth >= MAX_DEPTH:
+        raise UnloggableParameter(
+            event,
+            param,
+            value,
+            f"tuples, sets and mappings may nest at most {MAX_DEPTH} levels deep "
+            "(a backend's JSON column keeps no more)",
+        )
+    depth = _depth + 1
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise UnloggableParameter(event, param, value, "mapping keys must be strings")
-            out[k] = normalize(v, event=event, param=f"{param}[{k!r}]", ref=ref)
+            if unstorable_text(k) or len(k) > MAX_STRING:
+                raise UnloggableParameter(
+                    event,
+                    param,
+                    value,
+                    f"the mapping key {k!r:.40} holds a NUL character or a lone surrogate, "
+                    "or is too long (no backend's JSON keeps it as a key)",
+                )
+            out[str(k)] = normalize(v, event=event, param=f"{param}[{k!r}]", ref=ref, _depth=depth)
         return MappingProxyType(out)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+    if isinstance(value, (set, frozenset)):
+        items = [
+            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, _depth=depth)
+            for i, v in enumerate(value)
+        ]
+        try:
+            return frozenset(items)
+        except TypeError:  # pragma: no cover - elements of a set are hashable already
+            raise UnloggableParameter(event, param, value) from None
+    if isinstance(value, (list, tuple)):
         return tuple(
-            normalize(v, event=event, param=f"{param}[{i}]", ref=ref) for i, v in enumerate(items)
+            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, _depth=depth)
+            for i, v in enumerate(value)
         )
     if ref is not None:
         r = ref(value)
@@ -101,15 +201,40 @@ def normalize(
     raise UnloggableParameter(event, param, value)
 
 
+def _too_long(event: str, param: str, value: str) -> UnloggableParameter:
+    return UnloggableParameter(
+        event,
+        param,
+        value,
+        f"strings may hold at most {MAX_STRING:,} characters (this one holds {len(value):,}); "
+        "exclude the parameter from the event, or pass a digest or a reference instead",
+    )
+
+
 def to_json(value: Any) -> Any:
-    """A JSON-compatible structure for a loggable value."""
+    """A JSON-compatible structure for a loggable value, which every backend's
+    JSON column stores and gives back exactly (see the module docs)."""
     t = type(value)
-    if t in _SIMPLE:
-        if t is float and (value != value or value in (float("inf"), float("-inf"))):
+    if t is str:
+        if unstorable_text(value):
+            return {"$str": value.encode("unicode_escape").decode("ascii")}
+        return value
+    if t is int:
+        if _INT_MIN <= value <= _INT_MAX:
+            return value
+        return {"$int": hex(value)}
+    if t is float:
+        if value != value or value in (_INF, -_INF):
             return {"$float": repr(value)}
+        if -1e16 < value < 1e16:  # repr() writes these without a positive exponent
+            if value == 0.0 and math.copysign(1.0, value) < 0:
+                return {"$float": "-0.0"}
+            return value
+        return {"$float": repr(value)}
+    if t in _SIMPLE:
         return value
     if t is ObjectRef:
-        return {"$ref": [value[0], [to_json(k) for k in value[1]]]}
+        return {"$ref": [to_json(value[0]), [to_json(k) for k in value[1]]]}
     for base in _SIMPLE[1:]:  # subclasses (IntEnum members were normalized away)
         if isinstance(value, base):
             return to_json(base(value))
@@ -129,16 +254,34 @@ def to_json(value: Any) -> Any:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
     if isinstance(value, tuple):
         return [to_json(v) for v in value]
+    if isinstance(value, frozenset):
+        # in the order of their JSON text: the same set always gives the same text
+        return {"$set": sorted((to_json(v) for v in value), key=_json_text)}
     if isinstance(value, Mapping):
-        out = {k: to_json(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str or unstorable_text(k):
+                raise TypeError(f"not a loggable mapping key: {k!r}")
+            out[k] = to_json(v)
         if any(k.startswith("$") for k in out):
             return {"$map": out}
         return out
     raise TypeError(f"not a loggable value: {value!r}")
 
 
+_INF = float("inf")
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _decode_str(text: str) -> str:
+    return text.encode("ascii").decode("unicode_escape")
+
+
 _DECODERS: dict[str, Callable[[Any], Any]] = {
-    "$ref": lambda v: ObjectRef(v[0], tuple(from_json(k) for k in v[1])),
+    "$ref": lambda v: ObjectRef(from_json(v[0]), tuple(from_json(k) for k in v[1])),
     "$datetime": dt.datetime.fromisoformat,
     "$date": dt.date.fromisoformat,
     "$time": dt.time.fromisoformat,
@@ -147,6 +290,9 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "$uuid": uuid.UUID,
     "$bytes": lambda v: base64.b64decode(v),
     "$float": float,
+    "$str": _decode_str,
+    "$int": lambda v: int(v, 16),
+    "$set": lambda v: frozenset(from_json(x) for x in v),
     "$map": lambda v: MappingProxyType({k: from_json(x) for k, x in v.items()}),
 }
 

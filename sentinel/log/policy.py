@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
+from types import MappingProxyType
 from typing import Any, Final
 
 from sentinel.errors import LogConfigError
@@ -27,8 +28,18 @@ _GLOB = frozenset("*?[")
 _ACTIONS = ("exclude", "redact")
 
 # Compiled plan for one event name: (excluded names, excluded globs, redacted names,
-# redacted globs), or None when the policy leaves the event alone.
-_Plan = tuple[frozenset[str], tuple[str, ...], frozenset[str], tuple[str, ...]] | None
+# redacted globs, paths into mappings as (action, parts)), or None when the policy
+# leaves the event alone.
+_Plan = (
+    tuple[
+        frozenset[str],
+        tuple[str, ...],
+        frozenset[str],
+        tuple[str, ...],
+        tuple[tuple[str, tuple[str, ...]], ...],
+    ]
+    | None
+)
 
 
 class LogPolicy:
@@ -38,9 +49,10 @@ class LogPolicy:
     sensitive: ``"User.*"``, ``"*:begin"``, ``"*"``) to ``{"exclude": [...],
     "redact": [...]}``; parameter names may be globs too. When several patterns
     match an event, their lists are combined; a parameter both excluded and
-    redacted is excluded. Redacted values are replaced by ``marker``. Only
-    top-level parameters are matched (a mapping parameter is excluded or redacted
-    as a whole).
+    redacted is excluded. Redacted values are replaced by ``marker``. A dotted
+    name reaches into mapping parameters: ``"new.pw"`` is the ``pw`` entry of the
+    ``new`` parameter (the column values a database event carries), each part
+    a name or a glob; a plain name matches the whole parameter.
 
     The plan for each event name is computed once and cached, so an event the
     policy does not touch costs one dict lookup per occurrence. Safe to share
@@ -128,11 +140,22 @@ class LogPolicy:
                 redacted |= entry["redact"]
         if not excluded and not redacted:
             return None
+        paths = tuple(
+            sorted(
+                (action, tuple(p.split(".")))
+                for action, names in (("exclude", excluded), ("redact", redacted))
+                for p in names
+                if "." in p
+            )
+        )
+        excluded = {p for p in excluded if "." not in p}
+        redacted = {p for p in redacted if "." not in p}
         return (
             frozenset(p for p in excluded if _GLOB.isdisjoint(p)),
             tuple(p for p in excluded if not _GLOB.isdisjoint(p)),
             frozenset(p for p in redacted if _GLOB.isdisjoint(p)),
             tuple(p for p in redacted if not _GLOB.isdisjoint(p)),
+            paths,
         )
 
     def apply(self, event: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -145,7 +168,7 @@ class LogPolicy:
             plan = plans[event] = self._plan(event)
         if plan is None or not params:
             return params
-        ex_names, ex_globs, red_names, red_globs = plan
+        ex_names, ex_globs, red_names, red_globs, paths = plan
         marker = self.marker
         out: dict[str, Any] = {}
         for k, v in params.items():
@@ -154,7 +177,7 @@ class LogPolicy:
             if k in red_names or (red_globs and any(fnmatchcase(k, g) for g in red_globs)):
                 out[k] = marker
             else:
-                out[k] = v
+                out[k] = _within(v, k, paths, marker) if paths else v
         return out
 
     def __repr__(self) -> str:
@@ -163,3 +186,27 @@ class LogPolicy:
             spec = {a: sorted(entry[a]) for a in _ACTIONS if entry[a]}
             parts.append(f"{pattern!r}: {spec}")
         return "<LogPolicy {" + ", ".join(parts) + "}>"
+
+
+def _within(
+    value: Any, key: str, paths: tuple[tuple[str, tuple[str, ...]], ...], marker: Any
+) -> Any:
+    """``value`` (the parameter or entry ``key``) with the dotted ``paths`` that
+    start at ``key`` applied inside it (a new read-only mapping), or ``value``
+    itself when none reaches into it."""
+    if not isinstance(value, Mapping):
+        return value
+    inner = tuple(
+        (action, parts[1:])
+        for action, parts in paths
+        if len(parts) > 1 and (parts[0] == key or fnmatchcase(key, parts[0]))
+    )
+    if not inner:
+        return value
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        here = [a for a, parts in inner if len(parts) == 1 and fnmatchcase(k, parts[0])]
+        if "exclude" in here:
+            continue
+        out[k] = marker if here else _within(v, k, inner, marker)
+    return MappingProxyType(out)

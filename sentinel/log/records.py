@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from sentinel.occurrence import AnyOccurrence, ObjectRef, Occurrence
-from sentinel.params import UnloggableParameter, from_json, to_json
+from sentinel.params import UnloggableParameter, from_json, to_json, unstorable_text
 
 __all__ = [
     "Firing",
@@ -124,8 +124,8 @@ class OutboxEntry:
     """A detached rule's pending execution, written in the triggering commit.
 
     ``constituents`` are the detection's primitive occurrences (stored in full in
-    ``payload``, so the worker can rebuild what the action receives; the log's
-    parameter policy does not apply to them); ``extra`` holds further loggable
+    ``payload``, so the worker can rebuild what the action receives; the writer
+    applies the log's parameter policy to them); ``extra`` holds further loggable
     values the ORM layer wants to keep with the entry. ``scope`` / ``t_occ``
     identify the triggering detection. Build entries with :meth:`of`.
     """
@@ -202,9 +202,10 @@ def idempotency_key(rule: str, occurrence: AnyOccurrence) -> str:
 def encode_params(params: Mapping[str, Any], *, event: str = "event") -> dict[str, Any]:
     """``params`` in the log's JSON form; raises
     :class:`~sentinel.params.UnloggableParameter` naming ``event`` and the
-    parameter for a value that is not loggable."""
+    parameter for a value that is not loggable (or a parameter name no
+    backend's JSON keeps: not a string, or holding a NUL or a lone surrogate)."""
     try:
-        return {k: to_json(v) for k, v in params.items()}
+        out = {k: to_json(v) for k, v in params.items()}
     except TypeError:
         for k, v in params.items():
             try:
@@ -212,6 +213,15 @@ def encode_params(params: Mapping[str, Any], *, event: str = "event") -> dict[st
             except TypeError:
                 raise UnloggableParameter(event, k, v) from None
         raise
+    for k in out:
+        if type(k) is not str or unstorable_text(k):
+            raise UnloggableParameter(
+                event,
+                repr(k),
+                params[k],
+                "parameter names must be strings without NUL characters or lone surrogates",
+            )
+    return out
 
 
 _compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode

@@ -28,7 +28,9 @@ application (see ``bench/orm.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import threading
 import time
 import weakref
@@ -56,6 +58,7 @@ from sentinel.log.tables import (
     log_tables,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
+from sentinel.params import storable_text
 
 __all__ = ["LogWriter"]
 
@@ -200,7 +203,9 @@ def _sqlite_stamp(ts: float) -> str:
     return f"{prefix}.{us:06d}"
 
 
-_SIMPLE_JSON = frozenset({str, int, bool, type(None)})
+_SIMPLE_JSON = frozenset({str, bool, type(None)})
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
 
 
 def _json_encoder() -> Callable[[Any], str]:
@@ -229,12 +234,19 @@ def _json_encoder() -> Callable[[Any], str]:
 
 
 _dumps = _json_encoder()
-_INF = float("inf")
+_copysign = math.copysign
 
 
 def _plain(value: Any) -> bool:
+    """A value the encoder writes as :func:`~sentinel.params.to_json` would
+    (strings are checked on the text: see :func:`_params_text`)."""
     t = type(value)
-    return t in _SIMPLE_JSON or (t is float and -_INF < value < _INF)
+    if t in _SIMPLE_JSON:
+        return True
+    if t is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    # as to_json: finite, no positive exponent, not -0.0 (all tagged there)
+    return t is float and -1e16 < value < 1e16 and (value != 0.0 or _copysign(1.0, value) > 0)
 
 
 def _params_text(params: Any, event: str) -> str:
@@ -242,16 +254,24 @@ def _params_text(params: Any, event: str) -> str:
     the encoder when every value is a plain JSON value (or a mapping of such, as
     database events carry), else through
     :func:`~sentinel.log.records.encode_params` (tagged values; raises
-    :class:`~sentinel.params.UnloggableParameter`)."""
+    :class:`~sentinel.params.UnloggableParameter`). The encoder escapes every
+    non-ASCII character, so a string that needs the ``$str`` tag (a NUL, a lone
+    surrogate) shows in the text as ``\\u0000`` or ``\\udXXX``: only then are the
+    strings looked at one by one."""
     if not params:
         return "{}"
     plain = _plain
     simple = _SIMPLE_JSON
     out: dict[str, Any] | None = None
     for k, v in params.items():
-        # _plain(v), inlined: one call less per value of every logged row.
+        # _plain(v), inlined for the common cases: one call less per value.
         t = type(v)
-        if t in simple or (t is float and -_INF < v < _INF):
+        if t in simple:
+            continue
+        if t is int:
+            if _INT_MIN <= v <= _INT_MAX:
+                continue
+        elif t is float and -1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0):
             continue
         if type(v) is MappingProxyType and all(
             type(x) is str and plain(y) and not x.startswith("$") for x, y in v.items()
@@ -261,9 +281,23 @@ def _params_text(params: Any, event: str) -> str:
             out[k] = dict(v)
             continue
         return _dumps(encode_params(params, event=event))
-    if out is not None:
-        return _dumps(out)
-    return _dumps(params if type(params) is dict else dict(params))
+    text = _dumps(out if out is not None else params if type(params) is dict else dict(params))
+    if "\\u0000" in text or "\\ud" in text:
+        return _dumps(encode_params(params, event=event))
+    return text
+
+
+def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
+    """``entry`` with ``policy`` applied to its constituents' parameters."""
+    apply = policy.apply
+    occs = tuple(
+        _new_occ(Occurrence, (*o[:5], apply(o[0], o[5]) if o[5] else o[5], o[6]))
+        for o in entry.constituents
+    )
+    return dataclasses.replace(entry, constituents=occs)
+
+
+_new_occ: Any = tuple.__new__
 
 
 class _EventsInsert:
@@ -346,10 +380,15 @@ class LogWriter:
 
     ``schema`` and ``prefix`` select the tables (see
     :func:`~sentinel.log.tables.log_tables`); ``policy`` excludes or redacts
-    parameters per event. ``check_schema=False`` skips the once-per-engine
-    revision check (for code that checked already). ``outbox_key`` (a key, or an
-    :class:`~sentinel.log.signing.OutboxSigner`) signs the outbox rows it writes,
-    so workers with the same key can refuse rows that were not (see
+    parameters per event. The schema revision is checked at the first write
+    through an engine and again at the first write after ``recheck`` seconds
+    (default 30), so a migration run under a live process (a downgrade, another
+    sentinel's upgrade) fails that process's writes with a
+    :class:`~sentinel.errors.LogSchemaError` within ``recheck`` seconds, on every
+    backend alike, at the cost of one catalog query per engine per period.
+    ``check_schema=False`` skips the check (for code that checked already).
+    ``outbox_key`` (a key, or an :class:`~sentinel.log.signing.OutboxSigner`)
+    signs the outbox rows it writes, so workers with the same key can refuse rows that were not (see
     :mod:`sentinel.log.signing`).
 
     Thread-safe: a writer holds no per-batch state; share one per application.
@@ -371,8 +410,11 @@ class LogWriter:
         policy: LogPolicy | None = None,
         check_schema: bool = True,
         outbox_key: str | bytes | OutboxSigner | None = None,
+        recheck: float = 30.0,
     ) -> None:
         self.tables: LogTables = log_tables(schema, prefix)
+        #: Seconds after which the next write checks the schema revision again.
+        self.recheck = recheck
         self.policy = policy if policy is not None else LogPolicy()
         #: Signs outbox rows (``None``: rows are not signed).
         self.signer: OutboxSigner | None = (
@@ -381,26 +423,30 @@ class LogWriter:
             else OutboxSigner(outbox_key)
         )
         self._check = check_schema
-        self._checked: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+        #: engine -> (revision, when the next write checks again: time.monotonic())
+        self._checked: weakref.WeakKeyDictionary[Engine, tuple[str, float]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         self._plans: dict[tuple[str, str, str], Any] = {}
 
     # -- schema ----------------------------------------------------------------------
     def check(self, bind: Connection | Engine) -> str:
-        """Check the log's schema revision through ``bind`` (once per engine; later
-        calls return the remembered revision) and return it. Raises a
-        :class:`~sentinel.errors.LogSchemaError` subclass saying what to run."""
+        """Check the log's schema revision through ``bind`` (once per engine and
+        ``recheck`` seconds; calls in between return the remembered revision)
+        and return it. Raises a :class:`~sentinel.errors.LogSchemaError`
+        subclass saying what to run."""
         engine = bind.engine
-        rev = self._checked.get(engine)
-        if rev is not None:
-            return rev
+        known = self._checked.get(engine)
+        if known is not None and time.monotonic() < known[1]:
+            return known[0]
         if isinstance(bind, Engine):
             with bind.connect() as conn:
                 rev = check_schema(conn, self.tables)
         else:
             rev = check_schema(bind, self.tables)
         with self._lock:
-            self._checked[engine] = rev
+            self._checked[engine] = (rev, time.monotonic() + self.recheck)
         return rev
 
     def forget(self, engine: Engine | None = None) -> None:
@@ -552,7 +598,7 @@ class LogWriter:
                     "constituents": [[str(s), t] for s, t in f.constituents],
                     "coupling": str(f.coupling),
                     "status": str(f.status),
-                    "error": f.error,
+                    "error": None if f.error is None else storable_text(f.error),
                     "fired_at": f.fired_at,
                     "finished_at": f.finished_at,
                     "savepoint": f.savepoint,
@@ -561,15 +607,17 @@ class LogWriter:
         return rows
 
     def outbox_rows(self, entries: Iterable[OutboxEntry]) -> list[dict[str, Any]]:
-        """The ``outbox`` rows for ``entries`` (payloads encoded, and signed
-        when the writer has a key)."""
+        """The ``outbox`` rows for ``entries`` (payloads encoded with the
+        parameter policy applied to the constituents, as in the event log, and
+        signed when the writer has a key)."""
+        policy = self.policy if self.policy else None
         rows: list[dict[str, Any]] = [
             {
                 "rule": e.rule,
                 "idempotency_key": e.idempotency_key,
                 "scope": str(e.scope),
                 "t_occ": e.t_occ,
-                "payload": e.payload,
+                "payload": e.payload if policy is None else _redacted(e, policy).payload,
                 "status": str(e.status),
                 "attempts": e.attempts,
                 "next_attempt_at": e.next_attempt_at,
@@ -777,11 +825,13 @@ class LogWriter:
         try:
             conn.exec_driver_sql(plan.sql, rows)
         except sa.exc.IntegrityError as err:
+            text = _first_line(err).lower()
+            duplicate = "unique" in text or "duplicate" in text
             what = (
                 "an occurrence with the same (scope, t_occ) is already logged"
-                if table is self.tables.events
+                if duplicate and table is self.tables.events
                 else "an outbox entry with the same idempotency key exists"
-                if table is self.tables.outbox
+                if duplicate and table is self.tables.outbox
                 else "a constraint was violated"
             )
             raise LogWriteError(

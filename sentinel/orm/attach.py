@@ -79,7 +79,7 @@ from sentinel.orm.state import (
     unregister,
 )
 from sentinel.orm.worker import DrainReport, Runner
-from sentinel.params import normalize
+from sentinel.params import MAX_STRING, UnloggableParameter, normalize, unstorable_text
 from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
 from sentinel.reactive.classes import PLAIN
 from sentinel.rules import LocalEventDetector, Rule
@@ -97,6 +97,24 @@ _INTEGRATIONS: weakref.WeakKeyDictionary[LocalEventDetector, _Integration] = (
 
 #: Parameter value types the log listener takes as they are (already loggable).
 _LOGGABLE = PLAIN | {MappingProxyType}
+#: Parameter names seen to be storable (names recur: one set lookup each).
+_NAMES_OK: set[str] = set()
+
+
+def _check_name(event: str, name: Any, value: Any) -> None:
+    """Refuse a parameter name no backend's JSON keeps as a key (``**{"\\x00": 1}``
+    in an explicit signal); remember a good one."""
+    if type(name) is not str or unstorable_text(name) or len(name) > 1000:
+        raise UnloggableParameter(
+            event,
+            repr(name)[:80],
+            value,
+            "parameter names must be strings of at most 1,000 characters without NUL "
+            "characters or lone surrogates",
+        )
+    if len(_NAMES_OK) > 10_000:
+        _NAMES_OK.clear()
+    _NAMES_OK.add(name)
 
 
 # -- one detector ----------------------------------------------------------------------
@@ -198,8 +216,14 @@ class _Integration:
         :class:`~sentinel.params.UnloggableParameter` (the signal fails)."""
         params = occ[5]
         if params:
-            for v in params.values():
-                if type(v) not in _LOGGABLE:
+            for k, v in params.items():
+                if k not in _NAMES_OK:
+                    _check_name(occ[0], k, v)
+                t = type(v)
+                if t is str:
+                    if len(v) > MAX_STRING:
+                        normalize(v, event=occ[0], param=k)  # raises, naming both
+                elif t not in _LOGGABLE:
                     for k, val in list(params.items()):
                         if type(val) not in _LOGGABLE:
                             params[k] = normalize(val, event=occ[0], param=k)
@@ -653,7 +677,7 @@ class Attachment:
             unregister(st)
             st.ended = True
         sink = self.sink
-        if sink is not None and len(sink.late) > sink.late_limit:
+        if sink is not None and sink.late and sink.late_due():
             try:
                 home = self._home_of(session)
             except Exception:

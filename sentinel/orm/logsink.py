@@ -22,11 +22,19 @@
 - Everything else is *late*: ``txn:commit`` (signalled after the commit, when the
   transaction's rows are already written) and what rules triggered by it do,
   occurrences of the process scope and of detection scopes that are not session
-  transactions (``detector.transaction()`` blocks). Late rows wait in memory and
-  are written with the next transaction's batch, in its transaction; by
-  :meth:`LogSink.flush`, at ``detach()`` and at interpreter exit; and in a short
-  transaction of their own once more than ``late_limit`` wait when a transaction
-  ends. A crash loses at most these (never a transaction's own rows).
+  transactions (``detector.transaction()`` blocks), and the rows of an aborted
+  transaction whose own write failed. Late rows wait in memory and are written
+  in short transactions of their own, never in another transaction's batch: when
+  a transaction ends and more than ``late_limit`` wait or the oldest has waited
+  ``late_delay`` seconds, by :meth:`LogSink.flush`, at ``detach()`` and at
+  interpreter exit. A crash loses at most these (never a transaction's own rows).
+
+One transaction's rows never travel with another's, so a write that fails fails
+only for the transaction that made the rows: a transaction's own write fails its
+commit (nothing of it is written); late rows that cannot be written are retried
+one origin (one transaction or scope) at a time, and an origin whose rows the
+database refuses on their own is dropped and reported to the ``sentinel.orm``
+logger, while the others are written (see :meth:`LogSink.flush`).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
 
+from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log import Firing, LogWriter, OutboxEntry, Outcome
 from sentinel.occurrence import Occurrence
 
@@ -55,6 +64,7 @@ log = logging.getLogger("sentinel.orm")
 _new: Any = tuple.__new__
 _utc = UTC
 _fromts = datetime.fromtimestamp
+_monotonic = time.monotonic
 
 
 def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
@@ -107,12 +117,16 @@ class LogSink:
         writer: LogWriter,
         *,
         late_limit: int = 1000,
+        late_delay: float = 1.0,
         max_late: int = 1_000_000,
     ) -> None:
         self.writer = writer
         self.late: deque[Late] = deque()
         self.late_limit = late_limit
+        #: Seconds late rows may wait before a transaction's end writes them.
+        self.late_delay = late_delay
         self.max_late = max_late
+        self._late_since = 0.0
         self._dropped = 0
         self._lock = threading.Lock()
         #: The engine late rows go to when no transaction carries them.
@@ -122,6 +136,8 @@ class LogSink:
     # -- late rows ---------------------------------------------------------------------
     def add_late(self, item: Late) -> None:
         late = self.late
+        if not late:
+            self._late_since = _monotonic()
         late.append(item)
         if len(late) > self.max_late:  # the database has been failing for long
             try:
@@ -137,6 +153,15 @@ class LogSink:
                     self.max_late,
                 )
 
+    def late_due(self) -> bool:
+        """True when the late rows should be written now (at a transaction's end):
+        more than ``late_limit`` wait, or the oldest has waited ``late_delay``
+        seconds."""
+        late = self.late
+        return bool(late) and (
+            len(late) > self.late_limit or _monotonic() - self._late_since >= self.late_delay
+        )
+
     def take_late(self) -> list[Late]:
         out = []
         popleft = self.late.popleft
@@ -148,6 +173,8 @@ class LogSink:
 
     def give_back(self, items: list[Late]) -> None:
         """Put late items taken for a write that did not commit back in front."""
+        if items and not self.late:
+            self._late_since = _monotonic()
         self.late.extendleft(reversed(items))
 
     @staticmethod
@@ -167,28 +194,78 @@ class LogSink:
                 firings.append(item[1])
         return [(occs, oc, sp) for (oc, sp), occs in by_outcome.items()], firings, expired
 
+    def _write_late(self, engine: Engine, items: list[Late]) -> int:
+        groups, firings, expired = self._late_groups(items)
+        with engine.begin() as conn:
+            return self.writer.write_groups(conn, groups, firings=firings, expired=expired)
+
     def flush(self, engine: Engine | None = None) -> int:
-        """Write the late rows now, in a short transaction on ``engine`` (default:
-        the attachment's); return how many occurrences were written. On failure
-        they are kept and the error is raised."""
+        """Write the late rows now, in short transactions of their own on
+        ``engine`` (default: the attachment's); return how many occurrences were
+        written.
+
+        All in one transaction first. If that fails, one origin at a time (the
+        rows of one transaction, its rolled-back savepoints' included, or of one
+        other scope): an origin the database refuses while it still answers
+        (``SELECT 1``) is dropped, the others are written, and
+        :class:`~sentinel.errors.LogWriteError` names what was dropped (the
+        first refusal as its cause). While the database does not answer, or
+        the log's tables are missing or at another revision
+        (:class:`~sentinel.errors.LogSchemaError`), nothing is dropped: the
+        rows not written are kept and the error is raised."""
         engine = engine or self.engine
         if engine is None or not self.late:
             return 0
         items = self.take_late()
-        groups, firings, expired = self._late_groups(items)
         try:
-            with engine.begin() as conn:
-                return self.writer.write_groups(conn, groups, firings=firings, expired=expired)
+            return self._write_late(engine, items)
+        except Exception as err:
+            if isinstance(err, LogSchemaError) or not _answers(engine):
+                self.give_back(items)
+                raise
         except BaseException:
             self.give_back(items)
             raise
+        origins: dict[str, list[Late]] = {}
+        for item in items:
+            origins.setdefault(_origin(item), []).append(item)
+        written = 0
+        dropped: list[str] = []
+        cause: BaseException | None = None
+        queue = list(origins.items())
+        for i, (origin, batch) in enumerate(queue):
+            try:
+                written += self._write_late(engine, batch)
+            except Exception as err:
+                if isinstance(err, LogSchemaError) or not _answers(engine):
+                    self.give_back([it for _, b in queue[i:] for it in b])
+                    raise
+                dropped.append(origin)
+                cause = cause or err
+                log.error(
+                    "sentinel's event log: %d late row(s) of %s refused by the database "
+                    "and dropped: %s",
+                    len(batch),
+                    origin,
+                    err,
+                )
+            except BaseException:
+                self.give_back([it for _, b in queue[i:] for it in b])
+                raise
+        if dropped:
+            raise LogWriteError(
+                f"late rows of {len(dropped)} origin(s) could not be written and were "
+                f"dropped ({', '.join(dropped[:5])}{', ...' if len(dropped) > 5 else ''}); "
+                f"the other late rows were written"
+            ) from cause
+        return written
 
     def flush_quietly(self, engine: Engine | None = None) -> None:
         """:meth:`flush`, reporting a failure to the ``sentinel.orm`` logger."""
         try:
             self.flush(engine)
         except Exception:
-            log.exception("sentinel's event log: late rows could not be written (kept)")
+            log.exception("sentinel's event log: late rows could not be written")
 
     # -- transactions ------------------------------------------------------------------
     def write_transaction(
@@ -203,9 +280,9 @@ class LogSink:
         """Write ``st``'s unwritten occurrences and firings (``committed``) and
         what its rolled-back savepoints took (``aborted``) on each of ``conns``
         (the transaction's connections to every database it used), and the
-        ``outbox`` entries, their ``pending`` firings and the late rows on
-        ``home`` if it is one of them (else the first). On failure nothing is
-        taken from ``st`` or the late rows."""
+        ``outbox`` entries and their ``pending`` firings on ``home`` if it is one
+        of them (else the first). Only ``st``'s own rows: on failure nothing is
+        taken from ``st`` and the error fails its commit, nobody else's."""
         occs = st.occurrences[st.written :]
         groups: list[Any] = [(occs, Outcome.COMMITTED)]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
@@ -217,24 +294,12 @@ class LogSink:
             if conn is not main:
                 self.writer.write_groups(conn, groups, firings=firings)
         firings.extend(pending)
-        late = self.take_late() if self.late and main is home else []
-        expired: list[Any] = []
-        if late:
-            lgroups, lfirings, expired = self._late_groups(late)
-            groups.extend(lgroups)
-            firings.extend(lfirings)
-        try:
-            self.writer.write_groups(main, groups, firings=firings, outbox=outbox, expired=expired)
-        except BaseException:
-            if late:
-                self.give_back(late)
-            raise
+        self.writer.write_groups(main, groups, firings=firings, outbox=outbox)
         st.written += len(occs)
         st.firings_written = len(st.firings)
         # Kept, not cleared: should the commit fail now, the aborted transaction's
         # log holds them again (write_aborted).
         st.rolled_back_written = len(st.rolled_back)
-        st.borrowed.extend(late)
 
     def write_partial(self, conns: list[Connection], st: TxnState) -> None:
         """Write what ``st`` buffered so far (a long transaction, at a flush), on
@@ -259,7 +324,6 @@ class LogSink:
             self.add_late(("firing", firing_of(r)))
         st.written = len(st.occurrences)
         st.firings_written = len(st.firings)
-        st.borrowed.clear()
 
     def write_aborted(
         self,
@@ -269,13 +333,12 @@ class LogSink:
         *,
         copies: list[Engine] | None = None,
     ) -> None:
-        """After a rollback: write everything ``st`` holds marked ``aborted`` (and
-        the late rows its batch had taken, with their own outcomes) in a short
-        transaction of its own on ``engine`` (the home database), and
+        """After a rollback: write everything ``st`` holds marked ``aborted`` in a
+        short transaction of its own on ``engine`` (the home database), and
         ``st``'s own rows on each of ``copies`` (the other databases the
         transaction used). A failure is reported to the ``sentinel.orm``
-        logger and the rows are kept as late rows (the rollback already
-        happened; raising here would hide why)."""
+        logger and the rows are kept as late rows, written on their own later
+        (the rollback already happened; raising here would hide why)."""
         groups: list[Any] = [(st.occurrences, Outcome.ABORTED)]
         firings = [firing_of(r) for r in st.firings]
         for path, sp_occs, sp_firings in st.rolled_back:
@@ -292,21 +355,13 @@ class LogSink:
                     st.scope_id,
                     other.url,
                 )
-        borrowed = st.borrowed
-        expired: list[Any] = []
-        if borrowed:
-            lgroups, lfirings, expired = self._late_groups(borrowed)
-            groups.extend(lgroups)
-            firings.extend(lfirings)
         try:
             with engine.begin() as conn:
-                self.writer.write_groups(
-                    conn, groups, firings=firings, outbox=outbox, expired=expired
-                )
+                self.writer.write_groups(conn, groups, firings=firings, outbox=outbox)
         except Exception:
             log.exception(
                 "sentinel's event log: the occurrences of aborted transaction %s could not "
-                "be written; they are kept and written later",
+                "be written; they are kept and written later, on their own",
                 st.scope_id,
             )
             for grp, outcome, *savepoint in groups:
@@ -316,8 +371,6 @@ class LogSink:
                     )
             for f in firings:
                 self.add_late(("firing", f))
-            for mark in expired:
-                self.add_late(("expired", mark))
             if outbox:
                 log.error(
                     "sentinel's outbox: %d detached rule(s) of aborted transaction %s were "
@@ -325,11 +378,33 @@ class LogSink:
                     len(outbox),
                     st.scope_id,
                 )
-        finally:
-            st.borrowed = []
 
     def close(self) -> None:
         atexit.unregister(self._atexit)
+
+
+def _origin(item: Late) -> str:
+    """The transaction (or other scope) a late item comes from (a rolled-back
+    savepoint's rows keep their transaction's scope)."""
+    kind, what = item[0], item[1]
+    if kind == "occ":
+        scope = str(what[6])
+    elif kind == "expired":
+        scope = str(what[0])
+    else:
+        scope = str(what.scope)
+    return scope
+
+
+def _answers(engine: Engine) -> bool:
+    """True when ``engine``'s database answers a trivial query (tells a refused
+    row from a database that is gone)."""
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except Exception:
+        return False
+    return True
 
 
 def _register_atexit(sink: LogSink) -> Any:

@@ -57,6 +57,7 @@ from sentinel.errors import DetachedActionError, OutboxError
 from sentinel.log.records import OutboxEntry
 from sentinel.log.tables import LogTables, OutboxStatus, UTCDateTime
 from sentinel.occurrence import CompositeOccurrence, Occurrence
+from sentinel.params import storable_text
 from sentinel.rules import Coupling
 
 if TYPE_CHECKING:
@@ -379,7 +380,7 @@ class OutboxStore:
                 status=OutboxStatus.FAILED.value,
                 claimed_by=None,
                 next_attempt_at=None,
-                last_error=error,
+                last_error=storable_text(error),
             )
         )
         if res.rowcount != 1:
@@ -441,7 +442,7 @@ class OutboxStore:
         for good when ``retry_at`` is ``None``. Returns False when the claim is
         no longer this worker's (nothing changed)."""
         t = self.table
-        values: dict[str, Any] = {"last_error": error[:4000], "claimed_by": None}
+        values: dict[str, Any] = {"last_error": storable_text(error[:4000]), "claimed_by": None}
         if retry_at is None:
             values.update(status=OutboxStatus.FAILED.value, next_attempt_at=None)
         else:

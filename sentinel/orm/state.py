@@ -129,8 +129,6 @@ class TxnState:
     doomed: tuple[int, str, SentinelError] | None = None
     #: Idempotency keys of the outbox entries written in this transaction.
     outbox_keys: set[str] = field(default_factory=set)
-    #: Late items taken to be written with this transaction (put back on abort).
-    borrowed: list[Any] = field(default_factory=list)
     committed: bool = False
     ended: bool = False
     #: sentinel's ``before_commit`` ran for the commit in progress.

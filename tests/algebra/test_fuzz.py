@@ -85,3 +85,38 @@ def test_any_text_parses_or_raises_a_documented_error(text: str) -> None:
 @given(st.one_of(snoopish, anything, mutated()))
 def test_any_text_parses_or_raises_a_documented_error_at_length(text: str) -> None:
     check(text)
+
+
+#: Long and deep texts (issue 11 items 3 and 7): chains of any operator and
+#: nestings of any bracket, hundreds to thousands of terms long, with a random
+#: defect or none.
+@st.composite
+def long_text(draw: st.DrawFn) -> str:
+    n = draw(st.integers(100, 3000))
+    shape = draw(st.sampled_from(["chain", "nest", "call", "mixed"]))
+    if shape == "chain":
+        op = draw(st.sampled_from([" | ", " ; ", " ^ ", " & ", " >> ", ", ", " "]))
+        term = draw(st.sampled_from(["a", "E1", "b.c:begin", "'x y'"]))
+        text = op.join([term] * n)
+    elif shape == "nest":
+        opening = draw(st.sampled_from(["(", "[", "<", "NOT(", "ANY(2, ", "A*(a, "]))
+        closing = draw(st.sampled_from([")", "]", ">", ")[a, b]", ", b)", ", b, c)"]))
+        text = opening * n + "a" + closing * n
+    elif shape == "call":
+        text = "ANY(" + str(n) + ", " + ", ".join(f"e{i}" for i in range(n)) + ")"
+    else:
+        ops = st.sampled_from([" | ", " ; ", " ^ ", " AND ", " OR "])
+        parts = ["a"]
+        for _ in range(n):
+            parts += [draw(ops), draw(st.sampled_from(["a", "(a", "a)", "b"]))]
+        text = "".join(parts)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(PIECES)) + text[at:]
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_text())
+def test_long_and_deep_text_parses_or_raises_a_documented_error(text: str) -> None:
+    check(text)

@@ -70,9 +70,10 @@ class ORM:
                 )
             ]
 
-    def log(self) -> list[Any]:
-        """Every logged occurrence (flushing late rows first)."""
-        for att in self.attached:
+    def log(self, *, flush: bool = True) -> list[Any]:
+        """Every logged occurrence (flushing late rows first, unless ``flush`` is
+        false)."""
+        for att in self.attached if flush else ():
             att.flush_log()
         with LogReader(self.engine) as r:
             return list(r.occurrences())

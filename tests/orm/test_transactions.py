@@ -197,8 +197,13 @@ def test_process_scope_and_late_rows(orm: ORM) -> None:
     with orm.det.transaction():  # a detection scope that is no session's
         orm.det.signal("Tick", n=2)
     assert att.sink is not None and len(att.sink.late) == 5
-    orm.add_stocks("IBM")  # written with this transaction's batch
-    assert len(att.sink.late) == 1  # add_stocks' own txn:commit
+    att.sink.late_delay = float("inf")
+    orm.add_stocks("IBM")  # late rows never travel in another transaction's batch
+    assert len(att.sink.late) == 6  # add_stocks' own txn:commit joined them
+    assert not [r for r in orm.log(flush=False) if r.occurrence.event == "Tick"]
+    att.sink.late_delay = 0.0
+    orm.add_stocks("MS")  # a transaction's end writes them once they waited late_delay
+    assert len(att.sink.late) == 0  # MS ended after its txn:commit: all written
     rows = {r.occurrence.params.get("n"): r for r in orm.log() if r.occurrence.event == "Tick"}
     assert rows[1].outcome is None
     assert rows[1].occurrence.scope == orm.det.process_scope.id
