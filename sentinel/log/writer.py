@@ -28,6 +28,7 @@ application (see ``bench/orm.py``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -74,6 +75,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "source_key",
     "params",
     "outcome",
+    "commit_seq",
 )
 
 
@@ -313,7 +315,7 @@ class _EventsInsert:
 
             self.params = generic_params
 
-    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
+    def rows(self, values: Iterable[Sequence[Any]], seq: int | None = None) -> list[Any]:
         stamp, encode, names = self.at, self.params, self.names
         out: list[Any] = []
         append = out.append
@@ -331,6 +333,7 @@ class _EventsInsert:
                 skey,
                 encode(params, event),
                 outcome,
+                seq,
             )
             append(row if names is None else dict(zip(names, row, strict=True)))
         return out
@@ -618,6 +621,8 @@ class LogWriter:
         firings: Iterable[Firing] = (),
         outbox: Iterable[OutboxEntry] = (),
         expired: Iterable[tuple[str, int, float]] = (),
+        sequence: bool = True,
+        restamp: str | None = None,
     ) -> int:
         """:meth:`write` for occurrences of several outcomes at once: each group
         is ``(occurrences, outcome)``; all rows still go in one ``executemany`` per
@@ -625,7 +630,14 @@ class LogWriter:
         earlier ones that were waiting (the process scope's, a previous
         transaction's ``txn:commit``) this way. ``expired`` marks occurrences
         (after the rows are inserted: see :meth:`mark_expired`). Raises what
-        :meth:`write` raises, before any SQL for bad values."""
+        :meth:`write` raises, before any SQL for bad values.
+
+        Commit order: with ``sequence`` (the default) the events rows get the
+        transaction's commit sequence number (:meth:`take_commit_seq`), and so
+        do the rows of scope ``restamp`` written earlier in this transaction
+        without one (a long transaction's flushes, written with
+        ``sequence=False``: a number is taken only at the last write before
+        the commit, because taking it holds a lock until the commit)."""
         rows: list[tuple[Any, ...]] = []
         for occurrences, outcome in groups:
             rows.extend(self.event_values(occurrences, outcome))
@@ -637,8 +649,17 @@ class LogWriter:
         if self._check:
             self.check(connection)
         t = self.tables
-        if rows:
-            self._insert_events(connection, rows)
+        if rows or restamp is not None:
+            seq = self.take_commit_seq(connection) if sequence else None
+            if restamp is not None and seq is not None:
+                ev = t.events
+                connection.execute(
+                    sa.update(ev)
+                    .where(ev.c.scope == restamp, ev.c.commit_seq.is_(None))
+                    .values(commit_seq=seq)
+                )
+            if rows:
+                self._insert_events(connection, rows, seq)
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
@@ -720,14 +741,60 @@ class LogWriter:
         res = connection.execute(sa.update(ev).where(ev.c.scope == scope).values(outcome=value))
         return res.rowcount
 
-    def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_events(
+        self, conn: Connection, rows: list[tuple[Any, ...]], seq: int | None = None
+    ) -> None:
         """Insert :meth:`event_values` rows with one ``executemany``."""
         dialect = conn.dialect
         key = (dialect.name, self.tables.events.name, "*")
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _EventsInsert(self.tables.events, dialect)
-        self._execute(conn, self.tables.events, plan, rows)
+        self._execute(conn, self.tables.events, plan, rows, seq)
+
+    def take_commit_seq(self, conn: Connection) -> int:
+        """Number the current transaction in commit order and return the number.
+
+        The number is taken under a lock held until the transaction ends, so
+        numbers are handed out in commit order and a reader never sees a number
+        before a smaller one (a rolled-back transaction's number is skipped or
+        reused; the one after it is taken only once it ended). PostgreSQL: a
+        transaction-level advisory lock, then ``nextval`` of the sequence
+        (an ``UPDATE`` of a counter row would fail under REPEATABLE READ), and a
+        ``NOTIFY`` on :func:`notify_channel` delivered at the commit. SQLite
+        and MariaDB: an ``UPDATE`` of the counter row. Concurrent transactions
+        that write log rows wait for each other from here to their commit: the
+        price of a gapless commit order (see ``docs/global.md``)."""
+        t = self.tables
+        name = conn.dialect.name
+        if name == "postgresql":
+            q = t.commit_sequence_name
+            seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
+            # one statement: the outer target list (nextval, the notification)
+            # is evaluated for the row the subquery yields, after it took the lock
+            n = conn.exec_driver_sql(
+                f"SELECT nextval('{seq}'), pg_notify(%(c)s, '') "
+                f"FROM (SELECT pg_advisory_xact_lock(%(k)s) OFFSET 0) AS l",
+                {"k": advisory_key(t), "c": notify_channel(t)},
+            ).scalar_one()
+            return int(n)
+        c = t.commit_counter
+        if name in ("mysql", "mariadb"):
+            # LAST_INSERT_ID(expr) hands the new value back as the result's lastrowid
+            res = conn.execute(
+                sa.update(c).where(c.c.id == 1).values(n=sa.func.last_insert_id(c.c.n + 1))
+            )
+            if res.rowcount == 1:
+                return int(res.lastrowid)
+        else:
+            row = conn.execute(
+                sa.update(c).where(c.c.id == 1).values(n=c.c.n + 1).returning(c.c.n)
+            ).one_or_none()
+            if row is not None:
+                return int(row[0])
+        # no counter row: tables made by create_all, not by the migration
+        conn.execute(sa.insert(c).values(id=1, n=1))
+        return 1
 
     def _plan(self, conn: Connection, table: sa.Table, columns: Sequence[str]) -> _InsertPlan:
         dialect = conn.dialect
@@ -756,9 +823,15 @@ class LogWriter:
         self._execute(conn, table, self._plan(conn, table, columns), values)
 
     def _execute(
-        self, conn: Connection, table: sa.Table, plan: Any, values: Sequence[Sequence[Any]]
+        self,
+        conn: Connection,
+        table: sa.Table,
+        plan: Any,
+        values: Sequence[Sequence[Any]],
+        seq: int | None = None,
     ) -> None:
-        rows = plan.rows(values)  # may raise (unloggable values) before any SQL
+        # may raise (unloggable values) before any SQL
+        rows = plan.rows(values) if seq is None else plan.rows(values, seq)
         try:
             conn.exec_driver_sql(plan.sql, rows)
         except sa.exc.IntegrityError as err:
@@ -794,6 +867,20 @@ class LogWriter:
             raise schema_err from err
         except Exception:  # the diagnosis is best effort; report the original error
             return
+
+
+def notify_channel(tables: LogTables) -> str:
+    """The PostgreSQL ``NOTIFY`` channel on which a commit that wrote log rows
+    to ``tables`` announces its commit sequence number."""
+    raw = f"{tables.schema or ''}.{tables.prefix}events"
+    return "sentinel_" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+def advisory_key(tables: LogTables) -> int:
+    """The PostgreSQL advisory lock (a signed 64-bit key) that orders the
+    commits writing log rows to ``tables``."""
+    raw = f"sentinel commit order {tables.schema or ''}.{tables.prefix}"
+    return int.from_bytes(hashlib.sha1(raw.encode()).digest()[:8], "big", signed=True)
 
 
 def _first_line(err: BaseException) -> str:

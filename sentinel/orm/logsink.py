@@ -221,9 +221,11 @@ class LogSink:
                 firing_of(r, scope=sub, remap=(st.scope_id, sub, t0)) for r in sp_firings
             )
         main = home if home is not None and any(c is home for c in conns) else conns[0]
+        # rows a long transaction wrote at flushes get its commit number now
+        restamp = st.scope_id if st.written else None
         for conn in conns:
             if conn is not main:
-                self.writer.write_groups(conn, groups, firings=firings)
+                self.writer.write_groups(conn, groups, firings=firings, restamp=restamp)
         firings.extend(pending)
         late = self.take_late() if self.late and main is home else []
         expired: list[Any] = []
@@ -232,7 +234,9 @@ class LogSink:
             groups.extend(lgroups)
             firings.extend(lfirings)
         try:
-            self.writer.write_groups(main, groups, firings=firings, outbox=outbox, expired=expired)
+            self.writer.write_groups(
+                main, groups, firings=firings, outbox=outbox, expired=expired, restamp=restamp
+            )
         except BaseException:
             if late:
                 self.give_back(late)
@@ -248,7 +252,10 @@ class LogSink:
         occs = st.occurrences[st.written :]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
         for conn in conns:
-            self.writer.write_groups(conn, [(occs, Outcome.COMMITTED)], firings=firings)
+            # no commit number yet: taking it would hold its lock until the commit
+            self.writer.write_groups(
+                conn, [(occs, Outcome.COMMITTED)], firings=firings, sequence=False
+            )
         st.written += len(occs)
         st.firings_written = len(st.firings)
 

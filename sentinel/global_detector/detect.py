@@ -1,0 +1,157 @@
+"""Feeding committed log rows, in commit order, to a detector of all processes.
+
+:class:`CommitFeeder` is the detection step shared by the service and by batch
+replay in commit order (:func:`replay_committed`): rows in, detections out, no
+I/O. It holds a :class:`~sentinel.replay.recorder.ReplayDetector` built from
+the application's rules, in which
+
+- each occurrence gets a *global* ``t_occ``: ``commit_seq * 2**20 + rank``, its
+  rank being its place among its transaction's rows (insertion order). The
+  processes' own ``t_occ`` clocks are independent of each other; this one
+  orders everything the global detector sees, and is what its detections'
+  constituents carry (``scope`` stays the writing transaction's);
+- the scopes a commit's rows belong to end, committed, when that commit's rows
+  are all in: detached rules, the only kind a global detector runs, are
+  detected then. Rules that flush per transaction therefore still combine only
+  one transaction's occurrences; rules spanning processes have
+  ``flush=False``, as rules spanning transactions do in one process;
+- conditions are *not* evaluated here: the outbox worker evaluates them in the
+  action's transaction, as for any detached rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sentinel.errors import GlobalDetectorError
+from sentinel.log.records import source_ref
+from sentinel.occurrence import Occurrence
+from sentinel.replay.recorder import ReplayDetector, decode_params
+from sentinel.rules import Coupling, LocalEventDetector
+
+__all__ = ["RANK_BITS", "CommitFeeder", "Detection", "check_rules", "global_t_occ"]
+
+#: Bits of a global ``t_occ`` that hold a row's rank within its commit.
+RANK_BITS: Final = 20
+_new = tuple.__new__
+
+
+def global_t_occ(commit_seq: int, rank: int) -> int:
+    """The global ``t_occ`` of the ``rank``-th row (from 0) of commit ``commit_seq``."""
+    return (commit_seq << RANK_BITS) | rank
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """A detection of the global detector: the rule and the occurrence its
+    detached action receives (primitive or composite)."""
+
+    rule: str
+    occurrence: Any
+    commit_seq: int
+
+
+def check_rules(det: LocalEventDetector) -> None:
+    """Raise :class:`~sentinel.errors.GlobalDetectorError` unless every enabled
+    rule of ``det`` is detached and causally dependent (the global detector sees
+    only committed transactions, so it has nothing else to run)."""
+    if not det.rules:
+        raise GlobalDetectorError("the global detector's rule set defines no rule")
+    bad = [r.name for r in det.rules.values() if r.enabled and r.coupling != Coupling.DETACHED]
+    if bad:
+        raise GlobalDetectorError(
+            f"rule(s) {', '.join(map(repr, bad))} of the global detector are not detached: "
+            "it sees transactions after they committed, so its rules run detached "
+            "(coupling='detached'), their effects through the outbox"
+        )
+
+
+class _GlobalReplayDetector(ReplayDetector):
+    """Records detached detections without evaluating their conditions."""
+
+    def _record_detached(self, rule: Any, occ: Any, committed: bool) -> None:
+        if committed:
+            self.scheduler.records.append(
+                (rule.name, rule.coupling._value_, self.scheduler.scope_id, occ, None, None)
+            )
+
+
+class CommitFeeder:
+    """Feeds whole commits of log rows to a fresh detector of ``rules`` and
+    returns the detections each commit completes. Not thread-safe."""
+
+    def __init__(self, rules: LocalEventDetector) -> None:
+        check_rules(rules)
+        self.rules = rules
+        self.detector = det = _GlobalReplayDetector.of(rules)
+        self._records = det.scheduler.records
+        self._refs: dict[tuple[str, str | None], Any] = {}
+        #: The last commit fed (0: none).
+        self.position = 0
+        #: The largest occurrence time (``ts``) fed.
+        self.log_time: float | None = None
+        self.rows = 0
+
+    def feed(self, rows: Iterable[Any]) -> list[Detection]:
+        """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
+        order, whole commits, after :attr:`position`); return the detections."""
+        det = self.detector
+        inject, listens = det.inject, det.listens
+        out: list[Detection] = []
+        seq = -1
+        rank = 0
+        opened: dict[str, Any] = {}
+        refs = self._refs
+        for r in rows:
+            if r.commit_seq != seq:
+                if opened:
+                    self._end(opened, seq, out)
+                if r.commit_seq <= self.position:
+                    raise GlobalDetectorError(
+                        f"commit {r.commit_seq} fed after commit {self.position}: rows must "
+                        "come in commit order, each commit once"
+                    )
+                seq, rank = r.commit_seq, 0
+                self.position = seq
+            self.rows += 1
+            t = global_t_occ(seq, rank)
+            rank += 1
+            if rank >= 1 << RANK_BITS:
+                raise GlobalDetectorError(
+                    f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
+                    "detector numbers at most that many per transaction"
+                )
+            if self.log_time is None or r.ts > self.log_time:
+                self.log_time = r.ts
+            if not listens(r.event):
+                continue
+            scope = opened.get(r.scope)
+            if scope is None:
+                scope = opened[r.scope] = det.scope(r.scope)
+            if r.source_class is None:
+                source = None
+            else:
+                key = (r.source_class, r.source_key)
+                source = refs.get(key)
+                if source is None:
+                    if len(refs) > 65_536:
+                        refs.clear()
+                    source = refs[key] = source_ref(r.source_class, r.source_key)
+            params = decode_params(r.params) if r.params != "{}" else {}
+            occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
+            inject(occ, scope)
+        if opened:
+            self._end(opened, seq, out)
+        return out
+
+    def _end(self, opened: dict[str, Any], seq: int, out: list[Detection]) -> None:
+        det = self.detector
+        for scope in opened.values():
+            det.end_scope(scope, "committed")
+        opened.clear()
+        records = self._records
+        for name, _coupling, _scope, occ, _ok, _err in records:
+            out.append(Detection(name, occ, seq))
+        records.clear()

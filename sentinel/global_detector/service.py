@@ -1,0 +1,352 @@
+"""The global event detector service: tail the log in commit order, detect,
+enqueue, act.
+
+One iteration (:meth:`GlobalDetector.step`):
+
+1. hold the cursor's lease (:mod:`~sentinel.global_detector.cursor`); an
+   instance without it is a standby and does nothing else;
+2. read the committed rows after the cursor's position, whole commits, in
+   commit order (:mod:`~sentinel.global_detector.order`);
+3. feed them to the detector (:class:`~sentinel.global_detector.detect.CommitFeeder`);
+4. in **one transaction**: write an outbox entry per detection and move the
+   cursor past the rows (only if the lease is still this instance's);
+5. after the commit, hand the entries to the outbox runner, which runs each
+   rule's condition and action in a transaction of its own that also marks the
+   entry done (:mod:`sentinel.orm.worker`): database effects exactly once.
+
+Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
+leaves the position and the entries as they were: the detector's memory is
+rebuilt by feeding it the log up to the committed position again (without
+acting: those detections' entries were written with it), and the rows after it
+are read again. Entries written but not yet run are found by the next instance
+(:meth:`GlobalDetector.pending_keys`) and run then, after their claims expire if
+a worker died while running them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+from sentinel.errors import GlobalDetectorError, LeaseLost
+from sentinel.global_detector.cursor import Cursor
+from sentinel.global_detector.detect import CommitFeeder, Detection, check_rules
+from sentinel.global_detector.order import CommitReader, Poller, waiter
+from sentinel.log import LogWriter
+from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
+from sentinel.orm.outbox import entry_for
+from sentinel.rules import LocalEventDetector
+
+__all__ = ["GlobalDetector", "StepReport"]
+
+log = logging.getLogger("sentinel.global")
+
+
+@dataclass
+class StepReport:
+    """What one :meth:`GlobalDetector.step` did: whether this instance held the
+    lease, the rows read, the detections (entries written), the position after
+    it and the keys of the entries written."""
+
+    leader: bool = False
+    rows: int = 0
+    detections: int = 0
+    position: int = 0
+    keys: list[str] = field(default_factory=list)
+
+
+def _resolve(rules: Any) -> LocalEventDetector:
+    if isinstance(rules, LocalEventDetector):
+        return rules
+    from sentinel.orm.worker import load_target
+
+    target = load_target(rules) if isinstance(rules, str) else rules
+    if not isinstance(target, LocalEventDetector):
+        target = target.detector  # an Attachment
+    det: LocalEventDetector = target
+    return det
+
+
+class GlobalDetector:
+    """Rules over every process's committed occurrences (see the module docs).
+
+    ``rules``
+        a :class:`~sentinel.LocalEventDetector` whose enabled rules are all
+        detached, or ``"package.module:attribute"`` naming one (or an
+        :class:`~sentinel.orm.Attachment`, or a callable returning either).
+    ``bind``
+        a URL or Engine of the database holding the log.
+    ``name``
+        the cursor's name: instances with the same name share one position and
+        one lease (standbys); different names are independent detectors.
+    ``lease``
+        seconds the lease outlives the holder's last renewal (every iteration,
+        at least every ``max_wait`` seconds); a standby takes over after that.
+    ``min_wait``, ``max_wait``
+        polling back-off between empty reads (SQLite, MariaDB); on PostgreSQL
+        the service waits for ``NOTIFY`` instead, at most ``max_wait`` seconds.
+    ``workers``, ``max_attempts``, ``action_lease``
+        the outbox runner that runs the rules' actions (0 workers: actions
+        run in the service's thread, after each batch); ``run_actions=False``
+        only enqueues (a ``sentinel worker`` with the same rules runs them).
+    ``session_factory``
+        where actions get their session (default: a ``sessionmaker`` on
+        ``bind``).
+
+    Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
+    """
+
+    def __init__(
+        self,
+        rules: Any,
+        bind: str | Engine,
+        *,
+        name: str = "global",
+        schema: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        lease: float = 30.0,
+        min_wait: float = 0.05,
+        max_wait: float = 1.0,
+        batch: int = 5000,
+        workers: int = 0,
+        max_attempts: int = 5,
+        action_lease: float = 60.0,
+        run_actions: bool = True,
+        session_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        self.rules = _resolve(rules)
+        check_rules(self.rules)
+        if lease <= 0 or min_wait <= 0 or max_wait < min_wait or batch < 1:
+            raise GlobalDetectorError(
+                "lease and min_wait must be positive, max_wait at least min_wait, batch >= 1"
+            )
+        self.engine = sa.create_engine(bind) if isinstance(bind, str) else bind
+        self._owns_engine = isinstance(bind, str)
+        self.tables = log_tables(schema, prefix)
+        self.writer = LogWriter(schema=schema, prefix=prefix)
+        self.reader = CommitReader(self.tables)
+        self.cursor = Cursor(self.tables, name)
+        self.name = name
+        self.lease = lease
+        self.batch = batch
+        self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.waiter: Poller = waiter(self.engine, self.tables, min_wait=min_wait, max_wait=max_wait)
+        self.max_wait = max_wait
+        self._feeder: CommitFeeder | None = None
+        self._leader = False
+        self.attachment: Any = None
+        self.run_actions = run_actions
+        if run_actions:
+            from sentinel.orm import attach
+
+            self.attachment = attach(
+                session_factory or sessionmaker(self.engine),
+                detector=self.rules,
+                schema=schema,
+                prefix=prefix,
+                workers=workers,
+                lease=action_lease,
+                max_attempts=max_attempts,
+            )
+        self._stop = threading.Event()
+
+    # -- one iteration -----------------------------------------------------------------
+    def _rebuild(self, position: int) -> CommitFeeder:
+        """A detector in the state of having seen every commit up to ``position``
+        (its detections were acted on before: they are dropped)."""
+        feeder = CommitFeeder(self.rules)
+        with self.engine.connect() as conn:
+            after = 0
+            while after < position:
+                rows = [r for r in self.reader.read(conn, after) if r.commit_seq <= position]
+                if not rows:
+                    break
+                feeder.feed(rows)
+                after = rows[-1].commit_seq
+        feeder.position = position
+        return feeder
+
+    def step(self) -> StepReport:
+        """Run one iteration (module docs); return what it did. Raises
+        database errors (after which the next step starts from the committed
+        position again)."""
+        report = StepReport()
+        with self.engine.begin() as conn:
+            state = self.cursor.acquire(conn, self.id, self.lease)
+        if state is None:
+            if self._leader:
+                log.warning("sentinel global %r: lease lost; standing by", self.name)
+            self._leader = False
+            self._feeder = None
+            return report
+        report.leader = self._leader = True
+        feeder = self._feeder
+        if feeder is None or feeder.position != state.position:
+            feeder = self._feeder = self._rebuild(state.position)
+            if self.run_actions:
+                self.run_pending()
+        old = feeder.position
+        report.position = old
+        with self.engine.connect() as conn:
+            rows = self.reader.read(conn, old, limit=self.batch)
+        if not rows:
+            return report
+        try:
+            detections = feeder.feed(rows)
+            entries = [self._entry(d) for d in detections]
+            with self.engine.begin() as conn:
+                if entries:
+                    self.writer.enqueue(conn, entries)
+                self.cursor.advance(
+                    conn, self.id, old, feeder.position, self.lease, feeder.log_time
+                )
+        except BaseException:
+            self._feeder = None  # its memory is ahead of the committed position
+            raise
+        report.rows = len(rows)
+        report.detections = len(entries)
+        report.position = feeder.position
+        report.keys = [e.idempotency_key for e in entries]
+        if self.run_actions and entries:
+            self._act(report.keys)
+        return report
+
+    def _entry(self, d: Detection) -> Any:
+        return entry_for(self.rules.rules[d.rule], d.occurrence, committed=True)
+
+    def _act(self, keys: list[str]) -> None:
+        runner = self.attachment.runner
+        if runner.workers > 0:
+            for key in keys:
+                runner.submit(key)
+        else:
+            for key in keys:
+                runner.run_one(key)
+
+    def pending_keys(self) -> list[str]:
+        """Keys of this detector's outbox entries that are due (pending, or
+        running with an expired claim), oldest first."""
+        store = self.attachment.runner.store
+        names = list(self.rules.rules)
+        t = store.table
+        with self.engine.connect() as conn:
+            q = (
+                sa.select(t.c.idempotency_key)
+                .where(
+                    t.c.rule.in_(names),
+                    t.c.status.in_([OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value]),
+                    store._claimable(conn, store.clock()),
+                )
+                .order_by(t.c.id)
+            )
+            return [str(k) for k in conn.execute(q).scalars()]
+
+    def run_pending(self) -> int:
+        """Run this detector's due outbox entries (after a restart); return how
+        many were due."""
+        keys = self.pending_keys()
+        for key in keys:
+            self.attachment.runner.run_one(key)
+        return len(keys)
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        report: Callable[[StepReport], None] | None = None,
+        until_idle: bool = False,
+    ) -> None:
+        """Run until ``stop`` is set (or :meth:`stop` is called), or, with
+        ``until_idle``, until a step as leader finds nothing new. A failing step
+        (database away, lease lost) is logged and retried after a wait."""
+        stop = stop or self._stop
+        last_pending = time.monotonic()
+        while not stop.is_set():
+            try:
+                r = self.step()
+            except LeaseLost as err:
+                log.warning("%s", err)
+                continue
+            except Exception:
+                if until_idle:
+                    raise
+                log.exception("sentinel global %r: a step failed; retrying", self.name)
+                stop.wait(self.max_wait)
+                continue
+            if report is not None and (r.rows or r.detections):
+                report(r)
+            if r.rows:
+                self.waiter.reset()
+                continue
+            if until_idle and r.leader:
+                return
+            if r.leader and self.run_actions and time.monotonic() - last_pending > self.lease:
+                last_pending = time.monotonic()
+                try:
+                    self.run_pending()  # entries whose worker died mid-action
+                except Exception:
+                    log.exception("sentinel global %r: pending entries not run", self.name)
+            self.waiter.wait(stop, None if r.leader else self.lease / 3)
+
+    def stop(self) -> None:
+        """Make :meth:`run` return after the current step."""
+        self._stop.set()
+
+    def close(self) -> None:
+        """Release the lease (a standby takes over at once), stop the action
+        runner and the listener."""
+        self.waiter.close()
+        if self._leader:
+            try:
+                with self.engine.begin() as conn:
+                    self.cursor.release(conn, self.id)
+            except Exception:
+                log.exception("sentinel global %r: the lease was not released", self.name)
+            self._leader = False
+        if self.attachment is not None:
+            self.attachment.detach()
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> GlobalDetector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def replay_committed(
+    rules: Any, bind: str | Engine, *, schema: str | None = None, prefix: str = DEFAULT_PREFIX
+) -> list[Detection]:
+    """Batch replay of the committed log in commit order through ``rules``:
+    the detections a global detector makes over the same log, in its order."""
+    det = _resolve(rules)
+    engine = sa.create_engine(bind) if isinstance(bind, str) else bind
+    feeder = CommitFeeder(det)
+    reader = CommitReader(log_tables(schema, prefix))
+    out: list[Detection] = []
+    try:
+        with engine.connect() as conn:
+            after = 0
+            while True:
+                rows = reader.read(conn, after)
+                if not rows:
+                    break
+                out.extend(feeder.feed(rows))
+                after = rows[-1].commit_seq
+    finally:
+        if isinstance(bind, str):
+            engine.dispose()
+    return out
