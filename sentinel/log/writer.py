@@ -644,7 +644,7 @@ class LogWriter:
         frows = self.firing_rows(firings)
         orows = self.outbox_rows(outbox)
         marks = list(expired)
-        if not (rows or frows or orows or marks):
+        if not (rows or frows or orows or marks or restamp is not None):
             return 0
         if self._check:
             self.check(connection)

@@ -11,7 +11,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.orm import sessionmaker
 
-from sentinel import LocalEventDetector
+from sentinel import LocalEventDetector, scope_of
 from sentinel.orm import attach
 
 from .rules import events
@@ -29,16 +29,22 @@ def main(url: str, index: int, txns: int, seed: int) -> None:
         try:
             s.begin()
             s.execute(sa.text("SELECT 1"))
-            for _ in range(rnd.randint(1, 3)):
-                name = rnd.choice(["order", "payment"])
-                det.signal(name, customer=rnd.randint(1, 3), proc=index, n=i)
-            if rnd.random() < 0.25:
-                sp = s.begin_nested()
-                det.signal(rnd.choice(["order", "payment"]), customer=rnd.randint(1, 3), proc=index, n=-i)
-                if rnd.random() < 0.5:
-                    sp.rollback()
-                else:
-                    sp.commit()
+            with det.use_scope(scope_of(s)):
+                for _ in range(rnd.randint(1, 3)):
+                    name = rnd.choice(["order", "payment"])
+                    det.signal(name, customer=rnd.randint(1, 3), proc=index, n=i)
+                if rnd.random() < 0.25:
+                    sp = s.begin_nested()
+                    det.signal(
+                        rnd.choice(["order", "payment"]),
+                        customer=rnd.randint(1, 3),
+                        proc=index,
+                        n=-i,
+                    )
+                    if rnd.random() < 0.5:
+                        sp.rollback()
+                    else:
+                        sp.commit()
             if rnd.random() < 0.2:
                 s.rollback()
             else:

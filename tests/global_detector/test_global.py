@@ -1,0 +1,233 @@
+"""The global event detector: processes committing interleaved transactions,
+a rule spanning them, detections equal to batch replay in commit order and to
+an independent model; commit order across a gap; the cursor's lease."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel import LocalEventDetector
+from sentinel.errors import GlobalDetectorError, LeaseLost
+from sentinel.global_detector import GlobalDetector, replay_committed
+from sentinel.log import LogWriter, migrate
+from sentinel.occurrence import Occurrence
+
+from . import rules
+from .model import committed_rows, expected_details
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _url(engine: sa.Engine) -> str:
+    return engine.url.render_as_string(hide_password=False)
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def _children(engine: sa.Engine, n: int, txns: int, seed: int) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.global_detector.child",
+                _url(engine),
+                str(i),
+                str(txns),
+                str(seed),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
+
+
+def _wait(children: list[subprocess.Popen[str]]) -> None:
+    for child in children:
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+
+
+def _effects(engine: sa.Engine) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        return [
+            (k, d)
+            for k, d in conn.execute(sa.text("SELECT ikey, detail FROM gd_effects ORDER BY id"))
+        ]
+
+
+@pytest.fixture
+def log_db(engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    return engine
+
+
+def test_four_processes_equal_batch_replay_and_the_model(log_db: sa.Engine) -> None:
+    """Four OS processes commit, roll back and use savepoints while the service
+    tails the log; its detections (acted on once each) equal batch replay of the
+    committed log in commit order and a hand-written model of the rule."""
+    service = GlobalDetector(rules.detector, log_db, lease=10, min_wait=0.01, max_wait=0.1)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def tail() -> None:
+        try:
+            service.run(stop=stop)
+        except BaseException as err:  # pragma: no cover - reported below
+            failures.append(err)
+
+    t = threading.Thread(target=tail)
+    t.start()
+    try:
+        _wait(_children(log_db, 4, 25, seed=7))
+    finally:
+        stop.set()
+        t.join(60)
+    assert not failures
+    service.run(until_idle=True)  # what committed after the last step
+    service.close()
+
+    expected = expected_details(log_db)
+    assert len(expected) >= 10  # the workload makes the rule fire, across processes
+    scopes = {s for _, s, _ in committed_rows(log_db)}
+    assert len(scopes) > 20
+    effects = _effects(log_db)
+    # each detection acted on exactly once, in commit order
+    assert [d for _, d in effects] == expected
+    assert len({k for k, _ in effects}) == len(effects)
+    replayed = replay_committed(rules.detector, log_db)
+    assert [rules.describe(d.occurrence) for d in replayed] == expected
+    # rolled-back transactions and savepoints reached the log, and were not detected
+    with log_db.connect() as conn:
+        aborted = conn.execute(
+            sa.text("SELECT count(*) FROM sentinel_events WHERE outcome = 'aborted'")
+        ).scalar()
+    assert aborted
+    # the processes' pairs span processes
+    procs = [{p["proc"] for _, _, p in __import__("json").loads(d)} for d in expected]
+    assert any(len(p) > 1 for p in procs)
+
+
+def _occ(event: str, t: int, scope: str, **params: object) -> Occurrence:
+    return Occurrence(event, t, 1000.0 + t, scope=scope, params=params)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_a_smaller_id_committing_later_is_detected_in_commit_order(log_db: sa.Engine) -> None:
+    """Transaction A writes its payment first (a long transaction's flush: the
+    smaller id) and commits after B, whose order has a larger id. The service,
+    tailing in between, must not skip A's row, and must see it after B's: in
+    commit order, order then payment is a detection; in id order it is not."""
+    writer = LogWriter()
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    a = log_db.connect()
+    try:
+        a.begin()
+        writer.write_groups(
+            a, [([_occ("payment", 1, "txA", customer=1)], "committed")], sequence=False
+        )
+        with log_db.begin() as b:
+            writer.write(b, [_occ("order", 1, "txB", customer=1)])
+        q = sa.text("SELECT scope, id FROM sentinel_events")
+        with log_db.connect() as conn:
+            visible = dict(conn.execute(q).all())
+        assert "txA" not in visible
+        assert dict(a.execute(q).all())["txA"] < visible["txB"]  # the gap
+        first = service.step()
+        assert (first.rows, first.detections) == (1, 0)
+        writer.write_groups(a, [], restamp="txA")  # A's commit: its number now
+        a.commit()
+    finally:
+        a.close()
+    second = service.step()
+    assert (second.rows, second.detections) == (1, 1)
+    service.close()
+    with log_db.connect() as conn:
+        seqs = dict(conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_events")).all())
+        (payload,) = conn.execute(sa.text("SELECT rule FROM sentinel_outbox")).scalars().all()
+    assert seqs["txB"] < seqs["txA"]
+    assert payload == "paid"
+    assert [rules.describe(d.occurrence) for d in replay_committed(rules.detector, log_db)] == (
+        expected_details(log_db)
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sqlite_has_one_writer_so_ids_commit_in_order(log_db: sa.Engine, tmp_path: Path) -> None:
+    """On SQLite a second writer cannot insert while a transaction holding an
+    uncommitted log row is open: ids (and commit numbers) are taken in commit
+    order."""
+    writer = LogWriter()
+    other = sa.create_engine(_url(log_db), connect_args={"timeout": 0.2})
+    a = log_db.connect()
+    try:
+        a.begin()
+        writer.write(a, [_occ("payment", 1, "txA", customer=1)])
+        with pytest.raises(Exception, match="locked"), other.begin() as b:
+            writer.write(b, [_occ("order", 1, "txB", customer=1)])
+        a.commit()
+    finally:
+        a.close()
+        other.dispose()
+
+
+def test_two_instances_one_acts(log_db: sa.Engine) -> None:
+    """Two instances on one cursor: only the lease holder reads and acts; a
+    holder whose lease was taken over cannot commit its batch (LeaseLost, nothing
+    written); the other continues from the committed position."""
+    writer = LogWriter()
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    first = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
+    second = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
+    assert first.step().leader
+    assert not second.step().leader  # the lease is first's
+    # first stops renewing; once its lease ends, second takes over
+    import time
+
+    time.sleep(0.7)
+    assert second.step().leader
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1, "t2", customer=1)])
+    with pytest.raises(LeaseLost):
+        # first still believes it leads at its old position: its batch is refused
+        first._leader = True
+        feeder = first._feeder
+        assert feeder is not None
+        rows = first.reader.read(log_db.connect(), feeder.position)
+        dets = feeder.feed(rows)
+        with log_db.begin() as conn:
+            first.writer.enqueue(conn, [first._entry(d) for d in dets])
+            first.cursor.advance(conn, first.id, 1, feeder.position, 0.5)
+    with log_db.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM sentinel_outbox")).scalar() == 0
+    r = second.step()
+    assert (r.rows, r.detections) == (1, 1)
+    assert not first.step().leader
+    first.close()
+    second.close()
+
+
+def test_rules_must_be_detached() -> None:
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.rule("now", "order", action=print)
+    with pytest.raises(GlobalDetectorError, match=r"'now'.*not detached"):
+        GlobalDetector(det, "sqlite://")
