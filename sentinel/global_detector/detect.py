@@ -6,7 +6,8 @@ I/O. It holds a :class:`~sentinel.replay.recorder.ReplayDetector` built from
 the application's rules, in which
 
 - each occurrence gets a *global* ``t_occ``: ``commit_seq * 2**20 + rank``, its
-  rank being its place among its transaction's rows (insertion order). The
+  rank being its place among its transaction's rows (insertion order), or the
+  next number after a tick that a timer signalled just before it. The
   processes' own ``t_occ`` clocks are independent of each other; this one
   orders everything the global detector sees, and is what its detections'
   constituents carry (``scope`` stays the writing transaction's);
@@ -16,7 +17,15 @@ the application's rules, in which
   one transaction's occurrences; rules spanning processes have
   ``flush=False``, as rules spanning transactions do in one process;
 - conditions are *not* evaluated here: the outbox worker evaluates them in the
-  action's transaction, as for any detached rule.
+  action's transaction, as for any detached rule;
+- temporal events run on a :class:`~sentinel.temporal.VirtualClock` moved by
+  the log: before each row, to that row's occurrence time (``ts``) when it is
+  later than the clock; and by *clock rows* (event :data:`CLOCK_EVENT`), which
+  the service commits to the log when a timer is due and nothing else commits
+  (:meth:`~sentinel.global_detector.GlobalDetector.step`). Because the clock
+  only moves with committed rows, batch replay of the same log fires the same
+  timers at the same places. The processes' own ticks (``temporal:tick`` rows
+  of their local rules) are not read.
 """
 
 from __future__ import annotations
@@ -30,8 +39,20 @@ from sentinel.log.records import source_ref
 from sentinel.occurrence import Occurrence
 from sentinel.replay.recorder import ReplayDetector, decode_params
 from sentinel.rules import Coupling, LocalEventDetector
+from sentinel.temporal import VirtualClock
 
-__all__ = ["RANK_BITS", "CommitFeeder", "Detection", "check_rules", "global_t_occ"]
+__all__ = [
+    "CLOCK_EVENT",
+    "RANK_BITS",
+    "CommitFeeder",
+    "Detection",
+    "check_rules",
+    "global_t_occ",
+]
+
+#: The event of the rows a global detector commits to move its clock: their
+#: ``ts`` is the time the clock moves to; nothing else reads them.
+CLOCK_EVENT: Final = "sentinel:global_clock"
 
 #: Bits of a global ``t_occ`` that hold a row's rank within its commit.
 RANK_BITS: Final = 20
@@ -69,7 +90,13 @@ def check_rules(det: LocalEventDetector) -> None:
 
 
 class _GlobalReplayDetector(ReplayDetector):
-    """Records detached detections without evaluating their conditions."""
+    """Records detached detections without evaluating their conditions; runs
+    its own timers on a virtual clock (see the module docs)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["clock"] = VirtualClock(0.0)
+        kwargs["replaying"] = False
+        super().__init__(**kwargs)
 
     def _record_detached(self, rule: Any, occ: Any, committed: bool) -> None:
         if committed:
@@ -90,15 +117,23 @@ class CommitFeeder:
         self._refs: dict[tuple[str, str | None], Any] = {}
         #: The last commit fed (0: none).
         self.position = 0
-        #: The largest occurrence time (``ts``) fed.
+        #: The largest occurrence time (``ts``) fed: where the clock stands.
         self.log_time: float | None = None
         self.rows = 0
+
+    def next_due(self) -> float | None:
+        """When the detector's earliest timer is due (``None``: no timer)."""
+        clock = self.detector.wall_clock
+        assert isinstance(clock, VirtualClock)
+        return clock.next_due
 
     def feed(self, rows: Iterable[Any]) -> list[Detection]:
         """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
         order, whole commits, after :attr:`position`); return the detections."""
         det = self.detector
         inject, listens = det.inject, det.listens
+        clock = det.wall_clock
+        assert isinstance(clock, VirtualClock)
         out: list[Detection] = []
         seq = -1
         rank = 0
@@ -106,7 +141,7 @@ class CommitFeeder:
         refs = self._refs
         for r in rows:
             if r.commit_seq != seq:
-                if opened:
+                if seq != -1:
                     self._end(opened, seq, out)
                 if r.commit_seq <= self.position:
                     raise GlobalDetectorError(
@@ -116,8 +151,6 @@ class CommitFeeder:
                 seq, rank = r.commit_seq, 0
                 self.position = seq
             self.rows += 1
-            t = global_t_occ(seq, rank)
-            rank += 1
             if rank >= 1 << RANK_BITS:
                 raise GlobalDetectorError(
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
@@ -125,7 +158,14 @@ class CommitFeeder:
                 )
             if self.log_time is None or r.ts > self.log_time:
                 self.log_time = r.ts
-            if not listens(r.event):
+            if r.ts > clock.now():
+                clock.set(r.ts)  # fires the timers due before this row
+            # after the ticks those timers signalled (they took the next t_occs)
+            t = global_t_occ(seq, rank)
+            if t <= det.clock:
+                t = det.clock + 1
+            rank += 1
+            if r.event == CLOCK_EVENT or not listens(r.event):
                 continue
             scope = opened.get(r.scope)
             if scope is None:
@@ -142,7 +182,7 @@ class CommitFeeder:
             params = decode_params(r.params) if r.params != "{}" else {}
             occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
             inject(occ, scope)
-        if opened:
+        if seq != -1:
             self._end(opened, seq, out)
         return out
 

@@ -41,10 +41,11 @@ from sqlalchemy.orm import sessionmaker
 
 from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector.cursor import Cursor
-from sentinel.global_detector.detect import CommitFeeder, Detection, check_rules
+from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
 from sentinel.global_detector.order import CommitReader, Poller, waiter
 from sentinel.log import LogWriter
 from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
+from sentinel.occurrence import Occurrence
 from sentinel.orm.outbox import entry_for
 from sentinel.rules import LocalEventDetector
 
@@ -56,10 +57,12 @@ log = logging.getLogger("sentinel.global")
 @dataclass
 class StepReport:
     """What one :meth:`GlobalDetector.step` did: whether this instance held the
-    lease, the rows read, the detections (entries written), the position after
-    it and the keys of the entries written."""
+    lease, whether it committed a clock row (temporal events were due), the
+    rows read, the detections (entries written), the position after it and the
+    keys of the entries written."""
 
     leader: bool = False
+    clock: bool = False
     rows: int = 0
     detections: int = 0
     position: int = 0
@@ -103,6 +106,12 @@ class GlobalDetector:
     ``session_factory``
         where actions get their session (default: a ``sessionmaker`` on
         ``bind``).
+    ``clock_grace``
+        temporal events: when a timer is due and nothing commits, the service
+        commits a clock row moving the detector's clock to this machine's time
+        minus ``clock_grace`` seconds (see :mod:`~sentinel.global_detector.detect`);
+        a row committed later with an earlier occurrence time is *late* for
+        the timers already fired. Make it longer than your transactions.
 
     Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
     """
@@ -124,6 +133,8 @@ class GlobalDetector:
         action_lease: float = 60.0,
         run_actions: bool = True,
         session_factory: Callable[[], Any] | None = None,
+        clock_grace: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.rules = _resolve(rules)
         check_rules(self.rules)
@@ -160,6 +171,8 @@ class GlobalDetector:
                 max_attempts=max_attempts,
             )
         self._stop = threading.Event()
+        self.clock_grace = clock_grace
+        self.clock = clock
 
     # -- one iteration -----------------------------------------------------------------
     def _rebuild(self, position: int) -> CommitFeeder:
@@ -201,6 +214,7 @@ class GlobalDetector:
         with self.engine.connect() as conn:
             rows = self.reader.read(conn, old, limit=self.batch)
         if not rows:
+            report.clock = self._move_clock(feeder)
             return report
         try:
             detections = feeder.feed(rows)
@@ -221,6 +235,20 @@ class GlobalDetector:
         if self.run_actions and entries:
             self._act(report.keys)
         return report
+
+    def _move_clock(self, feeder: CommitFeeder) -> bool:
+        """Commit a clock row when a timer is due by this machine's clock minus
+        the grace (the next step reads it, like every row)."""
+        due = feeder.next_due()
+        if due is None:
+            return False
+        now = self.clock() - self.clock_grace
+        if due > now:
+            return False
+        scope = f"global:{self.name}:{uuid.uuid4().hex}"
+        with self.engine.begin() as conn:
+            self.writer.write(conn, [Occurrence(CLOCK_EVENT, 1, now, scope=scope)], outcome=None)
+        return True
 
     def _entry(self, d: Detection) -> Any:
         return entry_for(self.rules.rules[d.rule], d.occurrence, committed=True)
@@ -287,7 +315,7 @@ class GlobalDetector:
                 continue
             if report is not None and (r.rows or r.detections):
                 report(r)
-            if r.rows:
+            if r.rows or r.clock:
                 self.waiter.reset()
                 continue
             if until_idle and r.leader:

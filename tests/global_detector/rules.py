@@ -67,3 +67,22 @@ detector.rule(
     context="chronicle",
     flush=False,
 )
+
+
+def _temporal() -> LocalEventDetector:
+    from sentinel.temporal import not_within
+
+    det = LocalEventDetector()
+    events(det)
+    det.rule(
+        "unpaid",
+        not_within(det.event("order"), det.event("payment"), 1.0, key="customer"),
+        action=record,
+        coupling="detached",
+        flush=False,
+    )
+    return det
+
+
+#: "an order not paid within a second, same customer", spanning processes
+temporal = _temporal()

@@ -4,6 +4,7 @@ an independent model; commit order across a gap; the cursor's lease."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def test_four_processes_equal_batch_replay_and_the_model(log_db: sa.Engine) -> N
         ).scalar()
     assert aborted
     # the processes' pairs span processes
-    procs = [{p["proc"] for _, _, p in __import__("json").loads(d)} for d in expected]
+    procs = [{p["proc"] for _, _, p in json.loads(d)} for d in expected]
     assert any(len(p) > 1 for p in procs)
 
 
@@ -231,3 +232,51 @@ def test_rules_must_be_detached() -> None:
     det.rule("now", "order", action=print)
     with pytest.raises(GlobalDetectorError, match=r"'now'.*not detached"):
         GlobalDetector(det, "sqlite://")
+
+
+def test_temporal_events_fire_when_due_with_nothing_committing(log_db: sa.Engine) -> None:
+    """ "Not paid within a second": the order's deadline passes while nothing
+    commits; the service commits a clock row and the rule fires, for the unpaid
+    customer only; batch replay of the log (clock row included) agrees."""
+    now = [0.0]
+    writer = LogWriter()
+
+    def occ(event: str, ts: float, scope: str, customer: int) -> Occurrence:
+        return Occurrence(event, 1, ts, scope=scope, params={"customer": customer})
+
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("order", 1001.0, "o1", 1), occ("order", 1001.2, "o2", 2)])
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("payment", 1001.5, "p2", 2)])
+    service = GlobalDetector(
+        rules.temporal, log_db, lease=10, run_actions=False, clock=lambda: now[0], clock_grace=0
+    )
+    now[0] = 1001.9
+    r = service.step()
+    assert (r.rows, r.detections, r.clock) == (3, 0, False)
+    assert not service.step().clock  # nothing due yet: no row written
+    now[0] = 1002.1  # order 1's deadline (1002.0) has passed; nothing committed
+    assert service.step().clock
+    r = service.step()
+    assert (r.rows, r.detections) == (1, 1)
+    now[0] = 1010.0  # order 2 was paid in time: whatever its timer does, no detection
+    for _ in range(3):
+        assert service.step().detections == 0
+    service.close()
+    with log_db.connect() as conn:
+        (payload,) = conn.execute(sa.text("SELECT payload FROM sentinel_outbox")).scalars().all()
+        clock_rows = (
+            conn.execute(
+                sa.text("SELECT ts FROM sentinel_events WHERE event = 'sentinel:global_clock'")
+            )
+            .scalars()
+            .all()
+        )
+    assert clock_rows[0] == 1002.1
+    text = (payload if isinstance(payload, str) else json.dumps(payload)).replace(" ", "")
+    assert '"customer":1' in text
+    assert '"customer":2' not in text
+    replayed = replay_committed(rules.temporal, log_db)
+    assert [d.rule for d in replayed] == ["unpaid"]
+    orders = [c for c in replayed[0].occurrence.constituents if c.event == "order"]
+    assert {c.params["customer"] for c in orders} == {1}
