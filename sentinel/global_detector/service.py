@@ -156,6 +156,7 @@ class GlobalDetector:
         self.max_wait = max_wait
         self._feeder: CommitFeeder | None = None
         self._leader = False
+        self._renew_at = 0.0
         self.attachment: Any = None
         self.run_actions = run_actions
         if run_actions:
@@ -195,18 +196,26 @@ class GlobalDetector:
         database errors (after which the next step starts from the committed
         position again)."""
         report = StepReport()
-        with self.engine.begin() as conn:
-            state = self.cursor.acquire(conn, self.id, self.lease)
-        if state is None:
-            if self._leader:
-                log.warning("sentinel global %r: lease lost; standing by", self.name)
-            self._leader = False
-            self._feeder = None
-            return report
-        report.leader = self._leader = True
         feeder = self._feeder
-        if feeder is None or feeder.position != state.position:
-            feeder = self._feeder = self._rebuild(state.position)
+        if feeder is None or not self._leader or self._renew_at <= time.monotonic():
+            # a write: on SQLite, one more commit; so at most every lease/3 s (a
+            # batch's cursor update renews it too, and finds out if it was lost)
+            renewed = time.monotonic()
+            with self.engine.begin() as conn:
+                state = self.cursor.acquire(conn, self.id, self.lease)
+            if state is None:
+                if self._leader:
+                    log.warning("sentinel global %r: lease lost; standing by", self.name)
+                self._leader = False
+                self._feeder = None
+                return report
+            self._renew_at = renewed + self.lease / 3
+            position = state.position
+        else:
+            position = feeder.position
+        report.leader = self._leader = True
+        if feeder is None or feeder.position != position:
+            feeder = self._feeder = self._rebuild(position)
             if self.run_actions:
                 self.run_pending()
         old = feeder.position
@@ -225,6 +234,7 @@ class GlobalDetector:
                 self.cursor.advance(
                     conn, self.id, old, feeder.position, self.lease, feeder.log_time
                 )
+            self._renew_at = time.monotonic() + self.lease / 3
         except BaseException:
             self._feeder = None  # its memory is ahead of the committed position
             raise
@@ -326,7 +336,9 @@ class GlobalDetector:
                     self.run_pending()  # entries whose worker died mid-action
                 except Exception:
                     log.exception("sentinel global %r: pending entries not run", self.name)
-            self.waiter.wait(stop, None if r.leader else self.lease / 3)
+            # the leader renews its lease at least every lease/3 s; a standby
+            # looks that often whether the lease is free
+            self.waiter.wait(stop, self.lease / 3)
 
     def stop(self) -> None:
         """Make :meth:`run` return after the current step."""
