@@ -772,10 +772,13 @@ class LogWriter:
             seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
             # one statement: the outer target list (nextval, the notification)
             # is evaluated for the row the subquery yields, after it took the lock
+            # the lock is the log's: named by the schema its tables are in (the
+            # search path's first when none is configured) and the prefix
             n = conn.exec_driver_sql(
                 f"SELECT nextval('{seq}'), pg_notify(%(c)s, '') "
-                f"FROM (SELECT pg_advisory_xact_lock(%(k)s) OFFSET 0) AS l",
-                {"k": advisory_key(t), "c": notify_channel(t)},
+                f"FROM (SELECT pg_advisory_xact_lock(hashtextextended("
+                f"coalesce(%(s)s, current_schema()) || '.' || %(p)s, %(k)s)) OFFSET 0) AS l",
+                {"k": ADVISORY_SEED, "s": t.schema, "p": t.prefix, "c": notify_channel(t)},
             ).scalar_one()
             return int(n)
         c = t.commit_counter
@@ -876,11 +879,9 @@ def notify_channel(tables: LogTables) -> str:
     return "sentinel_" + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
-def advisory_key(tables: LogTables) -> int:
-    """The PostgreSQL advisory lock (a signed 64-bit key) that orders the
-    commits writing log rows to ``tables``."""
-    raw = f"sentinel commit order {tables.schema or ''}.{tables.prefix}"
-    return int.from_bytes(hashlib.sha1(raw.encode()).digest()[:8], "big", signed=True)
+#: The seed of the hash naming a log's commit-order advisory lock on PostgreSQL
+#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``).
+ADVISORY_SEED = 0x5E17
 
 
 def _first_line(err: BaseException) -> str:

@@ -55,6 +55,10 @@ _utc = UTC
 _fromts = datetime.fromtimestamp
 
 
+def _lock_order(conn: Connection) -> str:
+    return conn.engine.url.render_as_string(hide_password=True)
+
+
 def firing_of(
     record: FiringRecord, *, scope: str | None = None, remap: tuple[str, str, int] | None = None
 ) -> Firing:
@@ -223,9 +227,7 @@ class LogSink:
         main = home if home is not None and any(c is home for c in conns) else conns[0]
         # rows a long transaction wrote at flushes get its commit number now
         restamp = st.scope_id if st.written else None
-        for conn in conns:
-            if conn is not main:
-                self.writer.write_groups(conn, groups, firings=firings, restamp=restamp)
+        other_groups, other_firings = list(groups), list(firings)
         firings.extend(pending)
         late = self.take_late() if self.late and main is home else []
         expired: list[Any] = []
@@ -234,9 +236,23 @@ class LogSink:
             groups.extend(lgroups)
             firings.extend(lfirings)
         try:
-            self.writer.write_groups(
-                main, groups, firings=firings, outbox=outbox, expired=expired, restamp=restamp
-            )
+            # Each write takes its database's commit-number lock until the commit:
+            # in one order (by URL), so two transactions using the same databases
+            # never wait for each other's lock on two databases at once.
+            for conn in sorted(conns, key=_lock_order):
+                if conn is main:
+                    self.writer.write_groups(
+                        main,
+                        groups,
+                        firings=firings,
+                        outbox=outbox,
+                        expired=expired,
+                        restamp=restamp,
+                    )
+                else:
+                    self.writer.write_groups(
+                        conn, other_groups, firings=other_firings, restamp=restamp
+                    )
         except BaseException:
             if late:
                 self.give_back(late)
