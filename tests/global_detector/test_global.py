@@ -212,7 +212,8 @@ def test_two_instances_one_acts(log_db: sa.Engine) -> None:
         first._leader = True
         feeder = first._feeder
         assert feeder is not None
-        rows = first.reader.read(log_db.connect(), feeder.position)
+        with log_db.connect() as conn:
+            rows = first.reader.read(conn, feeder.position)
         dets = feeder.feed(rows)
         with log_db.begin() as conn:
             first.writer.enqueue(conn, [first._entry(d) for d in dets])
