@@ -30,6 +30,7 @@ the application's rules, in which
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -53,6 +54,8 @@ __all__ = [
 #: The event of the rows a global detector commits to move its clock: their
 #: ``ts`` is the time the clock moves to; nothing else reads them.
 CLOCK_EVENT: Final = "sentinel:global_clock"
+
+log = logging.getLogger("sentinel.global")
 
 #: Bits of a global ``t_occ`` that hold a row's rank within its commit.
 RANK_BITS: Final = 20
@@ -120,6 +123,9 @@ class CommitFeeder:
         #: The largest occurrence time (``ts``) fed: where the clock stands.
         self.log_time: float | None = None
         self.rows = 0
+        #: ``(id, error)`` of the rows that could not be read (a bad source key or
+        #: parameters: rows not written by sentinel); they were skipped.
+        self.skipped: list[tuple[int, str]] = []
 
     def next_due(self) -> float | None:
         """When the detector's earliest timer is due (``None``: no timer)."""
@@ -170,16 +176,30 @@ class CommitFeeder:
             scope = opened.get(r.scope)
             if scope is None:
                 scope = opened[r.scope] = det.scope(r.scope)
-            if r.source_class is None:
-                source = None
-            else:
-                key = (r.source_class, r.source_key)
-                source = refs.get(key)
-                if source is None:
-                    if len(refs) > 65_536:
-                        refs.clear()
-                    source = refs[key] = source_ref(r.source_class, r.source_key)
-            params = decode_params(r.params) if r.params != "{}" else {}
+            try:
+                if r.source_class is None:
+                    source = None
+                else:
+                    key = (r.source_class, r.source_key)
+                    source = refs.get(key)
+                    if source is None:
+                        if len(refs) > 65_536:
+                            refs.clear()
+                        source = refs[key] = source_ref(r.source_class, r.source_key)
+                params = decode_params(r.params) if r.params != "{}" else {}
+                if not isinstance(params, dict):
+                    raise TypeError(f"parameters are a {type(params).__name__}, not an object")
+            except Exception as err:  # a row written by hand: it must not stop the rest
+                self.skipped.append((r.id, f"{type(err).__name__}: {err}"[:500]))
+                log.error(
+                    "sentinel global: log row %d (%s in scope %s) cannot be read and is "
+                    "skipped: %s",
+                    r.id,
+                    r.event,
+                    r.scope,
+                    self.skipped[-1][1],
+                )
+                continue
             occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
             inject(occ, scope)
         if seq != -1:

@@ -281,3 +281,37 @@ def test_temporal_events_fire_when_due_with_nothing_committing(log_db: sa.Engine
     assert [d.rule for d in replayed] == ["unpaid"]
     orders = [c for c in replayed[0].occurrence.constituents if c.event == "order"]
     assert {c.params["customer"] for c in orders} == {1}
+
+
+def test_a_row_written_by_hand_is_skipped_not_fatal(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A forged row whose parameters cannot be read (a bad tagged value, a
+    JSON array) is reported and skipped; the commits around it are detected."""
+    writer = LogWriter()
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        seq = writer.take_commit_seq(conn)
+        for i, text in enumerate(['{"customer": {"$decimal": "abc"}}', "[1, 2]"]):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
+                    "detected_ts, params, outcome, commit_seq) VALUES ('forged', :t, 'payment', "
+                    ":at, :at, 1.0, 1.0, :p, 'committed', :seq)"
+                ),
+                {"t": i, "at": "2026-01-01 00:00:00", "p": text, "seq": seq},
+            )
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 2, "t2", customer=1)])
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    r = service.step()
+    assert (r.rows, r.detections) == (4, 1)
+    feeder = service._feeder
+    assert feeder is not None
+    assert [why.split(":")[0] for _, why in feeder.skipped] == [
+        "InvalidOperation",
+        "AttributeError",
+    ]
+    assert "cannot be read and is skipped" in caplog.text
+    service.close()
