@@ -38,7 +38,7 @@ pytest: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-dev
-	for b in detector wrapper orm temporal bitemporal ode replay bicepl; do \
+	for b in detector wrapper orm temporal bitemporal ode replay bicepl global; do \
 		$(BIN)/python bench/$$b.py --quick || exit 1; \
 	done
 

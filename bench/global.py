@@ -100,7 +100,9 @@ class Database:
             self.url = (
                 sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
             )
-        self.engine = sa.create_engine(self.url)
+        # SQLite: writers wait for the file's lock rather than fail after 5 s
+        args = {"timeout": 60} if backend == "sqlite" else {}
+        self.engine = sa.create_engine(self.url, connect_args=args)
         from sentinel.log import migrate
 
         migrate.upgrade(self.engine)
