@@ -162,9 +162,15 @@ class GlobalDetector:
         if run_actions:
             from sentinel.orm import attach
 
+            # The actions' sessions are attached to a copy of the rules, all
+            # disabled: what an action signals is logged (and detected here, from
+            # the log, once), never detected a second time by this attachment.
+            runner_rules = self.rules.replica()
+            for rule in runner_rules.rules.values():
+                rule.disable()
             self.attachment = attach(
                 session_factory or sessionmaker(self.engine),
-                detector=self.rules,
+                detector=runner_rules,
                 schema=schema,
                 prefix=prefix,
                 workers=workers,
