@@ -315,8 +315,9 @@ class _EventsInsert:
 
             self.params = generic_params
 
-    def rows(self, values: Iterable[Sequence[Any]], seq: int | None = None) -> list[Any]:
+    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
         stamp, encode, names = self.at, self.params, self.names
+        seq = None
         out: list[Any] = []
         append = out.append
         for scope, t_occ, event, ts, dts, sclass, skey, params, outcome in values:
@@ -337,6 +338,18 @@ class _EventsInsert:
             )
             append(row if names is None else dict(zip(names, row, strict=True)))
         return out
+
+    def stamp(self, rows: list[Any], seq: int) -> list[Any]:
+        """Rows made by :meth:`rows` with their commit number (the last column)
+        set (made before the number is taken, so a bad value raises before any
+        SQL is sent)."""
+        names = self.names
+        if names is None:
+            return [(*row[:-1], seq) for row in rows]
+        key = names[-1]
+        for row in rows:
+            row[key] = seq
+        return rows
 
 
 class LogWriter:
@@ -650,6 +663,8 @@ class LogWriter:
             self.check(connection)
         t = self.tables
         if rows or restamp is not None:
+            plan = self._events_plan(connection)
+            prepared = plan.rows(rows) if rows else []  # may raise, before any SQL
             seq = self.take_commit_seq(connection) if sequence else None
             if restamp is not None and seq is not None:
                 ev = t.events
@@ -658,8 +673,10 @@ class LogWriter:
                     .where(ev.c.scope == restamp, ev.c.commit_seq.is_(None))
                     .values(commit_seq=seq)
                 )
-            if rows:
-                self._insert_events(connection, rows, seq)
+            if prepared:
+                if seq is not None:
+                    prepared = plan.stamp(prepared, seq)
+                self._send(connection, t.events, prepared)
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
@@ -741,16 +758,13 @@ class LogWriter:
         res = connection.execute(sa.update(ev).where(ev.c.scope == scope).values(outcome=value))
         return res.rowcount
 
-    def _insert_events(
-        self, conn: Connection, rows: list[tuple[Any, ...]], seq: int | None = None
-    ) -> None:
-        """Insert :meth:`event_values` rows with one ``executemany``."""
+    def _events_plan(self, conn: Connection) -> _EventsInsert:
         dialect = conn.dialect
         key = (dialect.name, self.tables.events.name, "*")
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _EventsInsert(self.tables.events, dialect)
-        self._execute(conn, self.tables.events, plan, rows, seq)
+        return plan
 
     def take_commit_seq(self, conn: Connection) -> int:
         """Number the current transaction in commit order and return the number.
@@ -826,17 +840,17 @@ class LogWriter:
         self._execute(conn, table, self._plan(conn, table, columns), values)
 
     def _execute(
-        self,
-        conn: Connection,
-        table: sa.Table,
-        plan: Any,
-        values: Sequence[Sequence[Any]],
-        seq: int | None = None,
+        self, conn: Connection, table: sa.Table, plan: Any, values: Sequence[Sequence[Any]]
     ) -> None:
-        # may raise (unloggable values) before any SQL
-        rows = plan.rows(values) if seq is None else plan.rows(values, seq)
+        rows = plan.rows(values)  # may raise (unloggable values) before any SQL
+        self._send(conn, table, rows, plan)
+
+    def _send(self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None) -> None:
+        """Send ``rows`` (made by ``plan.rows``; the events' plan by default)
+        with one ``executemany``."""
+        sql = (plan or self._events_plan(conn)).sql
         try:
-            conn.exec_driver_sql(plan.sql, rows)
+            conn.exec_driver_sql(sql, rows)
         except sa.exc.IntegrityError as err:
             what = (
                 "an occurrence with the same (scope, t_occ) is already logged"
