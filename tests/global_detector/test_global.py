@@ -315,3 +315,34 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     ]
     assert "cannot be read and is skipped" in caplog.text
     service.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
+    """A commit that writes log rows sends a NOTIFY on the log's channel, at the
+    commit (none for a rolled-back one); the service waits on that channel."""
+    from sentinel.global_detector.order import PostgresListener, waiter
+    from sentinel.log.tables import log_tables
+    from sentinel.log.writer import notify_channel
+
+    listener = waiter(log_db, log_tables(), min_wait=0.05, max_wait=1.0)
+    assert isinstance(listener, PostgresListener)
+    raw = log_db.raw_connection()
+    try:
+        conn = raw.driver_connection
+        assert conn is not None
+        conn.autocommit = True
+        conn.execute(f'LISTEN "{notify_channel(log_tables())}"')
+        writer = LogWriter()
+        with log_db.connect() as c:
+            c.begin()
+            writer.write(c, [_occ("order", 1, "rolled-back", customer=1)])
+            c.rollback()
+        assert list(conn.notifies(timeout=0.5, stop_after=1)) == []
+        with log_db.begin() as c:
+            writer.write(c, [_occ("order", 1, "committed", customer=1)])
+        (note,) = list(conn.notifies(timeout=30, stop_after=1))
+        assert note.channel == notify_channel(log_tables())
+    finally:
+        raw.close()
+        listener.close()
