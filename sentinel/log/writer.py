@@ -788,11 +788,16 @@ class LogWriter:
             # is evaluated for the row the subquery yields, after it took the lock
             # the lock is the log's: named by the schema its tables are in (the
             # search path's first when none is configured) and the prefix
-            n = conn.exec_driver_sql(
-                f"SELECT nextval('{seq}'), pg_notify(%(c)s, '') "
-                f"FROM (SELECT pg_advisory_xact_lock(hashtextextended("
-                f"coalesce(%(s)s, current_schema()) || '.' || %(p)s, %(k)s)) OFFSET 0) AS l",
-                {"k": ADVISORY_SEED, "s": t.schema, "p": t.prefix, "c": notify_channel(t)},
+            # (text() with bind parameters: every PostgreSQL driver's paramstyle)
+            n = conn.execute(
+                _PG_COMMIT_SEQ,
+                {
+                    "q": seq,
+                    "k": ADVISORY_SEED,
+                    "s": t.schema,
+                    "p": t.prefix,
+                    "c": notify_channel(t),
+                },
             ).scalar_one()
             return int(n)
         c = t.commit_counter
@@ -892,6 +897,13 @@ def notify_channel(tables: LogTables) -> str:
     raw = f"{tables.schema or ''}.{tables.prefix}events"
     return "sentinel_" + hashlib.sha1(raw.encode()).hexdigest()[:16]
 
+
+_PG_COMMIT_SEQ = sa.text(
+    "SELECT nextval(CAST(:q AS regclass)), pg_notify(:c, '') "
+    "FROM (SELECT pg_advisory_xact_lock(hashtextextended("
+    "coalesce(CAST(:s AS text), current_schema()) || '.' || CAST(:p AS text), :k)) "
+    "OFFSET 0) AS l"
+)
 
 #: The seed of the hash naming a log's commit-order advisory lock on PostgreSQL
 #: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``).
