@@ -31,8 +31,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,20 +102,6 @@ class CommitReader:
             q = self._select.where(ev.c.commit_seq == last).order_by(ev.c.id)
             return [_row(r) for r in conn.execute(q)]
         return [r for r in rows if r.commit_seq != last]
-
-    def iter_all(self, conn: Connection, *, upto: int | None = None) -> Iterator[LogRow]:
-        """Every committed row (with ``commit_seq <= upto``), in commit order."""
-        after = 0
-        while True:
-            rows = self.read(conn, after)
-            if upto is not None:
-                rows = [r for r in rows if r.commit_seq <= upto]
-            if not rows:
-                return
-            yield from rows
-            after = rows[-1].commit_seq
-            if upto is not None and after >= upto:
-                return
 
     def head(self, conn: Connection) -> int:
         """The largest commit number in the log (0: none)."""
@@ -214,7 +198,3 @@ def waiter(engine: Engine, tables: LogTables, *, min_wait: float, max_wait: floa
     if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
         return PostgresListener(engine, tables, max_wait=max(max_wait, 1.0))
     return Poller(min_wait, max_wait)
-
-
-def monotonic() -> float:
-    return time.monotonic()
