@@ -96,8 +96,11 @@ class _GlobalReplayDetector(ReplayDetector):
     """Records detached detections without evaluating their conditions; runs
     its own timers on a virtual clock (see the module docs)."""
 
+    #: Where the virtual clock starts (set per feeder: the first row's time).
+    start = 0.0
+
     def __init__(self, **kwargs: Any) -> None:
-        kwargs["clock"] = VirtualClock(0.0)
+        kwargs["clock"] = VirtualClock(self.start)
         kwargs["replaying"] = False
         super().__init__(**kwargs)
 
@@ -115,8 +118,10 @@ class CommitFeeder:
     def __init__(self, rules: LocalEventDetector) -> None:
         check_rules(rules)
         self.rules = rules
-        self.detector = det = _GlobalReplayDetector.of(rules)
-        self._records = det.scheduler.records
+        # made at the first row, with the clock at its time: absolute temporal
+        # events are armed from there, not from 1970
+        self._detector: _GlobalReplayDetector | None = None
+        self._records: list[Any] = []
         self._refs: dict[tuple[str, str | None], Any] = {}
         #: The last commit fed (0: none).
         self.position = 0
@@ -127,16 +132,36 @@ class CommitFeeder:
         #: parameters: rows not written by sentinel); they were skipped.
         self.skipped: list[tuple[int, str]] = []
 
+    @property
+    def detector(self) -> _GlobalReplayDetector | None:
+        """The detector (``None`` before the first row)."""
+        return self._detector
+
+    def _start(self, ts: float) -> _GlobalReplayDetector:
+        cls: type[_GlobalReplayDetector] = type(
+            "_GlobalReplayDetector", (_GlobalReplayDetector,), {"start": ts}
+        )
+        det = cls.of(self.rules)
+        assert isinstance(det, _GlobalReplayDetector)
+        self._detector = det
+        self._records = det.scheduler.records
+        return det
+
     def next_due(self) -> float | None:
         """When the detector's earliest timer is due (``None``: no timer)."""
-        clock = self.detector.wall_clock
+        if self._detector is None:
+            return None
+        clock = self._detector.wall_clock
         assert isinstance(clock, VirtualClock)
         return clock.next_due
 
     def feed(self, rows: Iterable[Any]) -> list[Detection]:
         """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
         order, whole commits, after :attr:`position`); return the detections."""
-        det = self.detector
+        rows = list(rows)
+        if not rows:
+            return []
+        det = self._detector or self._start(rows[0].ts)
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
@@ -207,7 +232,8 @@ class CommitFeeder:
         return out
 
     def _end(self, opened: dict[str, Any], seq: int, out: list[Detection]) -> None:
-        det = self.detector
+        det = self._detector
+        assert det is not None
         for scope in opened.values():
             det.end_scope(scope, "committed")
         opened.clear()

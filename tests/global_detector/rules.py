@@ -86,3 +86,16 @@ def _temporal() -> LocalEventDetector:
 
 #: "an order not paid within a second, same customer", spanning processes
 temporal = _temporal()
+
+
+def _daily() -> LocalEventDetector:
+    from sentinel.temporal import Absolute
+
+    det = LocalEventDetector()
+    events(det)
+    det.rule("closing", Absolute("(17:00:00)*/*/*"), action=record, coupling="detached")
+    return det
+
+
+#: every day at 17:00 UTC (the global detector's clock is the log's, in UTC)
+daily = _daily()

@@ -346,3 +346,25 @@ def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
     finally:
         raw.close()
         listener.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_absolute_events_start_from_the_log_not_from_1970(log_db: sa.Engine) -> None:
+    """A daily 17:00 rule fires once per day the log's clock passes, from the
+    first row's day on: not for every day since 1970."""
+    from datetime import UTC, datetime
+
+    day = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
+    now = [day]
+    writer = LogWriter()
+    with log_db.begin() as conn:
+        writer.write(conn, [Occurrence("order", 1, day, scope="o", params={"customer": 1})])
+    service = GlobalDetector(
+        rules.daily, log_db, lease=10, run_actions=False, clock=lambda: now[0], clock_grace=0
+    )
+    assert service.step().detections == 0
+    now[0] = day + 2 * 86_400  # two days later: Jan 1 and Jan 2, 17:00
+    assert service.step().clock
+    assert service.step().detections == 2
+    service.close()
+    assert len(replay_committed(rules.daily, log_db)) == 2
