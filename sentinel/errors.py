@@ -445,3 +445,13 @@ class OccurrenceTimeError(BitemporalError, TypeError):
         if hint:
             msg += f"; {hint}"
         super().__init__(msg, event=event)
+
+
+class GlobalDetectorError(SentinelError):
+    """The global event detector cannot run as asked: a rule that is not
+    detached, a log without commit order, a bad option."""
+
+
+class LeaseLost(GlobalDetectorError):
+    """A global detector instance no longer holds its cursor's lease (it expired
+    and another instance took it): its batch is rolled back, nothing acted."""

@@ -5,7 +5,8 @@ migrations shipped in the package; ``sentinel log show`` prints the latest log
 rows, ``sentinel log firings`` the latest rule firings and why each fired;
 ``sentinel log export`` writes the log to Parquet and ``sentinel replay``
 replays it through an application's rules, locally or on Spark; ``sentinel
-worker`` runs detached rules; ``sentinel graph`` shows the event graph of an
+worker`` runs detached rules; ``sentinel global`` runs the global event
+detector; ``sentinel graph`` shows the event graph of an
 application's rules; ``sentinel bicep`` checks, installs and runs BiCEPL
 programs. Every command that needs a database takes ``--url`` (or
 ``SENTINEL_URL``), ``--schema`` (or ``SENTINEL_SCHEMA``) and ``--prefix``; every
@@ -28,6 +29,7 @@ import click
 from sentinel.cli.bicep import bicep
 from sentinel.cli.db import db
 from sentinel.cli.firings import firings
+from sentinel.cli.global_ import global_command
 from sentinel.cli.graph import graph_command
 from sentinel.cli.log import log
 from sentinel.cli.replay import replay_command
@@ -43,7 +45,7 @@ def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""
 
 
-for _command in (db, log, replay_command, worker_command, graph_command, bicep):
+for _command in (db, log, replay_command, worker_command, global_command, graph_command, bicep):
     main.add_command(_command)
 log.add_command(firings)
 

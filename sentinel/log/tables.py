@@ -32,6 +32,11 @@ from any application's own alembic history.
     run that the rollback of a savepoint undid, that savepoint (as for events),
     else NULL.
 
+``events.commit_seq``, ``commit_counter``, ``global_cursors`` -- commit order
+    every transaction that writes log rows numbers them, in commit order (see
+    :mod:`sentinel.global_detector.order`); the global detectors' cursors and
+    leases. PostgreSQL numbers with the sequence ``<prefix>commit_seq``.
+
 ``outbox`` -- detached rules waiting to run (written in the triggering commit)
     rule, a unique ``idempotency_key``, the trigger's ``scope`` / ``t_occ``, the
     detection as JSON ``payload``, ``status`` (see :class:`OutboxStatus`),
@@ -78,10 +83,10 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0004"
+SCHEMA_VERSION: Final = "0005"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004", "0005")
 
 DEFAULT_PREFIX: Final = "sentinel_"
 
@@ -230,9 +235,37 @@ class LogTables:
             sa.Column("outcome", sa.String(16), nullable=True),
             sa.Column("expired_at", UTCDateTime(), nullable=True),
             sa.Column("savepoint", sa.Text(), nullable=True),
+            sa.Column("commit_seq", sa.BigInteger(), nullable=True),
             sa.UniqueConstraint("scope", "t_occ", name=f"uq_{p}events_scope_t_occ"),
             sa.Index(f"ix_{p}events_t_occ", "t_occ"),
             sa.Index(f"ix_{p}events_at", "at"),
+            sa.Index(f"ix_{p}events_commit_seq", "commit_seq"),
+        )
+        #: SQLite and MariaDB: the one row whose ``n`` is the last commit sequence
+        #: number handed out (PostgreSQL uses :attr:`commit_sequence`).
+        self.commit_counter = sa.Table(
+            f"{p}commit_counter",
+            md,
+            sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+            sa.Column("n", sa.BigInteger(), nullable=False),
+        )
+        #: PostgreSQL: the commit sequence (taken under a transaction-level
+        #: advisory lock, so numbers follow commit order).
+        self.commit_sequence_name = f"{p}commit_seq"
+        seq = f'"{schema}"."{p}commit_seq"' if schema else f'"{p}commit_seq"'
+        create = sa.DDL(f"CREATE SEQUENCE IF NOT EXISTS {seq}")  # type: ignore[no-untyped-call]
+        drop = sa.DDL(f"DROP SEQUENCE IF EXISTS {seq}")  # type: ignore[no-untyped-call]
+        sa.event.listen(md, "after_create", create.execute_if(dialect="postgresql"))
+        sa.event.listen(md, "before_drop", drop.execute_if(dialect="postgresql"))
+        self.global_cursors = sa.Table(
+            f"{p}global_cursors",
+            md,
+            sa.Column("name", sa.String(NAME_LENGTH), primary_key=True),
+            sa.Column("position", sa.BigInteger(), nullable=False),
+            sa.Column("holder", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("lease_until", UTCDateTime(), nullable=True),
+            sa.Column("log_time", sa.Double(), nullable=True),
+            sa.Column("updated_at", UTCDateTime(), nullable=False),
         )
         self.firings = sa.Table(
             f"{p}rule_firings",
@@ -272,9 +305,15 @@ class LogTables:
         )
 
     @property
-    def names(self) -> tuple[str, str, str]:
-        """The three log tables' names (without schema)."""
-        return (self.events.name, self.firings.name, self.outbox.name)
+    def names(self) -> tuple[str, ...]:
+        """The log tables' names (without schema)."""
+        return (
+            self.events.name,
+            self.firings.name,
+            self.outbox.name,
+            self.commit_counter.name,
+            self.global_cursors.name,
+        )
 
     def qualified(self, name: str) -> str:
         """``schema.name`` or ``name``, for messages."""

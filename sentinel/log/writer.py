@@ -29,6 +29,7 @@ application (see ``bench/orm.py``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import threading
@@ -78,6 +79,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "params",
     "outcome",
     "savepoint",
+    "commit_seq",
 )
 
 
@@ -353,6 +355,7 @@ class _EventsInsert:
 
     def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
         stamp, encode, names = self.at, self.params, self.names
+        seq = None
         out: list[Any] = []
         append = out.append
         for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
@@ -370,9 +373,22 @@ class _EventsInsert:
                 encode(params, event),
                 outcome,
                 sp,
+                seq,
             )
             append(row if names is None else dict(zip(names, row, strict=True)))
         return out
+
+    def stamp(self, rows: list[Any], seq: int) -> list[Any]:
+        """Rows made by :meth:`rows` with their commit number (the last column)
+        set (made before the number is taken, so a bad value raises before any
+        SQL is sent)."""
+        names = self.names
+        if names is None:
+            return [(*row[:-1], seq) for row in rows]
+        key = names[-1]
+        for row in rows:
+            row[key] = seq
+        return rows
 
 
 class LogWriter:
@@ -411,8 +427,14 @@ class LogWriter:
         check_schema: bool = True,
         outbox_key: str | bytes | OutboxSigner | None = None,
         recheck: float = 30.0,
+        commit_order: bool = False,
     ) -> None:
         self.tables: LogTables = log_tables(schema, prefix)
+        #: Number each writing transaction in commit order (``events.commit_seq``,
+        #: :meth:`take_commit_seq`), for a global detector (``docs/global.md``).
+        #: Off by default: the number is taken under a lock held until the
+        #: commit, so concurrent log-writing commits wait for each other.
+        self.commit_order = commit_order
         #: Seconds after which the next write checks the schema revision again.
         self.recheck = recheck
         self.policy = policy if policy is not None else LogPolicy()
@@ -679,6 +701,8 @@ class LogWriter:
         firings: Iterable[Firing] = (),
         outbox: Iterable[OutboxEntry] = (),
         expired: Iterable[tuple[str, int, float]] = (),
+        sequence: bool = True,
+        restamp: str | None = None,
     ) -> int:
         """:meth:`write` for occurrences of several outcomes at once: each group
         is ``(occurrences, outcome)``, or ``(occurrences, "aborted", savepoint)``
@@ -688,20 +712,41 @@ class LogWriter:
         earlier ones that were waiting (the process scope's, a previous
         transaction's ``txn:commit``) this way. ``expired`` marks occurrences
         (after the rows are inserted: see :meth:`mark_expired`). Raises what
-        :meth:`write` raises, before any SQL for bad values."""
+        :meth:`write` raises, before any SQL for bad values.
+
+        Commit order (only when the writer was made with ``commit_order=True``):
+        with ``sequence`` (the default) the events rows get the
+        transaction's commit sequence number (:meth:`take_commit_seq`), and so
+        do the rows of scope ``restamp`` written earlier in this transaction
+        without one (a long transaction's flushes, written with
+        ``sequence=False``: a number is taken only at the last write before
+        the commit, because taking it holds a lock until the commit)."""
         rows: list[tuple[Any, ...]] = []
         for group in groups:
             rows.extend(self.event_values(*group))
         frows = self.firing_rows(firings)
         orows = self.outbox_rows(outbox)
         marks = list(expired)
-        if not (rows or frows or orows or marks):
+        if not (rows or frows or orows or marks or restamp is not None):
             return 0
         if self._check:
             self.check(connection)
         t = self.tables
-        if rows:
-            self._insert_events(connection, rows)
+        if rows or restamp is not None:
+            plan = self._events_plan(connection)
+            prepared = plan.rows(rows) if rows else []  # may raise, before any SQL
+            seq = self.take_commit_seq(connection) if sequence and self.commit_order else None
+            if restamp is not None and seq is not None:
+                ev = t.events
+                connection.execute(
+                    sa.update(ev)
+                    .where(ev.c.scope == restamp, ev.c.commit_seq.is_(None))
+                    .values(commit_seq=seq)
+                )
+            if prepared:
+                if seq is not None:
+                    prepared = plan.stamp(prepared, seq)
+                self._send(connection, t.events, prepared)
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
@@ -783,14 +828,65 @@ class LogWriter:
         res = connection.execute(sa.update(ev).where(ev.c.scope == scope).values(outcome=value))
         return res.rowcount
 
-    def _insert_events(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        """Insert :meth:`event_values` rows with one ``executemany``."""
+    def _events_plan(self, conn: Connection) -> _EventsInsert:
         dialect = conn.dialect
         key = (dialect.name, self.tables.events.name, "*")
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _EventsInsert(self.tables.events, dialect)
-        self._execute(conn, self.tables.events, plan, rows)
+        return plan
+
+    def take_commit_seq(self, conn: Connection) -> int:
+        """Number the current transaction in commit order and return the number.
+
+        The number is taken under a lock held until the transaction ends, so
+        numbers are handed out in commit order and a reader never sees a number
+        before a smaller one (a rolled-back transaction's number is skipped or
+        reused; the one after it is taken only once it ended). PostgreSQL: a
+        transaction-level advisory lock, then ``nextval`` of the sequence
+        (an ``UPDATE`` of a counter row would fail under REPEATABLE READ), and a
+        ``NOTIFY`` on :func:`notify_channel` delivered at the commit. SQLite
+        and MariaDB: an ``UPDATE`` of the counter row. Concurrent transactions
+        that write log rows wait for each other from here to their commit: the
+        price of a gapless commit order (see ``docs/global.md``)."""
+        t = self.tables
+        name = conn.dialect.name
+        if name == "postgresql":
+            q = t.commit_sequence_name
+            seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
+            # one statement: the outer target list (nextval, the notification)
+            # is evaluated for the row the subquery yields, after it took the lock
+            # the lock is the log's: named by the schema its tables are in (the
+            # search path's first when none is configured) and the prefix
+            # (text() with bind parameters: every PostgreSQL driver's paramstyle)
+            n = conn.execute(
+                _PG_COMMIT_SEQ,
+                {
+                    "q": seq,
+                    "k": ADVISORY_SEED,
+                    "s": t.schema,
+                    "p": t.prefix,
+                    "c": notify_channel(t),
+                },
+            ).scalar_one()
+            return int(n)
+        c = t.commit_counter
+        if name in ("mysql", "mariadb"):
+            # LAST_INSERT_ID(expr) hands the new value back as the result's lastrowid
+            res = conn.execute(
+                sa.update(c).where(c.c.id == 1).values(n=sa.func.last_insert_id(c.c.n + 1))
+            )
+            if res.rowcount == 1:
+                return int(res.lastrowid)
+        else:
+            row = conn.execute(
+                sa.update(c).where(c.c.id == 1).values(n=c.c.n + 1).returning(c.c.n)
+            ).one_or_none()
+            if row is not None:
+                return int(row[0])
+        # no counter row: tables made by create_all, not by the migration
+        conn.execute(sa.insert(c).values(id=1, n=1))
+        return 1
 
     def _plan(self, conn: Connection, table: sa.Table, columns: Sequence[str]) -> _InsertPlan:
         dialect = conn.dialect
@@ -822,8 +918,14 @@ class LogWriter:
         self, conn: Connection, table: sa.Table, plan: Any, values: Sequence[Sequence[Any]]
     ) -> None:
         rows = plan.rows(values)  # may raise (unloggable values) before any SQL
+        self._send(conn, table, rows, plan)
+
+    def _send(self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None) -> None:
+        """Send ``rows`` (made by ``plan.rows``; the events' plan by default)
+        with one ``executemany``."""
+        sql = (plan or self._events_plan(conn)).sql
         try:
-            conn.exec_driver_sql(plan.sql, rows)
+            conn.exec_driver_sql(sql, rows)
         except sa.exc.IntegrityError as err:
             text = _first_line(err).lower()
             duplicate = "unique" in text or "duplicate" in text
@@ -859,6 +961,25 @@ class LogWriter:
             raise schema_err from err
         except Exception:  # the diagnosis is best effort; report the original error
             return
+
+
+def notify_channel(tables: LogTables) -> str:
+    """The PostgreSQL ``NOTIFY`` channel on which a commit that wrote log rows
+    to ``tables`` announces its commit sequence number."""
+    raw = f"{tables.schema or ''}.{tables.prefix}events"
+    return "sentinel_" + hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+_PG_COMMIT_SEQ = sa.text(
+    "SELECT nextval(CAST(:q AS regclass)), pg_notify(:c, '') "
+    "FROM (SELECT pg_advisory_xact_lock(hashtextextended("
+    "coalesce(CAST(:s AS text), current_schema()) || '.' || CAST(:p AS text), :k)) "
+    "OFFSET 0) AS l"
+)
+
+#: The seed of the hash naming a log's commit-order advisory lock on PostgreSQL
+#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``).
+ADVISORY_SEED = 0x5E17
 
 
 def _first_line(err: BaseException) -> str:

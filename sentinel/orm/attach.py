@@ -836,13 +836,17 @@ def _collect_abandoned() -> None:
             log.exception("sentinel: cleaning up an abandoned transaction failed")
 
 
-def _writer(log: Any, schema: str | None, prefix: str) -> tuple[LogWriter, bool]:
+def _writer(
+    log: Any, schema: str | None, prefix: str, commit_order: bool
+) -> tuple[LogWriter, bool]:
     if isinstance(log, LogWriter):
+        if commit_order:
+            log.commit_order = True
         return log, True
     if isinstance(log, LogPolicy):
-        return LogWriter(schema=schema, prefix=prefix, policy=log), True
+        return LogWriter(schema=schema, prefix=prefix, policy=log, commit_order=commit_order), True
     if log is True:
-        return LogWriter(schema=schema, prefix=prefix), True
+        return LogWriter(schema=schema, prefix=prefix, commit_order=commit_order), True
     if log is False or log is None:
         return LogWriter(schema=schema, prefix=prefix), False
     raise AttachError(
@@ -893,6 +897,7 @@ def attach(
     log_bind: Any = None,
     context: Callable[[], AbstractContextManager[Any]] | None = None,
     outbox_key: str | bytes | OutboxSigner | None = None,
+    commit_order: bool = False,
 ) -> Attachment:
     """Attach sentinel to the sessions ``target`` makes: a ``sessionmaker``, a
     ``scoped_session``, a ``Session`` subclass, or their asyncio counterparts
@@ -945,6 +950,12 @@ def attach(
         refuse rows without a valid signature (:mod:`sentinel.log.signing`);
         default: the ``SENTINEL_OUTBOX_KEY`` environment variable, if set. With
         ``log=`` a :class:`~sentinel.log.LogWriter`, give the key to the writer.
+    ``commit_order``
+        numbers each transaction that writes log rows in commit order
+        (``events.commit_seq``), which a global detector needs to read this
+        process's events (``docs/global.md``). Off by default: the number is
+        taken under a lock held until the commit, so the log-writing commits of
+        all processes wait for each other from their last log write on.
 
     Raises :class:`~sentinel.errors.AttachError` for a target that is not a
     session factory or is already attached (directly, or through a subclass or
@@ -985,7 +996,7 @@ def attach(
             f"app.app_context), not {context!r:.60}",
             target=context,
         )
-    writer, logging_on = _writer(log, schema, prefix)
+    writer, logging_on = _writer(log, schema, prefix, commit_order)
     signer = _signer(writer, log, outbox_key)
     with _LOCK:
         resolved = resolve_target(target, session_factory)

@@ -67,6 +67,10 @@ _fromts = datetime.fromtimestamp
 _monotonic = time.monotonic
 
 
+def _lock_order(conn: Connection) -> str:
+    return conn.engine.url.render_as_string(hide_password=True)
+
+
 def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
     """The log's :class:`~sentinel.log.Firing` for a buffered rule run;
     ``savepoint`` is the path of the savepoint whose rollback undid it.
@@ -290,11 +294,20 @@ class LogSink:
             groups.append((sp_occs, Outcome.ABORTED, path))
             firings.extend(firing_of(r, savepoint=path) for r in sp_firings)
         main = home if home is not None and any(c is home for c in conns) else conns[0]
-        for conn in conns:
-            if conn is not main:
-                self.writer.write_groups(conn, groups, firings=firings)
+        # rows a long transaction wrote at flushes get its commit number now
+        restamp = st.scope_id if st.written else None
+        other_groups, other_firings = list(groups), list(firings)
         firings.extend(pending)
-        self.writer.write_groups(main, groups, firings=firings, outbox=outbox)
+        # Each write takes its database's commit-number lock until the commit: in
+        # one order (by URL), so two transactions using the same databases never
+        # wait for each other's lock on two databases at once.
+        for conn in sorted(conns, key=_lock_order):
+            if conn is main:
+                self.writer.write_groups(
+                    main, groups, firings=firings, outbox=outbox, restamp=restamp
+                )
+            else:
+                self.writer.write_groups(conn, other_groups, firings=other_firings, restamp=restamp)
         st.written += len(occs)
         st.firings_written = len(st.firings)
         # Kept, not cleared: should the commit fail now, the aborted transaction's
@@ -307,7 +320,10 @@ class LogSink:
         occs = st.occurrences[st.written :]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
         for conn in conns:
-            self.writer.write_groups(conn, [(occs, Outcome.COMMITTED)], firings=firings)
+            # no commit number yet: taking it would hold its lock until the commit
+            self.writer.write_groups(
+                conn, [(occs, Outcome.COMMITTED)], firings=firings, sequence=False
+            )
         st.written += len(occs)
         st.firings_written = len(st.firings)
 

@@ -136,4 +136,10 @@ def test_missing_url(run: CliRunner) -> None:
 
 
 def test_tables_module_names() -> None:
-    assert log_tables().names == ("sentinel_events", "sentinel_rule_firings", "sentinel_outbox")
+    assert log_tables().names == (
+        "sentinel_events",
+        "sentinel_rule_firings",
+        "sentinel_outbox",
+        "sentinel_commit_counter",
+        "sentinel_global_cursors",
+    )

@@ -1,0 +1,119 @@
+"""``sentinel global``: the global event detector service (rules over every
+process's committed events, see docs/global.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from sentinel.cli.common import db_options, errors, importable_from_cwd
+
+__all__ = ["global_command"]
+
+
+@click.command(name="global")
+@db_options
+@click.option(
+    "--rules",
+    "rules",
+    required=True,
+    help="The global rules as package.module:attribute: a LocalEventDetector whose rules "
+    "are all detached, or a zero-argument callable returning one.",
+)
+@click.option(
+    "--name",
+    default="global",
+    show_default=True,
+    help="The cursor's name: instances with one name share a position and a lease.",
+)
+@click.option(
+    "--lease",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds the cursor's lease outlives its holder's last renewal; a standby "
+    "instance takes over after that.",
+)
+@click.option(
+    "--poll",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Longest wait between reads of the log (polling backs off from 0.05 s up to "
+    "this; PostgreSQL waits for NOTIFY, at most this long).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Threads running the rules' actions (0: in the service's thread).",
+)
+@click.option(
+    "--action-lease",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds an action's claim outlives its worker's last heartbeat.",
+)
+@click.option("--no-actions", is_flag=True, help="Only enqueue; `sentinel worker` acts.")
+@click.option(
+    "--until-idle", is_flag=True, help="Exit once the log is read to its end (for cron, tests)."
+)
+@errors
+def global_command(
+    url: str,
+    schema: str | None,
+    prefix: str,
+    rules: str,
+    name: str,
+    lease: float,
+    poll: float,
+    workers: int,
+    action_lease: float,
+    no_actions: bool,
+    until_idle: bool,
+) -> None:
+    """Run the global event detector: read the log's committed occurrences of
+    every process in commit order, detect the rules' events, run the rules
+    detached through the outbox."""
+    import signal
+    import threading
+
+    from sentinel.global_detector import GlobalDetector
+
+    importable_from_cwd()
+    stop = threading.Event()
+    if not until_idle:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    service = GlobalDetector(
+        rules,
+        url,
+        name=name,
+        schema=schema,
+        prefix=prefix,
+        lease=lease,
+        max_wait=max(poll, 0.05),
+        workers=workers,
+        action_lease=action_lease,
+        run_actions=not no_actions,
+    )
+    totals = {"rows": 0, "detections": 0}
+
+    def report(r: Any) -> None:
+        totals["rows"] += r.rows
+        totals["detections"] += r.detections
+        if not until_idle:
+            click.echo(f"commit {r.position}: {r.rows} rows, {r.detections} detections")
+
+    try:
+        service.run(stop=stop, report=report, until_idle=until_idle)
+        if service.attachment is not None and workers:
+            service.attachment.runner.wait(60)
+    finally:
+        service.close()
+    click.echo(
+        f"sentinel global {name!r}: {totals['rows']} rows read, {totals['detections']} detections"
+    )

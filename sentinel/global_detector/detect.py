@@ -1,0 +1,243 @@
+"""Feeding committed log rows, in commit order, to a detector of all processes.
+
+:class:`CommitFeeder` is the detection step shared by the service and by batch
+replay in commit order (:func:`replay_committed`): rows in, detections out, no
+I/O. It holds a :class:`~sentinel.replay.recorder.ReplayDetector` built from
+the application's rules, in which
+
+- each occurrence gets a *global* ``t_occ``: ``commit_seq * 2**20 + rank``, its
+  rank being its place among its transaction's rows (insertion order), or the
+  next number after a tick that a timer signalled just before it. The
+  processes' own ``t_occ`` clocks are independent of each other; this one
+  orders everything the global detector sees, and is what its detections'
+  constituents carry (``scope`` stays the writing transaction's);
+- the scopes a commit's rows belong to end, committed, when that commit's rows
+  are all in: detached rules, the only kind a global detector runs, are
+  detected then. Rules that flush per transaction therefore still combine only
+  one transaction's occurrences; rules spanning processes have
+  ``flush=False``, as rules spanning transactions do in one process;
+- conditions are *not* evaluated here: the outbox worker evaluates them in the
+  action's transaction, as for any detached rule;
+- temporal events run on a :class:`~sentinel.temporal.VirtualClock` moved by
+  the log: before each row, to that row's occurrence time (``ts``) when it is
+  later than the clock; and by *clock rows* (event :data:`CLOCK_EVENT`), which
+  the service commits to the log when a timer is due and nothing else commits
+  (:meth:`~sentinel.global_detector.GlobalDetector.step`). Because the clock
+  only moves with committed rows, batch replay of the same log fires the same
+  timers at the same places. The processes' own ticks (``temporal:tick`` rows
+  of their local rules) are not read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sentinel.errors import GlobalDetectorError
+from sentinel.log.records import source_ref
+from sentinel.occurrence import Occurrence
+from sentinel.replay.recorder import ReplayDetector, decode_params
+from sentinel.rules import Coupling, LocalEventDetector
+from sentinel.temporal import VirtualClock
+
+__all__ = [
+    "CLOCK_EVENT",
+    "RANK_BITS",
+    "CommitFeeder",
+    "Detection",
+    "check_rules",
+    "global_t_occ",
+]
+
+#: The event of the rows a global detector commits to move its clock: their
+#: ``ts`` is the time the clock moves to; nothing else reads them.
+CLOCK_EVENT: Final = "sentinel:global_clock"
+
+log = logging.getLogger("sentinel.global")
+
+#: Bits of a global ``t_occ`` that hold a row's rank within its commit.
+RANK_BITS: Final = 20
+_new = tuple.__new__
+
+
+def global_t_occ(commit_seq: int, rank: int) -> int:
+    """The global ``t_occ`` of the ``rank``-th row (from 0) of commit ``commit_seq``."""
+    return (commit_seq << RANK_BITS) | rank
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """A detection of the global detector: the rule and the occurrence its
+    detached action receives (primitive or composite)."""
+
+    rule: str
+    occurrence: Any
+    commit_seq: int
+
+
+def check_rules(det: LocalEventDetector) -> None:
+    """Raise :class:`~sentinel.errors.GlobalDetectorError` unless every enabled
+    rule of ``det`` is detached and causally dependent (the global detector sees
+    only committed transactions, so it has nothing else to run)."""
+    if not det.rules:
+        raise GlobalDetectorError("the global detector's rule set defines no rule")
+    bad = [r.name for r in det.rules.values() if r.enabled and r.coupling != Coupling.DETACHED]
+    if bad:
+        raise GlobalDetectorError(
+            f"rule(s) {', '.join(map(repr, bad))} of the global detector are not detached: "
+            "it sees transactions after they committed, so its rules run detached "
+            "(coupling='detached'), their effects through the outbox"
+        )
+
+
+class _GlobalReplayDetector(ReplayDetector):
+    """Records detached detections without evaluating their conditions; runs
+    its own timers on a virtual clock (see the module docs)."""
+
+    #: Where the virtual clock starts (set per feeder: the first row's time).
+    start = 0.0
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["clock"] = VirtualClock(self.start)
+        kwargs["replaying"] = False
+        super().__init__(**kwargs)
+
+    def _record_detached(self, rule: Any, occ: Any, committed: bool) -> None:
+        if committed:
+            self.scheduler.records.append(
+                (rule.name, rule.coupling._value_, self.scheduler.scope_id, occ, None, None)
+            )
+
+
+class CommitFeeder:
+    """Feeds whole commits of log rows to a fresh detector of ``rules`` and
+    returns the detections each commit completes. Not thread-safe."""
+
+    def __init__(self, rules: LocalEventDetector) -> None:
+        check_rules(rules)
+        self.rules = rules
+        # made at the first row, with the clock at its time: absolute temporal
+        # events are armed from there, not from 1970
+        self._detector: _GlobalReplayDetector | None = None
+        self._records: list[Any] = []
+        self._refs: dict[tuple[str, str | None], Any] = {}
+        #: The last commit fed (0: none).
+        self.position = 0
+        #: The largest occurrence time (``ts``) fed: where the clock stands.
+        self.log_time: float | None = None
+        self.rows = 0
+        #: ``(id, error)`` of the rows that could not be read (a bad source key or
+        #: parameters: rows not written by sentinel); they were skipped.
+        self.skipped: list[tuple[int, str]] = []
+
+    @property
+    def detector(self) -> _GlobalReplayDetector | None:
+        """The detector (``None`` before the first row)."""
+        return self._detector
+
+    def _start(self, ts: float) -> _GlobalReplayDetector:
+        cls: type[_GlobalReplayDetector] = type(
+            "_GlobalReplayDetector", (_GlobalReplayDetector,), {"start": ts}
+        )
+        det = cls.of(self.rules)
+        assert isinstance(det, _GlobalReplayDetector)
+        self._detector = det
+        self._records = det.scheduler.records
+        return det
+
+    def next_due(self) -> float | None:
+        """When the detector's earliest timer is due (``None``: no timer)."""
+        if self._detector is None:
+            return None
+        clock = self._detector.wall_clock
+        assert isinstance(clock, VirtualClock)
+        return clock.next_due
+
+    def feed(self, rows: Iterable[Any]) -> list[Detection]:
+        """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
+        order, whole commits, after :attr:`position`); return the detections."""
+        rows = list(rows)
+        if not rows:
+            return []
+        det = self._detector or self._start(rows[0].ts)
+        inject, listens = det.inject, det.listens
+        clock = det.wall_clock
+        assert isinstance(clock, VirtualClock)
+        out: list[Detection] = []
+        seq = -1
+        rank = 0
+        opened: dict[str, Any] = {}
+        refs = self._refs
+        for r in rows:
+            if r.commit_seq != seq:
+                if seq != -1:
+                    self._end(opened, seq, out)
+                if r.commit_seq <= self.position:
+                    raise GlobalDetectorError(
+                        f"commit {r.commit_seq} fed after commit {self.position}: rows must "
+                        "come in commit order, each commit once"
+                    )
+                seq, rank = r.commit_seq, 0
+                self.position = seq
+            self.rows += 1
+            if rank >= 1 << RANK_BITS:
+                raise GlobalDetectorError(
+                    f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
+                    "detector numbers at most that many per transaction"
+                )
+            if self.log_time is None or r.ts > self.log_time:
+                self.log_time = r.ts
+            if r.ts > clock.now():
+                clock.set(r.ts)  # fires the timers due before this row
+            # after the ticks those timers signalled (they took the next t_occs)
+            t = global_t_occ(seq, rank)
+            if t <= det.clock:
+                t = det.clock + 1
+            rank += 1
+            if r.event == CLOCK_EVENT or not listens(r.event):
+                continue
+            scope = opened.get(r.scope)
+            if scope is None:
+                scope = opened[r.scope] = det.scope(r.scope)
+            try:
+                if r.source_class is None:
+                    source = None
+                else:
+                    key = (r.source_class, r.source_key)
+                    source = refs.get(key)
+                    if source is None:
+                        if len(refs) > 65_536:
+                            refs.clear()
+                        source = refs[key] = source_ref(r.source_class, r.source_key)
+                params = decode_params(r.params) if r.params != "{}" else {}
+                if not isinstance(params, dict):
+                    raise TypeError(f"parameters are a {type(params).__name__}, not an object")
+            except Exception as err:  # a row written by hand: it must not stop the rest
+                self.skipped.append((r.id, f"{type(err).__name__}: {err}"[:500]))
+                log.error(
+                    "sentinel global: log row %d (%s in scope %s) cannot be read and is "
+                    "skipped: %s",
+                    r.id,
+                    r.event,
+                    r.scope,
+                    self.skipped[-1][1],
+                )
+                continue
+            occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
+            inject(occ, scope)
+        if seq != -1:
+            self._end(opened, seq, out)
+        return out
+
+    def _end(self, opened: dict[str, Any], seq: int, out: list[Detection]) -> None:
+        det = self._detector
+        assert det is not None
+        for scope in opened.values():
+            det.end_scope(scope, "committed")
+        opened.clear()
+        records = self._records
+        for name, _coupling, _scope, occ, _ok, _err in records:
+            out.append(Detection(name, occ, seq))
+        records.clear()

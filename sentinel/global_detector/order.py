@@ -1,0 +1,200 @@
+"""Reading the event log in commit order, and waking up when it grows.
+
+Every transaction that writes log rows takes a *commit sequence number* just
+before its commit (:meth:`sentinel.log.LogWriter.take_commit_seq`) and stamps its
+rows with it (``events.commit_seq``). The number is taken under a lock that the
+transaction holds until it ends, so:
+
+- numbers are handed out in commit order (the next transaction can take one only
+  after the previous one ended), and
+- a reader never sees a number while a smaller one may still commit: when
+  number ``n`` is visible, every transaction that took a smaller number has
+  ended, committed (visible) or rolled back (its number is never used, or is
+  reused by the next transaction, which is why it was not visible).
+
+So a reader that remembers the last number it processed and asks for larger ones
+never skips a row that commits later: there are no holes to wait for, on any
+backend. PostgreSQL takes the number with ``nextval`` under a transaction-level
+advisory lock; SQLite and MariaDB increment a counter row (on SQLite writers are
+serialized anyway). The cost is on the writing side: from the moment a
+transaction takes its number to its commit (its last ``INSERT`` s and the
+commit's flush to disk) other log-writing transactions wait.
+
+:class:`CommitReader` reads committed rows after a position, whole commits at a
+time; :func:`waiter` returns what waits for the next commit: ``LISTEN`` on
+PostgreSQL (the number is sent with ``NOTIFY`` at the commit), polling with
+back-off elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from sentinel.log.tables import LogTables, Outcome
+from sentinel.log.writer import notify_channel
+
+__all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
+
+log = logging.getLogger("sentinel.global")
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One committed log row as the global detector reads it."""
+
+    id: int
+    commit_seq: int
+    scope: str
+    t_occ: int
+    event: str
+    ts: float
+    detected_ts: float
+    source_class: str | None
+    source_key: str | None
+    params: str
+    outcome: str | None
+
+
+class CommitReader:
+    """Reads the committed rows of the log (``outcome`` committed or NULL) in
+    commit order: by ``commit_seq``, then by ``id`` (insertion order within a
+    transaction); whole commits only."""
+
+    def __init__(self, tables: LogTables) -> None:
+        self.tables = tables
+        ev = tables.events
+        self._select = sa.select(
+            ev.c.id,
+            ev.c.commit_seq,
+            ev.c.scope,
+            ev.c.t_occ,
+            ev.c.event,
+            ev.c.ts,
+            ev.c.detected_ts,
+            ev.c.source_class,
+            ev.c.source_key,
+            sa.cast(ev.c.params, sa.Text()).label("params"),
+            ev.c.outcome,
+        ).where(sa.or_(ev.c.outcome.is_(None), ev.c.outcome != Outcome.ABORTED.value))
+
+    def read(self, conn: Connection, after: int, *, limit: int = 5000) -> list[LogRow]:
+        """The committed rows with ``commit_seq > after``, in commit order, at
+        most about ``limit`` of them but always whole commits (one commit larger
+        than ``limit`` is read whole)."""
+        ev = self.tables.events
+        q = (
+            self._select.where(ev.c.commit_seq > after)
+            .order_by(ev.c.commit_seq, ev.c.id)
+            .limit(limit + 1)
+        )
+        rows = [_row(r) for r in conn.execute(q)]
+        if len(rows) <= limit:
+            return rows
+        last = rows[-1].commit_seq
+        if rows[0].commit_seq == last:  # one commit: read all of it
+            q = self._select.where(ev.c.commit_seq == last).order_by(ev.c.id)
+            return [_row(r) for r in conn.execute(q)]
+        return [r for r in rows if r.commit_seq != last]
+
+    def head(self, conn: Connection) -> int:
+        """The largest commit number in the log (0: none)."""
+        ev = self.tables.events
+        return int(conn.execute(sa.select(sa.func.max(ev.c.commit_seq))).scalar() or 0)
+
+
+def _row(r: Any) -> LogRow:
+    params = r.params
+    if not isinstance(params, str):  # a driver that decodes JSON itself
+        import json
+
+        params = json.dumps(params, separators=(",", ":"))
+    return LogRow(
+        int(r.id),
+        int(r.commit_seq),
+        r.scope,
+        int(r.t_occ),
+        r.event,
+        float(r.ts),
+        float(r.detected_ts),
+        r.source_class,
+        r.source_key,
+        params,
+        r.outcome,
+    )
+
+
+class Poller:
+    """Waits between reads that found nothing: ``min_wait`` seconds at first,
+    doubling up to ``max_wait`` while nothing new comes (:meth:`reset` after a
+    read that found rows)."""
+
+    def __init__(self, min_wait: float = 0.05, max_wait: float = 1.0) -> None:
+        self.min_wait = min_wait
+        self.max_wait = max_wait
+        self._next = min_wait
+
+    def wait(self, stop: threading.Event, limit: float | None = None) -> None:
+        w = self._next if limit is None else min(self._next, max(0.0, limit))
+        stop.wait(w)
+        self._next = min(self.max_wait, self._next * 2)
+
+    def reset(self) -> None:
+        self._next = self.min_wait
+
+    def close(self) -> None:
+        pass
+
+
+class PostgresListener(Poller):
+    """Waits for a ``NOTIFY`` of a commit that wrote log rows (sent by
+    :meth:`~sentinel.log.LogWriter.take_commit_seq`), on a connection of its
+    own; at most ``max_wait`` seconds (a safety net: the reader re-reads then,
+    whatever happened to the notification)."""
+
+    def __init__(self, engine: Engine, tables: LogTables, max_wait: float = 5.0) -> None:
+        super().__init__(max_wait, max_wait)
+        self.channel = notify_channel(tables)
+        self._conn: Any = None
+        self._engine = engine
+
+    def _connect(self) -> Any:
+        if self._conn is None:
+            raw = self._engine.raw_connection()
+            driver: Any = raw.driver_connection
+            driver.autocommit = True
+            driver.execute(f'LISTEN "{self.channel}"')
+            self._raw, self._conn = raw, driver
+        return self._conn
+
+    def wait(self, stop: threading.Event, limit: float | None = None) -> None:
+        timeout = self.max_wait if limit is None else min(self.max_wait, max(0.0, limit))
+        try:
+            conn = self._connect()
+            # wake at the first notification; drain those that came together
+            for _ in conn.notifies(timeout=timeout, stop_after=1):
+                break
+        except Exception:  # the listening connection broke: poll, reconnect later
+            log.warning("sentinel global: LISTEN failed; polling", exc_info=True)
+            self.close()
+            stop.wait(min(timeout, 1.0))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._raw.invalidate()
+            self._conn = None
+
+
+def waiter(engine: Engine, tables: LogTables, *, min_wait: float, max_wait: float) -> Poller:
+    """A :class:`PostgresListener` on PostgreSQL with psycopg, a
+    :class:`Poller` elsewhere."""
+    if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+        return PostgresListener(engine, tables, max_wait=max(max_wait, 1.0))
+    return Poller(min_wait, max_wait)

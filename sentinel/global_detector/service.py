@@ -1,0 +1,399 @@
+"""The global event detector service: tail the log in commit order, detect,
+enqueue, act.
+
+One iteration (:meth:`GlobalDetector.step`):
+
+1. hold the cursor's lease (:mod:`~sentinel.global_detector.cursor`); an
+   instance without it is a standby and does nothing else;
+2. read the committed rows after the cursor's position, whole commits, in
+   commit order (:mod:`~sentinel.global_detector.order`);
+3. feed them to the detector (:class:`~sentinel.global_detector.detect.CommitFeeder`);
+4. in **one transaction**: write an outbox entry per detection and move the
+   cursor past the rows (only if the lease is still this instance's);
+5. after the commit, hand the entries to the outbox runner, which runs each
+   rule's condition and action in a transaction of its own that also marks the
+   entry done (:mod:`sentinel.orm.worker`): database effects exactly once.
+
+Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
+leaves the position and the entries as they were: the detector's memory is
+rebuilt by feeding it the log up to the committed position again (without
+acting: those detections' entries were written with it), and the rows after it
+are read again. Entries written but not yet run are found by the next instance
+(:meth:`GlobalDetector.pending_keys`) and run then, after their claims expire if
+a worker died while running them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+from sentinel.errors import GlobalDetectorError, LeaseLost
+from sentinel.global_detector.cursor import Cursor
+from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
+from sentinel.global_detector.order import CommitReader, Poller, waiter
+from sentinel.log import LogWriter
+from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
+from sentinel.occurrence import Occurrence
+from sentinel.orm.outbox import entry_for
+from sentinel.rules import LocalEventDetector
+
+__all__ = ["GlobalDetector", "StepReport"]
+
+log = logging.getLogger("sentinel.global")
+
+
+@dataclass
+class StepReport:
+    """What one :meth:`GlobalDetector.step` did: whether this instance held the
+    lease, whether it committed a clock row (temporal events were due), the
+    rows read, the detections (entries written), the position after it and the
+    keys of the entries written."""
+
+    leader: bool = False
+    clock: bool = False
+    rows: int = 0
+    detections: int = 0
+    position: int = 0
+    keys: list[str] = field(default_factory=list)
+
+
+def _resolve(rules: Any) -> LocalEventDetector:
+    if isinstance(rules, LocalEventDetector):
+        return rules
+    from sentinel.orm.worker import load_target
+
+    target = load_target(rules) if isinstance(rules, str) else rules
+    if not isinstance(target, LocalEventDetector):
+        target = target.detector  # an Attachment
+    det: LocalEventDetector = target
+    return det
+
+
+class GlobalDetector:
+    """Rules over every process's committed occurrences (see the module docs).
+
+    ``rules``
+        a :class:`~sentinel.LocalEventDetector` whose enabled rules are all
+        detached, or ``"package.module:attribute"`` naming one (or an
+        :class:`~sentinel.orm.Attachment`, or a callable returning either).
+    ``bind``
+        a URL or Engine of the database holding the log.
+    ``name``
+        the cursor's name: instances with the same name share one position and
+        one lease (standbys); different names are independent detectors.
+    ``lease``
+        seconds the lease outlives the holder's last renewal (every iteration,
+        at least every ``max_wait`` seconds); a standby takes over after that.
+    ``min_wait``, ``max_wait``
+        polling back-off between empty reads (SQLite, MariaDB); on PostgreSQL
+        the service waits for ``NOTIFY`` instead, at most ``max_wait`` seconds.
+    ``workers``, ``max_attempts``, ``action_lease``
+        the outbox runner that runs the rules' actions (0 workers: actions
+        run in the service's thread, after each batch); ``run_actions=False``
+        only enqueues (a ``sentinel worker`` with the same rules runs them).
+    ``session_factory``
+        where actions get their session (default: a ``sessionmaker`` on
+        ``bind``).
+    ``clock_grace``
+        temporal events: when a timer is due and nothing commits, the service
+        commits a clock row moving the detector's clock to this machine's time
+        minus ``clock_grace`` seconds (see :mod:`~sentinel.global_detector.detect`);
+        a row committed later with an earlier occurrence time is *late* for
+        the timers already fired. Make it longer than your transactions.
+
+    Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
+    """
+
+    def __init__(
+        self,
+        rules: Any,
+        bind: str | Engine,
+        *,
+        name: str = "global",
+        schema: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        lease: float = 30.0,
+        min_wait: float = 0.05,
+        max_wait: float = 1.0,
+        batch: int = 5000,
+        workers: int = 0,
+        max_attempts: int = 5,
+        action_lease: float = 60.0,
+        run_actions: bool = True,
+        session_factory: Callable[[], Any] | None = None,
+        clock_grace: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.rules = _resolve(rules)
+        check_rules(self.rules)
+        if lease <= 0 or min_wait <= 0 or max_wait < min_wait or batch < 1:
+            raise GlobalDetectorError(
+                "lease and min_wait must be positive, max_wait at least min_wait, batch >= 1"
+            )
+        self.engine = sa.create_engine(bind) if isinstance(bind, str) else bind
+        self._owns_engine = isinstance(bind, str)
+        self.tables = log_tables(schema, prefix)
+        self.writer = LogWriter(schema=schema, prefix=prefix, commit_order=True)
+        self.reader = CommitReader(self.tables)
+        self.cursor = Cursor(self.tables, name)
+        self.name = name
+        self.lease = lease
+        self.batch = batch
+        self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.waiter: Poller = waiter(self.engine, self.tables, min_wait=min_wait, max_wait=max_wait)
+        self.max_wait = max_wait
+        self._feeder: CommitFeeder | None = None
+        self._leader = False
+        self._renew_at = 0.0
+        self.attachment: Any = None
+        self.run_actions = run_actions
+        if run_actions:
+            from sentinel.orm import attach
+
+            # The actions' sessions are attached to a copy of the rules, all
+            # disabled: what an action signals is logged (and detected here, from
+            # the log, once), never detected a second time by this attachment.
+            runner_rules = self.rules.replica()
+            for rule in runner_rules.rules.values():
+                rule.disable()
+            self.attachment = attach(
+                session_factory or sessionmaker(self.engine),
+                detector=runner_rules,
+                schema=schema,
+                prefix=prefix,
+                workers=workers,
+                lease=action_lease,
+                max_attempts=max_attempts,
+                commit_order=True,
+            )
+        self._stop = threading.Event()
+        self.clock_grace = clock_grace
+        self.clock = clock
+
+    # -- one iteration -----------------------------------------------------------------
+    def _rebuild(self, position: int) -> CommitFeeder:
+        """A detector in the state of having seen every commit up to ``position``
+        (its detections were acted on before: they are dropped)."""
+        feeder = CommitFeeder(self.rules)
+        with self.engine.connect() as conn:
+            after = 0
+            while after < position:
+                rows = [r for r in self.reader.read(conn, after) if r.commit_seq <= position]
+                if not rows:
+                    break
+                feeder.feed(rows)
+                after = rows[-1].commit_seq
+        feeder.position = position
+        return feeder
+
+    def step(self) -> StepReport:
+        """Run one iteration (module docs); return what it did. Raises
+        database errors (after which the next step starts from the committed
+        position again)."""
+        report = StepReport()
+        feeder = self._feeder
+        if feeder is None or not self._leader or self._renew_at <= time.monotonic():
+            # a write: on SQLite, one more commit; so at most every lease/3 s (a
+            # batch's cursor update renews it too, and finds out if it was lost)
+            renewed = time.monotonic()
+            with self.engine.begin() as conn:
+                state = self.cursor.acquire(conn, self.id, self.lease)
+            if state is None:
+                if self._leader:
+                    log.warning("sentinel global %r: lease lost; standing by", self.name)
+                self._leader = False
+                self._feeder = None
+                return report
+            self._renew_at = renewed + self.lease / 3
+            position = state.position
+        else:
+            position = feeder.position
+        report.leader = self._leader = True
+        if feeder is None or feeder.position != position:
+            feeder = self._feeder = self._rebuild(position)
+            if self.run_actions:
+                self.run_pending()
+        old = feeder.position
+        report.position = old
+        with self.engine.connect() as conn:
+            rows = self.reader.read(conn, old, limit=self.batch)
+        if not rows:
+            report.clock = self._move_clock(feeder)
+            return report
+        try:
+            detections = feeder.feed(rows)
+            entries = [self._entry(d) for d in detections]
+            with self.engine.begin() as conn:
+                if entries:
+                    self.writer.enqueue(conn, entries)
+                self.cursor.advance(
+                    conn, self.id, old, feeder.position, self.lease, feeder.log_time
+                )
+            self._renew_at = time.monotonic() + self.lease / 3
+        except BaseException:
+            self._feeder = None  # its memory is ahead of the committed position
+            raise
+        report.rows = len(rows)
+        report.detections = len(entries)
+        report.position = feeder.position
+        report.keys = [e.idempotency_key for e in entries]
+        if self.run_actions and entries:
+            self._act(report.keys)
+        return report
+
+    def _move_clock(self, feeder: CommitFeeder) -> bool:
+        """Commit a clock row when a timer is due by this machine's clock minus
+        the grace (the next step reads it, like every row)."""
+        due = feeder.next_due()
+        if due is None:
+            return False
+        now = self.clock() - self.clock_grace
+        if due > now:
+            return False
+        scope = f"global:{self.name}:{uuid.uuid4().hex}"
+        with self.engine.begin() as conn:
+            self.writer.write(conn, [Occurrence(CLOCK_EVENT, 1, now, scope=scope)], outcome=None)
+        return True
+
+    def _entry(self, d: Detection) -> Any:
+        return entry_for(self.rules.rules[d.rule], d.occurrence, committed=True)
+
+    def _act(self, keys: list[str]) -> None:
+        runner = self.attachment.runner
+        if runner.workers > 0:
+            for key in keys:
+                runner.submit(key)
+        else:
+            for key in keys:
+                runner.run_one(key)
+
+    def pending_keys(self) -> list[str]:
+        """Keys of this detector's outbox entries that are due (pending, or
+        running with an expired claim), oldest first."""
+        store = self.attachment.runner.store
+        names = list(self.rules.rules)
+        t = store.table
+        with self.engine.connect() as conn:
+            q = (
+                sa.select(t.c.idempotency_key)
+                .where(
+                    t.c.rule.in_(names),
+                    t.c.status.in_([OutboxStatus.PENDING.value, OutboxStatus.RUNNING.value]),
+                    store._claimable(conn, store.clock()),
+                )
+                .order_by(t.c.id)
+            )
+            return [str(k) for k in conn.execute(q).scalars()]
+
+    def run_pending(self) -> int:
+        """Run this detector's due outbox entries (after a restart); return how
+        many were due."""
+        keys = self.pending_keys()
+        for key in keys:
+            self.attachment.runner.run_one(key)
+        return len(keys)
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        report: Callable[[StepReport], None] | None = None,
+        until_idle: bool = False,
+    ) -> None:
+        """Run until ``stop`` is set (or :meth:`stop` is called), or, with
+        ``until_idle``, until a step as leader finds nothing new. A failing step
+        (database away, lease lost) is logged and retried after a wait."""
+        stop = stop or self._stop
+        last_pending = time.monotonic()
+        while not stop.is_set():
+            try:
+                r = self.step()
+            except LeaseLost as err:
+                log.warning("%s", err)
+                continue
+            except Exception:
+                if until_idle:
+                    raise
+                log.exception("sentinel global %r: a step failed; retrying", self.name)
+                stop.wait(self.max_wait)
+                continue
+            if report is not None and (r.rows or r.detections):
+                report(r)
+            if r.rows or r.clock:
+                self.waiter.reset()
+                continue
+            if until_idle and r.leader:
+                return
+            if r.leader and self.run_actions and time.monotonic() - last_pending > self.lease:
+                last_pending = time.monotonic()
+                try:
+                    self.run_pending()  # entries whose worker died mid-action
+                except Exception:
+                    log.exception("sentinel global %r: pending entries not run", self.name)
+            # the leader renews its lease at least every lease/3 s; a standby
+            # looks that often whether the lease is free
+            self.waiter.wait(stop, self.lease / 3)
+
+    def stop(self) -> None:
+        """Make :meth:`run` return after the current step."""
+        self._stop.set()
+
+    def close(self) -> None:
+        """Release the lease (a standby takes over at once), stop the action
+        runner and the listener."""
+        self.waiter.close()
+        if self._leader:
+            try:
+                with self.engine.begin() as conn:
+                    self.cursor.release(conn, self.id)
+            except Exception:
+                log.exception("sentinel global %r: the lease was not released", self.name)
+            self._leader = False
+        if self.attachment is not None:
+            self.attachment.detach()
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> GlobalDetector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def replay_committed(
+    rules: Any, bind: str | Engine, *, schema: str | None = None, prefix: str = DEFAULT_PREFIX
+) -> list[Detection]:
+    """Batch replay of the committed log in commit order through ``rules``:
+    the detections a global detector makes over the same log, in its order."""
+    det = _resolve(rules)
+    engine = sa.create_engine(bind) if isinstance(bind, str) else bind
+    feeder = CommitFeeder(det)
+    reader = CommitReader(log_tables(schema, prefix))
+    out: list[Detection] = []
+    try:
+        with engine.connect() as conn:
+            after = 0
+            while True:
+                rows = reader.read(conn, after)
+                if not rows:
+                    break
+                out.extend(feeder.feed(rows))
+                after = rows[-1].commit_seq
+    finally:
+        if isinstance(bind, str):
+            engine.dispose()
+    return out

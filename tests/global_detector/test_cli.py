@@ -1,0 +1,47 @@
+"""``sentinel global``: the service from the command line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from sentinel.cli import main
+from sentinel.log import LogWriter, migrate
+from sentinel.occurrence import Occurrence
+
+from . import rules
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sentinel_global_until_idle(engine: sa.Engine) -> None:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    writer = LogWriter(commit_order=True)
+    for i, (event, scope) in enumerate([("order", "a"), ("payment", "b"), ("payment", "c")]):
+        with engine.begin() as conn:
+            occ = Occurrence(event, 1, 1.0 + i, scope=scope, params={"customer": 5})
+            writer.write(conn, [occ])
+    url = engine.url.render_as_string(hide_password=False)
+    args = ["global", "--rules", "tests.global_detector.rules:detector", "--url", url]
+    result = CliRunner().invoke(main, [*args, "--until-idle", "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM gd_effects")).scalar() == 1
+    # the 3 rows, and those of the action's own transaction (also in the log)
+    assert re.fullmatch(
+        r"sentinel global 'global': \d+ rows read, 1 detections", result.output.strip()
+    )
+    again = CliRunner().invoke(main, [*args, "--until-idle"])  # the cursor is durable
+    assert again.output.strip().endswith(" rows read, 0 detections")
+
+
+def test_sentinel_global_refuses_rules_that_are_not_detached() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["global", "--rules", "tests.global_detector.rules:nothing", "--url", "sqlite://"],
+    )
+    assert result.exit_code == 1
+    assert "has no attribute 'nothing'" in result.output

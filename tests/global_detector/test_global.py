@@ -1,0 +1,370 @@
+"""The global event detector: processes committing interleaved transactions,
+a rule spanning them, detections equal to batch replay in commit order and to
+an independent model; commit order across a gap; the cursor's lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel import LocalEventDetector
+from sentinel.errors import GlobalDetectorError, LeaseLost
+from sentinel.global_detector import GlobalDetector, replay_committed
+from sentinel.log import LogWriter, migrate
+from sentinel.occurrence import Occurrence
+
+from . import rules
+from .model import committed_rows, expected_details
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _url(engine: sa.Engine) -> str:
+    return engine.url.render_as_string(hide_password=False)
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def _children(engine: sa.Engine, n: int, txns: int, seed: int) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.global_detector.child",
+                _url(engine),
+                str(i),
+                str(txns),
+                str(seed),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
+
+
+def _wait(children: list[subprocess.Popen[str]]) -> None:
+    for child in children:
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+
+
+def _effects(engine: sa.Engine) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        return [
+            (k, d)
+            for k, d in conn.execute(sa.text("SELECT ikey, detail FROM gd_effects ORDER BY id"))
+        ]
+
+
+@pytest.fixture
+def log_db(engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    return engine
+
+
+def test_four_processes_equal_batch_replay_and_the_model(log_db: sa.Engine) -> None:
+    """Four OS processes commit, roll back and use savepoints while the service
+    tails the log; its detections (acted on once each) equal batch replay of the
+    committed log in commit order and a hand-written model of the rule."""
+    service = GlobalDetector(rules.detector, log_db, lease=10, min_wait=0.01, max_wait=0.1)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def tail() -> None:
+        try:
+            service.run(stop=stop)
+        except BaseException as err:  # pragma: no cover - reported below
+            failures.append(err)
+
+    t = threading.Thread(target=tail)
+    t.start()
+    try:
+        _wait(_children(log_db, 4, 25, seed=7))
+    finally:
+        stop.set()
+        t.join(60)
+    assert not failures
+    service.run(until_idle=True)  # what committed after the last step
+    service.close()
+
+    expected = expected_details(log_db)
+    assert len(expected) >= 10  # the workload makes the rule fire, across processes
+    scopes = {s for _, s, _ in committed_rows(log_db)}
+    assert len(scopes) > 20
+    effects = _effects(log_db)
+    # each detection acted on exactly once, in commit order
+    assert [d for _, d in effects] == expected
+    assert len({k for k, _ in effects}) == len(effects)
+    replayed = replay_committed(rules.detector, log_db)
+    assert [rules.describe(d.occurrence) for d in replayed] == expected
+    # rolled-back transactions and savepoints reached the log, and were not detected
+    with log_db.connect() as conn:
+        aborted = conn.execute(
+            sa.text("SELECT count(*) FROM sentinel_events WHERE outcome = 'aborted'")
+        ).scalar()
+    assert aborted
+    # the processes' pairs span processes
+    procs = [{p["proc"] for _, _, p in json.loads(d)} for d in expected]
+    assert any(len(p) > 1 for p in procs)
+
+
+def _occ(event: str, t: int, scope: str, **params: object) -> Occurrence:
+    return Occurrence(event, t, 1000.0 + t, scope=scope, params=params)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_a_smaller_id_committing_later_is_detected_in_commit_order(log_db: sa.Engine) -> None:
+    """Transaction A writes its payment first (a long transaction's flush: the
+    smaller id) and commits after B, whose order has a larger id. The service,
+    tailing in between, must not skip A's row, and must see it after B's: in
+    commit order, order then payment is a detection; in id order it is not."""
+    writer = LogWriter(commit_order=True)
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    a = log_db.connect()
+    try:
+        a.begin()
+        writer.write_groups(
+            a, [([_occ("payment", 1, "txA", customer=1)], "committed")], sequence=False
+        )
+        with log_db.begin() as b:
+            writer.write(b, [_occ("order", 1, "txB", customer=1)])
+        q = sa.text("SELECT scope, id FROM sentinel_events")
+        with log_db.connect() as conn:
+            visible = dict(conn.execute(q).all())
+        assert "txA" not in visible
+        assert dict(a.execute(q).all())["txA"] < visible["txB"]  # the gap
+        first = service.step()
+        assert (first.rows, first.detections) == (1, 0)
+        writer.write_groups(a, [], restamp="txA")  # A's commit: its number now
+        a.commit()
+    finally:
+        a.close()
+    second = service.step()
+    assert (second.rows, second.detections) == (1, 1)
+    service.close()
+    with log_db.connect() as conn:
+        seqs = dict(conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_events")).all())
+        (payload,) = conn.execute(sa.text("SELECT rule FROM sentinel_outbox")).scalars().all()
+    assert seqs["txB"] < seqs["txA"]
+    assert payload == "paid"
+    assert [rules.describe(d.occurrence) for d in replay_committed(rules.detector, log_db)] == (
+        expected_details(log_db)
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sqlite_has_one_writer_so_ids_commit_in_order(log_db: sa.Engine, tmp_path: Path) -> None:
+    """On SQLite a second writer cannot insert while a transaction holding an
+    uncommitted log row is open: ids (and commit numbers) are taken in commit
+    order."""
+    writer = LogWriter(commit_order=True)
+    other = sa.create_engine(_url(log_db), connect_args={"timeout": 0.2})
+    a = log_db.connect()
+    try:
+        a.begin()
+        writer.write(a, [_occ("payment", 1, "txA", customer=1)])
+        with pytest.raises(Exception, match="locked"), other.begin() as b:
+            writer.write(b, [_occ("order", 1, "txB", customer=1)])
+        a.commit()
+    finally:
+        a.close()
+        other.dispose()
+
+
+def test_two_instances_one_acts(log_db: sa.Engine) -> None:
+    """Two instances on one cursor: only the lease holder reads and acts; a
+    holder whose lease was taken over cannot commit its batch (LeaseLost, nothing
+    written); the other continues from the committed position."""
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    first = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
+    second = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
+    assert first.step().leader
+    assert not second.step().leader  # the lease is first's
+    # first stops renewing; once its lease ends, second takes over
+    import time
+
+    time.sleep(0.7)
+    assert second.step().leader
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1, "t2", customer=1)])
+    with pytest.raises(LeaseLost):
+        # first still believes it leads at its old position: its batch is refused
+        first._leader = True
+        feeder = first._feeder
+        assert feeder is not None
+        with log_db.connect() as conn:
+            rows = first.reader.read(conn, feeder.position)
+        dets = feeder.feed(rows)
+        with log_db.begin() as conn:
+            first.writer.enqueue(conn, [first._entry(d) for d in dets])
+            first.cursor.advance(conn, first.id, 1, feeder.position, 0.5)
+    with log_db.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM sentinel_outbox")).scalar() == 0
+    r = second.step()
+    assert (r.rows, r.detections) == (1, 1)
+    assert not first.step().leader
+    first.close()
+    second.close()
+
+
+def test_rules_must_be_detached() -> None:
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.rule("now", "order", action=print)
+    with pytest.raises(GlobalDetectorError, match=r"'now'.*not detached"):
+        GlobalDetector(det, "sqlite://")
+
+
+def test_temporal_events_fire_when_due_with_nothing_committing(log_db: sa.Engine) -> None:
+    """ "Not paid within a second": the order's deadline passes while nothing
+    commits; the service commits a clock row and the rule fires, for the unpaid
+    customer only; batch replay of the log (clock row included) agrees."""
+    now = [0.0]
+    writer = LogWriter(commit_order=True)
+
+    def occ(event: str, ts: float, scope: str, customer: int) -> Occurrence:
+        return Occurrence(event, 1, ts, scope=scope, params={"customer": customer})
+
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("order", 1001.0, "o1", 1), occ("order", 1001.2, "o2", 2)])
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("payment", 1001.5, "p2", 2)])
+    service = GlobalDetector(
+        rules.temporal, log_db, lease=10, run_actions=False, clock=lambda: now[0], clock_grace=0
+    )
+    now[0] = 1001.9
+    r = service.step()
+    assert (r.rows, r.detections, r.clock) == (3, 0, False)
+    assert not service.step().clock  # nothing due yet: no row written
+    now[0] = 1002.1  # order 1's deadline (1002.0) has passed; nothing committed
+    assert service.step().clock
+    r = service.step()
+    assert (r.rows, r.detections) == (1, 1)
+    now[0] = 1010.0  # order 2 was paid in time: whatever its timer does, no detection
+    for _ in range(3):
+        assert service.step().detections == 0
+    service.close()
+    with log_db.connect() as conn:
+        (payload,) = conn.execute(sa.text("SELECT payload FROM sentinel_outbox")).scalars().all()
+        clock_rows = (
+            conn.execute(
+                sa.text("SELECT ts FROM sentinel_events WHERE event = 'sentinel:global_clock'")
+            )
+            .scalars()
+            .all()
+        )
+    assert clock_rows[0] == 1002.1
+    text = (payload if isinstance(payload, str) else json.dumps(payload)).replace(" ", "")
+    assert '"customer":1' in text
+    assert '"customer":2' not in text
+    replayed = replay_committed(rules.temporal, log_db)
+    assert [d.rule for d in replayed] == ["unpaid"]
+    orders = [c for c in replayed[0].occurrence.constituents if c.event == "order"]
+    assert {c.params["customer"] for c in orders} == {1}
+
+
+def test_a_row_written_by_hand_is_skipped_not_fatal(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A forged row whose parameters cannot be read (a bad tagged value, a
+    JSON array) is reported and skipped; the commits around it are detected."""
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        seq = writer.take_commit_seq(conn)
+        for i, text in enumerate(['{"customer": {"$decimal": "abc"}}', "[1, 2]"]):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
+                    "detected_ts, params, outcome, commit_seq) VALUES ('forged', :t, 'payment', "
+                    ":at, :at, 1.0, 1.0, :p, 'committed', :seq)"
+                ),
+                {"t": i, "at": "2026-01-01 00:00:00", "p": text, "seq": seq},
+            )
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 2, "t2", customer=1)])
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    r = service.step()
+    assert (r.rows, r.detections) == (4, 1)
+    feeder = service._feeder
+    assert feeder is not None
+    assert [why.split(":")[0] for _, why in feeder.skipped] == [
+        "InvalidOperation",
+        "AttributeError",
+    ]
+    assert "cannot be read and is skipped" in caplog.text
+    service.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
+    """A commit that writes log rows sends a NOTIFY on the log's channel, at the
+    commit (none for a rolled-back one); the service waits on that channel."""
+    from sentinel.global_detector.order import PostgresListener, waiter
+    from sentinel.log.tables import log_tables
+    from sentinel.log.writer import notify_channel
+
+    listener = waiter(log_db, log_tables(), min_wait=0.05, max_wait=1.0)
+    assert isinstance(listener, PostgresListener)
+    raw = log_db.raw_connection()
+    try:
+        conn = raw.driver_connection
+        assert conn is not None
+        conn.autocommit = True
+        conn.execute(f'LISTEN "{notify_channel(log_tables())}"')
+        writer = LogWriter(commit_order=True)
+        with log_db.connect() as c:
+            c.begin()
+            writer.write(c, [_occ("order", 1, "rolled-back", customer=1)])
+            c.rollback()
+        assert list(conn.notifies(timeout=0.5, stop_after=1)) == []
+        with log_db.begin() as c:
+            writer.write(c, [_occ("order", 1, "committed", customer=1)])
+        (note,) = list(conn.notifies(timeout=30, stop_after=1))
+        assert note.channel == notify_channel(log_tables())
+    finally:
+        raw.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_absolute_events_start_from_the_log_not_from_1970(log_db: sa.Engine) -> None:
+    """A daily 17:00 rule fires once per day the log's clock passes, from the
+    first row's day on: not for every day since 1970."""
+    from datetime import UTC, datetime
+
+    day = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
+    now = [day]
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [Occurrence("order", 1, day, scope="o", params={"customer": 1})])
+    service = GlobalDetector(
+        rules.daily, log_db, lease=10, run_actions=False, clock=lambda: now[0], clock_grace=0
+    )
+    assert service.step().detections == 0
+    now[0] = day + 2 * 86_400  # two days later: Jan 1 and Jan 2, 17:00
+    assert service.step().clock
+    assert service.step().detections == 2
+    service.close()
+    assert len(replay_committed(rules.daily, log_db)) == 2
