@@ -103,6 +103,24 @@ class CommitReader:
             return [_row(r) for r in conn.execute(q)]
         return [r for r in rows if r.commit_seq != last]
 
+    def unnumbered(self, conn: Connection, after_id: int) -> tuple[int, int]:
+        """How many rows with an id above ``after_id`` have no commit number
+        (written by a process attached without ``commit_order=True``), and the
+        largest id in the log (0: none)."""
+        ev = self.tables.events
+        n, top = conn.execute(
+            sa.select(
+                sa.func.sum(sa.case((ev.c.commit_seq.is_(None), 1), else_=0)),
+                sa.func.max(ev.c.id),
+            ).where(ev.c.id > after_id)
+        ).one()
+        return int(n or 0), int(top or after_id)
+
+    def last_id(self, conn: Connection) -> int:
+        """The largest row id in the log (0: none)."""
+        ev = self.tables.events
+        return int(conn.execute(sa.select(sa.func.max(ev.c.id))).scalar() or 0)
+
     def head(self, conn: Connection) -> int:
         """The largest commit number in the log (0: none)."""
         ev = self.tables.events

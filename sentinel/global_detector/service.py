@@ -179,6 +179,10 @@ class GlobalDetector:
                 commit_order=True,
             )
         self._stop = threading.Event()
+        #: Seconds between two looks for rows without a commit number (when idle).
+        self.unnumbered_every = 30.0
+        self._unnumbered_at = 0.0
+        self._unnumbered_after: int | None = None
         self.clock_grace = clock_grace
         self.clock = clock
 
@@ -203,6 +207,9 @@ class GlobalDetector:
         database errors (after which the next step starts from the committed
         position again)."""
         report = StepReport()
+        if self._unnumbered_after is None:  # rows from here on must have numbers
+            with self.engine.connect() as conn:
+                self._unnumbered_after = self.reader.last_id(conn)
         feeder = self._feeder
         if feeder is None or not self._leader or self._renew_at <= time.monotonic():
             # a write: on SQLite, one more commit; so at most every lease/3 s (a
@@ -231,6 +238,7 @@ class GlobalDetector:
             rows = self.reader.read(conn, old, limit=self.batch)
         if not rows:
             report.clock = self._move_clock(feeder)
+            self._look_for_unnumbered()
             return report
         try:
             detections = feeder.feed(rows)
@@ -252,6 +260,27 @@ class GlobalDetector:
         if self.run_actions and entries:
             self._act(report.keys)
         return report
+
+    def _look_for_unnumbered(self) -> None:
+        """Warn (at most every :attr:`unnumbered_every` seconds, when idle) about
+        rows written since the service started without a commit number: a
+        process writes the log without ``attach(commit_order=True)``, and its
+        events are invisible here."""
+        now = time.monotonic()
+        if now < self._unnumbered_at or self._unnumbered_after is None:
+            return
+        self._unnumbered_at = now + self.unnumbered_every
+        with self.engine.connect() as conn:
+            n, top = self.reader.unnumbered(conn, self._unnumbered_after)
+        self._unnumbered_after = top
+        if n:
+            log.warning(
+                "sentinel global %r: %d log row(s) written without a commit number since "
+                "the last look: a process writes the log without attach(commit_order=True), "
+                "and the global detector does not see its events",
+                self.name,
+                n,
+            )
 
     def _move_clock(self, feeder: CommitFeeder) -> bool:
         """Commit a clock row when a timer is due by this machine's clock minus

@@ -317,6 +317,38 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     service.close()
 
 
+def test_rows_without_a_commit_number_are_reported(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Commit numbers are opt-in: a process writing the log without them is
+    invisible to the service, which says so (once per look, counting only rows
+    written since it started), and still detects the numbered rows."""
+    numbered, unnumbered = LogWriter(commit_order=True), LogWriter()
+    with log_db.begin() as conn:
+        unnumbered.write(conn, [_occ("order", 1, "before", customer=9)])
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    service.unnumbered_every = 0.0
+    service.step()
+    assert "without a commit number" not in caplog.text  # rows before it started
+    with log_db.begin() as conn:
+        unnumbered.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        numbered.write(conn, [_occ("order", 2, "t2", customer=2)])
+    with log_db.begin() as conn:
+        numbered.write(conn, [_occ("payment", 3, "t3", customer=2)])
+    r = service.step()
+    assert (r.rows, r.detections) == (2, 1)
+    service.step()
+    assert "1 log row(s) written without a commit number" in caplog.text
+    caplog.clear()
+    service.step()
+    assert "without a commit number" not in caplog.text
+    service.close()
+    with log_db.connect() as conn:
+        n = conn.execute(sa.text("SELECT count(*) FROM sentinel_events WHERE commit_seq IS NULL"))
+        assert n.scalar() == 2
+
+
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
     """A commit that writes log rows sends a NOTIFY on the log's channel, at the
