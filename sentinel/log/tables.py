@@ -1,7 +1,8 @@
 """The event log's tables (SQLAlchemy Core).
 
-Three tables, named ``<prefix>events``, ``<prefix>rule_firings`` and
-``<prefix>outbox`` (the prefix is ``sentinel_`` unless configured), plus the
+Five tables, named ``<prefix>events``, ``<prefix>rule_firings``,
+``<prefix>outbox``, ``<prefix>commit_counter`` and ``<prefix>global_cursors``
+(the prefix is ``sentinel_`` unless configured), plus the
 version table ``<prefix>alembic_version`` that sentinel's migrations keep apart
 from any application's own alembic history.
 

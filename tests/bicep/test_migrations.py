@@ -51,6 +51,8 @@ def test_revision_0002_creates_the_declared_system_tables(
 
     migrate.downgrade(engine, "0001")
     tables = set(sa.inspect(engine).get_table_names())
-    assert not NAMES & tables and set(log_tables().names) <= tables
+    t = log_tables()
+    revision_0001 = {t.events.name, t.firings.name, t.outbox.name}
+    assert not NAMES & tables and revision_0001 <= tables
     migrate.upgrade(engine)
     assert set(sa.inspect(engine).get_table_names()) >= NAMES
