@@ -798,27 +798,26 @@ class Attachment:
             self.runner.submit(key)  # written in the trigger's commit
             return
         entry = entry_for(rule, occ, committed=committed)
+        pending = (
+            [
+                Firing.of(
+                    rule.name,
+                    occ,
+                    coupling=str(rule.coupling),
+                    status=FiringStatus.PENDING,
+                    fired_at=clock_datetime(self.detector),
+                )
+            ]
+            if self.sink is not None
+            else []
+        )
         if st is not None and not committed and not st.ended:
             st.aborted_outbox.append(entry)
+            st.aborted_pending.extend(pending)
             return
         try:
             with self.engine().begin() as conn:
-                self.writer.write(
-                    conn,
-                    (),
-                    outbox=[entry],
-                    firings=[
-                        Firing.of(
-                            rule.name,
-                            occ,
-                            coupling=str(rule.coupling),
-                            status=FiringStatus.PENDING,
-                            fired_at=clock_datetime(self.detector),
-                        )
-                    ]
-                    if self.sink is not None
-                    else (),
-                )
+                self.writer.write(conn, (), outbox=[entry], firings=pending)
         except Exception:
             log.exception("sentinel's outbox: detached rule %r not enqueued", rule.name)
             return

@@ -373,7 +373,12 @@ class LogSink:
                 )
         try:
             with engine.begin() as conn:
-                self.writer.write_groups(conn, groups, firings=firings, outbox=outbox)
+                self.writer.write_groups(
+                    conn,
+                    groups,
+                    firings=[*firings, *st.aborted_pending] if outbox else firings,
+                    outbox=outbox,
+                )
         except Exception:
             log.exception(
                 "sentinel's event log: the occurrences of aborted transaction %s could not "

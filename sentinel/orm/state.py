@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from sentinel.detector import Scope
     from sentinel.errors import SentinelError
-    from sentinel.log import OutboxEntry
+    from sentinel.log import Firing, OutboxEntry
     from sentinel.occurrence import Occurrence
     from sentinel.orm.attach import Attachment
     from sentinel.rules import Rule
@@ -141,6 +141,8 @@ class TxnState:
     #: Outbox entries of independent detached rules of an aborted transaction
     #: (written with its aborted log).
     aborted_outbox: list[OutboxEntry] = field(default_factory=list)
+    #: Their ``pending`` firings (written with them, as a commit writes its own).
+    aborted_pending: list[Firing] = field(default_factory=list)
 
     @property
     def session(self) -> Session | None:

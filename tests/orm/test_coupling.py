@@ -152,6 +152,10 @@ def test_detached_independent_runs_after_a_rollback(orm: ORM) -> None:
         ("ind", 4.0, "aborted"),
         ("ind", 5.0, "committed"),
     ]
+    # every outbox entry has its pending firing, the aborted transaction's too
+    pending = sorted((f.rule, f.scope) for f in orm.firings() if f.status == "pending")
+    assert pending == sorted((e.rule, e.scope) for e in orm.outbox())
+    assert [r for r, _ in pending].count("ind") == 2
 
 
 def test_deferred_fires_once_with_all_detections_and_not_when_nothing_happened(
