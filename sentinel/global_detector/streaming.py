@@ -40,16 +40,18 @@ import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 
+from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError, MissingExtraError
 from sentinel.global_detector.detect import CommitFeeder, check_rules
 from sentinel.global_detector.order import CommitReader, LogRow
 from sentinel.log.tables import DEFAULT_PREFIX, log_tables
 from sentinel.params import dumps
 from sentinel.replay.rules import Rules, load_rules, reference_of
+from sentinel.rules import LocalEventDetector
 
 try:
     import pandas as pd
@@ -73,9 +75,11 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 __all__ = [
     "COMMIT_STRUCT",
     "DETECTION_STRUCT",
+    "RULES_KEY",
     "CommitSource",
     "global_detections",
     "read_commits",
+    "rules_key",
     "stream_global",
 ]
 
@@ -344,9 +348,53 @@ def _log_row(r: Any) -> LogRow:
     )
 
 
-def _check_key(key: str | None) -> None:
-    if key is not None and not (isinstance(key, str) and key.isidentifier() and key.isascii()):
+#: ``key=RULES_KEY``: partition by the key the rules share (see :func:`rules_key`).
+RULES_KEY: Final = "rules"
+
+
+def _temporal(expr: Any) -> bool:
+    from sentinel.algebra.temporal import Absolute, P, Pstar, Relative
+
+    return any(isinstance(e, (Absolute, Relative, P, Pstar)) for e in expr.walk())
+
+
+def rules_key(det: LocalEventDetector) -> str | None:
+    """The parameter the enabled rules of ``det`` are all partitioned by (each
+    rule's event is ``... by key``, the same key, and no rule is temporal), or
+    ``None`` when there is no such parameter."""
+    keys = set()
+    for rule in det.rules.values():
+        if not rule.enabled:
+            continue
+        expr = rule.event
+        if not isinstance(expr, Keyed) or not isinstance(expr.key, str) or _temporal(expr):
+            return None
+        keys.add(expr.key)
+    return keys.pop() if len(keys) == 1 else None
+
+
+def _check_key(det: LocalEventDetector, key: str | None) -> None:
+    """Refuse a key the rules are not all partitioned by: their detections
+    would depend on how the rows were split."""
+    if key is None:
+        return
+    if not (isinstance(key, str) and key.isidentifier() and key.isascii()):
         raise GlobalDetectorError(f"key must be a parameter name, not {key!r}")
+    for rule in det.rules.values():
+        if not rule.enabled:
+            continue
+        expr = rule.event
+        if _temporal(expr):
+            raise GlobalDetectorError(
+                f"rule {rule.name!r} has temporal events: its timers run on a clock that "
+                "every committed row moves, so it cannot be split by key; use key=None"
+            )
+        if not isinstance(expr, Keyed) or expr.key != key:
+            raise GlobalDetectorError(
+                f"rule {rule.name!r} is not partitioned by {key!r} (its event is not "
+                f"'... by {key}'): split by that key, it could miss occurrences combining "
+                "different values; use key=None"
+            )
 
 
 def global_detections(
@@ -354,7 +402,7 @@ def global_detections(
     rules: Rules,
     source: Any,
     *,
-    key: str | None = None,
+    key: str | None = RULES_KEY,
     partitions: int | None = None,
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
@@ -364,10 +412,12 @@ def global_detections(
     detached) over the committed log at ``source`` (a database URL or
     engine), partitioned by the value of the parameter ``key``.
 
-    ``key`` must be a parameter by which the rules never combine occurrences
-    with different values (``... by customer``: ``key="customer"``); rows
-    without it are detected together, in one group. ``key=None`` detects
-    everything in one group: any rule set, no scale-out. Write it with
+    ``key``: by default (:data:`RULES_KEY`) the parameter every rule is
+    partitioned by (each rule's event is ``... by customer``: ``"customer"``,
+    see :func:`rules_key`), or one group when they share none. A parameter
+    name given must be that one. Rows without the key are detected together,
+    in one group. ``key=None`` detects everything in one group: any rule set
+    (temporal rules included), no scale-out. Write it with
     ``writeStream`` (output mode ``append``) and a checkpoint location, or use
     :func:`stream_global`.
 
@@ -377,15 +427,17 @@ def global_detections(
     runs anything.
     """
     ref = reference_of(rules)
-    check_rules(load_rules(ref))
-    _check_key(key)
+    det = load_rules(ref)
+    check_rules(det)
+    if key == RULES_KEY:
+        key = rules_key(det)
+    _check_key(det, key)
     rows = read_commits(spark, source, partitions=partitions, schema=schema, prefix=prefix)
     if key is None:
         keyed = rows.withColumn("key", F.lit(None).cast("string"))
     else:
         from sentinel.replay.batch import Replayer
 
-        det = load_rules(ref)
         names = [r.name for r in det.rules.values() if r.enabled]
         wanted = Replayer(det, order="t_occ", only=names).needed_events()
         if wanted is not None:  # a key's group needs only what its rules listen to
@@ -420,7 +472,7 @@ def stream_global(
     checkpoint: str | os.PathLike[str],
     out: str | os.PathLike[str] | None = None,
     foreach_batch: Callable[[DataFrame, int], None] | None = None,
-    key: str | None = None,
+    key: str | None = RULES_KEY,
     partitions: int | None = None,
     trigger: dict[str, Any] | None = None,
     schema: str | None = None,

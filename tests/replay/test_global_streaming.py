@@ -170,16 +170,21 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
         batch1_end = max(r[1] for r in first)
         log.txn([("payment", 1), ("payment", 2), ("payment", 3)])  # between two batches
         log.many(30)
+        log.txn([("order", 1), ("order", 4)])  # waiting when the job stops
         query.processAllAvailable()
     finally:
         query.stop()
     second = _streamed(spark, out)
+    with log_db.connect() as conn:
+        stop_seq = conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar()
     assert second == _replayed(PAID, log_db)
     # a pair spanning the two micro-batches: the first batch's order was kept in state
     assert any(r[5][0] >> 20 <= batch1_end < r[1] for r in second)
 
-    log.many(30)  # committed while the job is down
-    query = stream_global(spark, PAID, _url(log_db), checkpoint=cp, out=out, key="customer")
+    log.txn([("payment", 1), ("payment", 4)])  # committed while the job is down
+    log.many(30)
+    # the key by default: the rules' ("... by customer")
+    query = stream_global(spark, PAID, _url(log_db), checkpoint=cp, out=out)
     try:
         query.processAllAvailable()
     finally:
@@ -188,6 +193,8 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
     expected = _replayed(PAID, log_db)
     assert final == expected  # no duplicate (a multiset compare), no miss
     assert len(final) > len(second) > len(first) > 5
+    # pairs spanning the restart: the state came back from the checkpoint
+    assert any(r[5][0] >> 20 <= stop_seq < r[1] for r in final)
     assert _details(final) == expected_details(log_db)  # the independent model
     with log_db.connect() as conn:
         aborted = conn.execute(
@@ -236,10 +243,21 @@ def test_the_driver_refuses_what_it_cannot_run(spark: Any, tmp_path: Path) -> No
         global_detections(spark, "tests.replay.workload:compact_detector", url)
     with pytest.raises(GlobalDetectorError, match="parameter name"):
         global_detections(spark, PAID, url, key="customer') OR ('1")
+    with pytest.raises(GlobalDetectorError, match="'paid' is not partitioned by 'w'"):
+        global_detections(spark, PAID, url, key="w")
+    with pytest.raises(GlobalDetectorError, match="'unpaid' has temporal events"):
+        global_detections(spark, TEMPORAL, url, key="customer")
     with pytest.raises(GlobalDetectorError, match="is a directory"):
         global_detections(spark, PAID, str(tmp_path))
     with pytest.raises(GlobalDetectorError, match="cannot read the event log"):
         global_detections(spark, PAID, f"sqlite:///{tmp_path / 'empty.db'}")
     with pytest.raises(GlobalDetectorError, match="give one"):
         stream_global(spark, PAID, url, checkpoint=tmp_path / "cp")
-    assert rules.detector.rules  # the rule set the other tests stream
+
+
+def test_the_key_comes_from_the_rules() -> None:
+    from sentinel.global_detector.streaming import rules_key
+
+    assert rules_key(rules.detector) == "customer"
+    assert rules_key(rules.temporal) is None  # temporal: one group
+    assert rules_key(rules.daily) is None  # not keyed
