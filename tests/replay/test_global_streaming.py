@@ -55,8 +55,10 @@ class Log:
 
     def txn(self, events: list[tuple[str, int]] | None = None) -> None:
         """One transaction of a random writer: ``events`` (or random ones);
-        one in six rolled back, one in five with an aborted savepoint."""
+        one in six random ones rolled back, one in five with an aborted
+        savepoint."""
         rnd = self.rnd
+        explicit = events
         w = rnd.randrange(len(self.writers))
         self.txns += 1
         scope = f"w{w}-t{self.txns}"
@@ -74,7 +76,7 @@ class Log:
         try:
             conn.begin()
             self.writers[w].write_groups(conn, groups)
-            if rnd.random() < 1 / 6:
+            if explicit is None and rnd.random() < 1 / 6:
                 conn.rollback()
             else:
                 conn.commit()
