@@ -296,17 +296,17 @@ def _detect_key(
     """``applyInPandasWithState`` step: one key's new rows in, the detections
     their commits complete out; the state is the key's rows so far."""
     (value,) = key
-    new = pd.concat(list(frames), ignore_index=True).sort_values(["commit_seq", "id"])
-    new_rows: list[list[Any]] = [
-        [None if pd.isna(v) else v for v in row]
-        for row in new[[*_ROW_FIELDS, "rank"]].itertuples(index=False, name=None)
-    ]
+    new_rows: list[list[Any]] = []
+    for frame in frames:
+        columns = [frame[c].tolist() for c in _COLUMNS]
+        new_rows.extend(map(list, zip(*columns, strict=True)))
+    new_rows.sort(key=_order)
     if state.exists:
         position, text = state.get
         stored: list[list[Any]] = json.loads(text)
     else:
         position, stored = 0, []
-    fresh = [r for r in new_rows if int(r[1]) > position]  # a replayed batch's rows: once
+    fresh = [_plain(r) for r in new_rows if r[1] > position]  # a replayed batch's rows: once
     cache_key = (query, value)
     cached = _FEEDERS.pop(cache_key, None)
     if cached is not None and cached[1:] == (position, len(stored)):
@@ -319,17 +319,32 @@ def _detect_key(
     if fresh:
         for d in feeder.feed([_log_row(r) for r in fresh], [r[-1] for r in fresh]):
             out.append(_occ_row(d.rule, d.commit_seq, value, d.occurrence))
-        stored.extend(_plain(r) for r in fresh)
+        stored.extend(fresh)
         position = int(fresh[-1][1])
         state.update((position, json.dumps(stored, separators=(",", ":"))))
     _FEEDERS[cache_key] = (feeder, position, len(stored))
     while len(_FEEDERS) > FEEDER_CACHE:
         _FEEDERS.popitem(last=False)
-    yield pd.DataFrame(out, columns=DETECTION_STRUCT.fieldNames())
+    if out:
+        yield pd.DataFrame(out, columns=DETECTION_STRUCT.fieldNames())
+
+
+_COLUMNS = [*_ROW_FIELDS, "rank"]
+_NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
+
+
+def _order(row: list[Any]) -> tuple[int, int]:
+    return row[1], row[0]
 
 
 def _plain(row: list[Any]) -> list[Any]:
-    return [v.item() if hasattr(v, "item") else v for v in row]
+    """A row as the state stores it: JSON values (a null column that pandas
+    made a float NaN is ``None``)."""
+    for i in _NULLABLE:
+        v = row[i]
+        if v is not None and v != v:
+            row[i] = None
+    return row
 
 
 def _log_row(r: Any) -> LogRow:
