@@ -70,7 +70,8 @@ try:
         StructType,
     )
 except ImportError as err:  # pragma: no cover - depends on the installation
-    raise MissingExtraError("the Spark streaming global detector", "spark", err.name) from err
+    missing = (err.name or "").partition(".")[0] or None  # the package to install
+    raise MissingExtraError("the Spark streaming global detector", "spark", missing) from err
 
 __all__ = [
     "COMMIT_STRUCT",
