@@ -268,22 +268,36 @@ def read_commits(
 #: Detectors the Python worker built, by (query run, key): reused by the key's next
 #: micro-batch when they stand where the state store says (position, rows).
 _FEEDERS: OrderedDict[tuple[str, Any], tuple[CommitFeeder, int, int]] = OrderedDict()
-#: How many keys' detectors a worker keeps (least recently used go first).
-FEEDER_CACHE = 4096
+#: How many keys' detectors a worker keeps, least recently used first out (a
+#: small rule set's detector is some 30 KiB).
+FEEDER_CACHE = 1024
 
 
-def _occ_row(rule: str, seq: int, key: Any, occ: Any) -> dict[str, Any]:
+_LOADED: dict[str, LocalEventDetector] = {}
+
+
+def _rules(ref: str) -> LocalEventDetector:
+    """The rule set ``ref`` names, loaded once per worker (each key's detector
+    is a replica of it: the rule set itself is not changed)."""
+    det = _LOADED.get(ref)
+    if det is None:
+        det = _LOADED[ref] = load_rules(ref)
+    return det
+
+
+def _occ_row(rule: str, seq: int, key: Any, occ: Any) -> tuple[Any, ...]:
+    """A detection as a :data:`DETECTION_STRUCT` row."""
     cons = occ.constituents
-    return {
-        "rule": rule,
-        "commit_seq": seq,
-        "key": key,
-        "t_occ": occ.t_occ,
-        "constituent_events": [c.event for c in cons],
-        "constituent_scopes": [str(c.scope) for c in cons],
-        "constituent_t_occs": [c.t_occ for c in cons],
-        "params": "[" + ",".join(dumps(c.params) for c in cons) + "]",
-    }
+    return (
+        rule,
+        seq,
+        key,
+        occ.t_occ,
+        [c.event for c in cons],
+        [str(c.scope) for c in cons],
+        [c.t_occ for c in cons],
+        "[" + ",".join(dumps(c.params) for c in cons) + "]",
+    )
 
 
 def _detect_key(
@@ -313,7 +327,7 @@ def _detect_key(
     if cached is not None and cached[1:] == (position, len(stored)):
         feeder = cached[0]
     else:
-        feeder = CommitFeeder(load_rules(rules))
+        feeder = CommitFeeder(_rules(rules))
         if stored:
             feeder.feed([_log_row(r) for r in stored], [r[-1] for r in stored])
     out = []
@@ -327,10 +341,11 @@ def _detect_key(
     while len(_FEEDERS) > FEEDER_CACHE:
         _FEEDERS.popitem(last=False)
     if out:
-        yield pd.DataFrame(out, columns=DETECTION_STRUCT.fieldNames())
+        yield pd.DataFrame(dict(zip(_OUT, zip(*out, strict=True), strict=True)), columns=_OUT)
 
 
 _COLUMNS = [*_ROW_FIELDS, "rank"]
+_OUT = DETECTION_STRUCT.fieldNames()
 _NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
 
 
