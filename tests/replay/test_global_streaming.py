@@ -263,3 +263,40 @@ def test_the_key_comes_from_the_rules() -> None:
     assert rules_key(rules.detector) == "customer"
     assert rules_key(rules.temporal) is None  # temporal: one group
     assert rules_key(rules.daily) is None  # not keyed
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_foreach_batch_gets_each_batch_once_with_its_id(
+    spark: Any, log_db: sa.Engine, tmp_path: Path
+) -> None:
+    from sentinel.global_detector.streaming import stream_global
+
+    log = Log(log_db, seed=3)
+    log.many(30)
+    batches: list[tuple[int, list[tuple[Any, ...]]]] = []
+
+    def keep(df: Any, batch_id: int) -> None:
+        rows = [
+            (
+                r["rule"],
+                r["commit_seq"],
+                r["t_occ"],
+                tuple(r["constituent_events"]),
+                tuple(_scope(s) for s in r["constituent_scopes"]),
+                tuple(r["constituent_t_occs"]),
+                r["params"],
+            )
+            for r in df.collect()
+        ]
+        batches.append((batch_id, rows))
+
+    query = stream_global(spark, PAID, _url(log_db), checkpoint=tmp_path / "cp", foreach_batch=keep)
+    try:
+        query.processAllAvailable()
+        log.many(20)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    ids = [b for b, _ in batches]
+    assert ids == sorted(set(ids)) and len(ids) >= 2
+    assert sorted(r for _, rows in batches for r in rows) == _replayed(PAID, log_db)
