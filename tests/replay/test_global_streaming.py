@@ -153,7 +153,7 @@ def _url(engine: sa.Engine) -> str:
     return engine.url.render_as_string(hide_password=False)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
 def test_keyed_stream_equals_replay_across_batches_and_a_restart(
     spark: Any, log_db: sa.Engine, tmp_path: Path
 ) -> None:
