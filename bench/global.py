@@ -22,6 +22,13 @@ tailing
     log rows per second, end to end (reads, detection, outbox rows, cursor).
     Baselines: ``replay_committed`` (the same detection, no outbox, no cursor) and
     a hand loop over the same rows (one query, a dict).
+spark (``--spark``)
+    the streaming global detector (``sentinel.global_detector.streaming``) on
+    ``local[2]`` over the tailing log (SQLite): rows per second of a first
+    micro-batch reading the whole log (``availableNow``, Parquet out, keys
+    ``order_id``), then of micro-batches of 500 new commits each on the running
+    query (state already holding the earlier keys). Baseline: ``replay_committed``
+    over the same log in one process.
 commit cost
     4 threads commit transactions of 3 log rows through ``LogWriter`` on one
     database: commits per second with commit numbers (the lock held to the
@@ -302,6 +309,87 @@ def tailing(backend: str, txns: int) -> tuple[float, float, float, int]:
     return ours, replay_rate, hand_rate, rows
 
 
+# -- the streaming job on Spark --------------------------------------------------------
+def spark_streaming(txns: int, batches: int, per_batch: int) -> dict[str, float]:
+    """Rows per second: the streaming job's first batch over ``txns`` commits,
+    its later batches of ``per_batch`` commits, and replay_committed."""
+    from pyspark.sql import SparkSession
+
+    from sentinel.global_detector import replay_committed
+    from sentinel.global_detector.streaming import stream_global
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(HERE), str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ref = "global:rules"
+    db = Database("sqlite")
+    out: dict[str, float] = {}
+    try:
+        rows = fill(db, txns)
+        start = time.perf_counter()
+        found = len(replay_committed(rules(), db.engine))
+        out["replay_committed"] = rows / (time.perf_counter() - start)
+        work = Path(db.dir)
+        start = time.perf_counter()
+        q = stream_global(
+            spark,
+            ref,
+            db.url,
+            checkpoint=work / "cp",
+            out=work / "out",
+            trigger={"availableNow": True},
+        )
+        q.awaitTermination()
+        out["first batch"] = rows / (time.perf_counter() - start)
+        q = stream_global(spark, ref, db.url, checkpoint=work / "cp", out=work / "out")
+        q.processAllAvailable()
+        added = 0
+        elapsed = 0.0
+        for b in range(batches):
+            added += _more(db, txns + b * per_batch, per_batch)
+            start = time.perf_counter()
+            q.processAllAvailable()
+            elapsed += time.perf_counter() - start
+        q.stop()
+        out["later batches"] = added / elapsed
+        streamed = spark.read.parquet(str(work / "out")).count()
+        assert found == txns and streamed == txns + batches * per_batch, (found, streamed)
+    finally:
+        db.drop()
+        spark.stop()
+    return out
+
+
+def _more(db: Database, first: int, n: int) -> int:
+    """Commit ``n`` more transactions like :func:`fill`'s (order ids from ``first``)."""
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+
+    writer = LogWriter(commit_order=True)
+    t = 1000.0 + first * 0.001
+    for i in range(first, first + n):
+        scope = f"tx{i}"
+        occs = [
+            Occurrence("order", 1, t, scope=scope, params={"order_id": i}),
+            Occurrence("view", 2, t, scope=scope, params={"page": "/"}),
+            Occurrence("view", 3, t, scope=scope, params={"page": "/pay"}),
+            Occurrence("payment", 4, t, scope=scope, params={"order_id": i, "t0": t}),
+        ]
+        with db.engine.begin() as conn:
+            writer.write(conn, occs)
+        t += 0.001
+    return n * 4
+
+
 # -- the writers' cost -----------------------------------------------------------------
 def commit_cost(backend: str, per_thread: int, threads: int = 4) -> tuple[float, float]:
     """Commits per second of ``threads`` writers, with and without commit numbers."""
@@ -342,12 +430,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer transactions")
     parser.add_argument("--writer", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--spark", action="store_true", help="only the streaming job on Spark (local[2])"
+    )
+    parser.add_argument(
         "--backends", default="postgresql,sqlite,mysql", help="comma-separated backends"
     )
     args = parser.parse_args()
     if args.writer:
         url, n, interval = args.writer
         writer_main(url, int(n), float(interval))
+        return
+    if args.spark:
+        n = 2000 if args.quick else 20000
+        batches, per_batch = (2, 200) if args.quick else (5, 500)
+        print(f"streaming global detector on local[2], SQLite log of {n} transactions")
+        for name, rate in spark_streaming(n, batches, per_batch).items():
+            print(f"{name:<20}{rate:>10.0f} rows/s")
         return
     backends = args.backends.split(",")
     n_latency = 100 if args.quick else 500

@@ -69,6 +69,25 @@ def test_the_spark_engine_without_pyspark_names_the_spark_extra(tmp_path: Path) 
     )
 
 
+def test_the_streaming_global_detector_without_pyspark_names_the_spark_extra() -> None:
+    done = without(
+        ["pyspark"],
+        """
+        from sentinel.errors import MissingExtraError
+        import sentinel.global_detector  # the service needs no Spark
+        try:
+            import sentinel.global_detector.streaming
+        except MissingExtraError as err:
+            print(err)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "the Spark streaming global detector needs the 'spark' extra (pyspark is not "
+        f"installed): pip install '{DISTRIBUTION}[spark]'"
+    )
+
+
 def test_the_cli_names_the_extra_in_one_line() -> None:
     done = without(
         ["pyarrow"],

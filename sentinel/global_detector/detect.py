@@ -155,10 +155,16 @@ class CommitFeeder:
         assert isinstance(clock, VirtualClock)
         return clock.next_due
 
-    def feed(self, rows: Iterable[Any]) -> list[Detection]:
+    def feed(self, rows: Iterable[Any], ranks: Iterable[int] | None = None) -> list[Detection]:
         """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
-        order, whole commits, after :attr:`position`); return the detections."""
+        order, whole commits, after :attr:`position`); return the detections.
+
+        ``ranks``, when given, are the rows' ranks in their commits (one per
+        row): for a caller feeding only part of each commit's rows (the Spark
+        streaming job feeds one key's), so that their global ``t_occ`` is the
+        one the whole commit gives them."""
         rows = list(rows)
+        given = None if ranks is None else iter(ranks)
         if not rows:
             return []
         det = self._detector or self._start(rows[0].ts)
@@ -182,6 +188,8 @@ class CommitFeeder:
                 seq, rank = r.commit_seq, 0
                 self.position = seq
             self.rows += 1
+            if given is not None:
+                rank = next(given)
             if rank >= 1 << RANK_BITS:
                 raise GlobalDetectorError(
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "

@@ -1,0 +1,539 @@
+"""The global detector as a Spark Structured Streaming job.
+
+The same detection as :class:`~sentinel.global_detector.GlobalDetector` and
+:func:`~sentinel.global_detector.replay_committed` (one
+:class:`~sentinel.global_detector.detect.CommitFeeder` per key, no second
+implementation of the operators), scaled out by the rules' key:
+
+the source (``sentinel_commits``)
+    a Python streaming data source whose offset is the commit number
+    (``events.commit_seq``, see :mod:`.order`): a micro-batch reads the commits
+    numbered after the previous batch's end up to the largest number visible
+    when it was planned. A visible number ``n`` means every smaller one has
+    ended, so no commit is skipped. Each row carries its rank in its commit
+    (its global ``t_occ`` is ``commit_seq * 2**20 + rank``, as in the service).
+the detection
+    rows are grouped by the key's value (``key``: a parameter name; rows
+    without it form one group; no key: one group for everything) and each
+    group is detected by ``applyInPandasWithState``. Spark's state store holds,
+    per key, the key's committed rows read so far and the last commit fed; a
+    micro-batch feeds a fresh detector the stored rows (without emitting) and
+    then the new ones, and emits the detections the new commits complete. A
+    Python worker keeps the detector it built for a key, so the next batch
+    of the same key usually feeds only the new rows; the state store stays
+    the truth (a retried batch, another worker or a restart rebuild from it).
+the sink
+    the detections (:data:`DETECTION_STRUCT`) go to any streaming sink:
+    :func:`stream_global` writes Parquet files (exactly once, with Spark's
+    checkpoint) or calls a ``foreachBatch`` function.
+
+Executors rebuild the rules from their reference (``package.module:attribute``),
+so sentinel and the module holding the rules must be importable there. PySpark
+is imported only here (the ``spark`` extra).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from sentinel.algebra.expressions import Keyed
+from sentinel.errors import GlobalDetectorError, MissingExtraError
+from sentinel.global_detector.detect import CommitFeeder, check_rules
+from sentinel.global_detector.order import CommitReader, LogRow
+from sentinel.log.tables import DEFAULT_PREFIX, log_tables
+from sentinel.params import dumps
+from sentinel.replay.rules import Rules, load_rules, reference_of
+from sentinel.rules import LocalEventDetector
+
+try:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+    from pyspark.sql.types import (
+        ArrayType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+except ImportError as err:  # pragma: no cover - depends on the installation
+    missing = (err.name or "").partition(".")[0] or None  # the package to install
+    raise MissingExtraError("the Spark streaming global detector", "spark", missing) from err
+
+__all__ = [
+    "COMMIT_STRUCT",
+    "DETECTION_STRUCT",
+    "RULES_KEY",
+    "CommitSource",
+    "global_detections",
+    "read_commits",
+    "rules_key",
+    "stream_global",
+]
+
+#: The committed log rows the source yields: :class:`~.order.LogRow`'s fields
+#: and ``rank``, the row's place in its commit (from 0).
+COMMIT_STRUCT = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("commit_seq", LongType(), False),
+        StructField("scope", StringType(), False),
+        StructField("t_occ", LongType(), False),
+        StructField("event", StringType(), False),
+        StructField("ts", DoubleType(), False),
+        StructField("detected_ts", DoubleType(), False),
+        StructField("source_class", StringType(), True),
+        StructField("source_key", StringType(), True),
+        StructField("params", StringType(), False),
+        StructField("outcome", StringType(), True),
+        StructField("rank", IntegerType(), False),
+    ]
+)
+_ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name != "rank"]
+
+#: One row per detection: the rule, the commit that completed it, the key's
+#: value (JSON text; ``None`` for rows without the key or for no key), the
+#: detection's global ``t_occ``, its constituents' events, scopes and global
+#: ``t_occ`` s, and their parameters (a JSON array of objects).
+DETECTION_STRUCT = StructType(
+    [
+        StructField("rule", StringType(), True),
+        StructField("commit_seq", LongType(), True),
+        StructField("key", StringType(), True),
+        StructField("t_occ", LongType(), True),
+        StructField("constituent_events", ArrayType(StringType()), True),
+        StructField("constituent_scopes", ArrayType(StringType()), True),
+        StructField("constituent_t_occs", ArrayType(LongType()), True),
+        StructField("params", StringType(), True),
+    ]
+)
+_STATE_STRUCT = StructType(
+    [
+        StructField("position", LongType(), False),
+        StructField("rows", StringType(), False),  # JSON: [[field..., rank], ...]
+    ]
+)
+# Spark redacts option values whose key matches spark.redaction.regex ("secret"...).
+_URL_OPTION = "url_secret"
+
+
+# -- the source ------------------------------------------------------------------------
+class _CommitStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Any) -> None:
+        self.url: str = options[_URL_OPTION]
+        self.schema: str | None = options.get("schema") or None
+        self.prefix: str = options.get("prefix") or DEFAULT_PREFIX
+        self.parts = max(1, int(options.get("partitions") or 1))
+        self._engine: sa.Engine | None = None
+
+    def _connect(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+        return self._engine
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"commit_seq": 0}
+
+    def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
+        reader = CommitReader(log_tables(self.schema, self.prefix))
+        with self._connect().connect() as conn:
+            head = reader.head(conn)
+        if start is not None:
+            head = max(head, int(start["commit_seq"]))
+        return {"commit_seq": head}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        lo, hi = int(start["commit_seq"]), int(end["commit_seq"])
+        if hi <= lo:
+            return []
+        n = min(self.parts, hi - lo)
+        bounds = [lo + (hi - lo) * i // n for i in range(n + 1)]
+        return [InputPartition((a, b)) for a, b in itertools.pairwise(bounds)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        lo, hi = partition.value
+        engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+        reader = CommitReader(log_tables(self.schema, self.prefix))
+        try:
+            with engine.connect() as conn:
+                after = lo
+                while after < hi:
+                    rows = reader.read(conn, after)
+                    if not rows:
+                        break
+                    seq, rank = -1, 0
+                    for r in rows:
+                        if r.commit_seq > hi:
+                            return
+                        if r.commit_seq != seq:
+                            seq, rank = r.commit_seq, 0
+                        yield (*(getattr(r, f) for f in _ROW_FIELDS), rank)
+                        rank += 1
+                    after = rows[-1].commit_seq
+        finally:
+            engine.dispose()
+
+    def stop(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+class CommitSource(DataSource):
+    """``sentinel_commits``: the committed rows of a log, in micro-batches of
+    whole commits; the offset is the commit number. Use :func:`read_commits`
+    rather than options by hand."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sentinel_commits"
+
+    def schema(self) -> Any:
+        return COMMIT_STRUCT
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return _CommitStreamReader(self.options)
+
+
+def _url_of(source: Any) -> str:
+    if isinstance(source, sa.Engine):
+        return source.url.render_as_string(hide_password=False)
+    if isinstance(source, str) and "://" in source:
+        return source
+    if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+        raise GlobalDetectorError(
+            f"{os.fspath(source)!r} is a directory: the streaming global detector reads a "
+            "database (an export has no commit numbers to tail)"
+        )
+    raise GlobalDetectorError(
+        f"the streaming global detector reads a database URL or engine, not {source!r}"
+    )
+
+
+def read_commits(
+    spark: SparkSession,
+    source: Any,
+    *,
+    partitions: int | None = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+) -> DataFrame:
+    """A streaming DataFrame (:data:`COMMIT_STRUCT`) of the committed rows of
+    the log at ``source`` (a database URL or engine), in micro-batches of whole
+    commits, each read in about ``partitions`` Spark tasks (ranges of commit
+    numbers; default: Spark's default parallelism) by Python workers through
+    SQLAlchemy (no JDBC driver)."""
+    url = _url_of(source)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:  # the log must be there and readable: say so here, not in a worker
+        with engine.connect() as conn:
+            CommitReader(log_tables(schema, prefix)).head(conn)
+    except sa.exc.SQLAlchemyError as err:
+        raise GlobalDetectorError(
+            f"cannot read the event log's commit numbers at {engine.url!r}: {err}"
+        ) from err
+    finally:
+        engine.dispose()
+    if partitions is None:
+        try:
+            partitions = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext
+            partitions = os.cpu_count() or 1
+    spark.dataSource.register(CommitSource)
+    reader = (
+        spark.readStream.format("sentinel_commits")
+        .option(_URL_OPTION, url)
+        .option("prefix", prefix)
+        .option("partitions", str(partitions))
+    )
+    if schema:
+        reader = reader.option("schema", schema)
+    return reader.load()
+
+
+# -- detection per key ------------------------------------------------------------------
+#: Detectors the Python worker built, by (query run, key): reused by the key's next
+#: micro-batch when they stand where the state store says (position, rows).
+_FEEDERS: OrderedDict[tuple[str, Any], tuple[CommitFeeder, int, int]] = OrderedDict()
+#: How many keys' detectors a worker keeps, least recently used first out (a
+#: small rule set's detector is some 30 KiB).
+FEEDER_CACHE = 1024
+
+
+_LOADED: dict[str, LocalEventDetector] = {}
+
+
+def _rules(ref: str) -> LocalEventDetector:
+    """The rule set ``ref`` names, loaded once per worker (each key's detector
+    is a replica of it: the rule set itself is not changed)."""
+    det = _LOADED.get(ref)
+    if det is None:
+        det = _LOADED[ref] = load_rules(ref)
+    return det
+
+
+def _occ_row(rule: str, seq: int, key: Any, occ: Any) -> tuple[Any, ...]:
+    """A detection as a :data:`DETECTION_STRUCT` row."""
+    cons = occ.constituents
+    return (
+        rule,
+        seq,
+        key,
+        occ.t_occ,
+        [c.event for c in cons],
+        [str(c.scope) for c in cons],
+        [c.t_occ for c in cons],
+        "[" + ",".join(dumps(c.params) for c in cons) + "]",
+    )
+
+
+def _detect_key(
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: GroupState,
+    *,
+    rules: str,
+    query: str,
+) -> Iterator[pd.DataFrame]:
+    """``applyInPandasWithState`` step: one key's new rows in, the detections
+    their commits complete out; the state is the key's rows so far."""
+    (value,) = key
+    new_rows: list[list[Any]] = []
+    for frame in frames:
+        columns = [frame[c].tolist() for c in _COLUMNS]
+        new_rows.extend(map(list, zip(*columns, strict=True)))
+    new_rows.sort(key=_order)
+    if state.exists:
+        position, text = state.get
+        stored: list[list[Any]] = json.loads(text)
+    else:
+        position, stored = 0, []
+    fresh = [_plain(r) for r in new_rows if r[1] > position]  # a replayed batch's rows: once
+    cache_key = (query, value)
+    cached = _FEEDERS.pop(cache_key, None)
+    if cached is not None and cached[1:] == (position, len(stored)):
+        feeder = cached[0]
+    else:
+        feeder = CommitFeeder(_rules(rules))
+        if stored:
+            feeder.feed([_log_row(r) for r in stored], [r[-1] for r in stored])
+    out = []
+    if fresh:
+        for d in feeder.feed([_log_row(r) for r in fresh], [r[-1] for r in fresh]):
+            out.append(_occ_row(d.rule, d.commit_seq, value, d.occurrence))
+        stored.extend(fresh)
+        position = int(fresh[-1][1])
+        state.update((position, json.dumps(stored, separators=(",", ":"))))
+    _FEEDERS[cache_key] = (feeder, position, len(stored))
+    while len(_FEEDERS) > FEEDER_CACHE:
+        _FEEDERS.popitem(last=False)
+    if out:
+        yield pd.DataFrame(dict(zip(_OUT, zip(*out, strict=True), strict=True)), columns=_OUT)
+
+
+_COLUMNS = [*_ROW_FIELDS, "rank"]
+_OUT = DETECTION_STRUCT.fieldNames()
+_NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
+
+
+def _order(row: list[Any]) -> tuple[int, int]:
+    return row[1], row[0]
+
+
+def _plain(row: list[Any]) -> list[Any]:
+    """A row as the state stores it: JSON values (a null column that pandas
+    made a float NaN is ``None``)."""
+    for i in _NULLABLE:
+        v = row[i]
+        if v is not None and v != v:
+            row[i] = None
+    return row
+
+
+def _log_row(r: Any) -> LogRow:
+    return LogRow(
+        int(r[0]),
+        int(r[1]),
+        r[2],
+        int(r[3]),
+        r[4],
+        float(r[5]),
+        float(r[6]),
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+    )
+
+
+#: ``key=RULES_KEY``: partition by the key the rules share (see :func:`rules_key`).
+RULES_KEY: Final = "rules"
+
+
+def _temporal(expr: Any) -> bool:
+    from sentinel.algebra.temporal import Absolute, P, Pstar, Relative
+
+    return any(isinstance(e, (Absolute, Relative, P, Pstar)) for e in expr.walk())
+
+
+def rules_key(det: LocalEventDetector) -> str | None:
+    """The parameter the enabled rules of ``det`` are all partitioned by (each
+    rule's event is ``... by key``, the same key, and no rule is temporal), or
+    ``None`` when there is no such parameter."""
+    keys = set()
+    for rule in det.rules.values():
+        if not rule.enabled:
+            continue
+        expr = rule.event
+        if not isinstance(expr, Keyed) or not isinstance(expr.key, str) or _temporal(expr):
+            return None
+        keys.add(expr.key)
+    return keys.pop() if len(keys) == 1 else None
+
+
+def _check_key(det: LocalEventDetector, key: str | None) -> None:
+    """Refuse a key the rules are not all partitioned by: their detections
+    would depend on how the rows were split."""
+    if key is None:
+        return
+    if not (isinstance(key, str) and key.isidentifier() and key.isascii()):
+        raise GlobalDetectorError(f"key must be a parameter name, not {key!r}")
+    for rule in det.rules.values():
+        if not rule.enabled:
+            continue
+        expr = rule.event
+        if _temporal(expr):
+            raise GlobalDetectorError(
+                f"rule {rule.name!r} has temporal events: its timers run on a clock that "
+                "every committed row moves, so it cannot be split by key; use key=None"
+            )
+        if not isinstance(expr, Keyed) or expr.key != key:
+            raise GlobalDetectorError(
+                f"rule {rule.name!r} is not partitioned by {key!r} (its event is not "
+                f"'... by {key}'): split by that key, it could miss occurrences combining "
+                "different values; use key=None"
+            )
+
+
+def global_detections(
+    spark: SparkSession,
+    rules: Rules,
+    source: Any,
+    *,
+    key: str | None = RULES_KEY,
+    partitions: int | None = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+) -> DataFrame:
+    """The streaming DataFrame of the detections (:data:`DETECTION_STRUCT`) of
+    ``rules`` (an importable reference to a global rule set: every rule
+    detached) over the committed log at ``source`` (a database URL or
+    engine), partitioned by the value of the parameter ``key``.
+
+    ``key``: by default (:data:`RULES_KEY`) the parameter every rule is
+    partitioned by (each rule's event is ``... by customer``: ``"customer"``,
+    see :func:`rules_key`), or one group when they share none. A parameter
+    name given must be that one. Rows without the key are detected together,
+    in one group. ``key=None`` detects everything in one group: any rule set
+    (temporal rules included), no scale-out. Write it with
+    ``writeStream`` (output mode ``append``) and a checkpoint location, or use
+    :func:`stream_global`.
+
+    Raises :class:`~sentinel.errors.GlobalDetectorError` (a rule that is not
+    detached, a bad key, an unreadable log) and
+    :class:`~sentinel.errors.RuleReferenceError` on the driver, before Spark
+    runs anything.
+    """
+    ref = reference_of(rules)
+    det = load_rules(ref)
+    check_rules(det)
+    if key == RULES_KEY:
+        key = rules_key(det)
+    _check_key(det, key)
+    rows = read_commits(spark, source, partitions=partitions, schema=schema, prefix=prefix)
+    if key is None:
+        keyed = rows.withColumn("key", F.lit(None).cast("string"))
+    else:
+        from sentinel.replay.batch import Replayer
+
+        names = [r.name for r in det.rules.values() if r.enabled]
+        wanted = Replayer(det, order="t_occ", only=names).needed_events()
+        if wanted is not None:  # a key's group needs only what its rules listen to
+            rows = rows.filter(F.col("event").isin(wanted))
+        keyed = rows.withColumn("key", F.get_json_object(F.col("params"), f"$.{key}"))
+    step: Callable[..., Iterator[pd.DataFrame]] = _bind(ref)
+    return keyed.groupBy("key").applyInPandasWithState(
+        step,
+        outputStructType=DETECTION_STRUCT,
+        stateStructType=_STATE_STRUCT,
+        outputMode="append",
+        timeoutConf=GroupStateTimeout.NoTimeout,
+    )
+
+
+def _bind(ref: str) -> Callable[..., Iterator[pd.DataFrame]]:
+    query = uuid.uuid4().hex  # this run of the query: a restart does not reuse detectors
+
+    def step(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        return _detect_key(key, frames, state, rules=ref, query=query)
+
+    return step
+
+
+def stream_global(
+    spark: SparkSession,
+    rules: Rules,
+    source: Any,
+    *,
+    checkpoint: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    foreach_batch: Callable[[DataFrame, int], None] | None = None,
+    key: str | None = RULES_KEY,
+    partitions: int | None = None,
+    trigger: dict[str, Any] | None = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    query_name: str | None = None,
+) -> StreamingQuery:
+    """Start the streaming global detector (:func:`global_detections`) and
+    return its :class:`~pyspark.sql.streaming.StreamingQuery`.
+
+    The detections go to ``out`` (Parquet files, exactly once with the
+    ``checkpoint``) or to ``foreach_batch(df, batch_id)`` (at least once: a
+    batch whose function failed or was cut is given again, with the same
+    ``batch_id``). Exactly one of the two. ``checkpoint`` is the query's
+    checkpoint directory: restarting with the same one continues after the
+    last batch committed there, with the keys' state. ``trigger``: keyword
+    arguments of ``DataStreamWriter.trigger`` (e.g. ``{"availableNow": True}``
+    to read what is committed and stop; default: a micro-batch as soon as
+    the previous one ended).
+    """
+    if (out is None) == (foreach_batch is None):
+        raise GlobalDetectorError("stream_global writes to out or to foreach_batch: give one")
+    df = global_detections(
+        spark, rules, source, key=key, partitions=partitions, schema=schema, prefix=prefix
+    )
+    writer = df.writeStream.outputMode("append").option("checkpointLocation", os.fspath(checkpoint))
+    if query_name:
+        writer = writer.queryName(query_name)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if out is not None:
+        return writer.format("parquet").start(os.fspath(out))
+    assert foreach_batch is not None
+    return writer.foreachBatch(foreach_batch).start()
