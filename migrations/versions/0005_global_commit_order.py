@@ -30,7 +30,6 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0005"
-# TODO(lead): "0004" at merge (another branch adds 0004); "0003" to test alone.
 down_revision = "0004"
 branch_labels = None
 depends_on = None

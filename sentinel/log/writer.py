@@ -746,7 +746,7 @@ class LogWriter:
             if prepared:
                 if seq is not None:
                     prepared = plan.stamp(prepared, seq)
-                self._send(connection, t.events, prepared)
+                self._send(connection, t.events, prepared, plan)
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)

@@ -296,18 +296,17 @@ class LogSink:
         main = home if home is not None and any(c is home for c in conns) else conns[0]
         # rows a long transaction wrote at flushes get its commit number now
         restamp = st.scope_id if st.written else None
-        other_groups, other_firings = list(groups), list(firings)
-        firings.extend(pending)
+        main_firings = [*firings, *pending] if pending else firings
         # Each write takes its database's commit-number lock until the commit: in
         # one order (by URL), so two transactions using the same databases never
         # wait for each other's lock on two databases at once.
-        for conn in sorted(conns, key=_lock_order):
+        for conn in conns if len(conns) == 1 else sorted(conns, key=_lock_order):
             if conn is main:
                 self.writer.write_groups(
-                    main, groups, firings=firings, outbox=outbox, restamp=restamp
+                    main, groups, firings=main_firings, outbox=outbox, restamp=restamp
                 )
             else:
-                self.writer.write_groups(conn, other_groups, firings=other_firings, restamp=restamp)
+                self.writer.write_groups(conn, groups, firings=firings, restamp=restamp)
         st.written += len(occs)
         st.firings_written = len(st.firings)
         # Kept, not cleared: should the commit fail now, the aborted transaction's
