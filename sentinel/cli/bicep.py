@@ -161,7 +161,10 @@ def _chronon(value: str) -> int | str:
 @click.option(
     "--until",
     default=None,
-    help="Process ticks up to this time (ISO 8601; default: the last detection time).",
+    help=(
+        "Process ticks up to this time (ISO 8601; default: the latest occurrence or"
+        " detection time in the stream file)."
+    ),
 )
 @click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
 @click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
@@ -208,8 +211,10 @@ def run(
         records = list(read_stream(events))
         count = load_stream(proc, records)
         if until is None:
-            dets = [seconds(r["det"]) for r in records if r.get("det") is not None]
-            end = max(dets) if dets else 0
+            # The latest instant the stream names: an announcement of the future
+            # (an expiry, a delivery) is acted on at its tick, not dropped.
+            times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
+            end = max(times) if times else 0
         else:
             end = seconds(until, what="--until")
         console = Console(stderr=True)

@@ -151,3 +151,31 @@ def test_sentinel_bicep_run_prints_the_actions(db_url: str, tmp_path: Path) -> N
         ],
     )
     assert again.exit_code == 1 and "sentinel bicep install --upgrade" in again.output
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sentinel_bicep_run_without_until_acts_on_what_the_stream_announces_for_later(
+    db_url: str,
+) -> None:
+    # The last announcement is detected on Monday; the Cheese order it implies
+    # goes out at Wednesday's 18:00 tick. Stopping at the last detection time
+    # would silently drop it.
+    result = CliRunner(env={"COLUMNS": "240"}).invoke(
+        main,
+        [
+            "bicep",
+            "run",
+            str(HERE / "program.bicepl"),
+            "--events",
+            str(HERE / "events.jsonl"),
+            "--url",
+            db_url,
+            "--name",
+            "grocery",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "8 action(s), 1 announcement(s) rejected" in result.output
+    for _, action in EXPECTED:
+        assert action in result.output
+    assert "2014-04-09 18:00" in result.output
