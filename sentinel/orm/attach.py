@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -115,6 +115,42 @@ def _check_name(event: str, name: Any, value: Any) -> None:
     if len(_NAMES_OK) > 10_000:
         _NAMES_OK.clear()
     _NAMES_OK.add(name)
+
+
+def _kept(
+    policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
+) -> bool:
+    """Whether the log keeps the value at ``path`` of ``params`` as it is (it
+    drops an excluded value and replaces a redacted one)."""
+    value: Any = params
+    for p in path:
+        value = value[p]
+    view: Any = params if policy is None else policy.apply(event, params)
+    for p in path:
+        if not isinstance(view, Mapping) or p not in view:
+            return False
+        view = view[p]
+    return view is value
+
+
+def _refuse_logged(
+    policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
+) -> None:
+    """Raise for the too-long string at ``path`` of ``params``, unless the log
+    leaves it out."""
+    if _kept(policy, event, params, path):
+        value: Any = params
+        for p in path:
+            value = value[p]
+        normalize(value, event=event, param=".".join(path))  # raises, naming both
+
+
+def _make_loggable(policy: LogPolicy | None, event: str, params: dict[str, Any]) -> None:
+    """Replace the values of ``params`` that are not loggable by loggable ones
+    (or raise), leaving alone those the log leaves out."""
+    for k, val in list(params.items()):
+        if type(val) not in _LOGGABLE and _kept(policy, event, params, (k,)):
+            params[k] = normalize(val, event=event, param=k)
 
 
 # -- one detector ----------------------------------------------------------------------
@@ -213,7 +249,10 @@ class _Integration:
     def on_occurrence(self, occ: Occurrence) -> None:
         """The occurrence listener (under the detector's lock): buffer ``occ``
         for the log. Parameters that are not loggable are made so, or raise
-        :class:`~sentinel.params.UnloggableParameter` (the signal fails)."""
+        :class:`~sentinel.params.UnloggableParameter` (the signal fails), unless
+        the log policy of the attachment that logs ``occ`` leaves them out."""
+        ref = LIVE.get(occ[6])
+        st = None if ref is None else ref()
         params = occ[5]
         if params:
             for k, v in params.items():
@@ -222,14 +261,15 @@ class _Integration:
                 t = type(v)
                 if t is str:
                     if len(v) > MAX_STRING:
-                        normalize(v, event=occ[0], param=k)  # raises, naming both
+                        _refuse_logged(self._policy(st), occ[0], params, (k,))
+                elif t is MappingProxyType:
+                    # a database event's column values (``new``, ``old``)
+                    for k2, v2 in v.items():
+                        if type(v2) is str and len(v2) > MAX_STRING:
+                            _refuse_logged(self._policy(st), occ[0], params, (k, k2))
                 elif t not in _LOGGABLE:
-                    for k, val in list(params.items()):
-                        if type(val) not in _LOGGABLE:
-                            params[k] = normalize(val, event=occ[0], param=k)
+                    _make_loggable(self._policy(st), occ[0], params)
                     break
-        ref = LIVE.get(occ[6])
-        st = None if ref is None else ref()
         if st is not None:
             if st.attachment.sink is not None:
                 st.occurrences.append(occ)
@@ -249,6 +289,13 @@ class _Integration:
             outcome = "committed" if name == "txn:commit" else "aborted"
             for o in pending:
                 primary.sink.add_late(("occ", o, outcome))
+
+    def _policy(self, st: Any) -> LogPolicy | None:
+        """The log policy that applies to an occurrence of the session state
+        ``st`` (``None``: of no session transaction)."""
+        att = st.attachment if st is not None else self.primary
+        sink = None if att is None else att.sink
+        return None if sink is None else sink.writer.policy
 
     def on_expired(self, expired: list[Expired]) -> None:
         """The bitemporal archive listener: mark the expired occurrences in the
