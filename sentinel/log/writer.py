@@ -37,6 +37,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -65,6 +66,7 @@ __all__ = ["LogWriter"]
 
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
+_DATETIME_TZ = sa.DateTime(timezone=True)
 #: The ``events`` columns the writer fills, in the order of its rows.
 EVENT_COLUMNS: tuple[str, ...] = (
     "scope",
@@ -259,7 +261,7 @@ def _mapping_text(value: Any) -> str | None:
     JSON object :func:`~sentinel.params.to_json` makes of it, or ``None`` when
     it needs more than that (a key that is not a string or starts with ``$``,
     a value that is not plain)."""
-    parts = []
+    parts: list[str] = []
     for k, v in value.items():
         if type(k) is not str or k.startswith("$"):
             return None
@@ -301,7 +303,7 @@ def _params_text(params: Any, event: str) -> str:
     fixed cost per call dominates for the few values a method has."""
     if not params:
         return "{}"
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for v in params.values():
         t = type(v)
@@ -435,6 +437,12 @@ class _EventsInsert:
                 return fromts(ts, utc).replace(tzinfo=None)
 
             self.at = naive
+        elif (
+            name == "postgresql"
+            and _DATETIME_TZ.dialect_impl(dialect).bind_processor(dialect) is None
+        ):
+            # UTCDateTime binds an aware UTC datetime as it is on PostgreSQL
+            self.at = partial(fromts, tz=utc)
         else:
 
             def generic_at(ts: float) -> Any:
@@ -444,6 +452,16 @@ class _EventsInsert:
             self.at = generic_at
         if name in ("sqlite", "mysql", "mariadb") and plain_json:
             self.params: Any = _params_text
+        elif name == "postgresql" and dialect.driver == "psycopg" and plain_json:
+            # what LogJSON binds (psycopg's Jsonb of the tagged form), with the
+            # text made by _params_text: JSONB keeps no formatting, and the
+            # floats LogJSON tags on PostgreSQL are tagged by to_json already
+            jsonb = dialect._psycopg_Jsonb  # type: ignore[attr-defined]
+
+            def psycopg_params(params: Any, event: str) -> Any:
+                return jsonb(_params_text(params, event), str)
+
+            self.params = psycopg_params
         else:
 
             def generic_params(params: Any, event: str) -> Any:

@@ -286,3 +286,47 @@ def test_sqlite_rows_are_what_the_columns_types_bind() -> None:
         assert got["detected_at"] == at_text(o.detected_timestamp), o.detected_timestamp
         assert got["params"] == compact(encode_params(o.params, event="E")), o.params
         assert (got["ts"], got["detected_ts"], got["t_occ"]) == (o[2], o[3], o.t_occ)
+
+
+def test_psycopg_rows_are_what_the_columns_types_bind() -> None:
+    """On PostgreSQL through psycopg the writer hands the driver the
+    parameters' JSON text in psycopg's ``Jsonb`` and the aware datetimes
+    itself: the same JSON values and instants the columns' own types bind
+    (``LogJSON`` tags the floats JSONB would change)."""
+    import json
+    from types import MappingProxyType
+
+    from sentinel.log.records import encode_params
+    from sentinel.log.writer import _EventsInsert
+
+    pytest.importorskip("psycopg")
+    dialect = sa.create_engine("postgresql+psycopg://").dialect
+    table = log_tables().events
+    plan = _EventsInsert(table, dialect)
+    mp = MappingProxyType
+    params: list[dict[str, Any]] = [
+        {},
+        {"amount": 2.0, "result": -12.5, "s": "é\x01", "n": None, "b": True},
+        {"old": mp({"balance": 0.0}), "new": mp({"balance": 1e15, "ops": 2**63 - 1})},
+        {"neg0": -0.0, "big": 1e16, "huge": 2**64, "nul": "a\x00b"},
+        {"k": mp({"a": -0.0})},
+        {"k": mp({"$x": 1e300})},
+        {"d": dt.date(2024, 1, 2), "r": ObjectRef("A", (1,))},
+    ]
+    occs = [
+        Occurrence("E", i, T0 + i, T0 + i + 0.5e-6, None, p, "tx") for i, p in enumerate(params)
+    ]
+    rows = plan.rows(LogWriter().event_values(occs, "committed"))
+    json_bind = table.c.params.type.dialect_impl(dialect).bind_processor(dialect)
+    at_bind = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
+    for o, row in zip(occs, rows, strict=True):
+        ours, theirs = row["params"], json_bind(encode_params(o.params, event="E"))
+        assert type(ours) is type(theirs)
+        assert json.loads((ours.dumps or json.dumps)(ours.obj)) == json.loads(
+            json.dumps(theirs.obj)
+        ), o.params
+        assert row["at"] == at_bind(dt.datetime.fromtimestamp(o.timestamp, dt.UTC))
+        assert row["detected_at"] == at_bind(
+            dt.datetime.fromtimestamp(o.detected_timestamp, dt.UTC)
+        )
+        assert row["at"].tzinfo is dt.UTC
