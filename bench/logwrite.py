@@ -49,10 +49,10 @@ INDEX = {
     "ts": "CREATE INDEX ix_ts ON e (ts)",
     "seq": "CREATE INDEX ix_seq ON e (commit_seq)",
 }
-ALL = "scope,t_occ,event,at,detected_at,ts,detected_ts,source_class,source_key,params,outcome,savepoint,commit_seq"
 LEAN = (
     "scope,t_occ,event,ts,detected_ts,source_class,source_key,params,outcome,savepoint,commit_seq"
 )
+ALL = LEAN.replace("event,", "event,at,detected_at,")
 PER_TXN = (
     "id INTEGER PRIMARY KEY, scope VARCHAR(128) NOT NULL, t_occ BIGINT NOT NULL, "
     "last_t_occ BIGINT NOT NULL, at DATETIME NOT NULL, last_at DATETIME NOT NULL, ts FLOAT, "
