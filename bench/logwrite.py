@@ -21,9 +21,11 @@ instead); (c) with the unique ``(scope, t_occ)`` only; no index at all; and
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -69,6 +71,13 @@ PER_TXN = (
 PER_TXN_COLS = "scope,t_occ,last_t_occ,at,last_at,ts,last_ts,outcome,occurrences,commit_seq"
 
 
+def scratch() -> str:
+    """A temporary directory, removed when the process ends."""
+    path = tempfile.mkdtemp(prefix="sentinel-bench-logwrite-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def capture(n: int) -> list[Any]:
     """The writer's input for ``n`` transactions of bench/orm.py's workload."""
     import orm
@@ -77,7 +86,7 @@ def capture(n: int) -> list[Any]:
     from sentinel.log import writer as w
 
     orm.TRANSACTIONS = n
-    tmp = tempfile.mkdtemp(prefix="sentinel-bench-logwrite-")
+    tmp = scratch()
     _, Session = orm.setup(f"sqlite:///{tmp}/orm.db", "off")
     attachment = sentinel.attach(Session, detector=orm.det, workers=0)
     seen: list[Any] = []
@@ -122,7 +131,7 @@ def steps(txns: list[Any]) -> dict[str, Callable[[], Callable[[], None]]]:
     from sentinel.log import LogWriter, log_tables, migrate
     from sentinel.log.writer import _EventsInsert
 
-    tmp = tempfile.mkdtemp(prefix="sentinel-bench-logwrite-")
+    tmp = scratch()
     writer = LogWriter(check_schema=False)  # no timer in the counts
     events = log_tables().events
     sqlite_plan = _EventsInsert(events, sa.create_engine("sqlite://").dialect)
