@@ -37,6 +37,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -65,6 +66,7 @@ __all__ = ["LogWriter"]
 
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
+_DATETIME_TZ = sa.DateTime(timezone=True)
 #: The ``events`` columns the writer fills, in the order of its rows.
 EVENT_COLUMNS: tuple[str, ...] = (
     "scope",
@@ -197,15 +199,9 @@ def _sqlite_stamp(ts: float) -> str:
     if us >= 1_000_000:
         secs += 1
         us -= 1_000_000
-    prefix = _STAMPS.get(secs)
-    if prefix is None:
-        if len(_STAMPS) > 10_000:
-            _STAMPS.clear()
-        prefix = _STAMPS[secs] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
-    return f"{prefix}.{us:06d}"
+    return f"{_stamp_prefix(secs)}.{us:06d}"
 
 
-_SIMPLE_JSON = frozenset({str, bool, type(None)})
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
 
@@ -239,51 +235,106 @@ _dumps = _json_encoder()
 _copysign = math.copysign
 
 
-def _plain(value: Any) -> bool:
-    """A value the encoder writes as :func:`~sentinel.params.to_json` would
-    (strings are checked on the text: see :func:`_params_text`)."""
-    t = type(value)
-    if t in _SIMPLE_JSON:
-        return True
-    if t is int:
-        return bool(_INT_MIN <= value <= _INT_MAX)
-    # as to_json: finite, no positive exponent, not -0.0 (all tagged there)
-    return t is float and -1e16 < value < 1e16 and (value != 0.0 or _copysign(1.0, value) > 0)
+_esc: Callable[[str], str] = json.encoder.encode_basestring_ascii  # C when there is C
+_float_text = float.__repr__
+_int_text = int.__repr__
+#: parameter names (in order) -> the params object's JSON text with ``%s`` for
+#: each value: the names of one event's parameters recur in every row.
+_TEMPLATES: dict[tuple[Any, ...], str] = {}
+
+
+def _template(names: tuple[Any, ...]) -> str | None:
+    """The ``%``-template of a params object with these names (``None`` when a
+    name is not a string: :func:`~sentinel.log.records.encode_params` refuses it)."""
+    if not all(type(n) is str for n in names):
+        return None
+    if len(_TEMPLATES) > 10_000:
+        _TEMPLATES.clear()
+    text = _TEMPLATES[names] = (
+        "{" + ",".join(_esc(n).replace("%", "%%") + ":%s" for n in names) + "}"
+    )
+    return text
+
+
+def _mapping_text(value: Any) -> str | None:
+    """A read-only mapping of plain values (as database events carry) as the
+    JSON object :func:`~sentinel.params.to_json` makes of it, or ``None`` when
+    it needs more than that (a key that is not a string or starts with ``$``,
+    a value that is not plain)."""
+    parts: list[str] = []
+    for k, v in value.items():
+        if type(k) is not str or k.startswith("$"):
+            return None
+        t = type(v)
+        if t is str:
+            text = _esc(v)
+        elif t is float:
+            if not (-1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0)):
+                return None
+            text = _float_text(v)
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return None
+            text = _int_text(v)
+        elif v is None:
+            text = "null"
+        elif t is bool:
+            text = "true" if v else "false"
+        else:
+            return None
+        parts.append(_esc(k) + ":" + text)
+    return "{" + ",".join(parts) + "}"
 
 
 def _params_text(params: Any, event: str) -> str:
-    """Parameters as the JSON text of the ``params`` column: straight through
-    the encoder when every value is a plain JSON value (or a mapping of such, as
-    database events carry), else through
+    """Parameters as the JSON text of the ``params`` column, exactly as
+    :func:`_dumps` writes :func:`~sentinel.log.records.encode_params`' result.
+
+    Plain values (strings, finite floats without a positive exponent and not
+    ``-0.0``, 64-bit integers, booleans, ``None``, and read-only mappings of
+    such, as database events carry) are written here, each with the C
+    function the JSON encoder itself uses for it, into a template of the
+    parameter names made once per set of names; anything else goes through
     :func:`~sentinel.log.records.encode_params` (tagged values; raises
-    :class:`~sentinel.params.UnloggableParameter`). The encoder escapes every
-    non-ASCII character, so a string that needs the ``$str`` tag (a NUL, a lone
-    surrogate) shows in the text as ``\\u0000`` or ``\\udXXX``: only then are the
-    strings looked at one by one."""
+    :class:`~sentinel.params.UnloggableParameter`). Strings are escaped to
+    ASCII, so one that needs the ``$str`` tag (a NUL, a lone surrogate) shows in
+    the text as ``\\u0000`` or ``\\udXXX``: only then are the values looked at
+    one by one. This costs about half of one call of the C encoder, whose
+    fixed cost per call dominates for the few values a method has."""
     if not params:
         return "{}"
-    plain = _plain
-    simple = _SIMPLE_JSON
-    out: dict[str, Any] | None = None
-    for k, v in params.items():
-        # _plain(v), inlined for the common cases: one call less per value.
+    parts: list[str] = []
+    append = parts.append
+    for v in params.values():
         t = type(v)
-        if t in simple:
-            continue
-        if t is int:
-            if _INT_MIN <= v <= _INT_MAX:
+        if t is float:
+            if -1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0):
+                append(_float_text(v))
                 continue
-        elif t is float and -1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0):
+        elif t is str:
+            append(_esc(v))
             continue
-        if type(v) is MappingProxyType and all(
-            type(x) is str and plain(y) and not x.startswith("$") for x, y in v.items()
-        ):
-            if out is None:
-                out = dict(params)
-            out[k] = dict(v)
+        elif t is int:
+            if _INT_MIN <= v <= _INT_MAX:
+                append(_int_text(v))
+                continue
+        elif v is None:
+            append("null")
             continue
+        elif t is bool:
+            append("true" if v else "false")
+            continue
+        elif t is MappingProxyType:
+            text = _mapping_text(v)
+            if text is not None:
+                append(text)
+                continue
         return _dumps(encode_params(params, event=event))
-    text = _dumps(out if out is not None else params if type(params) is dict else dict(params))
+    names = tuple(params)
+    template = _TEMPLATES.get(names) or _template(names)
+    if template is None:
+        return _dumps(encode_params(params, event=event))
+    text = template % tuple(parts)
     if "\\u0000" in text or "\\ud" in text:
         return _dumps(encode_params(params, event=event))
     return text
@@ -302,6 +353,56 @@ def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
 _new_occ: Any = tuple.__new__
 
 
+def _stamp_prefix(secs: int) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` of the POSIX second ``secs`` (UTC), remembered."""
+    prefix = _STAMPS.get(secs)
+    if prefix is None:
+        if len(_STAMPS) > 10_000:
+            _STAMPS.clear()
+        prefix = _STAMPS[secs] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
+    return prefix
+
+
+def _sqlite_rows(values: Iterable[Sequence[Any]]) -> list[Any]:
+    """:meth:`_EventsInsert.rows` on SQLite: :func:`_sqlite_stamp` and
+    :func:`_params_text` inlined where rows share a second or have no
+    parameters (a Python call per row and value less: this loop runs for every
+    logged occurrence)."""
+    encode = _params_text
+    out: list[Any] = []
+    append = out.append
+    last: float | None = None  # the second of the previous row's stamp
+    prefix = ""
+    for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
+        secs = ts // 1
+        us = round((ts - secs) * 1e6)
+        if us >= 1_000_000:
+            secs += 1
+            us -= 1_000_000
+        if secs != last:
+            prefix = _stamp_prefix(int(secs))
+            last = secs
+        at = f"{prefix}.{us:06d}"
+        append(
+            (
+                scope,
+                t_occ,
+                event,
+                at,
+                at if dts == ts else _sqlite_stamp(dts),
+                ts,
+                dts,
+                sclass,
+                skey,
+                encode(params, event) if params else "{}",
+                outcome,
+                sp,
+                None,
+            )
+        )
+    return out
+
+
 class _EventsInsert:
     """The ``events`` insert for one dialect: :meth:`rows` turns
     :meth:`LogWriter.event_values` rows into driver parameters, making the
@@ -309,7 +410,7 @@ class _EventsInsert:
     (directly as text on SQLite, naive UTC datetimes on MySQL/MariaDB, through
     the columns' own bind processors elsewhere)."""
 
-    __slots__ = ("at", "names", "params", "sql")
+    __slots__ = ("at", "names", "params", "sql", "sqlite_text")
 
     def __init__(self, table: sa.Table, dialect: sa.Dialect) -> None:
         compiled = table.insert().compile(dialect=dialect, column_keys=list(EVENT_COLUMNS))
@@ -336,6 +437,12 @@ class _EventsInsert:
                 return fromts(ts, utc).replace(tzinfo=None)
 
             self.at = naive
+        elif (
+            name == "postgresql"
+            and _DATETIME_TZ.dialect_impl(dialect).bind_processor(dialect) is None
+        ):
+            # UTCDateTime binds an aware UTC datetime as it is on PostgreSQL
+            self.at = partial(fromts, tz=utc)
         else:
 
             def generic_at(ts: float) -> Any:
@@ -345,6 +452,16 @@ class _EventsInsert:
             self.at = generic_at
         if name in ("sqlite", "mysql", "mariadb") and plain_json:
             self.params: Any = _params_text
+        elif name == "postgresql" and dialect.driver == "psycopg" and plain_json:
+            # what LogJSON binds (psycopg's Jsonb of the tagged form), with the
+            # text made by _params_text: JSONB keeps no formatting, and the
+            # floats LogJSON tags on PostgreSQL are tagged by to_json already
+            jsonb = dialect._psycopg_Jsonb  # type: ignore[attr-defined]
+
+            def psycopg_params(params: Any, event: str) -> Any:
+                return jsonb(_params_text(params, event), str)
+
+            self.params = psycopg_params
         else:
 
             def generic_params(params: Any, event: str) -> Any:
@@ -352,8 +469,14 @@ class _EventsInsert:
                 return json_proc(value) if json_proc is not None else value
 
             self.params = generic_params
+        #: SQLite with plain JSON: rows made by :func:`_sqlite_rows`
+        self.sqlite_text = (
+            self.names is None and self.at is _sqlite_stamp and self.params is _params_text
+        )
 
     def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
+        if self.sqlite_text:
+            return _sqlite_rows(values)
         stamp, encode, names = self.at, self.params, self.names
         seq = None
         out: list[Any] = []

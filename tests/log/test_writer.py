@@ -3,6 +3,9 @@ errors for a log that is missing or at another revision."""
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import pytest
 import sqlalchemy as sa
 
@@ -16,9 +19,10 @@ from sentinel.errors import (
 )
 from sentinel.log import REDACTED, Firing, LogPolicy, LogReader, LogWriter, OutboxEntry, migrate
 from sentinel.log import schema as schema_module
-from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, log_tables
+from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, UTCDateTime, log_tables
+from sentinel.occurrence import ObjectRef, Occurrence
 
-from .conftest import every_loggable_value, occ
+from .conftest import T0, every_loggable_value, occ
 
 
 class Statements:
@@ -226,3 +230,103 @@ def test_unreachable_database() -> None:
 def test_writer_rejects_unknown_outcome(migrated: sa.Engine) -> None:
     with migrated.begin() as conn, pytest.raises(LogWriteError, match="unknown transaction"):
         LogWriter().write(conn, [occ("E", 1)], outcome="maybe")
+
+
+def test_sqlite_rows_are_what_the_columns_types_bind() -> None:
+    """The writer makes SQLite's ``at`` text and ``params`` JSON itself (a
+    shortcut per row): they equal what the columns' own types bind, for
+    instants on second and half-microsecond boundaries, before 1970, and
+    parameters of every loggable kind (plain ones, database events' read-only
+    mappings, names needing escapes, values needing tags)."""
+    import json
+    import random
+    from types import MappingProxyType
+
+    from sentinel.log.records import encode_params
+    from sentinel.log.writer import EVENT_COLUMNS, _EventsInsert
+
+    dialect = sa.create_engine("sqlite://").dialect
+    table = log_tables().events
+    plan = _EventsInsert(table, dialect)
+    assert plan.sqlite_text  # the shortcut is what this test checks
+    rng = random.Random(17)
+    stamps = [0.0, -0.5, -1.0, -86_400.25, 1.0078125, 2.9999995, T0, 4_102_444_800.999999]
+    stamps += [rng.uniform(-2e9, 5e9) for _ in range(2_000)]
+    stamps += [1_700_000_000 + k / 128 for k in range(128)]  # exact halves of a microsecond
+    mp = MappingProxyType
+    params: list[dict[str, Any]] = [
+        {},
+        {"amount": 2.0, "result": -12.5},
+        {"old": mp({"balance": 0.0, "ops": 0}), "new": mp({"balance": 1e15, "ops": 2**63 - 1})},
+        {"100%": "a%sb", "é": 'ünï ✓ 🙂 "q" \\ \n', "n": None, "t": True, "f": False},
+        {"neg0": -0.0, "big": 1e16, "huge": 2**64, "nul": "a\x00b", "sur": "\ud800"},
+        {"m": mp({"$x": 1})},  # each alone: one value needing a tag takes its row's
+        {"k": mp({"a": -0.0})},  # other values the slow way too
+        {"k": mp({"a": 1e16})},
+        {"k": mp({"a": 2**63})},
+        {"k": mp({"a": "\x00"})},
+        {"e": mp({}), "l": (1, "x")},
+        {"d": mp({"when": dt.date(2024, 1, 2)}), "r": ObjectRef("A", (1,))},
+    ]
+    occs = [
+        Occurrence("E", i, ts, ts if i % 3 else ts + 0.25e-6, None, params[i % len(params)], "tx")
+        for i, ts in enumerate(stamps)
+    ]
+    rows = plan.rows(LogWriter().event_values(occs, "committed"))
+    at_bind = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
+
+    def at_text(ts: float) -> Any:
+        value = UTCDateTime().process_bind_param(dt.datetime.fromtimestamp(ts, dt.UTC), dialect)
+        return at_bind(value) if at_bind else value
+
+    compact = json.JSONEncoder(separators=(",", ":")).encode
+    for o, row in zip(occs, rows, strict=True):
+        got = dict(zip(EVENT_COLUMNS, row, strict=True))
+        assert got["at"] == at_text(o.timestamp), o.timestamp
+        assert got["detected_at"] == at_text(o.detected_timestamp), o.detected_timestamp
+        assert got["params"] == compact(encode_params(o.params, event="E")), o.params
+        assert (got["ts"], got["detected_ts"], got["t_occ"]) == (o[2], o[3], o.t_occ)
+
+
+def test_psycopg_rows_are_what_the_columns_types_bind() -> None:
+    """On PostgreSQL through psycopg the writer hands the driver the
+    parameters' JSON text in psycopg's ``Jsonb`` and the aware datetimes
+    itself: the same JSON values and instants the columns' own types bind
+    (``LogJSON`` tags the floats JSONB would change)."""
+    import json
+    from types import MappingProxyType
+
+    from sentinel.log.records import encode_params
+    from sentinel.log.writer import _EventsInsert
+
+    pytest.importorskip("psycopg")
+    dialect = sa.create_engine("postgresql+psycopg://").dialect
+    table = log_tables().events
+    plan = _EventsInsert(table, dialect)
+    mp = MappingProxyType
+    params: list[dict[str, Any]] = [
+        {},
+        {"amount": 2.0, "result": -12.5, "s": "é\x01", "n": None, "b": True},
+        {"old": mp({"balance": 0.0}), "new": mp({"balance": 1e15, "ops": 2**63 - 1})},
+        {"neg0": -0.0, "big": 1e16, "huge": 2**64, "nul": "a\x00b"},
+        {"k": mp({"a": -0.0})},
+        {"k": mp({"$x": 1e300})},
+        {"d": dt.date(2024, 1, 2), "r": ObjectRef("A", (1,))},
+    ]
+    occs = [
+        Occurrence("E", i, T0 + i, T0 + i + 0.5e-6, None, p, "tx") for i, p in enumerate(params)
+    ]
+    rows = plan.rows(LogWriter().event_values(occs, "committed"))
+    json_bind = table.c.params.type.dialect_impl(dialect).bind_processor(dialect)
+    at_bind = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
+    for o, row in zip(occs, rows, strict=True):
+        ours, theirs = row["params"], json_bind(encode_params(o.params, event="E"))
+        assert type(ours) is type(theirs)
+        assert json.loads((ours.dumps or json.dumps)(ours.obj)) == json.loads(
+            json.dumps(theirs.obj)
+        ), o.params
+        assert row["at"] == at_bind(dt.datetime.fromtimestamp(o.timestamp, dt.UTC))
+        assert row["detected_at"] == at_bind(
+            dt.datetime.fromtimestamp(o.detected_timestamp, dt.UTC)
+        )
+        assert row["at"].tzinfo is dt.UTC
