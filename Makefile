@@ -43,7 +43,7 @@ explore: $(VENV)/.installed-dev
 	SENTINEL_LONG_PROPERTIES=1 $(BIN)/pytest --hypothesis-profile=explore -m hypothesis -p no:cacheprovider
 
 bench: $(VENV)/.installed-dev
-	for b in detector wrapper orm temporal bitemporal ode replay bicepl global; do \
+	for b in detector wrapper orm logwrite temporal bitemporal ode replay bicepl global; do \
 		$(BIN)/python bench/$$b.py --quick || exit 1; \
 	done
 
