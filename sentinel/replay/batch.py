@@ -38,9 +38,11 @@ import gc
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from operator import itemgetter
+from itertools import accumulate, chain, compress, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, Final, Literal, TypeVar
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,9 +51,11 @@ from sentinel.log.records import source_ref
 from sentinel.occurrence import Occurrence
 from sentinel.params import dumps
 from sentinel.replay.recorder import (
+    _PLAIN,
     InstantFailed,
     LazyParams,
     ReplayDetector,
+    checked_params,
     decode_params,
 )
 from sentinel.replay.rules import Rules, resolve_rules, rule_events
@@ -234,19 +238,21 @@ class Replayer:
             # Rows nothing listens to are dropped in Arrow, not looped over (other
             # types, such as string views, lack the kernels: the loop skips them).
             batch = batch.filter(pc.is_in(batch.column("event"), value_set=self._wanted))
-        try:
-            cols = [batch.column(name).to_pylist() for name in LOG_COLUMNS]
-        except KeyError as err:
-            missing = [c for c in LOG_COLUMNS if c not in batch.schema.names]
+        missing = [c for c in LOG_COLUMNS if c not in batch.schema.names]
+        if missing:
             raise ReplaySourceError(
                 f"log rows lack column(s) {', '.join(missing)}; replay needs "
                 f"{', '.join(LOG_COLUMNS)}",
                 source="input batch",
-            ) from err
-        if self.order == "scope":
-            self._feed_by_scope(cols)
+            )
+        if self.order == "t_occ":
+            self._feed_by_t_occ([batch.column(name).to_pylist() for name in LOG_COLUMNS])
+        elif not batch.num_rows:
+            return
+        elif self._path is None and _plain_scopes(batch):
+            self._feed_scope_runs(batch)
         else:
-            self._feed_by_t_occ(cols)
+            self._feed_by_scope([batch.column(name).to_pylist() for name in LOG_COLUMNS])
 
     def _occurrence_parts(self) -> tuple[Any, ...]:
         return (self._modes, self._mode, self.detector.inject, self._refs)
@@ -306,6 +312,115 @@ class Replayer:
                 break
             except InstantFailed:
                 continue  # recorded; go on with the next row
+
+    def _feed_scope_runs(self, batch: pa.RecordBatch) -> None:
+        """:meth:`_feed_by_scope` for a batch outside savepoints (the usual case;
+        see :func:`_plain_scopes`), a run of rows of one scope at a time: the
+        scope, its outcome and the savepoint path are read once per run, not once
+        per row, and the run's rows share one scope id object."""
+        modes, mode_of, inject, refs = self._occurrence_parts()
+        new_scope = self.detector.scope
+        scope, cur, outcome, stack = self._scope, self._scope_id, self._outcome, self._stack
+        n = batch.num_rows
+        column = batch.column
+        scopes = column("scope")
+        if n > 1:
+            changed = pc.not_equal(scopes.slice(1), scopes.slice(0, n - 1))
+            starts = [0, *pc.add(pc.indices_nonzero(changed), 1).to_pylist()]
+        else:
+            starts = [0]
+        where = pa.array(starts, pa.int64())
+        sids = scopes.take(where).to_pylist()
+        outcomes = column("outcome").take(where).to_pylist()
+        t_occs, events, times, detected, texts = (
+            column(name).to_pylist() for name in ("t_occ", "event", "ts", "detected_ts", "params")
+        )
+        # The parameters detection reads (_NOW) are decoded in one orjson call
+        # per batch, checked one by one as decode_params checks them.
+        decoded = self._decode_now(batch, events, texts)
+        next_decoded = _exhausted if decoded is None else iter(decoded).__next__
+        plain = _PLAIN.issuperset
+        no_sources = column("source_class").null_count == n
+        classes = keys = None if no_sources else column("source_class").to_pylist()
+        if not no_sources:
+            keys = column("source_key").to_pylist()
+        for lo, hi, sid, oc in zip(starts, [*starts[1:], n], sids, outcomes, strict=True):
+            if sid != cur:
+                if scope is not None:
+                    self._scope = None
+                    self._end(scope, outcome, stack)
+                scope = new_scope(sid)
+                cur, outcome = sid, oc
+                self._scope, self._scope_id, self._outcome = scope, cur, outcome
+            rows = zip(
+                t_occs[lo:hi], events[lo:hi], times[lo:hi], detected[lo:hi],
+                _NONE if classes is None else classes[lo:hi],
+                _NONE if keys is None else keys[lo:hi],
+                texts[lo:hi],
+                strict=False,  # _NONE repeats; the rest are slices of one length
+            )  # fmt: skip
+            while True:
+                try:
+                    for t, ev, ts, dts, sc, sk, text in rows:
+                        m = modes.get(ev)
+                        if m is None:
+                            m = mode_of(ev)
+                        if m is _SKIP:
+                            continue
+                        if m is _NOW and text != "{}":
+                            if decoded is None:
+                                d = decode_params(text)
+                            else:
+                                d = next_decoded()
+                                if type(d) is not dict:
+                                    d = decode_params(text)  # as it fails for this row alone
+                                elif not plain(map(type, d.values())):
+                                    d = checked_params(d, text)
+                            p = LazyParams(d)
+                            p.raw = text
+                            p.pending = False
+                        else:
+                            p = LazyParams()
+                            p.raw = text
+                            p.pending = text != "{}"
+                        if sc is None:
+                            source = None
+                        else:
+                            source = refs.get((sc, sk))
+                            if source is None:
+                                source = self._ref(sc, sk)
+                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                    break
+                except InstantFailed:
+                    continue  # recorded; go on with the next row
+
+    def _decode_now(
+        self, batch: pa.RecordBatch, events: list[str], texts: list[str]
+    ) -> list[Any] | None:
+        """The parameters of ``batch``'s rows whose parameters detection reads
+        (mode _NOW, not ``{}``), in row order, as ``orjson.loads`` reads each text:
+        the texts joined into one JSON array, read at once. ``None`` where that
+        cannot stand for reading them one by one (a text orjson refuses, or one
+        that is not a single value), or is not worth it (no such row)."""
+        modes, mode_of = self._modes, self._mode
+        now = [e for e in set(events) if (modes.get(e) or mode_of(e)) is _NOW]
+        event, params = batch.column("event"), batch.column("params")
+        if not now or event.type not in _RUN_TYPES or params.type not in _RUN_TYPES:
+            return None
+        if params.null_count:
+            return None
+        mask = pc.and_(
+            pc.is_in(event, value_set=pa.array(now, pa.string())), pc.not_equal(params, "{}")
+        )
+        selected = list(compress(texts, mask.to_pylist()))
+        if not selected:
+            return None
+        try:
+            out: list[Any] = _fast_loads("[" + ",".join(selected) + "]")
+        except _FastError:
+            return None
+        # Joined, a text that is not one value ("1,2") would shift the others.
+        return out if len(out) == len(selected) else None
 
     def _feed_by_t_occ(self, cols: list[list[Any]]) -> None:
         modes, mode_of, inject, refs = self._occurrence_parts()
@@ -423,47 +538,21 @@ class Replayer:
             return pa.RecordBatch.from_pylist([], schema=DETECTION_SCHEMA)
         names, couplings, scopes, occs, conditions, errors = zip(*records, strict=True)
         self.per_rule.update(names)
-        t_occs = [o[1] for o in occs]
-        # Each detection's constituents, flattened: their scopes, t_occs and
-        # parameters' JSON texts, with one offset per detection. Arrow joins the
-        # texts into each detection's JSON array.
-        offsets = [0]
-        flat_scopes: list[Any] = []
-        flat_t: list[int] = []
-        texts: list[str] = []
-        add_offset, add_scope, add_t, add_text = (
-            offsets.append,
-            flat_scopes.append,
-            flat_t.append,
-            texts.append,
-        )
-        n = 0
-        for occ in occs:
-            if type(occ) is Occurrence:
-                add_scope(occ[6])
-                add_t(occ[1])
-                p = occ[5]
-                add_text(p.raw if type(p) is LazyParams else dumps(p))
-                n += 1
-                add_offset(n)
-                continue
-            parts = occ[2]
-            # Composites of primitives are the common case: ordering their parts by
-            # t_occ (stably) gives what .constituents gives, without flattening.
-            if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
-                a, b = parts
-                cons: Any = (b, a) if b[1] < a[1] else parts
-            elif all(type(p) is Occurrence for p in parts):
-                cons = sorted(parts, key=_t_occ)
-            else:
-                cons = occ.constituents
-            for c in cons:
-                add_scope(c[6])
-                add_t(c[1])
-                p = c[5]
-                add_text(p.raw if type(p) is LazyParams else dumps(p))
-            n += len(cons)
-            add_offset(n)
+        # Each detection's constituents (a tuple, in t_occ order), then flattened:
+        # their scopes, t_occs and parameters' JSON texts, with one offset per
+        # detection. Arrow joins the texts into each detection's JSON array. The
+        # per-detection work is one step of a comprehension; the rest runs in C.
+        groups = [(o,) if type(o) is Occurrence else _constituents(o) for o in occs]
+        flat = list(chain.from_iterable(groups))
+        offsets = list(accumulate(map(len, groups), initial=0))
+        params = list(map(_params, flat))
+        if _LAZY_ONLY.issuperset(map(type, params)):
+            texts = list(map(_raw, params))
+        else:
+            texts = [p.raw if type(p) is LazyParams else dumps(p) for p in params]
+        t_occs = list(map(_t_occ, occs))
+        flat_scopes = list(map(_scope, flat))
+        flat_t = list(map(_t_occ, flat))
         off = pa.array(offsets, pa.int32())
         joined = pc.binary_join(pa.ListArray.from_arrays(off, pa.array(texts, pa.string())), ",")
         return pa.RecordBatch.from_arrays(
@@ -482,12 +571,52 @@ class Replayer:
         )
 
 
+def _constituents(occ: Any) -> Any:
+    """What ``occ.constituents`` gives (its primitive parts in ``t_occ`` order,
+    stably), without flattening for the common case, a composite of primitives."""
+    parts = occ[2]
+    if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
+        a, b = parts
+        return (b, a) if b[1] < a[1] else parts
+    if all(type(p) is Occurrence for p in parts):
+        return sorted(parts, key=_t_occ)
+    return occ.constituents
+
+
+_fast_loads = orjson.loads
+_FastError = orjson.JSONDecodeError
+
+
+def _exhausted() -> Any:
+    raise AssertionError("no parameters decoded in bulk")  # unreachable: decoded is None
+
+
+_NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run
+_params = itemgetter(5)
+_scope = itemgetter(6)
+_raw = attrgetter("raw")
+_LAZY_ONLY: Final = frozenset({LazyParams})
 _FILTERABLE: Final = (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()))
 _SKIP: Final = "skip"
 #: A scope's outcome while only rows of rolled-back savepoints were seen.
 _UNKNOWN: Final = "unknown"
 _LAZY: Final = "lazy"
 _NOW: Final = "now"
+
+
+_RUN_TYPES: Final = (pa.string(), pa.large_string())
+
+
+def _plain_scopes(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` can replay a run of one scope at a time: no row in a
+    rolled-back savepoint, and scope ids Arrow compares (strings, not null)."""
+    scopes = batch.column("scope")
+    return (
+        batch.column("savepoint").null_count == batch.num_rows
+        and scopes.type in _RUN_TYPES
+        and not scopes.null_count
+        and batch.schema.field("outcome").type in _RUN_TYPES
+    )
 
 
 def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
