@@ -38,8 +38,8 @@ import gc
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, itemgetter
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any, Final, Literal, TypeVar
 
 import orjson
@@ -538,21 +538,47 @@ class Replayer:
             return pa.RecordBatch.from_pylist([], schema=DETECTION_SCHEMA)
         names, couplings, scopes, occs, conditions, errors = zip(*records, strict=True)
         self.per_rule.update(names)
-        # Each detection's constituents (a tuple, in t_occ order), then flattened:
-        # their scopes, t_occs and parameters' JSON texts, with one offset per
-        # detection. Arrow joins the texts into each detection's JSON array. The
-        # per-detection work is one step of a comprehension; the rest runs in C.
-        groups = [(o,) if type(o) is Occurrence else _constituents(o) for o in occs]
-        flat = list(chain.from_iterable(groups))
-        offsets = list(accumulate(map(len, groups), initial=0))
-        params = list(map(_params, flat))
-        if _LAZY_ONLY.issuperset(map(type, params)):
-            texts = list(map(_raw, params))
-        else:
-            texts = [p.raw if type(p) is LazyParams else dumps(p) for p in params]
-        t_occs = list(map(_t_occ, occs))
-        flat_scopes = list(map(_scope, flat))
-        flat_t = list(map(_t_occ, flat))
+        t_occs = [o[1] for o in occs]
+        # Each detection's constituents, flattened: their scopes, t_occs and
+        # parameters' JSON texts, with one offset per detection. Arrow joins the
+        # texts into each detection's JSON array.
+        offsets = [0]
+        flat_scopes: list[Any] = []
+        flat_t: list[int] = []
+        texts: list[str] = []
+        add_offset, add_scope, add_t, add_text = (
+            offsets.append,
+            flat_scopes.append,
+            flat_t.append,
+            texts.append,
+        )
+        n = 0
+        for occ in occs:
+            if type(occ) is Occurrence:
+                add_scope(occ[6])
+                add_t(occ[1])
+                p = occ[5]
+                add_text(p.raw if type(p) is LazyParams else dumps(p))
+                n += 1
+                add_offset(n)
+                continue
+            parts = occ[2]
+            # Composites of primitives are the common case: ordering their parts by
+            # t_occ (stably) gives what .constituents gives, without flattening.
+            if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
+                a, b = parts
+                cons: Any = (b, a) if b[1] < a[1] else parts
+            elif all(type(p) is Occurrence for p in parts):
+                cons = sorted(parts, key=_t_occ)
+            else:
+                cons = occ.constituents
+            for c in cons:
+                add_scope(c[6])
+                add_t(c[1])
+                p = c[5]
+                add_text(p.raw if type(p) is LazyParams else dumps(p))
+            n += len(cons)
+            add_offset(n)
         off = pa.array(offsets, pa.int32())
         joined = pc.binary_join(pa.ListArray.from_arrays(off, pa.array(texts, pa.string())), ",")
         return pa.RecordBatch.from_arrays(
@@ -571,18 +597,6 @@ class Replayer:
         )
 
 
-def _constituents(occ: Any) -> Any:
-    """What ``occ.constituents`` gives (its primitive parts in ``t_occ`` order,
-    stably), without flattening for the common case, a composite of primitives."""
-    parts = occ[2]
-    if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
-        a, b = parts
-        return (b, a) if b[1] < a[1] else parts
-    if all(type(p) is Occurrence for p in parts):
-        return sorted(parts, key=_t_occ)
-    return occ.constituents
-
-
 _fast_loads = orjson.loads
 _FastError = orjson.JSONDecodeError
 
@@ -592,10 +606,6 @@ def _exhausted() -> Any:
 
 
 _NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run
-_params = itemgetter(5)
-_scope = itemgetter(6)
-_raw = attrgetter("raw")
-_LAZY_ONLY: Final = frozenset({LazyParams})
 _FILTERABLE: Final = (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()))
 _SKIP: Final = "skip"
 #: A scope's outcome while only rows of rolled-back savepoints were seen.
