@@ -316,8 +316,8 @@ class Replayer:
     def _feed_scope_runs(self, batch: pa.RecordBatch) -> None:
         """:meth:`_feed_by_scope` for a batch outside savepoints (the usual case;
         see :func:`_plain_scopes`), a run of rows of one scope at a time: the
-        scope, its outcome and the savepoint path are read once per run, not once
-        per row, and the run's rows share one scope id object."""
+        scope id and outcome are converted once per run, not once per row (the
+        run's rows share one scope id object), and no row tests for a savepoint."""
         modes, mode_of, inject, refs = self._occurrence_parts()
         new_scope = self.detector.scope
         scope, cur, outcome, stack = self._scope, self._scope_id, self._outcome, self._stack
@@ -338,7 +338,7 @@ class Replayer:
         # The parameters detection reads (_NOW) are decoded in one orjson call
         # per batch, checked one by one as decode_params checks them.
         decoded = self._decode_now(batch, events, texts)
-        next_decoded = _exhausted if decoded is None else iter(decoded).__next__
+        next_decoded: Any = None if decoded is None else iter(decoded).__next__
         plain = _PLAIN.issuperset
         no_sources = column("source_class").null_count == n
         classes = keys = None if no_sources else column("source_class").to_pylist()
@@ -599,10 +599,6 @@ class Replayer:
 
 _fast_loads = orjson.loads
 _FastError = orjson.JSONDecodeError
-
-
-def _exhausted() -> Any:
-    raise AssertionError("no parameters decoded in bulk")  # unreachable: decoded is None
 
 
 _NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run
