@@ -111,6 +111,7 @@ def generate(out: Path, events: int, *, seed: int = 42, buckets: int = 16) -> No
         cols["source_key"].append(None)
         cols["params"].append(params)
         cols["outcome"].append(outcome)
+        cols["savepoint"].append(None)
         cols["id"].append(t_occ)
         cols["at"].append(int(ts * 1e6))
 

@@ -38,9 +38,11 @@ import gc
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any, Final, Literal, TypeVar
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,9 +51,11 @@ from sentinel.log.records import source_ref
 from sentinel.occurrence import Occurrence
 from sentinel.params import dumps
 from sentinel.replay.recorder import (
+    _PLAIN,
     InstantFailed,
     LazyParams,
     ReplayDetector,
+    checked_params,
     decode_params,
 )
 from sentinel.replay.rules import Rules, resolve_rules, rule_events
@@ -234,19 +238,21 @@ class Replayer:
             # Rows nothing listens to are dropped in Arrow, not looped over (other
             # types, such as string views, lack the kernels: the loop skips them).
             batch = batch.filter(pc.is_in(batch.column("event"), value_set=self._wanted))
-        try:
-            cols = [batch.column(name).to_pylist() for name in LOG_COLUMNS]
-        except KeyError as err:
-            missing = [c for c in LOG_COLUMNS if c not in batch.schema.names]
+        missing = [c for c in LOG_COLUMNS if c not in batch.schema.names]
+        if missing:
             raise ReplaySourceError(
                 f"log rows lack column(s) {', '.join(missing)}; replay needs "
                 f"{', '.join(LOG_COLUMNS)}",
                 source="input batch",
-            ) from err
-        if self.order == "scope":
-            self._feed_by_scope(cols)
+            )
+        if self.order == "t_occ":
+            self._feed_by_t_occ([batch.column(name).to_pylist() for name in LOG_COLUMNS])
+        elif not batch.num_rows:
+            return
+        elif self._path is None and _plain_scopes(batch):
+            self._feed_scope_runs(batch)
         else:
-            self._feed_by_t_occ(cols)
+            self._feed_by_scope([batch.column(name).to_pylist() for name in LOG_COLUMNS])
 
     def _occurrence_parts(self) -> tuple[Any, ...]:
         return (self._modes, self._mode, self.detector.inject, self._refs)
@@ -306,6 +312,115 @@ class Replayer:
                 break
             except InstantFailed:
                 continue  # recorded; go on with the next row
+
+    def _feed_scope_runs(self, batch: pa.RecordBatch) -> None:
+        """:meth:`_feed_by_scope` for a batch outside savepoints (the usual case;
+        see :func:`_plain_scopes`), a run of rows of one scope at a time: the
+        scope id and outcome are converted once per run, not once per row (the
+        run's rows share one scope id object), and no row tests for a savepoint."""
+        modes, mode_of, inject, refs = self._occurrence_parts()
+        new_scope = self.detector.scope
+        scope, cur, outcome, stack = self._scope, self._scope_id, self._outcome, self._stack
+        n = batch.num_rows
+        column = batch.column
+        scopes = column("scope")
+        if n > 1:
+            changed = pc.not_equal(scopes.slice(1), scopes.slice(0, n - 1))
+            starts = [0, *pc.add(pc.indices_nonzero(changed), 1).to_pylist()]
+        else:
+            starts = [0]
+        where = pa.array(starts, pa.int64())
+        sids = scopes.take(where).to_pylist()
+        outcomes = column("outcome").take(where).to_pylist()
+        t_occs, events, times, detected, texts = (
+            column(name).to_pylist() for name in ("t_occ", "event", "ts", "detected_ts", "params")
+        )
+        # The parameters detection reads (_NOW) are decoded in one orjson call
+        # per batch, checked one by one as decode_params checks them.
+        decoded = self._decode_now(batch, events, texts)
+        next_decoded: Any = None if decoded is None else iter(decoded).__next__
+        plain = _PLAIN.issuperset
+        no_sources = column("source_class").null_count == n
+        classes = keys = None if no_sources else column("source_class").to_pylist()
+        if not no_sources:
+            keys = column("source_key").to_pylist()
+        for lo, hi, sid, oc in zip(starts, [*starts[1:], n], sids, outcomes, strict=True):
+            if sid != cur:
+                if scope is not None:
+                    self._scope = None
+                    self._end(scope, outcome, stack)
+                scope = new_scope(sid)
+                cur, outcome = sid, oc
+                self._scope, self._scope_id, self._outcome = scope, cur, outcome
+            rows = zip(
+                t_occs[lo:hi], events[lo:hi], times[lo:hi], detected[lo:hi],
+                _NONE if classes is None else classes[lo:hi],
+                _NONE if keys is None else keys[lo:hi],
+                texts[lo:hi],
+                strict=False,  # _NONE repeats; the rest are slices of one length
+            )  # fmt: skip
+            while True:
+                try:
+                    for t, ev, ts, dts, sc, sk, text in rows:
+                        m = modes.get(ev)
+                        if m is None:
+                            m = mode_of(ev)
+                        if m is _SKIP:
+                            continue
+                        if m is _NOW and text != "{}":
+                            if decoded is None:
+                                d = decode_params(text)
+                            else:
+                                d = next_decoded()
+                                if type(d) is not dict:
+                                    d = decode_params(text)  # as it fails for this row alone
+                                elif not plain(map(type, d.values())):
+                                    d = checked_params(d, text)
+                            p = LazyParams(d)
+                            p.raw = text
+                            p.pending = False
+                        else:
+                            p = LazyParams()
+                            p.raw = text
+                            p.pending = text != "{}"
+                        if sc is None:
+                            source = None
+                        else:
+                            source = refs.get((sc, sk))
+                            if source is None:
+                                source = self._ref(sc, sk)
+                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                    break
+                except InstantFailed:
+                    continue  # recorded; go on with the next row
+
+    def _decode_now(
+        self, batch: pa.RecordBatch, events: list[str], texts: list[str]
+    ) -> list[Any] | None:
+        """The parameters of ``batch``'s rows whose parameters detection reads
+        (mode _NOW, not ``{}``), in row order, as ``orjson.loads`` reads each text:
+        the texts joined into one JSON array, read at once. ``None`` where that
+        cannot stand for reading them one by one (a text orjson refuses, or one
+        that is not a single value), or is not worth it (no such row)."""
+        modes, mode_of = self._modes, self._mode
+        now = [e for e in set(events) if (modes.get(e) or mode_of(e)) is _NOW]
+        event, params = batch.column("event"), batch.column("params")
+        if not now or event.type not in _RUN_TYPES or params.type not in _RUN_TYPES:
+            return None
+        if params.null_count:
+            return None
+        mask = pc.and_(
+            pc.is_in(event, value_set=pa.array(now, pa.string())), pc.not_equal(params, "{}")
+        )
+        selected = list(compress(texts, mask.to_pylist()))
+        if not selected:
+            return None
+        try:
+            out: list[Any] = _fast_loads("[" + ",".join(selected) + "]")
+        except _FastError:
+            return None
+        # Joined, a text that is not one value ("1,2") would shift the others.
+        return out if len(out) == len(selected) else None
 
     def _feed_by_t_occ(self, cols: list[list[Any]]) -> None:
         modes, mode_of, inject, refs = self._occurrence_parts()
@@ -482,12 +597,32 @@ class Replayer:
         )
 
 
+_fast_loads = orjson.loads
+_FastError = orjson.JSONDecodeError
+
+
+_NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run
 _FILTERABLE: Final = (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()))
 _SKIP: Final = "skip"
 #: A scope's outcome while only rows of rolled-back savepoints were seen.
 _UNKNOWN: Final = "unknown"
 _LAZY: Final = "lazy"
 _NOW: Final = "now"
+
+
+_RUN_TYPES: Final = (pa.string(), pa.large_string())
+
+
+def _plain_scopes(batch: pa.RecordBatch) -> bool:
+    """Whether ``batch`` can replay a run of one scope at a time: no row in a
+    rolled-back savepoint, and scope ids Arrow compares (strings, not null)."""
+    scopes = batch.column("scope")
+    return (
+        batch.column("savepoint").null_count == batch.num_rows
+        and scopes.type in _RUN_TYPES
+        and not scopes.null_count
+        and batch.schema.field("outcome").type in _RUN_TYPES
+    )
 
 
 def conform(batch: pa.RecordBatch) -> pa.RecordBatch:

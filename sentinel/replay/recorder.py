@@ -17,7 +17,7 @@ so parameters are never re-encoded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,6 +37,7 @@ __all__ = [
     "LazyParams",
     "RecordingScheduler",
     "ReplayDetector",
+    "checked_params",
     "decode_params",
     "fill",
 ]
@@ -79,6 +80,13 @@ def decode_params(text: str) -> dict[str, Any]:
         out: dict[str, Any] = _fast_loads(text)
     except _FastError:
         return loads(text)
+    return checked_params(out, text)
+
+
+def checked_params(out: dict[str, Any], text: str) -> dict[str, Any]:
+    """What :func:`decode_params` gives for ``text``, given ``out``, what
+    ``orjson.loads(text)`` gave: ``out`` itself when orjson read it as :mod:`json`
+    would, else ``text`` decoded by :mod:`sentinel.params`."""
     if _PLAIN.issuperset(map(type, out.values())):
         return out
     for v in out.values():
@@ -141,7 +149,55 @@ class RecordingScheduler(Scheduler):
 
     def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
         self.scope_id = scope.id
-        super().deliver(items, scope)
+        _deliver(self, items, scope)
+
+    def runner(self, rule: Rule) -> Callable[[Any, Scope], None]:
+        """What records an immediate ``rule``'s detection: :meth:`run`, with what
+        it reads of ``rule`` taken once, and (without ``run_actions``, which is
+        read at each call) no action to run."""
+        sub = rule._subscription
+        name = rule.name
+        coupling = rule.coupling._value_
+        cond = rule.condition
+        run = self.run
+        if cond is None:
+
+            def record(occ: Any, scope: Scope | None = None) -> None:
+                if self.run_actions:
+                    return run(rule, occ, scope)
+                if sub.active:
+                    self.records.append((name, coupling, self.scope_id, occ, True, None))
+                return None
+
+            return record
+        muted = self._muted
+
+        def check(occ: Any, scope: Scope | None = None) -> None:
+            if self.run_actions:
+                return run(rule, occ, scope)
+            if not sub.active:
+                return None
+            if type(occ) is Occurrence:
+                p = occ[5]
+                if type(p) is LazyParams and p.pending:
+                    p.fill()
+            else:
+                fill(occ)
+            me = get_ident()
+            mine = me not in muted
+            if mine:
+                muted.add(me)
+            try:
+                ok = bool(cond(occ))
+            except Exception as e:
+                self._failed(rule, occ, None, "condition", e)
+            finally:
+                if mine:
+                    muted.discard(me)
+            self.records.append((name, coupling, self.scope_id, occ, ok, None))
+            return None
+
+        return check
 
     def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
         if not rule._subscription.active:
@@ -186,6 +242,9 @@ class RecordingScheduler(Scheduler):
         )
         self.records.append((rule.name, rule.coupling._value_, self.scope_id, occ, ok, message))
         raise InstantFailed(message) from error
+
+
+_deliver = Scheduler.deliver
 
 
 class ReplayDetector(LocalEventDetector):

@@ -14,7 +14,7 @@ import pytest
 from sentinel import LocalEventDetector, ObjectRef, Occurrence
 from sentinel.errors import ReplayError, ReplaySourceError
 from sentinel.replay import DETECTION_SCHEMA, Replayer, log_table, replay, replay_batches
-from sentinel.replay.batch import GC_YOUNG_THRESHOLD
+from sentinel.replay.batch import GC_YOUNG_THRESHOLD, LOG_SCHEMA
 from sentinel.replay.recorder import LazyParams, decode_params
 from tests.replay.workload import Online, RuleSpec, build, replayed, run_steps
 
@@ -324,3 +324,78 @@ def test_a_small_workload_replays_as_it_ran_online() -> None:
     assert online.detections
     result = replay(log_table(online.rows), build(specs))
     assert replayed(result.rows()) == sorted(online.detections)
+
+
+# Parameter texts of rows whose parameters detection reads (a keyed event): they
+# are decoded in one orjson call per batch, each then checked as decode_params
+# checks it. A tagged, nested or out-of-range value read as orjson reads it, or
+# one text's value given to another row, would reach the condition below.
+_KEYED_TEXTS = [
+    '{"id":1,"n":1}',
+    '{"id":2,"n":{"$int":"0x1ed09bead87c0378d8e6400000000"}}',  # 10**36
+    '{"id":3,"n":{"$set":[1,2,3]}}',
+    '{"id":4,"n":{"$float":"nan"}}',
+    '{"id":5,"n":{"$float":"-0.0"}}',
+    '{"id":6,"n":123456789012345678901234567890}',  # beyond 64 bits: orjson reads a float
+    '{"id":7,"n":2.5}',
+    '{"id":8,"n":[1,{"$decimal":"1.10"}]}',
+    '{"id":9,"n":{"$map":{"$x":1}}}',
+    '{"id":10,"n":{"k":{"$int":"-0x10"}},"z":null}',
+    '{"id":{"$int":"0x1ed09bead87c0378d8e6400000000"},"n":"big key"}',
+    "{}",
+    '{ "id" : 11 , "n" : "spaced" }',
+]
+
+
+def _keyed_rows(texts: list[str]) -> pa.Table:
+    """Rows of one transaction: an ``order`` then a ``payment`` with each text."""
+    n = 2 * len(texts)
+    return pa.table(
+        {
+            "scope": ["a"] * n,
+            "t_occ": list(range(1, n + 1)),
+            "event": ["order", "payment"] * len(texts),
+            "ts": [float(i) for i in range(n)],
+            "detected_ts": [float(i) for i in range(n)],
+            "source_class": [None] * n,
+            "source_key": [None] * n,
+            "params": [t for t in texts for _ in (0, 1)],
+            "outcome": ["committed"] * n,
+        },
+        schema=pa.schema([f for f in LOG_SCHEMA if f.name != "savepoint"]),
+    )
+
+
+@pytest.mark.parametrize("lone_surrogate", [False, True])
+def test_parameters_detection_reads_decode_as_the_log_wrote_them(lone_surrogate: bool) -> None:
+    from sentinel.params import dumps, loads
+
+    texts = [*_KEYED_TEXTS, '{"id":12,"n":"\\ud800"}'] if lone_surrogate else _KEYED_TEXTS
+    det = _detector()
+    seen: list[Any] = []
+    det.rule(
+        "paid",
+        "(order ; payment) by id",
+        lambda o: seen.append([dict(p.params) for p in o.constituents]) or True,
+        action=print,
+        context="chronicle",
+    )
+    out = _detections(_keyed_rows(texts), det)
+    expected = [loads(t) for t in texts if "id" in loads(t)]
+    # dumps compares what == cannot: nan, -0.0, int against float.
+    assert [[dumps(p) for p in pair] for pair in seen] == [[dumps(e), dumps(e)] for e in expected]
+    kinds = [int, int, frozenset, float, float, int, float, tuple]  # lists read as tuples
+    assert [type(pair[0]["n"]) for pair in seen[:8]] == kinds
+    assert [d["params"] for d in out] == [f"[{t},{t}]" for t in texts if "id" in loads(t)]
+
+
+def test_a_parameter_text_that_is_not_one_value_fails_as_it_fails_alone() -> None:
+    from sentinel.replay.recorder import decode_params
+
+    det = _detector()
+    det.rule("paid", "(order ; payment) by id", action=print)
+    bad = '{"id":1},{"id":2}'  # joined with the others, it would read as two
+    with pytest.raises(Exception) as alone:
+        decode_params(bad)
+    with pytest.raises(type(alone.value)):
+        _detections(_keyed_rows(['{"id":1}', bad, '{"id":3}']), det)
