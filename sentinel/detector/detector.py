@@ -462,23 +462,41 @@ class EventDetector:
         try:
             if occ[1] > self._t:
                 self._t = occ[1]
-            if self.graph.dirty:
-                self.graph.rewire()
+            graph = self.graph
+            if graph.dirty:
+                graph.rewire()
             if ch is None:
                 route = self._routes.get(occ[0])
                 if route is None:
                     return
                 targets = route(occ, scope)
             else:
+                # ch.targets(selectors), inlined: replay's per-row path
+                targets = ch.any
                 source = occ[4]
-                targets = ch.targets(
-                    self.selectors_for(occ[0], source) if source is not None else ()
-                )
-            items = self._propagate(targets, occ, scope) if targets else None
+                if source is not None and ch.selected:
+                    targets = ch.targets(self.selectors_for(occ[0], source))
+            if not targets:
+                return
+            # _propagate, inlined, as in emit
+            triggered = self._triggered
+            store = scope.store
+            try:
+                for f in targets:
+                    f(store, occ)
+                if graph.agenda:
+                    graph.drain()
+            except BaseException:
+                graph.reset()
+                triggered.clear()
+                raise
+            if not triggered:
+                return
+            items = triggered[:]
+            triggered.clear()
         finally:
             lock.release()
-        if items:
-            self._deliver(items, scope)
+        self._deliver(items, scope)
 
     def selectors_for(self, event: str, source: Hashable) -> tuple[Hashable, ...]:
         """The selectors a logged occurrence of ``event`` from ``source`` carried
