@@ -34,6 +34,7 @@ HOT_PATH: tuple[str, ...] = (
     "sentinel.detector.operators.aperiodic",
     "sentinel.detector.operators.negation",
     "sentinel.detector.operators.instants",
+    "sentinel.rules.scheduler",
 )
 
 _EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
