@@ -152,7 +152,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise RuleError(name, "action", e) from e
+                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
 
             return run_action
         muted = self._muted
@@ -171,7 +171,7 @@ class Scheduler:
             except SentinelError:
                 raise
             except Exception as e:
-                raise RuleError(name, "condition", e) from e
+                raise _caused(RuleError(name, "condition", e), e)  # noqa: B904 (see _caused)
             finally:
                 if mine:
                     muted.discard(me)
@@ -181,7 +181,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise RuleError(name, "action", e) from e
+                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
 
         return run_rule
 
@@ -210,7 +210,7 @@ class Scheduler:
                 err = RuleError(rule.name, "condition", e)
                 if observer is not None:
                     observer(rule, occ, "failed", err)
-                raise err from e
+                raise _caused(err, e)  # noqa: B904 (see _caused)
             finally:
                 if mine:
                     muted.discard(me)
@@ -228,9 +228,17 @@ class Scheduler:
             err = RuleError(rule.name, "action", e)
             if observer is not None:
                 observer(rule, occ, "failed", err)
-            raise err from e
+            raise _caused(err, e)  # noqa: B904 (see _caused)
         if observer is not None:
             observer(rule, occ, "fired", None)
+
+
+def _caused(err: RuleError, cause: Exception) -> RuleError:
+    """``err`` with ``cause`` as its ``__cause__``: what ``raise err from cause``
+    does (setting ``__cause__`` also suppresses the context), spelled out because
+    compiled with mypyc, ``raise ... from`` left the cause unset here."""
+    err.__cause__ = cause
+    return err
 
 
 def _by_priority(item: tuple[Subscription, Any]) -> int:
