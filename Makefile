@@ -12,7 +12,7 @@ VENV_PURE := .venv-pure
 PURE_TREE := build/pure
 # The compiled build: hatch_build.py compiles sentinel/_build.py's HOT_PATH with
 # mypyc. Installing again after changing one of those modules is what recompiles.
-HOT_PATH := $(shell sed -n 's/^    "\(sentinel\.[a-z_.]*\)",$$/\1/p' sentinel/_build.py | tr . / | sed 's/$$/.py/')
+HOT_PATH := ${shell sed -n '/^HOT_PATH/,/)/p' sentinel/_build.py | grep -o '"sentinel[a-z_.]*"' | tr -d '"' | tr . / | sed 's/$$/.py/'}
 BUILD_INPUTS := pyproject.toml hatch_build.py sentinel/_build.py $(HOT_PATH)
 # make test fails rather than test a pure build it took for a compiled one;
 # `make test SENTINEL_PURE=1` tests the pure build in .venv too.

@@ -25,17 +25,7 @@ __all__ = ["COMPILED", "HOT_PATH", "MODULES", "NOTE", "describe", "stale"]
 #: The modules the compiled build compiles, chosen by measurement
 #: (docs/performance.md, "The compiled build"). ``hatch_build.py`` reads this
 #: tuple from this file's text, so keep it a literal.
-HOT_PATH: tuple[str, ...] = (
-    "sentinel.detector.contexts",
-    "sentinel.detector.operators.base",
-    "sentinel.detector.operators.seq",
-    "sentinel.detector.operators.conj",
-    "sentinel.detector.operators.disj",
-    "sentinel.detector.operators.aperiodic",
-    "sentinel.detector.operators.negation",
-    "sentinel.detector.operators.instants",
-    "sentinel.rules.scheduler",
-)
+HOT_PATH: tuple[str, ...] = ("sentinel.rules.scheduler",)
 
 _EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 #: Written by the build hook beside this file: what the build did.
