@@ -102,7 +102,8 @@ class MypycBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                 if _flag("SENTINEL_COMPILE_REQUIRED"):
                     raise RuntimeError(f"sentinel: compiling the hot path failed:\n{exc}") from None
                 tail = str(exc).strip().splitlines()[-1:] or ["no output"]
-                record["note"] = f"compilation failed, installed the pure build: {tail[0]}"
+                reason = tail[0] if len(tail[0]) <= 160 else tail[0][:157] + "..."
+                record["note"] = f"compilation failed, installed the pure build: {reason}"
                 sys.stderr.write(
                     "WARNING: sentinel: compiling the hot path with mypyc failed; "
                     f"installing the pure-Python build instead.\n{exc}\n"
