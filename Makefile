@@ -14,9 +14,9 @@ PURE_TREE := build/pure
 # mypyc. Installing again after changing one of those modules is what recompiles.
 HOT_PATH := ${shell sed -n '/^HOT_PATH/,/)/p' sentinel/_build.py | grep -o '"sentinel[a-z_.]*"' | tr -d '"' | tr . / | sed 's/$$/.py/'}
 BUILD_INPUTS := pyproject.toml hatch_build.py sentinel/_build.py $(HOT_PATH)
-# make test fails rather than test a pure build it took for a compiled one;
-# `make test SENTINEL_PURE=1` tests the pure build in .venv too.
-export SENTINEL_COMPILE_REQUIRED ?= 1
+# make test's install fails rather than give a pure build it would take for a
+# compiled one; `make test SENTINEL_PURE=1` tests the pure build in .venv too.
+SENTINEL_COMPILE_REQUIRED ?= 1
 EXPECT_BUILD := $(if $(filter-out 0 false no,$(SENTINEL_PURE)),pure,compiled)
 
 .PHONY: demo test lint typecheck pytest pytest-pure pure-tree explore bench clean
@@ -33,7 +33,7 @@ $(VENV)/.installed-demo: $(BUILD_INPUTS) | $(BIN)/python
 
 $(VENV)/.installed-dev: $(BUILD_INPUTS) | $(BIN)/python
 	@echo "Installing sqlalchemy-sentinel with its test tools and PySpark into $(VENV), compiling its hot path: a few minutes ..."
-	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	SENTINEL_COMPILE_REQUIRED=$(SENTINEL_COMPILE_REQUIRED) $(BIN)/python -m pip install -q -e '.[dev,spark]'
 	$(BIN)/python -m sentinel._build
 	touch $@ $(VENV)/.installed-demo
 
