@@ -46,7 +46,8 @@ def median_range(values: Sequence[float], fmt: str = ",.0f") -> str:
 
 
 def machine() -> str:
-    """One line saying what the figures were measured on."""
+    """What the figures were measured on: the machine, its load, and which build
+    of sentinel (compiled or pure Python) ran."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -58,4 +59,10 @@ def machine() -> str:
         pass
     import os
 
-    return f"{cpu}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    from sentinel import _build
+
+    return (
+        f"{cpu}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+        f"load {os.getloadavg()[0]:.1f}"
+        f"\nsentinel: {_build.describe()}"
+    )

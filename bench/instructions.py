@@ -159,7 +159,10 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
     n = 5_000 if args.quick else args.n
+    from _common import machine
+
     print(f"CPU instructions per event (callgrind, {n:,} events after {WARM:,} uncounted)")
+    print(machine())
     for name, per in counts([args.only] if args.only else list(SETUP), n).items():
         print(f"   {name:<42} {per:>10,.0f}")
 

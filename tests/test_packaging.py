@@ -3,6 +3,7 @@ license, extras, entry points and the files an installed sentinel needs."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1800,  # the compiled build compiles the hot path: minutes
     )
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("*.whl")
@@ -106,3 +107,29 @@ def test_entry_points_and_package_files(wheel: zipfile.ZipFile) -> None:
         "sentinel/algebra/snoop.lark",
     ):
         assert needed in names
+
+
+def test_the_wheel_is_the_build_the_environment_asks_for(wheel: zipfile.ZipFile) -> None:
+    """``SENTINEL_PURE=1`` (the pure pass of ``make test``) builds a pure wheel;
+    otherwise the wheel carries the compiled hot path, every module of it, with
+    its sources and a platform tag. Its record says which."""
+    import json
+
+    from sentinel import _build
+
+    names = set(wheel.namelist())
+    record = json.loads(wheel.read("sentinel/_build_record.json"))
+    assert record["mode"] == "wheel"
+    extensions = {n for n in names if n.endswith(".so") or n.endswith(".pyd")}
+    tags = [line for line in dist_info(wheel, "WHEEL").splitlines() if line.startswith("Tag:")]
+    if os.environ.get("SENTINEL_PURE", "") not in ("", "0"):
+        assert record["compiled"] == [] and "SENTINEL_PURE" in record["note"]
+        assert extensions == set()
+        assert tags == ["Tag: py3-none-any"]
+    elif os.environ.get("SENTINEL_EXPECT_BUILD") == "compiled":
+        assert record["compiled"] == list(_build.HOT_PATH)
+        for name in _build.HOT_PATH:
+            path = name.replace(".", "/")
+            assert f"{path}.py" in names
+            assert any(e.startswith(path + ".") for e in extensions), name
+        assert tags and all("-none-any" not in t for t in tags)

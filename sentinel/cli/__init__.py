@@ -39,8 +39,26 @@ from sentinel.extras import DISTRIBUTION
 __all__ = ["main"]
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from sentinel import _build
+
+    click.echo(f"sentinel, version {version(DISTRIBUTION)}\n{_build.describe()}")
+    ctx.exit()
+
+
 @click.group(name="sentinel")
-@click.version_option(package_name=DISTRIBUTION, prog_name="sentinel")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version and the build (compiled or pure Python) and exit.",
+)
 def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""
 

@@ -337,7 +337,11 @@ class EventGraph:
         for key, h in self.handlers.items():
             h.height = heights[key]
             h.twins = twins
-            h.out, h.outb = [], []  # type: ignore[assignment]
+        # Each handler's outputs, collected here and set as tuples below (the
+        # handler's attributes are tuples: compiled, a list there is a TypeError).
+        outs: dict[int, tuple[list[Entry], list[Entry]]] = {
+            h.hid: ([], []) for h in self.handlers.values()
+        }
 
         # Each edge becomes a function in its source's outputs (the wiring every
         # path can use) and a spec for the leaf compiler (see codegen.py).
@@ -394,13 +398,15 @@ class EventGraph:
                     # the leaf from inlining the sink).
                     levels = 0
                 source = self.handlers[src]
-                source.out.append(_exit(one, levels))  # type: ignore[attr-defined]
-                source.outb.append(_exit(many, levels))  # type: ignore[attr-defined]
+                out, outb = outs[source.hid]
+                out.append(_exit(one, levels))
+                outb.append(_exit(many, levels))
                 out_specs.setdefault(source.hid, []).append(
                     self._spec(edge.target, one) if levels == 0 else ("call", _exit(one, levels))
                 )
         for h in self.handlers.values():
-            h.out, h.outb = tuple(h.out), tuple(h.outb)
+            out, outb = outs[h.hid]
+            h.out, h.outb = tuple(out), tuple(outb)
 
         for ch in self.channels.values():
             ch.any, ch.selected = (), {}

@@ -54,7 +54,7 @@ class OdeHandler(Handler):
             from sentinel.ode.attributes import AttributeHandler
 
             return AttributeHandler.__new__(AttributeHandler, hid, expr)
-        return object.__new__(cls)
+        return super().__new__(cls)  # Handler.__new__: compiled, object.__new__ refuses
 
     def __init__(self, hid: int, expr: Any) -> None:
         super().__init__(hid, expr)

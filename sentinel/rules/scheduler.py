@@ -23,6 +23,8 @@ from functools import partial
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from sentinel.detector import Scope, Subscription, t_init
 from sentinel.errors import CascadeLimitError, RuleError, SentinelError
 
@@ -36,6 +38,7 @@ __all__ = ["RuleObserver", "Scheduler"]
 RuleObserver = Callable[["Rule", Any, str, "BaseException | None"], None]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # replay's RecordingScheduler
 class Scheduler:
     """Orders and runs the rules one detector triggers."""
 
@@ -44,7 +47,10 @@ class Scheduler:
             raise ValueError(f"cascade_limit must be at least 1, not {cascade_limit}")
         self.detector = detector
         self.cascade_limit = cascade_limit
-        self._depth = _Depth()
+        #: The process scope's cascade depth, per thread (its ``depth``, 0 until
+        #: set). A plain ``threading.local``: compiled, a subclass of it cannot be
+        #: declared.
+        self._depth: Any = threading.local()
         self._muted = detector._muted
         self._process_scope = detector.process_scope
         self._scope_var = detector._scope_var
@@ -88,7 +94,8 @@ class Scheduler:
         """How deep rule execution is nested right now in the current thread's
         scope (0 outside any rule)."""
         scope = self.detector.current_scope()
-        return (self._depth if scope is self._process_scope else scope).depth
+        depth: int = getattr(self._depth if scope is self._process_scope else scope, "depth", 0)
+        return depth
 
     def deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
         """Run an instant's triggered rules, higher priority first (ties in order of
@@ -98,7 +105,7 @@ class Scheduler:
         # its own view of the process scope. Only the shared process scope itself
         # (passed explicitly, e.g. by the timer thread) needs a thread-local.
         depth_of = self._depth if scope is self._process_scope else scope
-        depth = depth_of.depth
+        depth: int = getattr(depth_of, "depth", 0)
         if depth >= self.cascade_limit:
             raise CascadeLimitError(_first_rule(items), self.cascade_limit)
         depth_of.depth = depth + 1
@@ -145,7 +152,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise RuleError(name, "action", e) from e
+                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
 
             return run_action
         muted = self._muted
@@ -164,7 +171,7 @@ class Scheduler:
             except SentinelError:
                 raise
             except Exception as e:
-                raise RuleError(name, "condition", e) from e
+                raise _caused(RuleError(name, "condition", e), e)  # noqa: B904 (see _caused)
             finally:
                 if mine:
                     muted.discard(me)
@@ -174,7 +181,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise RuleError(name, "action", e) from e
+                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
 
         return run_rule
 
@@ -203,7 +210,7 @@ class Scheduler:
                 err = RuleError(rule.name, "condition", e)
                 if observer is not None:
                     observer(rule, occ, "failed", err)
-                raise err from e
+                raise _caused(err, e)  # noqa: B904 (see _caused)
             finally:
                 if mine:
                     muted.discard(me)
@@ -221,13 +228,17 @@ class Scheduler:
             err = RuleError(rule.name, "action", e)
             if observer is not None:
                 observer(rule, occ, "failed", err)
-            raise err from e
+            raise _caused(err, e)  # noqa: B904 (see _caused)
         if observer is not None:
             observer(rule, occ, "fired", None)
 
 
-class _Depth(threading.local):
-    depth = 0
+def _caused(err: RuleError, cause: Exception) -> RuleError:
+    """``err`` with ``cause`` as its ``__cause__``: what ``raise err from cause``
+    does (setting ``__cause__`` also suppresses the context), spelled out because
+    compiled with mypyc, ``raise ... from`` left the cause unset here."""
+    err.__cause__ = cause
+    return err
 
 
 def _by_priority(item: tuple[Subscription, Any]) -> int:

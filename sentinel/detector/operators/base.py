@@ -31,6 +31,8 @@ from itertools import zip_longest
 from operator import itemgetter
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence, Occurrence
@@ -55,6 +57,7 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
 ARRIVAL = itemgetter(1)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # other layers' strategies
 class Handler:
     """Base of the per-operator, per-context strategies.
 
@@ -84,15 +87,6 @@ class Handler:
         #: ``E``): then an instant's arrivals are compared by value, not identity.
         self.twins = False
 
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        # A slot without its own batch entry processes a batch one by one.
-        for i in range(cls.arity or 0):
-            single = getattr(cls, f"on{i}", None)
-            batch = getattr(cls, f"on{i}_batch", None)
-            if single is not None and (batch is None or getattr(batch, "_sequential", False)):
-                setattr(cls, f"on{i}_batch", _sequential(single))
-
     def new_state(self) -> list[Any]:
         raise NotImplementedError
 
@@ -103,7 +97,12 @@ class Handler:
         return getattr(self, f"on{slot}")  # type: ignore[no-any-return]
 
     def entry_batch(self, slot: int) -> Entry:
-        return getattr(self, f"on{slot}_batch")  # type: ignore[no-any-return]
+        """The batch entry point of ``slot``: ``on<slot>_batch``, or, for a
+        strategy without one, ``on<slot>`` applied to each occurrence in turn
+        (looked up here rather than set on the class: a compiled class cannot
+        be given methods after it is made)."""
+        batch: Entry | None = getattr(self, f"on{slot}_batch", None)
+        return batch if batch is not None else _sequential(self.entry(slot))
 
     # -- inlining (codegen.py) ---------------------------------------------------------
     def gen_detect(self, g: Any, store: str, occ: str, parts: str) -> None:
@@ -173,12 +172,11 @@ class Handler:
         return f"<{type(self).__name__} #{self.hid} {self.expr}>"
 
 
-def _sequential(single: Callable[[Any, Store, Any], None]) -> Callable[..., None]:
-    def batch(self: Any, store: Store, occs: list[Any]) -> None:
+def _sequential(single: Entry) -> Entry:
+    def batch(store: Store, occs: list[Any]) -> None:
         for occ in occs:
-            single(self, store, occ)
+            single(store, occ)
 
-    batch._sequential = True  # type: ignore[attr-defined]
     return batch
 
 

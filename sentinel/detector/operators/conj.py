@@ -215,11 +215,14 @@ class _AnyBase(Handler):
         self.m: int = expr.m
         self.n: int = len(expr.children)
 
-    #: The strategy of :mod:`instants` for an instant reaching several operands.
-    together: Any = None
-
     def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
-        type(self).together(self, store, batches, self.m)
+        self.together(store, batches)
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        """An instant reaching several operands: the context's strategy of
+        :mod:`instants` (a method, not a class attribute holding the function:
+        compiled, such an attribute is an instance attribute)."""
+        raise NotImplementedError
 
     def entry(self, slot: int) -> Entry:
         def on(store: Store, occ: Any, _k: int = slot) -> None:
@@ -242,7 +245,9 @@ class AnyRecent(_AnyBase):
     the most recent occurrences of the m-1 most recently active other operands."""
 
     __slots__ = ()
-    together = instants.recent
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.recent(self, store, batches, self.m)
 
     def new_state(self) -> list[Any]:
         return [None] * self.n
@@ -262,7 +267,9 @@ class AnyChronicle(_AnyBase):
     """Oldest occurrences first; every occurrence used is consumed."""
 
     __slots__ = ()
-    together = instants.chronicle
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.chronicle(self, store, batches, self.m)
 
     def new_state(self) -> list[Any]:
         return [deque() for _ in range(self.n)]
@@ -287,7 +294,9 @@ class AnyContinuous(_AnyBase):
     terminator is kept (as for continuous AND)."""
 
     __slots__ = ()
-    together = instants.continuous
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.continuous(self, store, batches, self.m)
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]
@@ -317,7 +326,9 @@ class AnyCumulative(_AnyBase):
     distinct operands are available; then all is consumed."""
 
     __slots__ = ()
-    together = instants.cumulative
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.cumulative(self, store, batches, self.m)
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]
@@ -340,7 +351,9 @@ class AnyUnrestricted(_AnyBase):
     """Every set of occurrences of m distinct operands ending with the terminator."""
 
     __slots__ = ()
-    together = instants.unrestricted
+
+    def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        instants.unrestricted(self, store, batches, self.m)
 
     def new_state(self) -> list[Any]:
         return [[] for _ in range(self.n)]

@@ -25,7 +25,7 @@ class _Not(Handler):
     def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
         if batches[1]:
             # E1 at the instant of an E2: its closed interval already holds an E2.
-            batches = (), batches[1], batches[2]  # type: ignore[assignment]
+            batches = ([], batches[1], batches[2])
         super().process_instant(store, batches)
 
 
