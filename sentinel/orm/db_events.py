@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapper, PassiveFlag
-from sqlalchemy.orm.attributes import get_history
+from sqlalchemy.orm.attributes import get_history, instance_state
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
@@ -332,7 +332,7 @@ def signal_flush(
         if not (always or _needed(ch, plan.selectors, ref)):
             continue
         event = f"{plan.name}:insert"
-        state_dict = sa.inspect(obj).dict
+        state_dict = instance_state(obj).dict
         new = {k: _value(state_dict[k], event, f"new.{k}") for k in plan.keys if k in state_dict}
         notify(
             ch,
@@ -359,7 +359,7 @@ def signal_flush(
         # keeps their committed values. Plain values are compared here as
         # SQLAlchemy's history compares them (==); anything else (a value never
         # loaded, a mutable type) asks the attribute's history.
-        state = sa.inspect(obj)
+        state = instance_state(obj)  # what sa.inspect(obj) returns, without its registry
         touched = state.committed_state
         current = state.dict
         for k in plan.keys:
@@ -402,7 +402,7 @@ def signal_flush(
         if not (always or _needed(ch, plan.selectors, ref)):
             continue
         event = f"{plan.name}:delete"
-        state_dict = sa.inspect(obj).dict
+        state_dict = instance_state(obj).dict
         old = {k: _value(state_dict[k], event, f"old.{k}") for k in plan.keys if k in state_dict}
         notify(
             ch,
