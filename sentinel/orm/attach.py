@@ -250,9 +250,17 @@ class _Integration:
         """The occurrence listener (under the detector's lock): buffer ``occ``
         for the log. Parameters that are not loggable are made so, or raise
         :class:`~sentinel.params.UnloggableParameter` (the signal fails), unless
-        the log policy of the attachment that logs ``occ`` leaves them out."""
+        the log policy of the attachment that logs ``occ`` leaves them out; an
+        occurrence no attachment logs is left alone."""
         ref = LIVE.get(occ[6])
         st = None if ref is None else ref()
+        if st is not None:
+            sink = st.attachment.sink
+        else:
+            primary = self.primary
+            sink = None if primary is None else primary.sink
+        if sink is None:
+            return
         params = occ[5]
         if params:
             for k, v in params.items():
@@ -261,25 +269,21 @@ class _Integration:
                 t = type(v)
                 if t is str:
                     if len(v) > MAX_STRING:
-                        _refuse_logged(self._policy(st), occ[0], params, (k,))
+                        _refuse_logged(sink.writer.policy, occ[0], params, (k,))
                 elif t is MappingProxyType:
                     # a database event's column values (``new``, ``old``)
                     for k2, v2 in v.items():
                         if type(v2) is str and len(v2) > MAX_STRING:
-                            _refuse_logged(self._policy(st), occ[0], params, (k, k2))
+                            _refuse_logged(sink.writer.policy, occ[0], params, (k, k2))
                 elif t not in _LOGGABLE:
-                    _make_loggable(self._policy(st), occ[0], params)
+                    _make_loggable(sink.writer.policy, occ[0], params)
                     break
         if st is not None:
-            if st.attachment.sink is not None:
-                st.occurrences.append(occ)
-            return
-        primary = self.primary
-        if primary is None or primary.sink is None:
+            st.occurrences.append(occ)
             return
         scope = occ[6]
         if scope == self.detector.process_scope.id:
-            primary.sink.add_late(("occ", occ, None))
+            sink.add_late(("occ", occ, None))
             return
         pending = self.foreign.setdefault(scope, [])
         pending.append(occ)
@@ -288,14 +292,7 @@ class _Integration:
             del self.foreign[scope]
             outcome = "committed" if name == "txn:commit" else "aborted"
             for o in pending:
-                primary.sink.add_late(("occ", o, outcome))
-
-    def _policy(self, st: Any) -> LogPolicy | None:
-        """The log policy that applies to an occurrence of the session state
-        ``st`` (``None``: of no session transaction)."""
-        att = st.attachment if st is not None else self.primary
-        sink = None if att is None else att.sink
-        return None if sink is None else sink.writer.policy
+                sink.add_late(("occ", o, outcome))
 
     def on_expired(self, expired: list[Expired]) -> None:
         """The bitemporal archive listener: mark the expired occurrences in the

@@ -145,3 +145,26 @@ def test_a_logged_column_too_long_is_refused_at_the_flush_and_harms_no_one(
     assert world.logged(f"Doc:{change}") == []
     world.ordinary()
     assert len(world.logged("Doc.edit:begin")) == 10
+
+
+def test_a_session_whose_attachment_does_not_log_is_never_refused_for_the_log(
+    make_world: Any,
+) -> None:
+    world = make_world(LogPolicy())
+    quiet = attach(sessionmaker(world.engine), detector=world.det, workers=0, log=False)
+    try:
+        with quiet.target.begin() as s:  # a long column, a long method argument
+            s.add(world.Doc(id=2, body=BIG))
+            s.flush()
+            s.get(world.Doc, 2).edit(BIG + "!", "quiet")
+        with quiet.target() as s:
+            assert s.get(world.Doc, 2).body == BIG + "!"
+        assert [o.params["new"]["body"] for o in world.seen if o.event == "Doc:insert"] == [BIG]
+        # the logging attachment still refuses what it would log, on the same detector
+        with pytest.raises(UnloggableParameter), world.Session.begin() as s:
+            s.get(world.Doc, 1).edit(BIG, "loud")
+        assert world.logged("Doc.edit:begin") == []
+        assert world.logged("Doc:insert") == []
+        world.ordinary()
+    finally:
+        quiet.detach()
