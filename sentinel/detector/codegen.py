@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence
 
 __all__ = ["Gen", "Spec", "compile_leaf"]
@@ -57,6 +58,8 @@ class Gen:
             "_T": triggered.append,
             "_MISSING": _MISSING,
             "_unhashable": _unhashable,
+            "_Store": Store,
+            "_store_new": dict.__new__,
         }
         self._names: dict[int, str] = {}
         self._n = 0
@@ -120,9 +123,22 @@ class Gen:
                 self.line(f"_unhashable({self.const(key)}, {k}, {occ})")
             self.line(f"if {sub} is None:")
             with self.block():
-                self.line(f"{sub} = {parts}[{k}] = _part({store})")
+                # Store(factories, store), without the call to its __init__
+                self.line(f"{sub} = {parts}[{k}] = _store_new(_Store)")
+                self.line(f"{sub}.factories = _factories")
+                self.line(f"{sub}.parent = {store}")
+                self.line(f"{sub}.owner = None")
             self.target(inner, sub, occ)
-            self.line(f"if not any(map(any, {sub}.values())):")
+            # Release the partition's store once it holds nothing: a loop, which
+            # costs less than any(map(any, ...)) (no map object, no call per state
+            # once one is found non-empty).
+            held = self.var("h")
+            self.line(f"for {held} in {sub}.values():")
+            with self.block():
+                self.line(f"if any({held}):")
+                with self.block():
+                    self.line("break")
+            self.line("else:")
             with self.block():
                 self.line(f"del {parts}[{k}]")
 
@@ -180,11 +196,12 @@ def compile_leaf(
     specs: Sequence[Spec],
     outputs: Mapping[int, Sequence[Spec]],
     triggered: list[Any],
-    new_partition: Callable[[Any], Any],
+    factories: Mapping[int, Callable[[], list[Any]]],
 ) -> Callable[[Any, Any], None]:
-    """One function doing what calling each of ``specs`` would do."""
+    """One function doing what calling each of ``specs`` would do; a partition's
+    store is made with the states' ``factories``."""
     g = Gen(outputs, triggered)
-    g.consts["_part"] = new_partition
+    g.consts["_factories"] = factories
     for spec in specs:
         g.target(spec, "store", "occ")
     ident = re.sub(r"\W", "_", name)[:40]

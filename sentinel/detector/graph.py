@@ -423,7 +423,7 @@ class EventGraph:
                         leaf_specs[(name, selector)],
                         out_specs,
                         self.triggered,
-                        self._new_partition,
+                        self.factories,
                     ),
                 )
             else:
@@ -607,9 +607,6 @@ class EventGraph:
             for (_e, m, r), h in self.handlers.items()
             if m == mode and keyed in r
         )
-
-    def _new_partition(self, parent: Store) -> Store:
-        return Store(self.factories, parent)
 
     def _router(self, router_key: Key, inner: Entry) -> Entry:
         keyed = router_key[0]

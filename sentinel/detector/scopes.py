@@ -38,6 +38,8 @@ class Store(dict):  # type: ignore[type-arg]
 
     def __init__(self, factories: dict[int, Callable[[], list[Any]]], parent: Store | None = None):
         # No dict.__init__: a new dict is empty already (one call less per partition).
+        # The generated leaves (codegen.py, ``_route``) make a new key's store
+        # without calling this: keep the two in step.
         self.factories = factories
         self.parent = parent
         self.owner: weakref.ref[Scope] | None = None

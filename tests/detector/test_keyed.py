@@ -55,6 +55,22 @@ def test_partitions_are_created_on_first_use_and_released_when_empty(
     assert partitions(det) == {}
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["generated leaves", "wired graph"])
+def test_a_partition_store_is_a_store_like_any_other(
+    det: LocalEventDetector, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generated leaves make a new key's store without calling ``Store``;
+    it must hold what ``Store(factories, parent)`` holds."""
+    monkeypatch.setattr(type(det.graph), "compile", compiled)
+    det.rule("paid", "(order ; payment) by order_id", action=print, context="chronicle")
+    det.signal("order", order_id=1)
+    (sub,) = partitions(det).values()
+    made = Store(det.graph.factories, det.process_scope.store)
+    assert type(sub) is Store
+    for slot in Store.__slots__:
+        assert getattr(sub, slot, "unset") is getattr(made, slot, "unset"), slot
+
+
 def test_recent_partitions_live_while_they_hold_an_initiator(det: LocalEventDetector) -> None:
     det.rule("paid", "(order ; payment) by order_id", action=print)
     det.signal("order", order_id=1)
