@@ -57,6 +57,7 @@ from sentinel.replay.recorder import (
     ReplayDetector,
     checked_params,
     decode_params,
+    row_error,
 )
 from sentinel.replay.rules import Rules, resolve_rules, rule_events
 
@@ -300,7 +301,7 @@ class Replayer:
                     p.raw = text
                     p.pending = text != "{}"
                     if m is _NOW and p.pending:
-                        p.update(decode_params(text))
+                        p.update(_decode_row(text, ev, t, sid))
                         p.pending = False
                     if sc is None:
                         source = None
@@ -369,13 +370,13 @@ class Replayer:
                             continue
                         if m is _NOW and text != "{}":
                             if decoded is None:
-                                d = decode_params(text)
+                                d = _decode_row(text, ev, t, sid)
                             else:
                                 d = next_decoded()
                                 if type(d) is not dict:  # read alone (see _decode_now)
-                                    d = decode_params(text)  # as it fails for this row alone
+                                    d = _decode_row(text, ev, t, sid)
                                 elif not plain(map(type, d.values())):
-                                    d = checked_params(d, text)
+                                    d = _decode_row(text, ev, t, sid, d)
                             p = LazyParams(d)
                             p.raw = text
                             p.pending = False
@@ -474,7 +475,7 @@ class Replayer:
                         p.raw = text
                         p.pending = text != "{}"
                         if m is _NOW and p.pending:
-                            p.update(decode_params(text))
+                            p.update(_decode_row(text, ev, t, sid))
                             p.pending = False
                         if sc is None:
                             source = None
@@ -622,6 +623,15 @@ class Replayer:
 
 _fast_loads = orjson.loads
 _FastError = orjson.JSONDecodeError
+
+
+def _decode_row(text: str, event: str, t_occ: int, scope: Any, read: Any = None) -> Any:
+    """:func:`decode_params` of a row's ``text`` (:func:`checked_params`, given
+    ``read``, what orjson read), naming the row when it cannot be read."""
+    try:
+        return decode_params(text) if read is None else checked_params(read, text)
+    except ReplaySourceError as err:
+        raise row_error(err, event, t_occ, scope) from err
 
 
 _NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run

@@ -456,3 +456,28 @@ def _valid_alone(text: str) -> bool:
     except Exception:
         return False
     return True
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["null", "[1]", "", "1", '"abc"', '{"id":1} {"id":2}', '{"id":1,}', '{"id":{"$int":5}}'],
+)
+@pytest.mark.parametrize("reader", ["detection", "condition", "t_occ order"])
+def test_a_corrupt_parameter_text_is_a_replay_source_error_naming_its_row(
+    bad: str, reader: str
+) -> None:
+    """A row whose parameters replay reads (detection partitions by them, or a
+    condition reads them) but that holds no JSON object of parameters fails the
+    replay with a :class:`ReplaySourceError` naming the row (event, t_occ,
+    scope), whether it is read in the batch, alone, or lazily."""
+    det = _detector()
+    if reader == "detection":
+        det.rule("paid", "(order ; payment) by id", action=print)
+    elif reader == "condition":
+        det.rule("paid", "order ; payment", lambda o: True, action=print)
+    else:
+        det.rule("paid", "(order ; payment) by id", action=print, flush=False)
+    order = "t_occ" if reader == "t_occ order" else "scope"
+    rows = _texts_rows(['{"id":1}', bad, '{"id":3}'])
+    with pytest.raises(ReplaySourceError, match=r"^log row payment@2 in scope 'a': its params"):
+        _detections(rows, det, order=order)
