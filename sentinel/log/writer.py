@@ -353,13 +353,28 @@ def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
 _new_occ: Any = tuple.__new__
 
 
+#: The POSIX seconds of the first and the last second a ``datetime`` holds
+#: (0001-01-01 00:00:00 and 9999-12-31 23:59:59 UTC).
+_FIRST_SECOND = -62_135_596_800
+_LAST_SECOND = 253_402_300_799
+
+
 def _stamp_prefix(secs: int) -> str:
-    """``YYYY-MM-DD HH:MM:SS`` of the POSIX second ``secs`` (UTC), remembered."""
+    """``YYYY-MM-DD HH:MM:SS`` of the POSIX second ``secs`` (UTC), remembered.
+    Raises :class:`ValueError` for a second outside the years 1 to 9999, as
+    ``datetime.fromtimestamp`` does (``strftime`` would write the year 10000,
+    and a year before 1000 without its leading zeros)."""
     prefix = _STAMPS.get(secs)
     if prefix is None:
+        if not _FIRST_SECOND <= secs <= _LAST_SECOND:
+            raise ValueError(f"the POSIX second {secs} is outside the years 1 to 9999")
         if len(_STAMPS) > 10_000:
             _STAMPS.clear()
-        prefix = _STAMPS[secs] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(secs))
+        tm = time.gmtime(secs)
+        prefix = _STAMPS[secs] = (
+            f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d} "
+            f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
+        )
     return prefix
 
 
@@ -712,6 +727,23 @@ class LogWriter:
             )
         return rows
 
+    def _bad_times(self, rows: list[tuple[Any, ...]], err: BaseException) -> None:
+        """Raise a :class:`~sentinel.errors.LogWriteError` naming the first of
+        ``rows`` (:meth:`event_values` rows) whose occurrence or detection time
+        no ``datetime`` holds (``err`` came from making it); return when none
+        is such a row."""
+        for _scope, t_occ, event, ts, dts, *_ in rows:
+            for what, value in (("occurrence time", ts), ("detection time", dts)):
+                try:
+                    _fromtimestamp(value, UTC)
+                except (ValueError, OverflowError):
+                    raise LogWriteError(
+                        f"cannot log occurrence {event[:80]}@{t_occ}: its {what} {value!r} "
+                        "(POSIX seconds) is outside the years 1 to 9999 that the log's "
+                        "datetime columns hold",
+                        table=self.tables.events.name,
+                    ) from err
+
     def _bad_ids(self, occ: Occurrence) -> None:
         event, t_occ, *_, scope = occ
         if type(scope) is not str:
@@ -857,7 +889,11 @@ class LogWriter:
         t = self.tables
         if rows or restamp is not None:
             plan = self._events_plan(connection)
-            prepared = plan.rows(rows) if rows else []  # may raise, before any SQL
+            try:
+                prepared = plan.rows(rows) if rows else []  # may raise, before any SQL
+            except (ValueError, OverflowError) as err:
+                self._bad_times(rows, err)
+                raise
             seq = self.take_commit_seq(connection) if sequence and self.commit_order else None
             if restamp is not None and seq is not None:
                 ev = t.events

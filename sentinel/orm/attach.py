@@ -145,6 +145,15 @@ def _refuse_logged(
         normalize(value, event=event, param=".".join(path))  # raises, naming both
 
 
+def _normalize_mapping(
+    policy: LogPolicy | None, event: str, params: dict[str, Any], name: str
+) -> None:
+    """Normalize the read-only mapping ``params[name]`` as a dict would be (or
+    raise), unless the log leaves it out."""
+    if _kept(policy, event, params, (name,)):
+        params[name] = normalize(params[name], event=event, param=name)
+
+
 def _make_loggable(policy: LogPolicy | None, event: str, params: dict[str, Any]) -> None:
     """Replace the values of ``params`` that are not loggable by loggable ones
     (or raise), leaving alone those the log leaves out."""
@@ -271,6 +280,11 @@ class _Integration:
                     if len(v) > MAX_STRING:
                         _refuse_logged(sink.writer.policy, occ[0], params, (k,))
                 elif t is MappingProxyType:
+                    if occ[4] is None:
+                        # an explicit event's own mapping (a database event's
+                        # and a method's were normalized by their layers)
+                        _normalize_mapping(sink.writer.policy, occ[0], params, k)
+                        continue
                     # a database event's column values (``new``, ``old``)
                     for k2, v2 in v.items():
                         if type(v2) is str and len(v2) > MAX_STRING:

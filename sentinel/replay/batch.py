@@ -57,6 +57,7 @@ from sentinel.replay.recorder import (
     ReplayDetector,
     checked_params,
     decode_params,
+    row_error,
 )
 from sentinel.replay.rules import Rules, resolve_rules, rule_events
 
@@ -300,7 +301,7 @@ class Replayer:
                     p.raw = text
                     p.pending = text != "{}"
                     if m is _NOW and p.pending:
-                        p.update(decode_params(text))
+                        p.update(_decode_row(text, ev, t, sid))
                         p.pending = False
                     if sc is None:
                         source = None
@@ -369,13 +370,13 @@ class Replayer:
                             continue
                         if m is _NOW and text != "{}":
                             if decoded is None:
-                                d = decode_params(text)
+                                d = _decode_row(text, ev, t, sid)
                             else:
                                 d = next_decoded()
-                                if type(d) is not dict:
-                                    d = decode_params(text)  # as it fails for this row alone
+                                if type(d) is not dict:  # read alone (see _decode_now)
+                                    d = _decode_row(text, ev, t, sid)
                                 elif not plain(map(type, d.values())):
-                                    d = checked_params(d, text)
+                                    d = _decode_row(text, ev, t, sid, d)
                             p = LazyParams(d)
                             p.raw = text
                             p.pending = False
@@ -398,10 +399,20 @@ class Replayer:
         self, batch: pa.RecordBatch, events: list[str], texts: list[str]
     ) -> list[Any] | None:
         """The parameters of ``batch``'s rows whose parameters detection reads
-        (mode _NOW, not ``{}``), in row order, as ``orjson.loads`` reads each text:
-        the texts joined into one JSON array, read at once. ``None`` where that
-        cannot stand for reading them one by one (a text orjson refuses, or one
-        that is not a single value), or is not worth it (no such row)."""
+        (mode _NOW, not ``{}``), in row order, as ``orjson.loads`` reads each text,
+        or ``None`` for a row to be read alone: the texts of flat objects joined
+        into one JSON array, read at once. ``None`` instead of the list where that
+        cannot stand for reading them one by one (a text orjson refuses), or is
+        not worth it (no such row).
+
+        Only texts that begin with ``{``, end with ``}`` and hold no other brace
+        are joined, with a line break in each separator: then each is read as
+        exactly its own value, or the array is refused. (A line break inside a
+        string is not JSON, so no string spans two texts; the first text that is
+        not one value would begin with an object that closes at its last
+        character, which is one value. Corrupt texts such as ``{"id":1`` and
+        ``"s":2},{"id":1}`` read as one value each only when joined.) Texts of
+        nested values are read alone anyway, by :func:`checked_params`."""
         modes, mode_of = self._modes, self._mode
         now = [e for e in set(events) if (modes.get(e) or mode_of(e)) is _NOW]
         event, params = batch.column("event"), batch.column("params")
@@ -412,15 +423,28 @@ class Replayer:
         mask = pc.and_(
             pc.is_in(event, value_set=pa.array(now, pa.string())), pc.not_equal(params, "{}")
         )
-        selected = list(compress(texts, mask.to_pylist()))
+        flat = pc.and_(
+            pc.and_(pc.starts_with(params, "{"), pc.ends_with(params, "}")),
+            pc.and_(
+                pc.equal(pc.count_substring(params, "{"), 1),
+                pc.equal(pc.count_substring(params, "}"), 1),
+            ),
+        )
+        joined = pc.and_(mask, flat)
+        selected = list(compress(texts, joined.to_pylist()))
         if not selected:
             return None
         try:
-            out: list[Any] = _fast_loads("[" + ",".join(selected) + "]")
+            out: list[Any] = _fast_loads("[" + ",\n".join(selected) + "]")
         except _FastError:
             return None
-        # Joined, a text that is not one value ("1,2") would shift the others.
-        return out if len(out) == len(selected) else None
+        if len(out) != len(selected):  # pragma: no cover - see above
+            return None
+        if len(selected) == pc.sum(mask).as_py():
+            return out
+        # the rows read alone get None, in their place among the others
+        values = iter(out).__next__
+        return [values() if j else None for j in compress(joined.to_pylist(), mask.to_pylist())]
 
     def _feed_by_t_occ(self, cols: list[list[Any]]) -> None:
         modes, mode_of, inject, refs = self._occurrence_parts()
@@ -451,7 +475,7 @@ class Replayer:
                         p.raw = text
                         p.pending = text != "{}"
                         if m is _NOW and p.pending:
-                            p.update(decode_params(text))
+                            p.update(_decode_row(text, ev, t, sid))
                             p.pending = False
                         if sc is None:
                             source = None
@@ -599,6 +623,15 @@ class Replayer:
 
 _fast_loads = orjson.loads
 _FastError = orjson.JSONDecodeError
+
+
+def _decode_row(text: str, event: str, t_occ: int, scope: Any, read: Any = None) -> Any:
+    """:func:`decode_params` of a row's ``text`` (:func:`checked_params`, given
+    ``read``, what orjson read), naming the row when it cannot be read."""
+    try:
+        return decode_params(text) if read is None else checked_params(read, text)
+    except ReplaySourceError as err:
+        raise row_error(err, event, t_occ, scope) from err
 
 
 _NONE: Final = repeat(None)  # zip stops at the run's end: shared by every run

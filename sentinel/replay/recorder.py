@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from sentinel.errors import ReplayError, RuleError
+from sentinel.errors import ReplayError, ReplaySourceError, RuleError
 from sentinel.occurrence import Occurrence
 from sentinel.params import loads
 from sentinel.rules import LocalEventDetector, Scheduler
@@ -40,6 +40,7 @@ __all__ = [
     "checked_params",
     "decode_params",
     "fill",
+    "row_error",
 ]
 
 _fast_loads = orjson.loads
@@ -75,11 +76,17 @@ def decode_params(text: str) -> dict[str, Any]:
     objects); a mapping of plain values is then done. Where orjson reads the
     text otherwise than :mod:`json` does, :mod:`json` reads it: a lone surrogate
     (orjson refuses it) and an integer beyond 64 bits (orjson reads a float).
+
+    Raises :class:`~sentinel.errors.ReplaySourceError` for a text that is not
+    the JSON object of parameters the log writes (not JSON, another JSON value,
+    a malformed tagged value): a corrupt row (see :func:`row_error`).
     """
     try:
         out: dict[str, Any] = _fast_loads(text)
     except _FastError:
-        return loads(text)
+        return _loads(text)
+    if type(out) is not dict:
+        raise _not_params(text, f"a JSON {type(out).__name__}, not an object")
     return checked_params(out, text)
 
 
@@ -92,10 +99,44 @@ def checked_params(out: dict[str, Any], text: str) -> dict[str, Any]:
     for v in out.values():
         if type(v) is float:
             if not -(2.0**63) < v < 2.0**64:
-                return loads(text)  # perhaps an integer beyond 64 bits
+                return _loads(text)  # perhaps an integer beyond 64 bits
         elif type(v) in _NESTED:
-            return loads(text)  # tagged values, perhaps nested
+            return _loads(text)  # tagged values, perhaps nested
     return out
+
+
+def _loads(text: str) -> dict[str, Any]:
+    """:func:`sentinel.params.loads`, failing with a
+    :class:`~sentinel.errors.ReplaySourceError`."""
+    try:
+        out = loads(text)
+    except Exception as err:  # JSON errors, a list's .items(), a tag's payload
+        raise _not_params(text, f"{type(err).__name__}: {err}") from err
+    return out
+
+
+def _not_params(text: Any, why: str) -> ReplaySourceError:
+    return ReplaySourceError(
+        f"its params are not the JSON object of parameters the log writes ({why[:200]}): "
+        f"{str(text)[:80]!r}",
+        source="params",
+    )
+
+
+def row_error(err: ReplaySourceError, event: Any, t_occ: Any, scope: Any) -> ReplaySourceError:
+    """``err`` (from decoding a row's parameters) naming the row."""
+    return ReplaySourceError(
+        f"log row {event!s:.80}@{t_occ} in scope {scope!r:.80}: {err}", source=err.source
+    )
+
+
+def _fill_named(occ: Any) -> None:
+    """Fill the lazy parameters of the primitive ``occ``, naming it when they
+    cannot be read."""
+    try:
+        occ[5].fill()
+    except ReplaySourceError as err:
+        raise row_error(err, occ[0], occ[1], occ[6]) from err
 
 
 _PLAIN: Final = frozenset({str, int, bool, type(None)})
@@ -107,7 +148,7 @@ def fill(occ: Any) -> None:
     if type(occ) is Occurrence:
         p = occ[5]
         if type(p) is LazyParams and p.pending:
-            p.fill()
+            _fill_named(occ)
         return
     stack = [occ]
     pop, extend = stack.pop, stack.extend
@@ -116,7 +157,7 @@ def fill(occ: Any) -> None:
         if type(o) is Occurrence:
             p = o[5]
             if type(p) is LazyParams and p.pending:
-                p.fill()
+                _fill_named(o)
         else:
             extend(o[2])
 
@@ -180,7 +221,7 @@ class RecordingScheduler(Scheduler):
             if type(occ) is Occurrence:
                 p = occ[5]
                 if type(p) is LazyParams and p.pending:
-                    p.fill()
+                    _fill_named(occ)
             else:
                 fill(occ)
             me = get_ident()

@@ -309,10 +309,10 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     assert (r.rows, r.detections) == (4, 1)
     feeder = service._feeder
     assert feeder is not None
-    assert [why.split(":")[0] for _, why in feeder.skipped] == [
-        "InvalidOperation",
-        "AttributeError",
-    ]
+    whys = [why for _, why in feeder.skipped]
+    assert [why.split(":")[0] for why in whys] == ["ReplaySourceError", "ReplaySourceError"]
+    assert "(InvalidOperation: " in whys[0]
+    assert "(a JSON list, not an object)" in whys[1]
     assert "cannot be read and is skipped" in caplog.text
     service.close()
 

@@ -253,6 +253,9 @@ def test_sqlite_rows_are_what_the_columns_types_bind() -> None:
     stamps = [0.0, -0.5, -1.0, -86_400.25, 1.0078125, 2.9999995, T0, 4_102_444_800.999999]
     stamps += [rng.uniform(-2e9, 5e9) for _ in range(2_000)]
     stamps += [1_700_000_000 + k / 128 for k in range(128)]  # exact halves of a microsecond
+    # every year a datetime holds (years before 1000 keep their leading zeros)
+    stamps += [-62_135_596_800.0, 253_402_300_799.0, -30_610_224_000.5]
+    stamps += [rng.uniform(-62_135_596_800, 253_402_300_799) for _ in range(500)]
     mp = MappingProxyType
     params: list[dict[str, Any]] = [
         {},
@@ -330,3 +333,54 @@ def test_psycopg_rows_are_what_the_columns_types_bind() -> None:
             dt.datetime.fromtimestamp(o.detected_timestamp, dt.UTC)
         )
         assert row["at"].tzinfo is dt.UTC
+
+
+@pytest.mark.parametrize("year", [1, 800, 999])
+def test_an_occurrence_before_the_year_1000_is_found_by_its_time(
+    migrated: sa.Engine, year: int
+) -> None:
+    """Occurrence times before the year 1000 (``signal_at`` accepts them) are
+    written as the column's type writes them: on SQLite, the ``at`` text has a
+    four-digit year, so ``since``/``until`` (text comparisons there) find it."""
+    when = dt.datetime(year, 3, 4, 5, 6, 7, 890123, tzinfo=dt.UTC)
+    early = occ("E", 1, ts=when.timestamp())
+    with migrated.begin() as conn:
+        LogWriter().write(conn, [early, occ("E", 2, ts=T0)])
+    with LogReader(migrated) as r:
+        found = [
+            o.t_occ
+            for o, _, _ in r.occurrences(
+                since=dt.datetime(year, 1, 1, tzinfo=dt.UTC),
+                until=dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC),
+            )
+        ]
+        assert found == [1]
+    ev = log_tables().events
+    with migrated.connect() as conn:
+        at = conn.execute(sa.select(ev.c.at).where(ev.c.t_occ == 1)).scalar_one()
+    assert at == dt.datetime.fromtimestamp(early.timestamp, dt.UTC)  # to the float's precision
+
+
+@pytest.mark.parametrize(
+    "ts", [253_402_300_800.0, 1e12, -62_135_596_801.0], ids=["year-10000", "year-33658", "year-0"]
+)
+def test_an_occurrence_time_no_datetime_holds_is_refused_before_any_sql(
+    migrated: sa.Engine, ts: float
+) -> None:
+    """An occurrence time outside the years 1 to 9999 (a finite number
+    ``signal_at`` accepts) cannot be the ``at`` column's datetime: every backend
+    refuses the batch with a :class:`LogWriteError` naming the occurrence,
+    before any SQL (SQLite's shortcut wrote a text no reader parses)."""
+    bad = occ("E", 2, ts=ts)
+    with (
+        Statements(migrated) as st,
+        migrated.begin() as conn,
+        pytest.raises(LogWriteError, match=r"E@2.*year"),
+    ):
+        LogWriter(check_schema=False).write(conn, [occ("E", 1), bad])
+    assert st.inserts() == []
+    late = Occurrence("E", 3, T0, ts, None, {}, "tx")
+    with pytest.raises(LogWriteError, match=r"E@3.*detection time"), migrated.begin() as conn:
+        LogWriter().write(conn, [late])
+    with LogReader(migrated) as r:
+        assert list(r.occurrences()) == []

@@ -320,3 +320,60 @@ def test_a_bad_archive_mark_blocks_nobody(world: World, caplog: pytest.LogCaptur
     assert any("forged-scope" in r.getMessage() for r in caplog.records)
     commits = [o.scope for o, _, _ in world.logged() if o.event == "txn:commit"]
     assert len(commits) == 4
+
+
+def _nested_mapping(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = MappingProxyType({"k": value})
+    return value
+
+
+#: Read-only mappings (the type database events' ``new``/``old`` have) that an
+#: explicit event may carry: refused at the signal like any other mapping.
+REFUSED_MAPPINGS: list[tuple[str, Any]] = [
+    ("object inside", MappingProxyType({"a": object()})),
+    ("NUL key", MappingProxyType({"\x00": 1})),
+    ("int key", MappingProxyType({1: 2})),
+    ("too deep", _nested_mapping(MAX_DEPTH + 1)),
+]
+
+
+@pytest.mark.parametrize("where", ["transaction", "process scope"])
+@pytest.mark.parametrize(("label", "value"), REFUSED_MAPPINGS, ids=[r[0] for r in REFUSED_MAPPINGS])
+def test_a_read_only_mapping_of_an_explicit_event_is_refused_at_the_signal(
+    world: World, where: str, label: str, value: Any
+) -> None:
+    """An explicit event's read-only mapping that the log cannot store is
+    refused when signalled, as a dict is, in a transaction and outside one
+    (it was let through, then failed the commit, or was dropped from the late
+    rows with an error)."""
+    world.det.explicit("Note")
+    with world.Session() as s:
+        if where == "transaction":
+            s.get(world.Box, 1).put(0)  # the session's transaction is the scope
+        with pytest.raises(UnloggableParameter) as info:
+            world.det.signal("Note", m=value)
+        assert info.value.event == "Note"
+        s.commit()
+    _ordinary(world, 3)
+    assert not [o for o, _, _ in world.logged() if o.event == "Note"]
+    assert world.att.sink is not None and not world.att.sink.late
+
+
+@pytest.mark.parametrize("where", ["transaction", "process scope"])
+def test_a_read_only_mapping_of_an_explicit_event_is_normalized_for_the_log(
+    world: World, where: str
+) -> None:
+    """A read-only mapping holding values that are loggable once normalized
+    (a list, a set) is logged normalized, as a dict is."""
+    world.det.explicit("Note")
+    with world.Session() as s:
+        if where == "transaction":
+            s.get(world.Box, 1).put(0)
+        world.det.signal("Note", m=MappingProxyType({"l": [1, "\x00"], "s": {2}}))
+        s.commit()
+    (note,) = [o for o, _, _ in world.logged() if o.event == "Note"]
+    assert canon(note.params["m"]) == canon(
+        MappingProxyType({"l": (1, "\x00"), "s": frozenset({2})})
+    )

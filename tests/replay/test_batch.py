@@ -399,3 +399,85 @@ def test_a_parameter_text_that_is_not_one_value_fails_as_it_fails_alone() -> Non
         decode_params(bad)
     with pytest.raises(type(alone.value)):
         _detections(_keyed_rows(['{"id":1}', bad, '{"id":3}']), det)
+
+
+def _texts_rows(texts: list[str]) -> pa.Table:
+    """Rows of one transaction: ``order``, ``payment``, ``order``, ... with these
+    parameter texts (one each)."""
+    n = len(texts)
+    return pa.table(
+        {
+            "scope": ["a"] * n,
+            "t_occ": list(range(1, n + 1)),
+            "event": [("order", "payment")[i % 2] for i in range(n)],
+            "ts": [float(i) for i in range(n)],
+            "detected_ts": [float(i) for i in range(n)],
+            "source_class": [None] * n,
+            "source_key": [None] * n,
+            "params": texts,
+            "outcome": ["committed"] * n,
+        },
+        schema=pa.schema([f for f in LOG_SCHEMA if f.name != "savepoint"]),
+    )
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # a string that spans two rows, the second row ending with a second object
+        ['{"id":1,"s":"x', 'y"},{"id":1}'],
+        # an object that spans two rows; a third row holds two objects
+        ['{"id":1', '"s":2}', '{"id":1},{"id":1}', '{"id":5}'],
+        # a string that spans two rows, every text one brace of each kind
+        ['{"id":1,"s":"}', '{"}', '{"id":1}', '{"x":"{"},{"id":1}'],
+        # an object inside a nested array that spans two rows, each text an object
+        ['{"id":1,"a":[{}', '{"id":2}]}', '{"id":1},{"id":1}', '{"id":9}'],
+    ],
+)
+def test_parameter_texts_that_read_as_one_value_each_only_when_joined_fail_as_alone(
+    texts: list[str],
+) -> None:
+    """Corrupt parameter texts that, joined into one JSON array, read as as many
+    values as there are rows (each row then given another row's value) fail the
+    replay as the first of them fails alone: never a detection made of values
+    no row holds."""
+    det = _detector()
+    det.rule("paid", "(order ; payment) by id", action=print)
+    first_bad = next(t for t in texts if not _valid_alone(t))
+    with pytest.raises(Exception) as alone:
+        decode_params(first_bad)
+    with pytest.raises(type(alone.value)):
+        _detections(_texts_rows(texts), det)
+
+
+def _valid_alone(text: str) -> bool:
+    try:
+        decode_params(text)
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["null", "[1]", "", "1", '"abc"', '{"id":1} {"id":2}', '{"id":1,}', '{"id":{"$int":5}}'],
+)
+@pytest.mark.parametrize("reader", ["detection", "condition", "t_occ order"])
+def test_a_corrupt_parameter_text_is_a_replay_source_error_naming_its_row(
+    bad: str, reader: str
+) -> None:
+    """A row whose parameters replay reads (detection partitions by them, or a
+    condition reads them) but that holds no JSON object of parameters fails the
+    replay with a :class:`ReplaySourceError` naming the row (event, t_occ,
+    scope), whether it is read in the batch, alone, or lazily."""
+    det = _detector()
+    if reader == "detection":
+        det.rule("paid", "(order ; payment) by id", action=print)
+    elif reader == "condition":
+        det.rule("paid", "order ; payment", lambda o: True, action=print)
+    else:
+        det.rule("paid", "(order ; payment) by id", action=print, flush=False)
+    order = "t_occ" if reader == "t_occ order" else "scope"
+    rows = _texts_rows(['{"id":1}', bad, '{"id":3}'])
+    with pytest.raises(ReplaySourceError, match=r"^log row payment@2 in scope 'a': its params"):
+        _detections(rows, det, order=order)
