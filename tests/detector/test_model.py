@@ -170,3 +170,31 @@ def test_unrestricted_detection_equals_the_definitions_at_length(
 ) -> None:
     found, signals = run_detector({"u": (expr, Context.UNRESTRICTED)}, history, variant)
     assert same(found["u"], unrestricted(expr, signals))
+
+
+E1, E2 = Primitive("E1"), Primitive("E2")
+SHARED = [E1 & S_ANY, E1 & E2, E1 >> E2]
+
+
+@pytest.mark.parametrize("variant", [(True, True), (False, True), (False, False)])
+@pytest.mark.parametrize("expr", [x | x for x in SHARED] + [x & x for x in SHARED], ids=str)
+def test_one_sub_expression_on_both_operands(
+    expr: ex.Expression, variant: tuple[bool, bool]
+) -> None:
+    """One node feeds both operands: each of its detections is one occurrence of
+    the OR, and the AND never pairs it with itself. (Compiled with mypyc, a
+    handler once gave each output a copy of its detection: the OR detected
+    twice, the AND paired a detection with its copy.)"""
+    history = [
+        ("E1", (), None),
+        ("S", ("x",), None),
+        ("E2", (), None),
+        ("E1", (), None),
+        ("S", ("y",), None),
+        ("E2", (), None),
+    ]
+    found, signals = run_detector({c.value: (expr, c) for c in CONTEXTS}, history, variant)
+    for c in CONTEXTS:
+        expected = model.detect(expr, signals, c.value)
+        assert expected, c
+        assert same(found[c.value], expected), c

@@ -37,9 +37,19 @@ from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence, Occurrence
 
-__all__ = ["Entry", "Handler", "composite", "instant_order"]
+__all__ = ["Detection", "Entry", "Handler", "composite", "instant_order"]
 
 Entry = Callable[[Store, Any], None]
+
+#: The declared type of a local variable holding a detection that is used more
+#: than once (delivered to each output in a loop, or kept and delivered). The
+#: graph tells one instant's arrivals apart by identity (``EventGraph.drain``,
+#: OR's merge, AND never pairing an occurrence with itself), so every output must
+#: receive the same object. Left to inference, ``c = (expr, t, parts)`` is a
+#: fixed-length tuple, which mypyc keeps unboxed in a compiled module and boxes
+#: into a *new* tuple object at each use: each output would get its own copy.
+#: Declared ``tuple[Any, ...]``, it is boxed once, where it is made.
+Detection = tuple[Any, ...]
 
 _new: Any = tuple.__new__
 C = CompositeOccurrence

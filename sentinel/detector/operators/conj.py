@@ -26,7 +26,7 @@ from itertools import combinations, product
 from typing import Any
 
 from sentinel.detector.operators import instants
-from sentinel.detector.operators.base import Entry, Handler
+from sentinel.detector.operators.base import Detection, Entry, Handler
 from sentinel.detector.scopes import Store
 
 
@@ -40,7 +40,7 @@ class AndRecent(Handler):
         st = store[self.hid]
         other = st[1]
         if other is not None:
-            c = (self.expr, occ[1], (other, occ))
+            c: Detection = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
         st[0] = occ
@@ -49,7 +49,7 @@ class AndRecent(Handler):
         st = store[self.hid]
         other = st[0]
         if other is not None:
-            c = (self.expr, occ[1], (other, occ))
+            c: Detection = (self.expr, occ[1], (other, occ))
             for f in self.out:
                 f(store, c)
         st[1] = occ
@@ -77,7 +77,7 @@ class AndChronicle(Handler):
         st = store[self.hid]
         q = st[1 - mine]
         if q:
-            c = (self.expr, occ[1], (q.popleft(), occ))
+            c: Detection = (self.expr, occ[1], (q.popleft(), occ))
             for f in self.out:
                 f(store, c)
         else:
@@ -149,7 +149,7 @@ class AndCumulative(Handler):
         partners = st[1 - mine]
         if partners:
             st[1 - mine] = []
-            c = (self.expr, occ[1], (*partners, occ))
+            c: Detection = (self.expr, occ[1], (*partners, occ))
             for f in self.out:
                 f(store, c)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from sentinel.detector.operators.base import Handler
+from sentinel.detector.operators.base import Detection, Handler
 from sentinel.detector.scopes import Store
 
 
@@ -33,7 +33,7 @@ class SeqRecent(_Seq):
     def on1(self, store: Store, occ: Any) -> None:
         init = store[self.hid][0]
         if init is not None:
-            c = (self.expr, occ[1], (init, occ))
+            c: Detection = (self.expr, occ[1], (init, occ))
             for f in self.out:
                 f(store, c)
 
@@ -63,7 +63,7 @@ class SeqChronicle(_Seq):
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
         if q:
-            c = (self.expr, occ[1], (q.popleft(), occ))
+            c: Detection = (self.expr, occ[1], (q.popleft(), occ))
             for f in self.out:
                 f(store, c)
 
@@ -123,7 +123,7 @@ class SeqCumulative(_Seq):
         inits = st[0]
         if inits:
             st[0] = []
-            c = (self.expr, occ[1], (*inits, occ))
+            c: Detection = (self.expr, occ[1], (*inits, occ))
             for f in self.out:
                 f(store, c)
 
