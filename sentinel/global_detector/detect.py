@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from math import isfinite
 from typing import Any, Final
 
 from sentinel.errors import GlobalDetectorError
@@ -167,7 +168,11 @@ class CommitFeeder:
         given = None if ranks is None else iter(ranks)
         if not rows:
             return []
-        det = self._detector or self._start(rows[0].ts)
+        det = self._detector
+        if det is None:
+            # the clock starts at the first row with a time it can stand at
+            start = next((r.ts for r in rows if isfinite(r.ts)), None)
+            det = self._start(rows[0].ts if start is None else start)
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
@@ -195,6 +200,16 @@ class CommitFeeder:
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
                     "detector numbers at most that many per transaction"
                 )
+            if not (isfinite(r.ts) and isfinite(r.detected_ts)):
+                # a row written by hand: moving the clock to infinity would fire
+                # every timer at once (a periodic one for ever)
+                rank += 1
+                self._skip(
+                    r,
+                    f"ValueError: its occurrence time ({r.ts!r}) or detection time "
+                    f"({r.detected_ts!r}) is not a finite number",
+                )
+                continue
             if self.log_time is None or r.ts > self.log_time:
                 self.log_time = r.ts
             if r.ts > clock.now():
@@ -223,21 +238,24 @@ class CommitFeeder:
                 if not isinstance(params, dict):
                     raise TypeError(f"parameters are a {type(params).__name__}, not an object")
             except Exception as err:  # a row written by hand: it must not stop the rest
-                self.skipped.append((r.id, f"{type(err).__name__}: {err}"[:500]))
-                log.error(
-                    "sentinel global: log row %d (%s in scope %s) cannot be read and is "
-                    "skipped: %s",
-                    r.id,
-                    r.event,
-                    r.scope,
-                    self.skipped[-1][1],
-                )
+                self._skip(r, f"{type(err).__name__}: {err}")
                 continue
             occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
             inject(occ, scope)
         if seq != -1:
             self._end(opened, seq, out)
         return out
+
+    def _skip(self, r: Any, why: str) -> None:
+        """Report the row ``r``, which cannot be read, and record it as skipped."""
+        self.skipped.append((r.id, why[:500]))
+        log.error(
+            "sentinel global: log row %d (%s in scope %s) cannot be read and is skipped: %s",
+            r.id,
+            r.event,
+            r.scope,
+            self.skipped[-1][1],
+        )
 
     def _end(self, opened: dict[str, Any], seq: int, out: list[Detection]) -> None:
         det = self._detector

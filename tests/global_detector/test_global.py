@@ -317,6 +317,65 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     service.close()
 
 
+_FORGED_TIMES = [
+    pytest.param("sqlite", float("inf"), id="sqlite-inf"),
+    pytest.param("sqlite", float("-inf"), id="sqlite--inf"),
+    pytest.param("postgresql", float("inf"), id="postgresql-inf"),
+    pytest.param("postgresql", float("nan"), id="postgresql-nan"),
+]
+
+
+@pytest.mark.parametrize(("backend", "forged_ts"), _FORGED_TIMES)
+def test_a_row_whose_time_is_not_finite_is_skipped_not_a_clock_jump(
+    log_db: sa.Engine, forged_ts: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A forged row whose occurrence time is not a finite number must not move
+    the log's clock: at infinity every timer fires at once ("not paid within a
+    second" for an order paid in time), and a periodic one fires for ever. It
+    is reported, naming the row, and skipped; the detections are those of the
+    log without it (MariaDB stores no infinity or NaN)."""
+    now = [0.0]
+    writer = LogWriter(commit_order=True)
+
+    def occ(event: str, ts: float, scope: str) -> Occurrence:
+        return Occurrence(event, 1, ts, scope=scope, params={"customer": 1})
+
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("order", 1001.0, "o1")])
+    with log_db.begin() as conn:
+        seq = writer.take_commit_seq(conn)
+        conn.execute(
+            sa.text(
+                "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
+                "detected_ts, params, outcome, commit_seq) VALUES ('forged', 1, 'order', "
+                ":at, :at, :ts, 1.0, '{\"customer\": 2}', 'committed', :seq)"
+            ),
+            {"at": "2026-01-01 00:00:00", "ts": forged_ts, "seq": seq},
+        )
+        forged = conn.execute(
+            sa.text("SELECT id FROM sentinel_events WHERE scope = 'forged'")
+        ).scalar_one()
+    with log_db.begin() as conn:
+        writer.write(conn, [occ("payment", 1001.5, "p1")])  # in time
+    service = GlobalDetector(
+        rules.temporal, log_db, lease=10, run_actions=False, clock=lambda: now[0], clock_grace=0
+    )
+    now[0] = 1001.6
+    r = service.step()
+    assert (r.rows, r.detections) == (3, 0)
+    feeder = service._feeder
+    assert feeder is not None
+    assert feeder.log_time == 1001.5
+    [(row_id, why)] = feeder.skipped
+    assert (row_id, "is not a finite number") == (forged, why[-len("is not a finite number") :])
+    assert f"log row {forged} (order in scope forged) cannot be read" in caplog.text
+    now[0] = 1010.0  # customer 1 paid in time; the forged customer 2 is no order
+    for _ in range(3):
+        assert service.step().detections == 0
+    service.close()
+    assert replay_committed(rules.temporal, log_db) == []
+
+
 def test_rows_without_a_commit_number_are_reported(
     log_db: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
