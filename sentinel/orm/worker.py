@@ -508,9 +508,17 @@ class Runner:
                     f"attempt {claimed.attempts}: {text}",
                 )
         except Exception:
+            # the entry stays `running` until its lease runs out; then it is
+            # claimable again (an attempt that did not finish): the pool must
+            # come back to it, or nothing in this process ever would
+            wait = max(delay, self.lease)
             log.exception(
-                "sentinel's outbox: the failure of entry %s was not recorded", claimed.key
+                "sentinel's outbox: the failure of entry %s was not recorded; trying it "
+                "again in %g s, once its claim has expired",
+                claimed.key,
+                wait,
             )
+            self.submit(claimed.key, wait)
             return "retried"
         if final:
             return "failed"

@@ -302,6 +302,34 @@ def test_entries_retried_at_once_do_not_hide_the_ones_after_them_from_a_drain(or
     assert [e[2] for e in orm.effects()] == [7.0]
 
 
+def test_a_failure_the_pool_could_not_record_is_run_again_once_its_claim_expires(
+    orm: ORM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool thread whose attempt failed, and whose record of that failure
+    the database refused (it was away for a moment), leaves the entry
+    ``running`` until its lease ends. The pool must come back to it then: in
+    an application with only pool workers nothing else would, and the entry
+    stayed ``running`` for ever."""
+    att = orm.attach(workers=1, lease=0.3, max_attempts=3)
+    orm.det.rule("R", "Stock.e2", action=actions.flaky, coupling="detached")
+    monkeypatch.setitem(actions.FAILURES, "flaky", 1)
+    real, refused = att.runner.store.fail, []
+
+    def fail(*args: Any, **kwargs: Any) -> bool:
+        if not refused:
+            refused.append(args[1].attempts)
+            raise sa.exc.OperationalError("UPDATE", {}, Exception("the database went away"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(att.runner.store, "fail", fail)
+    _trigger(orm, 4.0)
+    assert att.wait_detached(10)
+    assert refused == [1]
+    assert [a[2] for a in actions.ATTEMPTS] == [1, 2]
+    assert [r[:3] for r in _rows(orm)] == [("R", "done", 2)]
+    assert [(e[0], e[2], e[3]) for e in orm.effects()] == [("R", 2, "flaky")]
+
+
 # -- only the worker's own rules ----------------------------------------------------------
 
 
