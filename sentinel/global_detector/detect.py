@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any, Final
 
+from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError
 from sentinel.log.records import source_ref
 from sentinel.occurrence import Occurrence
@@ -132,6 +133,19 @@ class CommitFeeder:
         #: ``(id, error)`` of the rows that could not be read (a bad source key or
         #: parameters: rows not written by sentinel); they were skipped.
         self.skipped: list[tuple[int, str]] = []
+        #: The parameters the enabled rules partition by (``... by name``): a row
+        #: whose value of one cannot be a key is refused before any rule sees it.
+        self._keys = tuple(
+            sorted(
+                {
+                    e.key
+                    for rule in rules.rules.values()
+                    if rule.enabled
+                    for e in rule.event.walk()
+                    if isinstance(e, Keyed) and isinstance(e.key, str)
+                }
+            )
+        )
 
     @property
     def detector(self) -> _GlobalReplayDetector | None:
@@ -181,6 +195,7 @@ class CommitFeeder:
         rank = 0
         opened: dict[str, Any] = {}
         refs = self._refs
+        keys = self._keys
         for r in rows:
             if r.commit_seq != seq:
                 if seq != -1:
@@ -237,6 +252,15 @@ class CommitFeeder:
                 params = decode_params(r.params) if r.params != "{}" else {}
                 if not isinstance(params, dict):
                     raise TypeError(f"parameters are a {type(params).__name__}, not an object")
+                for name in keys:
+                    value = params.get(name)
+                    try:
+                        hash(value)
+                    except TypeError:
+                        raise TypeError(
+                            f"its parameter {name!r}, which rules are partitioned by, is "
+                            f"{value!r:.80}, which cannot be a partition key (not hashable)"
+                        ) from None
             except Exception as err:  # a row written by hand: it must not stop the rest
                 self._skip(r, f"{type(err).__name__}: {err}")
                 continue

@@ -317,6 +317,39 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     service.close()
 
 
+def test_a_row_whose_partition_key_is_not_hashable_is_skipped_not_blocking(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process whose own rules do not partition by ``customer`` may log a
+    payment whose ``customer`` is a mapping. The global rule partitions by it:
+    that row stopped every step at its commit, so no later commit was ever
+    detected. It is reported, naming the row, and skipped before any rule sees
+    it; the detections are those of the log without it."""
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 2, "odd", customer={"id": 1})])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 3, "t3", customer=1)])
+    with log_db.connect() as conn:
+        odd = conn.execute(
+            sa.text("SELECT id FROM sentinel_events WHERE scope = 'odd'")
+        ).scalar_one()
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    r = service.step()
+    assert (r.rows, r.detections) == (3, 1)
+    feeder = service._feeder
+    assert feeder is not None
+    [(row_id, why)] = feeder.skipped
+    assert row_id == odd
+    assert "its parameter 'customer', which rules are partitioned by" in why
+    assert f"log row {odd} (payment in scope odd) cannot be read" in caplog.text
+    service.close()
+    [d] = replay_committed(rules.detector, log_db)
+    assert [str(c.scope) for c in d.occurrence.constituents] == ["t1", "t3"]
+
+
 _FORGED_TIMES = [
     pytest.param("sqlite", float("inf"), id="sqlite-inf"),
     pytest.param("sqlite", float("-inf"), id="sqlite--inf"),
