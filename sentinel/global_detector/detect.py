@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any, Final
 
-from sentinel.algebra.expressions import Keyed
+from sentinel.algebra.expressions import Keyed, Primitive
 from sentinel.errors import GlobalDetectorError
 from sentinel.log.records import source_ref
 from sentinel.occurrence import Occurrence
@@ -133,19 +133,18 @@ class CommitFeeder:
         #: ``(id, error)`` of the rows that could not be read (a bad source key or
         #: parameters: rows not written by sentinel); they were skipped.
         self.skipped: list[tuple[int, str]] = []
-        #: The parameters the enabled rules partition by (``... by name``): a row
-        #: whose value of one cannot be a key is refused before any rule sees it.
-        self._keys = tuple(
-            sorted(
-                {
-                    e.key
-                    for rule in rules.rules.values()
-                    if rule.enabled
-                    for e in rule.event.walk()
-                    if isinstance(e, Keyed) and isinstance(e.key, str)
-                }
-            )
-        )
+        #: Per event, the parameters the enabled rules partition it by (``... by
+        #: name``): a row whose value of one cannot be a key is refused before any
+        #: rule sees it.
+        keys: dict[str, set[str]] = {}
+        for rule in rules.rules.values():
+            if rule.enabled:
+                for e in rule.event.walk():
+                    if isinstance(e, Keyed) and isinstance(e.key, str):
+                        for p in e.expression.walk():
+                            if isinstance(p, Primitive):
+                                keys.setdefault(p.name, set()).add(e.key)
+        self._keys = {name: tuple(sorted(ks)) for name, ks in keys.items()}
 
     @property
     def detector(self) -> _GlobalReplayDetector | None:
@@ -195,7 +194,7 @@ class CommitFeeder:
         rank = 0
         opened: dict[str, Any] = {}
         refs = self._refs
-        keys = self._keys
+        keys_of = self._keys.get
         for r in rows:
             if r.commit_seq != seq:
                 if seq != -1:
@@ -252,7 +251,7 @@ class CommitFeeder:
                 params = decode_params(r.params) if r.params != "{}" else {}
                 if not isinstance(params, dict):
                     raise TypeError(f"parameters are a {type(params).__name__}, not an object")
-                for name in keys:
+                for name in keys_of(r.event, ()):
                     value = params.get(name)
                     try:
                         hash(value)

@@ -306,7 +306,7 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
         writer.write(conn, [_occ("payment", 2, "t2", customer=1)])
     service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
     r = service.step()
-    assert (r.rows, r.detections) == (4, 1)
+    assert (r.rows, r.detections) == (3, 1)
     feeder = service._feeder
     assert feeder is not None
     whys = [why for _, why in feeder.skipped]
@@ -348,6 +348,35 @@ def test_a_row_whose_partition_key_is_not_hashable_is_skipped_not_blocking(
     service.close()
     [d] = replay_committed(rules.detector, log_db)
     assert [str(c.scope) for c in d.occurrence.constituents] == ["t1", "t3"]
+
+
+def test_a_mapping_is_refused_only_where_a_rule_partitions_by_it(log_db: sa.Engine) -> None:
+    """A ``customer`` mapping on an event no rule partitions by ``customer`` is
+    no partition key: the unkeyed rule on it detects it; nothing is skipped."""
+    det = LocalEventDetector()
+    rules.events(det)
+    det.explicit("note")
+    det.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=rules.record,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    det.rule("noted", "note", action=rules.record, coupling="detached", flush=False)
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("note", 2, "t2", customer={"id": 1})])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 3, "t3", customer=1)])
+    service = GlobalDetector(det, log_db, lease=10, run_actions=False)
+    r = service.step()
+    assert (r.rows, r.detections) == (3, 2)
+    assert service._feeder is not None and service._feeder.skipped == []
+    service.close()
 
 
 _FORGED_TIMES = [
