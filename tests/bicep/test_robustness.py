@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +266,6 @@ CREATE COMPLEX EVENT CLASS Far (k INTEGER) ID (k) LIFESPAN(1d)
 """
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_times_after_9999_never_break_a_tick(make: Callable[..., Processor]) -> None:
     """A derived event occurring after 9999-12-31 is left out, like one with no
     occurrence time; a time argument beyond it is passed as seconds."""
@@ -325,3 +325,45 @@ def test_a_process_killed_inside_a_tick_leaves_nothing_of_it(
     assert sorted(str(c) for c in proc.fired()) == sorted(fired)
     assert [r["k"] for r in proc.live("C")] == [1, 2, 3]
     again.engine.dispose()
+
+
+EDGES = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER) ID (k) LIFESPAN(-1)
+  ON ANNOUNCEMENT DO f(new.k, new.occTime);
+"""
+
+
+@pytest.mark.parametrize(
+    "occ",
+    [-0.5, -1e-7, datetime(1969, 12, 31, 23, 59, 59, 500_000), "1969-12-31T23:59:59.9Z"],
+    ids=repr,
+)
+def test_a_time_just_before_1970_is_refused(make: Callable[..., Processor], occ: Any) -> None:
+    """Fractions of a second were cut toward zero, so half a second before 1970
+    became 1970 itself and was accepted (this test failed on the old code)."""
+    proc = make(EDGES, name="edges")
+    with pytest.raises(BicepAnnouncementError, match=r"announcement of D: occ .* before 1970"):
+        proc.announce("D", k=1, occ=occ, det=T)
+    proc.announce("D", k=2, occ=T, det=T)
+    assert [c.args for r in proc.run_until(T) for c in r.actions] == [(2, as_datetime(T))]
+
+
+@pytest.mark.parametrize(
+    "occ",
+    [
+        datetime(9999, 12, 31, 23, 59, 59, 999_999),
+        "9999-12-31T23:59:59.999999",
+        datetime(10000 - 1, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    ],
+    ids=repr,
+)
+def test_the_last_microsecond_of_9999_is_its_last_second(
+    make: Callable[..., Processor], occ: Any
+) -> None:
+    """A datetime's POSIX timestamp is a float, which rounds 23:59:59.999999 of
+    9999-12-31 up to the year 10000: the last second a time may be was refused
+    as after 9999-12-31 (this test failed on the old code)."""
+    proc = make(EDGES, name="edges")
+    proc.announce("D", k=1, occ=occ, det=T)
+    proc.run_until(T)
+    assert [(r["k"], r["occTime"]) for r in proc.live("D")] == [(1, as_datetime(MAX_TIME))]
