@@ -367,3 +367,40 @@ def test_the_last_microsecond_of_9999_is_its_last_second(
     proc.announce("D", k=1, occ=occ, det=T)
     proc.run_until(T)
     assert [(r["k"], r["occTime"]) for r in proc.live("D")] == [(1, as_datetime(MAX_TIME))]
+
+
+CASES = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k VARCHAR(10), v TEXT, n INTEGER) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT AND new.v = 'milk' DO f(new.k, new.n);
+CREATE COMPLEX EVENT CLASS E (k VARCHAR(10), n INTEGER) ID (k) LIFESPAN(1d)
+  AS SELECT k, n FROM D OCCURRING AT D.occTime
+  ON ANNOUNCEMENT DO g(new.k, new.n);
+"""
+
+
+def test_keys_that_differ_in_case_or_trailing_spaces_are_different_events(
+    make: Callable[..., Processor],
+) -> None:
+    """MariaDB's default collation ignores case and trailing spaces: the keys
+    'Milk', 'milk' and 'Milk ' collided in the as-of-now table's primary key and
+    every tick failed with a bare IntegrityError, for ever (this test failed on
+    the old code on MariaDB). Text attributes compare as on the other backends."""
+    proc = make(CASES, name="cases")
+    for n, (k, v) in enumerate([("Milk", "milk"), ("milk", "MILK"), ("Milk ", "milk ")]):
+        proc.announce("D", k=k, v=v, n=n, occ=T, det=T)
+    calls = sorted((c.action, c.args) for r in proc.run_until(T) for c in r.actions)
+    assert calls == [
+        ("f", ("Milk", 0)),
+        ("g", ("Milk", 0)),
+        ("g", ("Milk ", 2)),
+        ("g", ("milk", 1)),
+    ]
+    assert sorted(r["k"] for r in proc.live("D")) == ["Milk", "Milk ", "milk"]
+    proc.announce("D", k="milk", v="milk", n=3, occ=T + 900, det=T + 900)  # a revision
+    assert [r["n"] for r in proc.live("D") if r["k"] == "milk"] == [1]
+    proc.run_until(T + 900)
+    assert sorted((r["k"], r["n"]) for r in proc.live("E")) == [
+        ("Milk", 0),
+        ("Milk ", 2),
+        ("milk", 3),
+    ]
