@@ -316,8 +316,16 @@ class ProgramTables:
                 *self._attrs(cls, keys_bounded=True),
                 sa.Index(index_name(self.name("i", ident), "det"), "dettime"),
             )
+        # autoincrement=False: a lone integer key would be MariaDB's
+        # AUTO_INCREMENT column, which stores a key of 0 as its next number.
         now_cols = [
-            sa.Column(c.name, c.type, nullable=c.name not in keys, primary_key=c.name in keys)
+            sa.Column(
+                c.name,
+                c.type,
+                nullable=c.name not in keys,
+                primary_key=c.name in keys,
+                autoincrement=False,
+            )
             for c in self._attrs(cls, keys_bounded=True)
         ]
         now = sa.Table(

@@ -404,3 +404,25 @@ def test_keys_that_differ_in_case_or_trailing_spaces_are_different_events(
         ("Milk ", 2),
         ("milk", 3),
     ]
+
+
+ZERO = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER, v INTEGER) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT DO f(new.k, new.v);
+"""
+
+
+def test_an_integer_key_of_0_is_0_on_every_backend(make: Callable[..., Processor]) -> None:
+    """A one-column integer key was the as-of-now table's AUTO_INCREMENT column
+    on MariaDB, which stores 0 as the next number: the event of key 0 became
+    key 1, or collided with it and broke every tick (this test failed on the
+    old code on MariaDB)."""
+    proc = make(ZERO, name="zero")
+    proc.announce("D", k=0, v=10, occ=T, det=T)
+    proc.run_until(T)
+    assert [(r["k"], r["v"]) for r in proc.live("D")] == [(0, 10)]
+    for k in (1, -1, 0):
+        proc.announce("D", k=k, v=k, occ=T + 900, det=T + 900)
+    calls = sorted(c.args for r in proc.run_until(T + 900) for c in r.actions)
+    assert calls == [(-1, -1), (1, 1)]  # 0 was revised, not announced
+    assert sorted((r["k"], r["v"]) for r in proc.live("D")) == [(-1, -1), (0, 0), (1, 1)]
