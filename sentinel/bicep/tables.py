@@ -172,8 +172,9 @@ def sa_type(
     if kind == "numeric":
         if t is not None and t.precision is not None:
             return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
-        # (a double everywhere: MariaDB's plain FLOAT has single precision)
-        return sa.Double().with_variant(sa.Numeric(asdecimal=False), "postgresql")
+        # A double everywhere: MariaDB's plain FLOAT has single precision, and
+        # PostgreSQL's NUMERIC keeps 15 of a float's 17 digits.
+        return sa.Double()
     if kind == "real":
         return sa.Double()
     if kind == "boolean":

@@ -426,3 +426,28 @@ def test_an_integer_key_of_0_is_0_on_every_backend(make: Callable[..., Processor
     calls = sorted(c.args for r in proc.run_until(T + 900) for c in r.actions)
     assert calls == [(-1, -1), (1, 1)]  # 0 was revised, not announced
     assert sorted((r["k"], r["v"]) for r in proc.live("D")) == [(-1, -1), (0, 0), (1, 1)]
+
+
+NUMBERS = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER, m NUMERIC(5,2), u NUMERIC) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT DO f(new.k, new.m, new.u);
+"""
+
+
+def test_a_number_is_stored_the_same_on_every_backend(make: Callable[..., Processor]) -> None:
+    """``NUMERIC(5,2)`` kept 1.234 on SQLite and rounded it to 1.23 on the
+    others; a plain ``NUMERIC`` kept 17 digits on SQLite and MariaDB and 15 on
+    PostgreSQL (this test failed on the old code). A value is rounded to its
+    scale, half away from zero, before any backend sees it."""
+    proc = make(NUMBERS, name="numbers")
+    given = [(1.234, 123456789.12345679), (1.235, 0.1 + 0.2), (-999.994, -1e-300), (0.015, 2.5)]
+    for k, (m, u) in enumerate(given):
+        proc.announce("D", k=k, m=m, u=u, occ=T, det=T)
+    calls = sorted(c.args for r in proc.run_until(T) for c in r.actions)
+    assert calls == [
+        (0, 1.23, 123456789.12345679),
+        (1, 1.24, 0.30000000000000004),
+        (2, -999.99, -1e-300),
+        (3, 0.02, 2.5),
+    ]
+    assert sorted((r["k"], r["m"], r["u"]) for r in proc.live("D")) == [c for c in calls]
