@@ -172,16 +172,46 @@ def sa_type(
     if kind == "numeric":
         if t is not None and t.precision is not None:
             return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
-        # (a double everywhere: MariaDB's plain FLOAT has single precision)
-        return sa.Double().with_variant(sa.Numeric(asdecimal=False), "postgresql")
+        # A double everywhere: MariaDB's plain FLOAT has single precision, and
+        # PostgreSQL's NUMERIC keeps 15 of a float's 17 digits.
+        return sa.Double()
     if kind == "real":
         return sa.Double()
     if kind == "boolean":
         return sa.Boolean()
     length = t.length if t is not None else None
     if length is None:
-        return sa.String(KEY_TEXT_LENGTH) if key else sa.Text()
-    return sa.String(length)
+        return ExactText(KEY_TEXT_LENGTH) if key else ExactText()
+    return ExactText(length)
+
+
+class ExactText(sa.types.TypeDecorator[str]):
+    """Text that compares as Python's strings do, on every backend.
+
+    MariaDB's and MySQL's default collations ignore case and trailing spaces:
+    the keys ``'Milk'``, ``'milk'`` and ``'Milk '`` of three events would be
+    one row of the as-of-now table's primary key there, and ``new.v = 'milk'``
+    would hold for ``'MILK'``. There the column gets the binary collation
+    without padding (``utf8mb4_nopad_bin``; MySQL's ``utf8mb4_0900_bin``), as
+    text compares on PostgreSQL and SQLite. ``length``: ``VARCHAR(length)``, or
+    ``TEXT`` when ``None``.
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, length: int | None = None) -> None:
+        super().__init__()
+        self.length = length
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        collation = None
+        if dialect.name == "mysql":
+            mariadb = getattr(dialect, "is_mariadb", False)
+            collation = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
+        if self.length is None:
+            return dialect.type_descriptor(sa.Text(collation=collation))
+        return dialect.type_descriptor(sa.String(self.length, collation=collation))
 
 
 @dataclass
@@ -287,8 +317,16 @@ class ProgramTables:
                 *self._attrs(cls, keys_bounded=True),
                 sa.Index(index_name(self.name("i", ident), "det"), "dettime"),
             )
+        # autoincrement=False: a lone integer key would be MariaDB's
+        # AUTO_INCREMENT column, which stores a key of 0 as its next number.
         now_cols = [
-            sa.Column(c.name, c.type, nullable=c.name not in keys, primary_key=c.name in keys)
+            sa.Column(
+                c.name,
+                c.type,
+                nullable=c.name not in keys,
+                primary_key=c.name in keys,
+                autoincrement=False,
+            )
             for c in self._attrs(cls, keys_bounded=True)
         ]
         now = sa.Table(

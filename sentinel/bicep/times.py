@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sentinel.bicep.parser import UNIT_SECONDS
@@ -21,6 +21,9 @@ __all__ = ["MAX_TIME", "TimeLike", "as_datetime", "duration", "seconds"]
 MAX_TIME = 253_402_300_799
 
 TimeLike = int | float | datetime | str
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
 
 _DURATION = re.compile(r"^\s*([0-9]+)\s*([dhms])\s*$", re.I)
 
@@ -35,11 +38,16 @@ def seconds(value: Any, *, what: str = "time") -> int:
         raise ValueError(f"{what} must be a time, not {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{what} {value!r} is not a time")
-    if isinstance(value, (int, float)):
-        out = int(value)
+    # Fractions are dropped toward the past (floor, not int()): half a second
+    # before 1970 is before 1970. A datetime is counted exactly: its float
+    # timestamp rounds 9999-12-31T23:59:59.999999 up into the year 10000.
+    if isinstance(value, int):
+        out = value
+    elif isinstance(value, float):
+        out = math.floor(value)
     elif isinstance(value, datetime):
         dt = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        out = int(dt.timestamp())
+        out = (dt - _EPOCH) // _SECOND
     elif isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from sentinel.bicep import model as m
@@ -26,6 +26,9 @@ __all__ = ["INT_MAX", "INT_MIN", "check_value", "inbox_row"]
 
 #: The integers every backend stores (a 64-bit BIGINT).
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+#: Room for any NUMERIC(p, s) a backend holds (MariaDB: p up to 65).
+_WIDE = Context(prec=200)
 
 
 def check_value(cls: str, attr: m.Attribute, value: Any, *, key: bool, stored: bool = False) -> Any:
@@ -66,9 +69,20 @@ def _number(where: str, t: m.SqlType, value: int | float | Decimal) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{where}: {value!r} is not a finite number")
     if t.kind == "numeric" and t.precision is not None:
+        # Rounded here, half away from zero as PostgreSQL and MariaDB round a
+        # decimal, because SQLite would keep every digit: the same value, then,
+        # on every backend.
         scale = t.scale or 0
-        if abs(round(number, scale)) >= 10.0 ** (t.precision - scale):
+        digits = Decimal(repr(number))
+        limit = Decimal(10) ** (t.precision - scale)
+        exact = (
+            digits
+            if abs(digits) >= limit
+            else digits.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _WIDE)
+        )
+        if abs(exact) >= limit:
             raise ValueError(f"{where}: {value!r} does not fit {t.text}")
+        return float(exact)
     return number
 
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from math import floor, inf, nextafter
+from math import inf, nextafter
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.algebra.bitemporal import Within
+from sentinel.bitemporal.ordering import boundary_after
 from sentinel.detector.graph import Key, Mode
 from sentinel.detector.operators import Entry, Handler
 from sentinel.detector.scopes import Store
@@ -272,10 +273,7 @@ class Lifespans:
         (the first chronon boundary after ``e``; without chronons, just after)."""
         c = self.svc.det.chronon
         if c:
-            t = (floor(e / c) + 1) * c
-            while t <= e:  # the division rounded down
-                t += c
-            return t
+            return boundary_after(e, c)
         return nextafter(e, inf)
 
     def push(self, store: Store, e: float, rid: Any, k: Any) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Hashable
-from math import ceil, inf
+from math import ceil, floor, inf, isinf, nextafter
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra.bitemporal import BIT, TimingSelector
@@ -37,7 +37,7 @@ from sentinel.occurrence import Occurrence
 if TYPE_CHECKING:
     from sentinel.bitemporal.service import BitemporalService
 
-__all__ = ["Buffer", "Orderer"]
+__all__ = ["Buffer", "Orderer", "boundary_after", "release_tick"]
 
 _LATE = BIT["LATE"]
 
@@ -251,9 +251,36 @@ class Orderer:
 
 def release_tick(due: float, chronon: float | None) -> float:
     """The first tick at or after ``due``: the chronon boundary, or ``due``."""
-    if chronon:
-        t = ceil(due / chronon) * chronon
-        while t < due:  # the division rounded down
-            t += chronon
+    if not chronon or isinf(due):
+        return due
+    t = ceil(due / chronon) * chronon
+    if t < due:  # the division rounded down
+        t = _step(t, due, chronon)
+    return t
+
+
+def boundary_after(t: float, chronon: float) -> float:
+    """The first multiple of ``chronon`` strictly after ``t``.
+
+    Where floats no longer hold every multiple (``t + chronon == t``: a time
+    near or beyond the year 9999 with a chronon of microseconds, or one far
+    past it), the next float after ``t``: stepping by the chronon would never
+    pass ``t``. An infinite ``t`` is its own boundary.
+    """
+    if isinf(t):
         return t
-    return due
+    b = (floor(t / chronon) + 1) * chronon
+    if b <= t:  # the division rounded down
+        b = _step(b, nextafter(t, inf), chronon)
+    return b
+
+
+def _step(b: float, target: float, chronon: float) -> float:
+    """``b`` moved up by chronons until it reaches ``target``; ``target`` itself
+    once a step no longer moves ``b``."""
+    while b < target:
+        nb = b + chronon
+        if nb <= b:
+            return target
+        b = nb
+    return b

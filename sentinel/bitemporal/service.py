@@ -45,7 +45,7 @@ from sentinel.bitemporal.classes import (
 )
 from sentinel.bitemporal.classify import make_dispatcher
 from sentinel.bitemporal.lifespan import Expired, Lifespans
-from sentinel.bitemporal.ordering import Orderer, release_tick
+from sentinel.bitemporal.ordering import Orderer, boundary_after, release_tick
 from sentinel.detector import Channel, EventDetector, Scope
 from sentinel.detector.graph import EventGraph, Mode
 from sentinel.errors import (
@@ -394,10 +394,7 @@ class BitemporalService:
 
     def _next_boundary(self, t: float) -> float:
         c: float = self.det.chronon  # type: ignore[assignment]
-        b = (floor(t / c) + 1) * c
-        while b <= t:
-            b += c
-        return b
+        return boundary_after(t, c)
 
     def release_tick(self, due: float) -> float:
         return release_tick(due, self.det.chronon)

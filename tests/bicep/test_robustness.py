@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +266,6 @@ CREATE COMPLEX EVENT CLASS Far (k INTEGER) ID (k) LIFESPAN(1d)
 """
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_times_after_9999_never_break_a_tick(make: Callable[..., Processor]) -> None:
     """A derived event occurring after 9999-12-31 is left out, like one with no
     occurrence time; a time argument beyond it is passed as seconds."""
@@ -325,3 +325,129 @@ def test_a_process_killed_inside_a_tick_leaves_nothing_of_it(
     assert sorted(str(c) for c in proc.fired()) == sorted(fired)
     assert [r["k"] for r in proc.live("C")] == [1, 2, 3]
     again.engine.dispose()
+
+
+EDGES = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER) ID (k) LIFESPAN(-1)
+  ON ANNOUNCEMENT DO f(new.k, new.occTime);
+"""
+
+
+@pytest.mark.parametrize(
+    "occ",
+    [-0.5, -1e-7, datetime(1969, 12, 31, 23, 59, 59, 500_000), "1969-12-31T23:59:59.9Z"],
+    ids=repr,
+)
+def test_a_time_just_before_1970_is_refused(make: Callable[..., Processor], occ: Any) -> None:
+    """Fractions of a second were cut toward zero, so half a second before 1970
+    became 1970 itself and was accepted (this test failed on the old code)."""
+    proc = make(EDGES, name="edges")
+    with pytest.raises(BicepAnnouncementError, match=r"announcement of D: occ .* before 1970"):
+        proc.announce("D", k=1, occ=occ, det=T)
+    proc.announce("D", k=2, occ=T, det=T)
+    assert [c.args for r in proc.run_until(T) for c in r.actions] == [(2, as_datetime(T))]
+
+
+@pytest.mark.parametrize(
+    "occ",
+    [
+        datetime(9999, 12, 31, 23, 59, 59, 999_999),
+        "9999-12-31T23:59:59.999999",
+        datetime(10000 - 1, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    ],
+    ids=repr,
+)
+def test_the_last_microsecond_of_9999_is_its_last_second(
+    make: Callable[..., Processor], occ: Any
+) -> None:
+    """A datetime's POSIX timestamp is a float, which rounds 23:59:59.999999 of
+    9999-12-31 up to the year 10000: the last second a time may be was refused
+    as after 9999-12-31 (this test failed on the old code)."""
+    proc = make(EDGES, name="edges")
+    proc.announce("D", k=1, occ=occ, det=T)
+    proc.run_until(T)
+    assert [(r["k"], r["occTime"]) for r in proc.live("D")] == [(1, as_datetime(MAX_TIME))]
+
+
+CASES = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k VARCHAR(10), v TEXT, n INTEGER) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT AND new.v = 'milk' DO f(new.k, new.n);
+CREATE COMPLEX EVENT CLASS E (k VARCHAR(10), n INTEGER) ID (k) LIFESPAN(1d)
+  AS SELECT k, n FROM D OCCURRING AT D.occTime
+  ON ANNOUNCEMENT DO g(new.k, new.n);
+"""
+
+
+def test_keys_that_differ_in_case_or_trailing_spaces_are_different_events(
+    make: Callable[..., Processor],
+) -> None:
+    """MariaDB's default collation ignores case and trailing spaces: the keys
+    'Milk', 'milk' and 'Milk ' collided in the as-of-now table's primary key and
+    every tick failed with a bare IntegrityError, for ever (this test failed on
+    the old code on MariaDB). Text attributes compare as on the other backends."""
+    proc = make(CASES, name="cases")
+    for n, (k, v) in enumerate([("Milk", "milk"), ("milk", "MILK"), ("Milk ", "milk ")]):
+        proc.announce("D", k=k, v=v, n=n, occ=T, det=T)
+    calls = sorted((c.action, c.args) for r in proc.run_until(T) for c in r.actions)
+    assert calls == [
+        ("f", ("Milk", 0)),
+        ("g", ("Milk", 0)),
+        ("g", ("Milk ", 2)),
+        ("g", ("milk", 1)),
+    ]
+    assert sorted(r["k"] for r in proc.live("D")) == ["Milk", "Milk ", "milk"]
+    proc.announce("D", k="milk", v="milk", n=3, occ=T + 900, det=T + 900)  # a revision
+    assert [r["n"] for r in proc.live("D") if r["k"] == "milk"] == [1]
+    proc.run_until(T + 900)
+    assert sorted((r["k"], r["n"]) for r in proc.live("E")) == [
+        ("Milk", 0),
+        ("Milk ", 2),
+        ("milk", 3),
+    ]
+
+
+ZERO = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER, v INTEGER) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT DO f(new.k, new.v);
+"""
+
+
+def test_an_integer_key_of_0_is_0_on_every_backend(make: Callable[..., Processor]) -> None:
+    """A one-column integer key was the as-of-now table's AUTO_INCREMENT column
+    on MariaDB, which stores 0 as the next number: the event of key 0 became
+    key 1, or collided with it and broke every tick (this test failed on the
+    old code on MariaDB)."""
+    proc = make(ZERO, name="zero")
+    proc.announce("D", k=0, v=10, occ=T, det=T)
+    proc.run_until(T)
+    assert [(r["k"], r["v"]) for r in proc.live("D")] == [(0, 10)]
+    for k in (1, -1, 0):
+        proc.announce("D", k=k, v=k, occ=T + 900, det=T + 900)
+    calls = sorted(c.args for r in proc.run_until(T + 900) for c in r.actions)
+    assert calls == [(-1, -1), (1, 1)]  # 0 was revised, not announced
+    assert sorted((r["k"], r["v"]) for r in proc.live("D")) == [(-1, -1), (0, 0), (1, 1)]
+
+
+NUMBERS = """
+CREATE MUTABLE SUBSCRIBED EVENT CLASS D (k INTEGER, m NUMERIC(5,2), u NUMERIC) ID (k) LIFESPAN(1d)
+  ON ANNOUNCEMENT DO f(new.k, new.m, new.u);
+"""
+
+
+def test_a_number_is_stored_the_same_on_every_backend(make: Callable[..., Processor]) -> None:
+    """``NUMERIC(5,2)`` kept 1.234 on SQLite and rounded it to 1.23 on the
+    others; a plain ``NUMERIC`` kept 17 digits on SQLite and MariaDB and 15 on
+    PostgreSQL (this test failed on the old code). A value is rounded to its
+    scale, half away from zero, before any backend sees it."""
+    proc = make(NUMBERS, name="numbers")
+    given = [(1.234, 123456789.12345679), (1.235, 0.1 + 0.2), (-999.994, -1e-300), (0.015, 2.5)]
+    for k, (m, u) in enumerate(given):
+        proc.announce("D", k=k, m=m, u=u, occ=T, det=T)
+    calls = sorted(c.args for r in proc.run_until(T) for c in r.actions)
+    assert calls == [
+        (0, 1.23, 123456789.12345679),
+        (1, 1.24, 0.30000000000000004),
+        (2, -999.99, -1e-300),
+        (3, 0.02, 2.5),
+    ]
+    assert sorted((r["k"], r["m"], r["u"]) for r in proc.live("D")) == [c for c in calls]

@@ -4,6 +4,7 @@ detected or logged for it."""
 from __future__ import annotations
 
 import math
+import threading
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -149,3 +150,100 @@ def test_a_method_event_with_a_bad_occurrence_time_does_not_run() -> None:
     assert not ran and s.nothing_happened()
     Shipment().arrive(datetime(2023, 12, 31, tzinfo=UTC))
     assert ran and s.detected[0].at == datetime(2023, 12, 31, tzinfo=UTC)
+
+
+def _finishes(work: Any, seconds: float = 10.0) -> Any:
+    """``work()``'s result, failing the test if it is still running after
+    ``seconds`` (the thread is left spinning: a daemon, gone with the process)."""
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except BaseException as err:  # handed to the test's thread
+            errors.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: a tick loops for ever"
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+@pytest.mark.parametrize(
+    ("chronon", "at"),
+    [
+        (60.0, 1e20),  # a boundary step of 60 s no longer moves a float this large
+        (60.0, 1e300),
+        (1e-6, datetime(9999, 12, 31, 23, 59, tzinfo=UTC)),  # 1 µs: below a float's step there
+    ],
+    ids=repr,
+)
+def test_a_far_occurrence_time_never_hangs_a_tick(chronon: float, at: Any) -> None:
+    """Every chronon boundary after a time was found by stepping one chronon at a
+    time from a float that no longer changes when a chronon is added: the
+    announcement, the FUTURE event's due tick and the occurrence-time order's
+    release looped for ever (this test failed on the old code by not finishing)."""
+    s = Setup(chronon)
+    event_class(s.det, "Far", key="r", lifespan=3600)
+    ordered: list[Any] = []
+    s.det.rule("ordered", "E", flush=False, order="occurrence", lateness=60, action=ordered.append)
+    far: list[Any] = []
+    s.det.rule("far", "ANNOUNCEMENT(Far) | FUTURE(Far) | ONTIME(Far)", action=far.append)
+
+    def work() -> int:
+        s.det.signal_at("E", at)
+        announce(s.det, "Far", at, r="x")
+        s.clock.advance(120)
+        announce(s.det, "Far", s.clock.now(), r="y")  # a later, ordinary one still works
+        s.det.signal("E")
+        s.clock.advance(120)
+        return len(far)
+
+    assert _finishes(work) == 2  # x: announced, in the future; y: announced, on time
+    assert len(ordered) == 1  # the ordinary E; the far one waits for its time
+
+
+@pytest.mark.parametrize("chronon", [None, 60.0, 1e-6])
+@pytest.mark.parametrize("lifespan", [1e300, timedelta.max, 10**30], ids=repr)
+def test_a_huge_lifespan_is_forever(chronon: float | None, lifespan: Any) -> None:
+    s = Setup(chronon)
+    event_class(s.det, "Long", key="r", lifespan=lifespan)
+    got: list[Any] = []
+    s.det.rule("long", "ANNOUNCEMENT(Long)", action=got.append, lifespan=lifespan)
+
+    def work() -> int:
+        announce(s.det, "Long", s.clock.now(), r="x")
+        s.clock.advance(120)
+        return len(got)
+
+    assert _finishes(work) == 1
+    assert ("x",) in bitemporal(s.det).instances["Long"]
+
+
+def test_the_boundary_after_a_time_is_the_old_one_where_that_one_ended() -> None:
+    """Where stepping by chronons terminates (every time a clock reaches with a
+    chronon of a second or more), the boundaries are the ones it gave."""
+    from math import ceil, floor
+
+    from sentinel.bitemporal.ordering import boundary_after, release_tick
+
+    def stepped_after(t: float, c: float) -> float:
+        b = (floor(t / c) + 1) * c
+        while b <= t:
+            b += c
+        return b
+
+    def stepped_release(t: float, c: float) -> float:
+        b = ceil(t / c) * c
+        while b < t:
+            b += c
+        return b
+
+    for c in (1.0, 60.0, 900.0, 0.1, 1e-3):
+        for t in (0.0, 59.999, 60.0, 1396861200.0, 1396861200.05, -61.0, 253402300799.0):
+            assert boundary_after(t, c) == stepped_after(t, c) > t, (t, c)
+            assert release_tick(t, c) == stepped_release(t, c) >= t, (t, c)
