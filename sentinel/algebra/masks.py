@@ -38,7 +38,7 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.algebra.expressions import Expression, Primitive, _check
-from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context, shortened
 
 __all__ = [
     "MAX_MASK_DEPTH",
@@ -148,7 +148,7 @@ class Predicate:
         if depth > MAX_MASK_DEPTH + 1:  # the comparisons, then the connectives
             raise ExpressionError(
                 f"a mask nests more than {MAX_MASK_DEPTH} levels of and, or and not "
-                f"(MAX_MASK_DEPTH); split it: {_shortened(_first_text(args))}"
+                f"(MAX_MASK_DEPTH); split it: {shortened(_first_text(args), 60)}"
             )
         object.__setattr__(self, "_args", args)
         object.__setattr__(self, "_depth", depth)
@@ -229,10 +229,6 @@ def _first_text(args: tuple[t.Any, ...]) -> str:
     while isinstance(node, Predicate) and not isinstance(node, (Compare, In)):
         node = node._args[0]
     return f"{node} ..." if isinstance(node, Predicate) else "..."
-
-
-def _shortened(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _pred(value: object, where: str) -> Predicate:
@@ -711,7 +707,7 @@ def _syntax_error(msg: str, text: str, pos: int, expected: t.Iterable[str]) -> S
         line=line,
         column=column,
         expected=expected,
-        context=f"    {src}\n    {' ' * (column - 1)}^",
+        context=caret_context(src, column),
     )
 
 

@@ -35,7 +35,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
-from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context
 from sentinel.ode import terms as tm
 
 if t.TYPE_CHECKING:
@@ -415,8 +415,7 @@ def parse(text: str) -> OdeEvent:
 
 def _caret(text: str, line: int, column: int) -> str:
     lines = text.splitlines() or [""]
-    src = lines[min(line, len(lines)) - 1]
-    return f"    {src}\n    {' ' * (column - 1)}^"
+    return caret_context(lines[min(line, len(lines)) - 1], column)
 
 
 def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
