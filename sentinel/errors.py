@@ -23,6 +23,28 @@ class SentinelError(Exception):
     """Root of every exception sentinel raises."""
 
 
+#: How much of a long line an error shows on each side of its position.
+_WIDTH = 60
+
+
+def caret_context(line: str, column: int) -> str:
+    """``line`` with a caret under its 1-based ``column``: the context of a syntax
+    error. Of a long line only the part around the column is shown (a
+    megabyte-long expression must not make a megabyte-long message)."""
+    col = max(0, column - 1)
+    if len(line) > 2 * _WIDTH:
+        start = max(0, col - _WIDTH)
+        prefix = "..." if start else ""
+        suffix = "..." if col + _WIDTH < len(line) else ""
+        line, col = prefix + line[start : col + _WIDTH] + suffix, col - start + len(prefix)
+    return f"    {line}\n    {' ' * col}^"
+
+
+def shortened(text: str, width: int = 2 * _WIDTH) -> str:
+    """``text`` cut to ``width`` characters, marked with ``...``, for a message."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 class UnknownEventError(SentinelError, LookupError):
     """An event name that is not defined on the detector.
 
@@ -33,9 +55,9 @@ class UnknownEventError(SentinelError, LookupError):
     def __init__(self, name: str, known: Iterable[str] = (), *, where: str = "") -> None:
         self.name = name
         self.suggestions = difflib.get_close_matches(name, list(known), n=3)
-        msg = f"unknown event {name!r}"
+        msg = f"unknown event {shortened(repr(name))}"
         if where:
-            msg += f" in {where}"
+            msg += f" in {shortened(where)}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
         else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import typing as t
 
-from sentinel.errors import ExpressionError
+from sentinel.errors import ExpressionError, shortened
 
 __all__ = [
     "SOURCE",
@@ -192,14 +192,16 @@ def _check(value: object, where: str) -> Expression:
         if isinstance(value, str):
             # Text is what a newcomer tries first: say how to get an expression.
             raise ExpressionError(
-                f"operand of {where} must be an event expression, not the text {value!r}: "
+                f"operand of {where} must be an event expression, not the text "
+                f"{shortened(repr(value))}: "
                 "name the event in Python (a method's events are Class.method.begin and "
                 ".end, as in Account.deposit.end; an explicit event is "
-                f'detector.explicit("name")), or parse the text first: parse({value!r})'
+                f'detector.explicit("name")), or parse the text first: '
+                f"parse({shortened(repr(value))})"
             )
         raise ExpressionError(
             f"operand of {where} must be an event expression, not {type(value).__name__} "
-            f"({value!r})"
+            f"({shortened(repr(value))})"
         )
     return value
 
@@ -305,7 +307,9 @@ class Any(Expression):
             )
         if len(set(events)) != len(events):
             dup = next(e for e in events if events.count(e) > 1)
-            raise ExpressionError(f"ANY lists {dup} more than once; its events must be distinct")
+            raise ExpressionError(
+                f"ANY lists {shortened(str(dup))} more than once; its events must be distinct"
+            )
         self._init(m, *events)
 
     @property

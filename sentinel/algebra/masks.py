@@ -34,13 +34,14 @@ import typing as t
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.algebra.expressions import Expression, Primitive, _check
-from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context, shortened
 
 __all__ = [
+    "MAX_MASK_DEPTH",
     "AllOf",
     "AnyOf",
     "Compare",
@@ -59,6 +60,11 @@ Scalar = int | float | str | bool | None
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "null"})
 _MISSING: t.Final = object()
+
+#: How deeply ``and``, ``or`` and ``not`` may nest in one mask (``a and b and c``
+#: nests one level per term). A mask is compiled to one Python expression, and
+#: Python refuses one that nests parentheses 200 deep.
+MAX_MASK_DEPTH: t.Final = 100
 
 
 class Variable:
@@ -129,15 +135,23 @@ class Predicate:
     :func:`parse_predicate` reads back.
     """
 
-    __slots__ = ("_args", "_fn", "_hash")
+    __slots__ = ("_args", "_depth", "_fn", "_hash")
     _args: tuple[t.Any, ...]
     _hash: int
+    _depth: int
     _fn: t.Callable[[t.Mapping[str, t.Any]], bool] | None
     #: Binding strength when printed (higher binds tighter).
     prec: t.ClassVar[int] = 4
 
     def _init(self, *args: t.Any) -> None:
+        depth = 1 + max((a._depth for a in args if isinstance(a, Predicate)), default=0)
+        if depth > MAX_MASK_DEPTH + 1:  # the comparisons, then the connectives
+            raise ExpressionError(
+                f"a mask nests more than {MAX_MASK_DEPTH} levels of and, or and not "
+                f"(MAX_MASK_DEPTH); split it: {shortened(_first_text(args), 60)}"
+            )
         object.__setattr__(self, "_args", args)
+        object.__setattr__(self, "_depth", depth)
         object.__setattr__(self, "_hash", hash((type(self).__name__, args)))
         object.__setattr__(self, "_fn", None)
 
@@ -206,6 +220,15 @@ class Predicate:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
+
+
+def _first_text(args: tuple[t.Any, ...]) -> str:
+    """The text of the innermost leftmost comparison under ``args`` (where a mask
+    that is too deep starts)."""
+    node = args[0]
+    while isinstance(node, Predicate) and not isinstance(node, (Compare, In)):
+        node = node._args[0]
+    return f"{node} ..." if isinstance(node, Predicate) else "..."
 
 
 def _pred(value: object, where: str) -> Predicate:
@@ -556,16 +579,25 @@ class _Positioned(Exception):
         self.message, self.column = message, column
 
 
+def _at(meta: t.Any, build: t.Callable[..., Predicate], *args: Predicate) -> Predicate:
+    """``build(*args)``; an error (a mask nested too deeply) is reported where the
+    connective's text starts."""
+    try:
+        return build(*args)
+    except ExpressionError as e:
+        raise _Positioned(str(e), meta.column) from None
+
+
 @v_args(meta=True)
-class _ToPredicate(Transformer[Token, t.Any]):
+class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
     def any_of(self, meta: t.Any, c: list[t.Any]) -> Predicate:
-        return AnyOf(c[0], c[1])
+        return _at(meta, AnyOf, c[0], c[1])
 
     def all_of(self, meta: t.Any, c: list[t.Any]) -> Predicate:
-        return AllOf(c[0], c[1])
+        return _at(meta, AllOf, c[0], c[1])
 
     def not_(self, meta: t.Any, c: list[t.Any]) -> Predicate:
-        return NotP(c[0])
+        return _at(meta, NotP, c[0])
 
     def compare(self, meta: t.Any, c: list[t.Any]) -> Predicate:
         try:
@@ -675,7 +707,7 @@ def _syntax_error(msg: str, text: str, pos: int, expected: t.Iterable[str]) -> S
         line=line,
         column=column,
         expected=expected,
-        context=f"    {src}\n    {' ' * (column - 1)}^",
+        context=caret_context(src, column),
     )
 
 

@@ -39,7 +39,13 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
-from sentinel.errors import ExpressionError, SnoopSyntaxError, TimeStringError
+from sentinel.errors import (
+    ExpressionError,
+    SnoopSyntaxError,
+    TimeStringError,
+    caret_context,
+    shortened,
+)
 
 __all__ = ["parse", "register_block", "to_text"]
 
@@ -368,8 +374,7 @@ def parse(text: str) -> ex.Expression:
 
 def _caret(text: str, line: int, column: int) -> str:
     lines = text.split("\n")
-    src = lines[min(line, len(lines)) - 1]
-    return f"    {src}\n    {' ' * (column - 1)}^"
+    return caret_context(lines[min(line, len(lines)) - 1], column)
 
 
 def _position(text: str, pos: int) -> tuple[int, int]:
@@ -403,7 +408,7 @@ def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
         msg = "unexpected end of text"
     else:
         pos = tok.start_pos if tok.start_pos is not None else 0
-        msg = f"unexpected {str(tok)!r}"
+        msg = f"unexpected {shortened(repr(str(tok)))}"
     expected = _expected_at(text[:pos])
     for python, hint in _PYTHON_SPELLINGS.items():
         if text.startswith(python, pos):

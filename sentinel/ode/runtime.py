@@ -25,6 +25,7 @@ import threading
 import typing as t
 from itertools import count
 
+from sentinel.errors import ExpressionError
 from sentinel.ode.automata import CUR, Automaton, Template, liveness
 
 __all__ = ["Program", "materialize", "program"]
@@ -225,7 +226,17 @@ class Program:
         source = "\n".join(lines) + "\n"
         namespace = dict(consts)
         filename = f"<sentinel ode automaton #{next(_ids)}>"
-        exec(compile(source, filename, "exec"), namespace)
+        try:
+            code_object = compile(source, filename, "exec")
+        except (SyntaxError, RecursionError, MemoryError):
+            # Python refuses expressions nested 200 parentheses deep; a record
+            # template nests one call per operator of the expression.
+            raise ExpressionError(
+                "an Ode expression nests too deeply to compile its records (Python "
+                "nests at most 200 parentheses; an operator nests one or two); split "
+                "it into several events"
+            ) from None
+        exec(code_object, namespace)
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         self.source = source
         self.ops = [[None if n is None else namespace[n] for n in row] for row in ops_names]

@@ -35,13 +35,18 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
-from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context
 from sentinel.ode import terms as tm
 
 if t.TYPE_CHECKING:
     from sentinel.ode.event import OdeEvent
 
-__all__ = ["parse", "parse_term", "term_text"]
+__all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
+
+#: How deeply operators may nest in Ode text (``!!!a`` nests three levels, and so
+#: does ``prior(a, prior(a, prior(a, b)))``); the stages after the parser walk
+#: the expression recursively.
+MAX_DEPTH: t.Final = 150
 
 _OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
     "relative": tm.Rel,
@@ -372,6 +377,7 @@ def _parse_tree(text: str) -> _Body:
         raise TypeError(f"expected Ode text, not {type(text).__name__}")
     try:
         tree = _parser().parse(text)
+        _check_depth(text, tree)
         result = _ToTerm(text).transform(tree)
     except UnexpectedInput as e:
         raise _syntax_error(text, e) from None
@@ -391,6 +397,28 @@ def _parse_tree(text: str) -> _Body:
     if isinstance(result, Tree) or not isinstance(result, _Body):  # pragma: no cover
         raise ExpressionError(f"could not read {text!r} as an Ode expression")
     return result
+
+
+def _check_depth(text: str, tree: Tree[Token]) -> None:
+    """Refuse text whose operators nest more than :data:`MAX_DEPTH` levels (with
+    a stack: the check itself works at any depth)."""
+    stack: list[tuple[Tree[Token], int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data not in ("start", "body", "args", "definition"):
+            depth += 1
+        if depth > MAX_DEPTH:
+            line = getattr(node.meta, "line", 1) or 1
+            column = getattr(node.meta, "column", 1) or 1
+            raise SnoopSyntaxError(
+                f"the expression nests more than {MAX_DEPTH} levels of operators here "
+                "(sentinel.ode.syntax.MAX_DEPTH); split it into several events",
+                text=text,
+                line=line,
+                column=column,
+                context=_caret(text, line, column),
+            )
+        stack.extend((c, depth) for c in node.children if isinstance(c, Tree))
 
 
 def parse_term(text: str) -> tm.Term:
@@ -415,8 +443,7 @@ def parse(text: str) -> OdeEvent:
 
 def _caret(text: str, line: int, column: int) -> str:
     lines = text.splitlines() or [""]
-    src = lines[min(line, len(lines)) - 1]
-    return f"    {src}\n    {' ' * (column - 1)}^"
+    return caret_context(lines[min(line, len(lines)) - 1], column)
 
 
 def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
