@@ -183,6 +183,91 @@ def test_next_match_agrees_with_enumeration(f: dict[str, int | None], after: dat
         assert got == expected.timestamp(), (str(spec), after)
 
 
+# -- near daylight-saving transitions, against a model of wall-clock readings -----
+
+#: Zones with the transitions that break naive searches: an hour each way (Paris,
+#: New York), half an hour (Lord Howe), a whole skipped day (Apia, 30 Dec 2011),
+#: transitions at midnight (Santiago) and a DST suspended for Ramadan (Casablanca).
+ZONES = [
+    "Europe/Paris",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Pacific/Apia",
+    "America/Santiago",
+    "Africa/Casablanca",
+]
+
+
+def _transitions(tz: ZoneInfo, year: int) -> list[float]:
+    """The instants in ``year`` at which ``tz``'s offset changes (to the second)."""
+    out = []
+    t = datetime(year, 1, 1, tzinfo=UTC).timestamp()
+    end = datetime(year + 1, 1, 1, tzinfo=UTC).timestamp()
+    before = datetime.fromtimestamp(t, tz).utcoffset()
+    while t < end:
+        if datetime.fromtimestamp(t + 3600, tz).utcoffset() != before:
+            lo, hi = t, t + 3600
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if datetime.fromtimestamp(mid, tz).utcoffset() == before:
+                    lo = mid
+                else:
+                    hi = mid
+            out.append(hi)
+            before = datetime.fromtimestamp(hi, tz).utcoffset()
+        t += 3600
+    return out
+
+
+TRANSITIONS = [
+    (zone, x) for zone in ZONES for year in (2011, 2023) for x in _transitions(ZoneInfo(zone), year)
+]
+
+
+def _wall_model(spec: AbsoluteTime, after: float, tz: ZoneInfo) -> float | None:
+    """The first instant after ``after`` whose reading in ``tz`` matches ``spec``,
+    from the readings' side: every matching wall-clock second of the days around
+    ``after``, each turned into the instants that read it (none in a gap, two in
+    a fold: an instant reads ``w`` when converting it back gives ``w``)."""
+
+    def values(v: int | None, n: int) -> range | list[int]:
+        return range(n) if v is None else [v]
+
+    start = datetime.fromtimestamp(after, tz).replace(tzinfo=None)
+    day = (start - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    best: float | None = None
+    for _ in range(6):
+        for h in values(spec.hour, 24):
+            for m in values(spec.minute, 60):
+                for s in values(spec.second, 60):
+                    wall = day.replace(hour=h, minute=m, second=s)
+                    for fold in (0, 1):
+                        x = wall.replace(tzinfo=tz, fold=fold).timestamp()
+                        reads = datetime.fromtimestamp(x, tz).replace(tzinfo=None)
+                        if reads == wall and x > after and (best is None or x < best):
+                            best = x
+        day += timedelta(days=1)
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(TRANSITIONS),
+    st.one_of(st.floats(-86_400, 86_400), st.integers(-7_200, 7_200).map(float)),
+    st.one_of(st.none(), st.integers(0, 23)),
+    st.sampled_from([None, 0, 30, 45, 59]),
+    st.sampled_from([0, 30, 59]),
+)
+def test_next_match_near_transitions_agrees_with_wall_clock_readings(
+    transition: tuple[str, float], offset: float, hour: int | None, minute: int | None, second: int
+) -> None:
+    zone, x = transition
+    tz = ZoneInfo(zone)
+    spec = AbsoluteTime(hour=hour, minute=minute, second=second)
+    after = x + offset
+    assert next_match(spec, after, tz) == _wall_model(spec, after, tz), (zone, str(spec), after)
+
+
 def test_absolute_events_are_primitive_events_named_by_their_text() -> None:
     e = Absolute("<(17:00:00)*/*/94>")
     assert e.name == e.label == "<(17:00:00)*/*/1994>" and str(e) == e.name
