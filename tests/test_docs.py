@@ -17,6 +17,23 @@ The convention (also in DEVELOPERS.md):
   page runs, also by the processes it starts) and imported, so later blocks can
   import it and name ``myapp.rules:detector`` as applications do.
 
+Blocks in other languages are code too, and each one either runs or says why
+it cannot:
+
+- ``<!-- docs-test: run -->`` before a ```sh block runs each of its lines, which
+  must be ``sentinel`` commands, in the page's session (its directory, after the
+  page's earlier blocks); each must exit with 0.
+- ``<!-- docs-test: output of sentinel ... -->`` before a ```text block (what a
+  command prints) runs that command in the page's session and compares: the
+  block is the whole output, line by line (``...`` in a line matches any text);
+  ``<!-- docs-test: excerpt of sentinel ... -->`` only asks the block's lines to
+  appear in the output, in order.
+- ``<!-- docs-test: needs ... -->`` says what else a block needs (a server, a
+  cluster, your application); it is not run, but every ``sentinel`` command in
+  it must name commands and options that exist.
+- A ```text block that is none of these is prose set in a fixed font (a
+  grammar's synopsis, a diagram), not code.
+
 New pages under docs/ are picked up without any change here. A test's id is
 ``page:line`` (the line of the opening fence).
 """
@@ -28,6 +45,7 @@ import importlib
 import io
 import os
 import re
+import shlex
 import sys
 import textwrap
 import threading
@@ -55,6 +73,10 @@ class Block:
     needs: str | None = None  # compile only: what it needs that the suite lacks
     standalone: bool = False
     module: str | None = None  # the block is this module's source
+    lang: str = "python"
+    run: bool = False  # a shell block whose sentinel commands run
+    command: str | None = None  # a text block: what this command prints
+    excerpt: bool = False  # ... or lines of it, in order
 
     @property
     def id(self) -> str:
@@ -66,14 +88,14 @@ class Block:
 
 
 def parse(page: Path) -> list[Block]:
-    """The page's ```python blocks, with their markers; raises ValueError for a
+    """The page's fenced blocks, with their markers; raises ValueError for a
     marker that says something this harness does not know."""
     lines = page.read_text("utf-8").splitlines()
     blocks: list[Block] = []
     i = 0
     while i < len(lines):
         m = FENCE.match(lines[i])
-        if not m or not m.group("lang"):
+        if not m:
             i += 1
             continue
         indent, lang, start = m.group("indent"), m.group("lang"), i
@@ -83,28 +105,43 @@ def parse(page: Path) -> list[Block]:
             body.append(lines[i])
             i += 1
         i += 1
-        if lang != "python":
-            continue
-        needs, standalone, module = None, False, None
+        needs, standalone, module, run, command, excerpt = None, False, None, False, None, False
         marker = MARKER.match(lines[start - 1]) if start else None
         if marker:
             what = marker.group("what")
-            if what == "standalone":
+            if what == "standalone" and lang == "python":
                 standalone = True
             elif what.startswith("needs "):
                 needs = what.removeprefix("needs ")
-            elif re.fullmatch(r"module [\w.]+", what):
+            elif re.fullmatch(r"module [\w.]+", what) and lang == "python":
                 module = what.removeprefix("module ")
+            elif what == "run" and lang == "sh":
+                run = True
+            elif re.match(r"(output|excerpt) of sentinel ", what) and lang == "text":
+                kind, _, command = what.partition(" of ")
+                excerpt = kind == "excerpt"
             else:
-                raise ValueError(f"{page.name}:{start}: unknown docs-test marker {what!r}")
+                raise ValueError(
+                    f"{page.name}:{start}: unknown docs-test marker {what!r} for a {lang} block"
+                )
         code = textwrap.dedent("\n".join(body)) if indent else "\n".join(body)
-        blocks.append(Block(page, start + 1, code + "\n", needs, standalone, module))
+        blocks.append(
+            Block(
+                page, start + 1, code + "\n", needs, standalone, module,
+                lang, run, command, excerpt,
+            )
+        )  # fmt: skip
     return blocks
 
 
 BLOCKS = [b for page in PAGES for b in parse(page)]
-RUN = [b for b in BLOCKS if b.needs is None]
-COMPILE = [b for b in BLOCKS if b.needs is not None]
+#: What runs, in each page's session: Python blocks, shell blocks, commands' outputs.
+RUN = [
+    b for b in BLOCKS if b.needs is None and (b.lang == "python" or b.run or b.command is not None)
+]
+COMPILE = [b for b in BLOCKS if b.needs is not None and b.lang == "python"]
+#: Shell blocks that are not run: their sentinel commands must exist as written.
+SHELL = [b for b in BLOCKS if b.lang == "sh" and not b.run]
 
 
 @dataclass
@@ -173,6 +210,8 @@ class PageSession:
         cwd = os.getcwd()
         os.chdir(self.directory)
         try:
+            if block.lang != "python":
+                return self.run_commands(block)
             with contextlib.redirect_stdout(out):
                 if block.module:
                     self.write_module(block)
@@ -183,6 +222,22 @@ class PageSession:
         finally:
             os.chdir(cwd)
         return out.getvalue().splitlines()
+
+    def run_commands(self, block: Block) -> list[str]:
+        """Run a shell block's commands (each must succeed), or the command whose
+        output a text block shows; return what the last one printed."""
+        from click.testing import CliRunner
+
+        from sentinel.cli import main
+
+        commands = [block.command] if block.command else sentinel_commands(block)
+        printed: list[str] = []
+        for command in commands:
+            assert command is not None
+            result = CliRunner().invoke(main, shlex.split(command)[1:], catch_exceptions=False)
+            assert result.exit_code == 0, f"{block.id}: `{command}` failed:\n{result.output}"
+            printed = result.output.splitlines()
+        return printed
 
     def write_module(self, block: Block) -> None:
         assert block.module
@@ -256,6 +311,34 @@ def matches(promise: str, line: str) -> bool:
     return re.fullmatch(pattern, line.strip()) is not None
 
 
+def sentinel_commands(block: Block) -> list[str]:
+    """The ``sentinel`` command lines of a shell block, without their comments;
+    a line that is not a ``sentinel`` command is an error for a block that runs."""
+    commands = []
+    for line in block.code.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line.startswith("sentinel "):
+            commands.append(line)
+        elif line and block.run:
+            raise AssertionError(f"{block.id}: only sentinel commands run here, not {line!r}")
+    return commands
+
+
+def shows(block: Block, printed: list[str]) -> bool:
+    """Whether a text block shows what was printed (see the module docs)."""
+
+    def same(shown: str, line: str) -> bool:  # as matches(), indentation included
+        pattern = ".*".join(re.escape(part) for part in shown.split("..."))
+        return re.fullmatch(pattern, line) is not None
+
+    shown = [line.rstrip() for line in block.code.rstrip("\n").splitlines()]
+    printed = [line.rstrip() for line in printed]
+    if not block.excerpt:
+        return len(shown) == len(printed) and all(map(same, shown, printed))
+    it = iter(printed)
+    return all(any(same(line, p) for p in it) for line in shown)
+
+
 def test_every_page_is_found() -> None:
     names = {p.name for p in PAGES}
     assert {"README.md", "guide.md", "testing.md"} <= names
@@ -270,6 +353,11 @@ def test_block_runs_and_prints_what_it_promises(block: Block, page_sessions: Pag
     finally:
         if block is session.blocks[-1]:  # the page is over, whether or not it passed
             session.close()
+    if block.lang == "text":
+        assert shows(block, printed), (
+            f"{block.id} shows what `{block.command}` prints; it printed:\n" + "\n".join(printed)
+        )
+        return
     promised = block.promises()
     assert len(printed) == len(promised) and all(map(matches, promised, printed)), (
         f"{block.id} promises {promised}, printed {printed}"
@@ -282,6 +370,41 @@ def test_block_that_needs_more_compiles(block: Block) -> None:
     assert not block.promises() or block.needs  # says what it needs to print them
 
 
+def test_every_block_runs_or_says_why_not() -> None:
+    """A block in another language than Python runs, shows a command's output,
+    says what it needs, or is ```text (prose in a fixed font)."""
+    silent = [
+        b.id
+        for b in BLOCKS
+        if b.lang != "python"
+        and not (b.run or b.command or b.needs is not None or b.lang == "text")
+    ]
+    assert not silent, f"blocks that neither run nor say what they need: {silent}"
+
+
+@pytest.mark.parametrize("block", SHELL, ids=[b.id for b in SHELL])
+def test_shown_commands_exist_as_written(block: Block) -> None:
+    """Each ``sentinel`` command of a block that cannot run names a command that
+    exists, with options it takes (``[...]`` marks an optional part; values may
+    be placeholders)."""
+    import click
+
+    from sentinel.cli import main
+
+    for line in sentinel_commands(block):
+        words = shlex.split(line.replace("[", " ").replace("]", " "))[1:]
+        command: click.Command = main
+        while isinstance(command, click.Group) and words and not words[0].startswith("-"):
+            sub = command.get_command(click.Context(command), words[0])
+            assert sub is not None, f"{block.id}: no command {words[0]!r} in `{line}`"
+            command, words = sub, words[1:]
+        known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        unknown = [
+            w.split("=")[0] for w in words if w.startswith("-") and w.split("=")[0] not in known
+        ]
+        assert not unknown, f"{block.id}: `{line}`: {command.name} has no option {unknown}"
+
+
 def test_markers_are_understood(tmp_path: Path) -> None:
     page = tmp_path / "p.md"
     page.write_text(
@@ -290,8 +413,9 @@ def test_markers_are_understood(tmp_path: Path) -> None:
         "<!-- docs-test: standalone -->\n```python\ny = 2  # prints: 2\n```\n"
         "```sh\nls\n```\n  ```python\n  z = 3\n  ```\n"
     )
-    m, a, b, c = parse(page)
+    m, a, b, sh, c = parse(page)
     assert (m.module, m.needs, m.line) == ("app.rules", None, 2)
+    assert (sh.lang, sh.run, sh.needs) == ("sh", False, None)
     assert (a.needs, a.standalone, a.line) == ("a Spark cluster", False, 6)
     assert (b.needs, b.standalone, b.promises()) == (None, True, ["2"])
     assert c.code == "z = 3\n" and c.line == 17

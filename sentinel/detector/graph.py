@@ -201,7 +201,9 @@ class EventGraph:
         (so no stored occurrence predates it)."""
         if sub.active:
             return False
-        keys = set(self._keys(sub.expression, sub.mode, ()))
+        # In the expression's order, not a set's: node ids, and so the order of
+        # nodes of one height in an instant, must not depend on hash seeds.
+        keys = self._keys(sub.expression, sub.mode, ())
         fresh = True
         for key in keys:
             self.refs[key] += 1
@@ -223,7 +225,7 @@ class EventGraph:
         self.subscriptions.remove(sub)
         sub.active = False
         gone = []
-        for key in set(self._keys(sub.expression, sub.mode, ())):
+        for key in self._keys(sub.expression, sub.mode, ()):
             self.refs[key] -= 1
             if self.refs[key] == 0:
                 del self.refs[key]
@@ -239,7 +241,7 @@ class EventGraph:
             self.global_store.pop(hid, None)
         return gone
 
-    def _changed(self, leaves: set[tuple[str, Hashable]]) -> None:
+    def _changed(self, leaves: list[tuple[str, Hashable]]) -> None:
         """Note that the wiring is out of date; it is compiled again before the next
         signal (:meth:`ensure`), so defining many rules costs one compilation.
         Meanwhile a channel's ``any`` and ``selected`` already tell truthfully
@@ -269,7 +271,13 @@ class EventGraph:
         if self.dirty:
             self.rewire()
 
-    def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
+    def _keys(self, expr: ex.Expression, mode: Mode, region: Region) -> list[Key]:
+        """The nodes ``expr`` needs, once each, children before their parents and
+        left before right (node ids follow this order, the same in every process)."""
+        return list(dict.fromkeys(reversed(list(self._keys_down(expr, mode, region)))))
+
+    def _keys_down(self, expr: ex.Expression, mode: Mode, region: Region) -> Iterator[Key]:
+        """The nodes of ``expr``, parents first, the last child first."""
         # With a stack, not recursively: expressions of any depth.
         todo: list[tuple[ex.Expression, Region]] = [(expr, region)]
         while todo:
@@ -283,7 +291,7 @@ class EventGraph:
                 todo.append((e.expression, (*r, e)))
                 continue
             yield (e, mode, r)
-            todo.extend((c, r) for c in reversed(e.children))
+            todo.extend((c, r) for c in e.children)
 
     def _create(self, key: Key) -> int:
         expr, mode, _region = key
@@ -755,8 +763,9 @@ class EventGraph:
         return lines
 
 
-def _leaves(sub: Subscription) -> set[tuple[str, Hashable]]:
-    return {(p.name, p.selector) for p in sub.expression.primitives()}
+def _leaves(sub: Subscription) -> list[tuple[str, Hashable]]:
+    """The primitive events ``sub`` listens to, once each, in the expression's order."""
+    return list(dict.fromkeys((p.name, p.selector) for p in sub.expression.primitives()))
 
 
 def _pending_wiring(store: Store, occ: Any) -> None:  # pragma: no cover - never called
