@@ -112,6 +112,12 @@ class GlobalDetector:
         minus ``clock_grace`` seconds (see :mod:`~sentinel.global_detector.detect`);
         a row committed later with an earlier occurrence time is *late* for
         the timers already fired. Make it longer than your transactions.
+    ``max_ahead``, ``max_late``
+        a row whose occurrence time is more than ``max_ahead`` seconds ahead of
+        this machine's clock, or (rules with temporal events) more than
+        ``max_late`` seconds behind the log's clock, is reported and skipped
+        (:class:`~sentinel.global_detector.detect.CommitFeeder`); ``None``
+        lifts a bound.
 
     Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
     """
@@ -135,9 +141,13 @@ class GlobalDetector:
         session_factory: Callable[[], Any] | None = None,
         clock_grace: float = 1.0,
         clock: Callable[[], float] = time.time,
+        max_ahead: float | None = 300.0,
+        max_late: float | None = 86_400.0,
     ) -> None:
         self.rules = _resolve(rules)
         check_rules(self.rules)
+        self.max_ahead, self.max_late = max_ahead, max_late
+        CommitFeeder(self.rules, max_ahead=max_ahead, max_late=max_late)  # checks the bounds
         if lease <= 0 or min_wait <= 0 or max_wait < min_wait or batch < 1:
             raise GlobalDetectorError(
                 "lease and min_wait must be positive, max_wait at least min_wait, batch >= 1"
@@ -190,7 +200,9 @@ class GlobalDetector:
     def _rebuild(self, position: int) -> CommitFeeder:
         """A detector in the state of having seen every commit up to ``position``
         (its detections were acted on before: they are dropped)."""
-        feeder = CommitFeeder(self.rules)
+        feeder = CommitFeeder(
+            self.rules, max_ahead=self.max_ahead, max_late=self.max_late, now=self.clock
+        )
         with self.engine.connect() as conn:
             after = 0
             while after < position:
@@ -404,13 +416,21 @@ class GlobalDetector:
 
 
 def replay_committed(
-    rules: Any, bind: str | Engine, *, schema: str | None = None, prefix: str = DEFAULT_PREFIX
+    rules: Any,
+    bind: str | Engine,
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    max_ahead: float | None = 300.0,
+    max_late: float | None = 86_400.0,
 ) -> list[Detection]:
     """Batch replay of the committed log in commit order through ``rules``:
-    the detections a global detector makes over the same log, in its order."""
+    the detections a global detector makes over the same log, in its order
+    (``max_ahead``, ``max_late``: as :class:`GlobalDetector`'s; a row ahead of
+    the clock is judged by this machine's clock now)."""
     det = _resolve(rules)
+    feeder = CommitFeeder(det, max_ahead=max_ahead, max_late=max_late)
     engine = sa.create_engine(bind) if isinstance(bind, str) else bind
-    feeder = CommitFeeder(det)
     reader = CommitReader(log_tables(schema, prefix))
     out: list[Detection] = []
     try:
