@@ -193,6 +193,8 @@ class GlobalDetector:
         self.unnumbered_every = 30.0
         self._unnumbered_at = 0.0
         self._unnumbered_after: int | None = None
+        #: At the last look: the feeder, its position and rows read, the largest id.
+        self._looked: tuple[CommitFeeder, int, int, int] | None = None
         self.clock_grace = clock_grace
         self.clock = clock
 
@@ -275,16 +277,29 @@ class GlobalDetector:
 
     def _look_for_unnumbered(self) -> None:
         """Warn (at most every :attr:`unnumbered_every` seconds, when idle) about
-        rows written since the service started without a commit number: a
-        process writes the log without ``attach(commit_order=True)``, and its
-        events are invisible here."""
+        rows written since the service started (or since the last look) that it
+        will never read: rows without a commit number (a process writes the
+        log without ``attach(commit_order=True)``, and its events are invisible
+        here), and rows numbered at or behind commits it had already read
+        (forged, or written with a stale ``commit_seq``)."""
         now = time.monotonic()
         if now < self._unnumbered_at or self._unnumbered_after is None:
             return
         self._unnumbered_at = now + self.unnumbered_every
+        feeder = self._feeder
+        looked = self._looked
         with self.engine.connect() as conn:
-            n, top = self.reader.unnumbered(conn, self._unnumbered_after)
+            after = self._unnumbered_after
+            n, top = self.reader.unnumbered(conn, after)
+            behind = 0
+            if feeder is not None and looked is not None and looked[0] is feeder:
+                # what the log holds now up to the position, against what was read
+                _, was, read, after = looked
+                seen = self.reader.behind(conn, after, was, feeder.position)
+                behind = seen - (feeder.rows - read)
         self._unnumbered_after = top
+        if feeder is not None:
+            self._looked = (feeder, feeder.position, feeder.rows, top)
         if n:
             log.warning(
                 "sentinel global %r: %d log row(s) written without a commit number since "
@@ -292,6 +307,15 @@ class GlobalDetector:
                 "and the global detector does not see its events",
                 self.name,
                 n,
+            )
+        if behind > 0:
+            log.error(
+                "sentinel global %r: %d log row(s) written since the last look are numbered "
+                "at or behind commits it had already read (forged, or written with a stale "
+                "commit_seq): the global detector does not read them (its position: %d)",
+                self.name,
+                behind,
+                self._looked[1] if self._looked is not None else 0,
             )
 
     def _move_clock(self, feeder: CommitFeeder) -> bool:

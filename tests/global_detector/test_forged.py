@@ -154,3 +154,43 @@ def test_a_row_far_behind_the_clock_is_skipped_not_a_storm_of_ticks(log_db: sa.E
     plain = CommitFeeder(rules.detector, max_late=3_600)
     plain.feed(_rows(log_db))
     assert plain.skipped == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_rows_numbered_behind_the_cursor_are_reported(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row numbered at or behind a commit the service has read (forged, or
+    written with a stale ``commit_seq``) is never read, and nothing said so.
+    The service's look for rows it will not read (when idle) counts them: rows
+    added behind where it stood at the last look, and rows added to commits it
+    read since. Legitimate commits in between are not counted."""
+    writer = LogWriter(commit_order=True)
+    for i, event in enumerate(["order", "order", "payment"]):
+        with log_db.begin() as conn:
+            writer.write(conn, [_occ(event, 1001.0 + i, f"t{i}", 1)])
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    service.unnumbered_every = 0.0
+    assert service.step().rows == 3
+    assert service.step().rows == 0  # idle: the first look
+    with log_db.begin() as conn:
+        first = int(conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_events")).scalar())
+        _forge(conn, 1002.0, first, customer=1, scope="stale")  # behind the last look
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1004.0, "t3", 2)])
+    assert service.step().rows == 1  # the legitimate commit
+    with log_db.begin() as conn:
+        last = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        _forge(conn, 1004.5, last, customer=2, scope="added")  # to a commit read since
+    assert "numbered at or behind" not in caplog.text
+    assert service.step().rows == 0
+    assert "2 log row(s) written since the last look are numbered at or behind" in caplog.text
+    caplog.clear()
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1005.0, "t4", 2)])
+    assert service.step().rows == 1
+    assert service.step().rows == 0
+    assert "numbered at or behind" not in caplog.text  # reported once; legitimate rows are not
+    assert service.step().detections == 0
+    service.close()
+    assert len(_rows(log_db)) == 7  # they are in the log: batch replay reads them
