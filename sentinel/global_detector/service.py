@@ -365,9 +365,13 @@ class GlobalDetector:
     def run_pending(self) -> int:
         """Run this detector's due outbox entries (after a restart); return how
         many were due."""
+        runner = self.attachment.runner
+        if time.monotonic() >= runner._unknown_at:  # entries no worker would run
+            runner._unknown_at = time.monotonic() + runner.unknown_every
+            runner.refuse_unknown()
         keys = self.pending_keys()
         for key in keys:
-            self.attachment.runner.run_one(key)
+            runner.run_one(key)
         return len(keys)
 
     # -- the loop ----------------------------------------------------------------------
