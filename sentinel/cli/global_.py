@@ -57,6 +57,22 @@ __all__ = ["global_command"]
     type=click.FloatRange(min=0.1),
     help="Seconds an action's claim outlives its worker's last heartbeat.",
 )
+@click.option(
+    "--max-ahead",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Skip (and report) a log row whose occurrence time is more than this many "
+    "seconds ahead of this machine's clock.",
+)
+@click.option(
+    "--max-late",
+    default=86_400.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Rules with temporal events: skip (and report) a log row more than this many "
+    "seconds behind the log's clock.",
+)
 @click.option("--no-actions", is_flag=True, help="Only enqueue; `sentinel worker` acts.")
 @click.option(
     "--until-idle", is_flag=True, help="Exit once the log is read to its end (for cron, tests)."
@@ -72,6 +88,8 @@ def global_command(
     poll: float,
     workers: int,
     action_lease: float,
+    max_ahead: float,
+    max_late: float,
     no_actions: bool,
     until_idle: bool,
 ) -> None:
@@ -99,6 +117,8 @@ def global_command(
         workers=workers,
         action_lease=action_lease,
         run_actions=not no_actions,
+        max_ahead=max_ahead,
+        max_late=max_late,
     )
     totals = {"rows": 0, "detections": 0}
 

@@ -25,15 +25,28 @@ the application's rules, in which
   (:meth:`~sentinel.global_detector.GlobalDetector.step`). Because the clock
   only moves with committed rows, batch replay of the same log fires the same
   timers at the same places. The processes' own ticks (``temporal:tick`` rows
-  of their local rules) are not read.
+  of their local rules) are not read;
+- a row whose time could only have been forged or corrupted is refused before it
+  moves the clock (reported and skipped, as a row whose parameters cannot be
+  read): an occurrence or detection time that is not a finite number; an
+  occurrence time more than ``max_ahead`` seconds ahead of the reading
+  machine's clock (at infinity, or in the year 9999, every timer would fire at
+  once, a periodic one without end); and, when the rules have temporal events,
+  one more than ``max_late`` seconds behind the log's clock (its relative and
+  periodic timers would start that far back, and a periodic one would catch up
+  one tick per period). A late row within ``max_late`` is normal (a long
+  transaction's row): it does not move the clock.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from math import isfinite
+from sys import float_info
 from typing import Any, Final
 
 from sentinel.algebra.expressions import Keyed, Primitive
@@ -51,6 +64,7 @@ __all__ = [
     "Detection",
     "check_rules",
     "global_t_occ",
+    "is_temporal",
 ]
 
 #: The event of the rows a global detector commits to move its clock: their
@@ -61,6 +75,7 @@ log = logging.getLogger("sentinel.global")
 
 #: Bits of a global ``t_occ`` that hold a row's rank within its commit.
 RANK_BITS: Final = 20
+_MAX: Final = float_info.max
 _new = tuple.__new__
 
 
@@ -77,6 +92,13 @@ class Detection:
     rule: str
     occurrence: Any
     commit_seq: int
+
+
+def is_temporal(expr: Any) -> bool:
+    """Whether the event expression ``expr`` has temporal events (timers)."""
+    from sentinel.algebra.temporal import Absolute, P, Pstar, Relative
+
+    return any(isinstance(e, (Absolute, Relative, P, Pstar)) for e in expr.walk())
 
 
 def check_rules(det: LocalEventDetector) -> None:
@@ -115,11 +137,35 @@ class _GlobalReplayDetector(ReplayDetector):
 
 class CommitFeeder:
     """Feeds whole commits of log rows to a fresh detector of ``rules`` and
-    returns the detections each commit completes. Not thread-safe."""
+    returns the detections each commit completes. Not thread-safe.
 
-    def __init__(self, rules: LocalEventDetector) -> None:
+    ``max_ahead``, ``max_late`` and ``now`` bound the rows' occurrence times
+    (see the module docs): a row more than ``max_ahead`` seconds ahead of
+    ``now()`` (read once per :meth:`feed`), or, when the rules have temporal
+    events, more than ``max_late`` seconds behind the log's clock, is skipped
+    and reported; ``None`` lifts a bound."""
+
+    def __init__(
+        self,
+        rules: LocalEventDetector,
+        *,
+        max_ahead: float | None = 300.0,
+        max_late: float | None = 86_400.0,
+        now: Callable[[], float] = time.time,
+    ) -> None:
         check_rules(rules)
+        for name, bound in (("max_ahead", max_ahead), ("max_late", max_late)):
+            if bound is not None and not (isfinite(bound) and bound >= 0):
+                raise GlobalDetectorError(
+                    f"{name} must be a number of seconds at least 0 (or None), not {bound!r}"
+                )
         self.rules = rules
+        self.max_ahead = max_ahead
+        self.now = now
+        # late rows matter only to timers: without them a bound would refuse
+        # rows for nothing (and make keyed streaming differ from the service)
+        timed = any(r.enabled and is_temporal(r.event) for r in rules.rules.values())
+        self.max_late = max_late if timed else None
         # made at the first row, with the clock at its time: absolute temporal
         # events are armed from there, not from 1970
         self._detector: _GlobalReplayDetector | None = None
@@ -181,11 +227,17 @@ class CommitFeeder:
         given = None if ranks is None else iter(ranks)
         if not rows:
             return []
+        # rows beyond these times are refused (see the module docs); the
+        # largest floats, where a bound is lifted, keep out only infinities
+        ahead = _MAX if self.max_ahead is None else self.now() + self.max_ahead
+        late = self.max_late
         det = self._detector
         if det is None:
             # the clock starts at the first row with a time it can stand at
-            start = next((r.ts for r in rows if isfinite(r.ts)), None)
+            start = next((r.ts for r in rows if isfinite(r.ts) and r.ts <= ahead), None)
             det = self._start(rows[0].ts if start is None else start)
+        log_time = self.log_time
+        floor = -_MAX if late is None or log_time is None else log_time - late
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
@@ -214,20 +266,21 @@ class CommitFeeder:
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
                     "detector numbers at most that many per transaction"
                 )
-            if not (isfinite(r.ts) and isfinite(r.detected_ts)):
-                # a row written by hand: moving the clock to infinity would fire
-                # every timer at once (a periodic one for ever)
+            ts = r.ts
+            if not (floor <= ts <= ahead and isfinite(r.detected_ts)):
+                # a row written by hand: moving the clock to infinity (or to the
+                # year 9999) would fire every timer at once, a periodic one
+                # without end; a row far behind the clock starts timers that far
+                # back. One comparison per row; the reason is found here only.
                 rank += 1
-                self._skip(
-                    r,
-                    f"ValueError: its occurrence time ({r.ts!r}) or detection time "
-                    f"({r.detected_ts!r}) is not a finite number",
-                )
+                self._skip(r, self._bad_time(r, ahead, floor))
                 continue
-            if self.log_time is None or r.ts > self.log_time:
-                self.log_time = r.ts
-            if r.ts > clock.now():
-                clock.set(r.ts)  # fires the timers due before this row
+            if log_time is None or ts > log_time:
+                self.log_time = log_time = ts
+                if late is not None:
+                    floor = ts - late
+            if ts > clock.now():
+                clock.set(ts)  # fires the timers due before this row
             # after the ticks those timers signalled (they took the next t_occs)
             t = global_t_occ(seq, rank)
             if t <= det.clock:
@@ -269,6 +322,24 @@ class CommitFeeder:
             self._end(opened, seq, out)
         return out
 
+    def _bad_time(self, r: Any, ahead: float, floor: float) -> str:
+        """Why the time of the row ``r`` was refused."""
+        if not (isfinite(r.ts) and isfinite(r.detected_ts)):
+            return (
+                f"ValueError: its occurrence time ({r.ts!r}) or detection time "
+                f"({r.detected_ts!r}) is not a finite number"
+            )
+        if r.ts > ahead:
+            return (
+                f"ValueError: its occurrence time ({_when(r.ts)}) is more than "
+                f"{self.max_ahead:g} s ahead of this machine's clock "
+                f"({_when(ahead - (self.max_ahead or 0.0))})"
+            )
+        return (
+            f"ValueError: its occurrence time ({_when(r.ts)}) is more than "
+            f"{self.max_late:g} s behind the log's clock ({_when(floor + (self.max_late or 0.0))})"
+        )
+
     def _skip(self, r: Any, why: str) -> None:
         """Report the row ``r``, which cannot be read, and record it as skipped."""
         self.skipped.append((r.id, why[:500]))
@@ -290,3 +361,11 @@ class CommitFeeder:
         for name, _coupling, _scope, occ, _ok, _err in records:
             out.append(Detection(name, occ, seq))
         records.clear()
+
+
+def _when(ts: float) -> str:
+    """``ts`` (POSIX seconds) as UTC ISO text, or as a number out of its range."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)

@@ -116,6 +116,26 @@ class CommitReader:
         ).one()
         return int(n or 0), int(top or after_id)
 
+    def behind(self, conn: Connection, after_id: int, was: int, position: int) -> int:
+        """The committed rows with an id above ``after_id`` numbered at most
+        ``was``, plus those numbered after ``was`` up to ``position``. For a
+        reader that stood at ``was`` when ``after_id`` was the log's largest id
+        and has read up to ``position`` since: the rows it read since then,
+        plus those numbered behind it meanwhile (forged, or written with a
+        stale ``commit_seq``), which it never reads. Both counts use the
+        ``commit_seq`` index."""
+        ev = self.tables.events
+        committed = sa.or_(ev.c.outcome.is_(None), ev.c.outcome != Outcome.ABORTED.value)
+        old = conn.execute(
+            sa.select(sa.func.count()).where(ev.c.commit_seq <= was, ev.c.id > after_id, committed)
+        ).scalar()
+        new = conn.execute(
+            sa.select(sa.func.count()).where(
+                ev.c.commit_seq > was, ev.c.commit_seq <= position, committed
+            )
+        ).scalar()
+        return int(old or 0) + int(new or 0)
+
     def last_id(self, conn: Connection) -> int:
         """The largest row id in the log (0: none)."""
         ev = self.tables.events

@@ -112,6 +112,12 @@ class GlobalDetector:
         minus ``clock_grace`` seconds (see :mod:`~sentinel.global_detector.detect`);
         a row committed later with an earlier occurrence time is *late* for
         the timers already fired. Make it longer than your transactions.
+    ``max_ahead``, ``max_late``
+        a row whose occurrence time is more than ``max_ahead`` seconds ahead of
+        this machine's clock, or (rules with temporal events) more than
+        ``max_late`` seconds behind the log's clock, is reported and skipped
+        (:class:`~sentinel.global_detector.detect.CommitFeeder`); ``None``
+        lifts a bound.
 
     Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
     """
@@ -135,9 +141,13 @@ class GlobalDetector:
         session_factory: Callable[[], Any] | None = None,
         clock_grace: float = 1.0,
         clock: Callable[[], float] = time.time,
+        max_ahead: float | None = 300.0,
+        max_late: float | None = 86_400.0,
     ) -> None:
         self.rules = _resolve(rules)
         check_rules(self.rules)
+        self.max_ahead, self.max_late = max_ahead, max_late
+        CommitFeeder(self.rules, max_ahead=max_ahead, max_late=max_late)  # checks the bounds
         if lease <= 0 or min_wait <= 0 or max_wait < min_wait or batch < 1:
             raise GlobalDetectorError(
                 "lease and min_wait must be positive, max_wait at least min_wait, batch >= 1"
@@ -183,6 +193,8 @@ class GlobalDetector:
         self.unnumbered_every = 30.0
         self._unnumbered_at = 0.0
         self._unnumbered_after: int | None = None
+        #: At the last look: the feeder, its position and rows read, the largest id.
+        self._looked: tuple[CommitFeeder, int, int, int] | None = None
         self.clock_grace = clock_grace
         self.clock = clock
 
@@ -190,7 +202,9 @@ class GlobalDetector:
     def _rebuild(self, position: int) -> CommitFeeder:
         """A detector in the state of having seen every commit up to ``position``
         (its detections were acted on before: they are dropped)."""
-        feeder = CommitFeeder(self.rules)
+        feeder = CommitFeeder(
+            self.rules, max_ahead=self.max_ahead, max_late=self.max_late, now=self.clock
+        )
         with self.engine.connect() as conn:
             after = 0
             while after < position:
@@ -263,16 +277,29 @@ class GlobalDetector:
 
     def _look_for_unnumbered(self) -> None:
         """Warn (at most every :attr:`unnumbered_every` seconds, when idle) about
-        rows written since the service started without a commit number: a
-        process writes the log without ``attach(commit_order=True)``, and its
-        events are invisible here."""
+        rows written since the service started (or since the last look) that it
+        will never read: rows without a commit number (a process writes the
+        log without ``attach(commit_order=True)``, and its events are invisible
+        here), and rows numbered at or behind commits it had already read
+        (forged, or written with a stale ``commit_seq``)."""
         now = time.monotonic()
         if now < self._unnumbered_at or self._unnumbered_after is None:
             return
         self._unnumbered_at = now + self.unnumbered_every
+        feeder = self._feeder
+        looked = self._looked
         with self.engine.connect() as conn:
-            n, top = self.reader.unnumbered(conn, self._unnumbered_after)
+            after = self._unnumbered_after
+            n, top = self.reader.unnumbered(conn, after)
+            behind = 0
+            if feeder is not None and looked is not None and looked[0] is feeder:
+                # what the log holds now up to the position, against what was read
+                _, was, read, after = looked
+                seen = self.reader.behind(conn, after, was, feeder.position)
+                behind = seen - (feeder.rows - read)
         self._unnumbered_after = top
+        if feeder is not None:
+            self._looked = (feeder, feeder.position, feeder.rows, top)
         if n:
             log.warning(
                 "sentinel global %r: %d log row(s) written without a commit number since "
@@ -280,6 +307,15 @@ class GlobalDetector:
                 "and the global detector does not see its events",
                 self.name,
                 n,
+            )
+        if behind > 0:
+            log.error(
+                "sentinel global %r: %d log row(s) written since the last look are numbered "
+                "at or behind commits it had already read (forged, or written with a stale "
+                "commit_seq): the global detector does not read them (its position: %d)",
+                self.name,
+                behind,
+                self._looked[1] if self._looked is not None else 0,
             )
 
     def _move_clock(self, feeder: CommitFeeder) -> bool:
@@ -329,9 +365,13 @@ class GlobalDetector:
     def run_pending(self) -> int:
         """Run this detector's due outbox entries (after a restart); return how
         many were due."""
+        runner = self.attachment.runner
+        if time.monotonic() >= runner._unknown_at:  # entries no worker would run
+            runner._unknown_at = time.monotonic() + runner.unknown_every
+            runner.refuse_unknown()
         keys = self.pending_keys()
         for key in keys:
-            self.attachment.runner.run_one(key)
+            runner.run_one(key)
         return len(keys)
 
     # -- the loop ----------------------------------------------------------------------
@@ -404,13 +444,21 @@ class GlobalDetector:
 
 
 def replay_committed(
-    rules: Any, bind: str | Engine, *, schema: str | None = None, prefix: str = DEFAULT_PREFIX
+    rules: Any,
+    bind: str | Engine,
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    max_ahead: float | None = 300.0,
+    max_late: float | None = 86_400.0,
 ) -> list[Detection]:
     """Batch replay of the committed log in commit order through ``rules``:
-    the detections a global detector makes over the same log, in its order."""
+    the detections a global detector makes over the same log, in its order
+    (``max_ahead``, ``max_late``: as :class:`GlobalDetector`'s; a row ahead of
+    the clock is judged by this machine's clock now)."""
     det = _resolve(rules)
+    feeder = CommitFeeder(det, max_ahead=max_ahead, max_late=max_late)
     engine = sa.create_engine(bind) if isinstance(bind, str) else bind
-    feeder = CommitFeeder(det)
     reader = CommitReader(log_tables(schema, prefix))
     out: list[Detection] = []
     try:

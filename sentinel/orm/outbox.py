@@ -43,6 +43,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import itertools
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -483,6 +484,48 @@ class OutboxStore:
             )
         )
         return int(res.rowcount)
+
+    def unknown_statuses(self, conn: Connection, *, limit: int = 100) -> list[tuple[int, str, str]]:
+        """``(id, rule, status)`` of rows whose status is none of
+        :class:`~sentinel.log.tables.OutboxStatus` (a row changed by hand): no
+        worker claims, fails or requeues them. Oldest first, at most ``limit``.
+        Read as ranges of the status index around the known values (a few
+        index probes, not a scan of the table)."""
+        t = self.table
+        known = sorted(s.value for s in OutboxStatus)
+        ranges = [t.c.status < known[0], t.c.status > known[-1]]
+        ranges += [
+            sa.and_(t.c.status > lo, t.c.status < hi) for lo, hi in itertools.pairwise(known)
+        ]
+        q = (
+            sa.select(t.c.id, t.c.rule, t.c.status)
+            .where(sa.or_(*ranges))
+            .order_by(t.c.id)
+            .limit(limit)
+        )
+        return [(int(i), str(r), str(s)) for i, r, s in conn.execute(q)]
+
+    def fail_unknown(self, conn: Connection, row_id: int, status: str) -> bool:
+        """Mark the row ``row_id``, whose status is the unknown ``status``,
+        ``failed``, saying so in ``last_error`` (``requeue`` runs it again);
+        False when its status changed meanwhile (nothing changed)."""
+        t = self.table
+        known = ", ".join(s.value for s in OutboxStatus)
+        error = (
+            f"its status {status!r:.40} is none of {known} (the row was changed by hand): "
+            "no worker runs it; marked failed (requeue it to run it)"
+        )
+        res = conn.execute(
+            sa.update(t)
+            .where(t.c.id == row_id, t.c.status == status)
+            .values(
+                status=OutboxStatus.FAILED.value,
+                claimed_by=None,
+                next_attempt_at=None,
+                last_error=storable_text(error),
+            )
+        )
+        return bool(res.rowcount == 1)
 
     def status(self, conn: Connection, key: str) -> str | None:
         """The row's status (``None``: no such row)."""

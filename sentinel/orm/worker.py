@@ -184,6 +184,9 @@ class Runner:
         self._stopping = False
         #: How many due entries a drain reads at a time.
         self.batch = 100
+        #: Seconds between two looks (by a drain) for entries of unknown status.
+        self.unknown_every = 30.0
+        self._unknown_at = 0.0
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
@@ -274,6 +277,9 @@ class Runner:
         tables are missing); a ``KeyboardInterrupt`` in the main thread is
         re-raised once the attempt it interrupted is recorded."""
         report = DrainReport()
+        if time.monotonic() >= self._unknown_at:
+            self._unknown_at = time.monotonic() + self.unknown_every
+            report.failed += self.refuse_unknown()
         last: int | None = None
         while limit is None or report.total < limit:
             with self._entered():
@@ -293,6 +299,29 @@ class Runner:
                 if outcome != "skipped":
                     report.keys.append(key)
         return report
+
+    def refuse_unknown(self) -> int:
+        """Mark ``failed``, and report on the logger, the entries whose status
+        is none of ``pending``, ``running``, ``done``, ``failed`` (a row
+        changed by hand: no worker would ever claim, run or report it); return
+        how many. ``requeue`` (``sentinel worker --retry-failed``) runs them
+        again once they are known to be genuine."""
+        store = self.store
+        n = 0
+        with self._entered():
+            engine = self.attachment.engine()
+            with engine.begin() as conn:
+                for row_id, rule, status in store.unknown_statuses(conn):
+                    if store.fail_unknown(conn, row_id, status):
+                        n += 1
+                        log.error(
+                            "sentinel's outbox: entry %d of rule %r has the unknown status "
+                            "%r (changed by hand); marked failed, not run",
+                            row_id,
+                            rule[:80],
+                            status[:40],
+                        )
+        return n
 
     def _retry_delay(self, attempts: int) -> float:
         return float(min(self.max_backoff, self.backoff * 2 ** max(0, attempts - 1)))

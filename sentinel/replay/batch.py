@@ -55,6 +55,7 @@ from sentinel.replay.recorder import (
     InstantFailed,
     LazyParams,
     ReplayDetector,
+    _fill_named,
     checked_params,
     decode_params,
     row_error,
@@ -582,7 +583,12 @@ class Replayer:
                 add_scope(occ[6])
                 add_t(occ[1])
                 p = occ[5]
-                add_text(p.raw if type(p) is LazyParams else dumps(p))
+                if type(p) is LazyParams:
+                    if p.pending:
+                        _fill_named(occ)  # read before written out (see below)
+                    add_text(p.raw)
+                else:
+                    add_text(dumps(p))
                 n += 1
                 add_offset(n)
                 continue
@@ -600,7 +606,16 @@ class Replayer:
                 add_scope(c[6])
                 add_t(c[1])
                 p = c[5]
-                add_text(p.raw if type(p) is LazyParams else dumps(p))
+                if type(p) is LazyParams:
+                    # Parameters no rule read are read now, before their text
+                    # goes into the detection's JSON array: a corrupt one (``{"a":1``,
+                    # or ``{"a":1},{"b":2}``, which would add a value no row
+                    # holds) fails the replay naming its row, as where read.
+                    if p.pending:
+                        _fill_named(c)
+                    add_text(p.raw)
+                else:
+                    add_text(dumps(p))
             n += len(cons)
             add_offset(n)
         off = pa.array(offsets, pa.int32())

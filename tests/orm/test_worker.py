@@ -189,6 +189,40 @@ def test_a_pending_entry_with_no_attempts_left_is_failed(orm: ORM) -> None:
     assert orm.effects() == []
 
 
+@pytest.mark.parametrize("status", ["paused", "cancelled", "", "zzz"])
+def test_an_entry_of_unknown_status_is_failed_and_reported(
+    orm: ORM, status: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A status that is none of pending, running, done, failed (a row changed by
+    hand) was never claimed, run, requeued or reported. A drain marks it
+    ``failed``, naming the status, and says so on the logger; requeueing it then
+    runs it like any failed entry. Entries of known status are not touched."""
+    att = orm.attach(workers=0)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _trigger(orm, 1.0)
+    _trigger(orm, 2.0)
+    first, second = (e.idempotency_key for e in orm.outbox())
+    with orm.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE sentinel_outbox SET status = :s WHERE idempotency_key = :k"),
+            {"s": status, "k": first},
+        )
+    report = att.drain()
+    assert (report.done, report.failed) == (1, 1)
+    rows = _rows(orm)
+    assert [r[:3] for r in rows] == [("R", "failed", 0), ("R", "done", 1)]
+    assert f"its status {status!r} is none of pending, running, done, failed" in rows[0][3]
+    assert f"has the unknown status {status!r} (changed by hand); marked failed" in caplog.text
+    assert [e[2] for e in orm.effects()] == [2.0]
+    caplog.clear()
+    assert att.drain().total == 0  # reported once
+    with orm.engine.begin() as conn:
+        assert att.runner.store.requeue(conn, keys=[first]) == 1
+    assert att.drain().done == 1
+    assert sorted(e[2] for e in orm.effects()) == [1.0, 2.0]
+    assert second and "unknown status" not in caplog.text
+
+
 def _next_attempt_at(orm: ORM) -> Any:
     with orm.engine.connect() as conn:
         return conn.execute(sa.text("SELECT next_attempt_at FROM sentinel_outbox")).scalar()

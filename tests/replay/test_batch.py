@@ -460,18 +460,32 @@ def _valid_alone(text: str) -> bool:
 
 @pytest.mark.parametrize(
     "bad",
-    ["null", "[1]", "", "1", '"abc"', '{"id":1} {"id":2}', '{"id":1,}', '{"id":{"$int":5}}'],
+    [
+        "null",
+        "[1]",
+        "",
+        "1",
+        '"abc"',
+        '{"id":1} {"id":2}',
+        '{"id":1,}',
+        '{"id":{"$int":5}}',
+        '{"id":1},{"id":2}',
+    ],
 )
-@pytest.mark.parametrize("reader", ["detection", "condition", "t_occ order"])
+@pytest.mark.parametrize("reader", ["detection", "condition", "t_occ order", "output"])
 def test_a_corrupt_parameter_text_is_a_replay_source_error_naming_its_row(
     bad: str, reader: str
 ) -> None:
-    """A row whose parameters replay reads (detection partitions by them, or a
-    condition reads them) but that holds no JSON object of parameters fails the
-    replay with a :class:`ReplaySourceError` naming the row (event, t_occ,
-    scope), whether it is read in the batch, alone, or lazily."""
+    """A row whose parameters replay reads (detection partitions by them, a
+    condition reads them, or a detection's output holds them) but that holds no
+    JSON object of parameters fails the replay with a :class:`ReplaySourceError`
+    naming the row (event, t_occ, scope), whether it is read in the batch,
+    alone, or lazily. A row no rule read was written into its detection's JSON
+    array as stored: a broken array, or one with a value no row holds."""
     det = _detector()
-    if reader == "detection":
+    if reader == "output":
+        det.rule("paid", "order ; payment", action=print)
+    elif reader == "detection":
         det.rule("paid", "(order ; payment) by id", action=print)
     elif reader == "condition":
         det.rule("paid", "order ; payment", lambda o: True, action=print)

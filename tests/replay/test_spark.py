@@ -171,3 +171,47 @@ def test_the_partition_count_follows_the_rows_and_the_cores(
     from sentinel.replay.spark import partitions_for
 
     assert partitions_for(_Session(cores), rows, most) == expected  # type: ignore[arg-type]
+
+
+def _unread_rules() -> Any:
+    from sentinel import LocalEventDetector
+
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.explicit("payment")
+    det.rule("paid", "order ; payment", action=print)  # reads no parameter
+    return det
+
+
+#: A rule that reads no parameter: its detections' parameters are the rows' texts.
+UNREAD = _unread_rules()
+
+
+def test_a_corrupt_row_no_rule_reads_fails_both_engines_alike(spark: Any) -> None:
+    """A payment whose parameter text is not one JSON object (here two: it would
+    add a value no row holds to the detection's JSON array) went into the output
+    as stored when no rule read it. Both engines now refuse it, naming the row,
+    as they refuse such a row where a rule reads it."""
+    import pyarrow as pa
+    from pyspark.errors import PySparkException
+
+    from sentinel import Occurrence
+    from sentinel.errors import ReplaySourceError
+
+    rows = log_table(
+        (Occurrence(e, t, float(t), scope="a", params={"id": 1}), "committed")
+        for e, t in [("order", 1), ("payment", 2)]
+    )
+    params = rows.schema.get_field_index("params")
+    rows = rows.set_column(
+        params,
+        "params",
+        pa.array(['{"id":1}', '{"id":1},{"id":2}'], rows.schema.field(params).type),
+    )
+    message = "log row payment@2 in scope 'a': its params are not"
+    with pytest.raises(ReplaySourceError, match=message):
+        replay(rows, UNREAD)
+    df = spark.createDataFrame(rows.to_pandas())
+    with pytest.raises(PySparkException) as err:
+        replay_dataframe(df, "tests.replay.test_spark:UNREAD", partitions=1).collect()
+    assert "ReplaySourceError" in str(err.value) and message in str(err.value)

@@ -1,0 +1,196 @@
+"""Forged or stale log rows: the log is a table anyone with database access can
+write. A row with an absurd time must not move the global detector's clock; a
+row numbered behind the cursor, which it never reads, is reported."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel import LocalEventDetector
+from sentinel.global_detector import GlobalDetector, replay_committed
+from sentinel.global_detector.detect import CommitFeeder
+from sentinel.log import LogWriter, migrate
+from sentinel.occurrence import Occurrence
+
+from . import rules
+
+#: 9999-12-31 23:59:59 UTC
+YEAR_9999 = 253_402_300_799.0
+
+
+@pytest.fixture
+def log_db(engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    return engine
+
+
+def _occ(event: str, ts: float, scope: str, customer: int) -> Occurrence:
+    return Occurrence(event, 1, ts, scope=scope, params={"customer": customer})
+
+
+def _forge(conn: sa.Connection, ts: float, seq: int, customer: int, scope: str = "forged") -> int:
+    """Insert an ``order`` row by hand, numbered ``seq``; return its id."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
+            "detected_ts, params, outcome, commit_seq) VALUES (:scope, 1, 'order', "
+            ":at, :at, :ts, :ts, :p, 'committed', :seq)"
+        ),
+        {
+            "scope": scope,
+            "at": "2026-01-01 00:00:00",
+            "ts": ts,
+            "p": f'{{"customer": {customer}}}',
+            "seq": seq,
+        },
+    )
+    return int(
+        conn.execute(
+            sa.text("SELECT max(id) FROM sentinel_events WHERE scope = :s"), {"s": scope}
+        ).scalar_one()
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_row_from_the_year_9999_is_skipped_not_a_clock_jump(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A finite but absurd occurrence time moved the clock as far as an
+    infinite one: "not paid within a second" fired for an order paid in time.
+    A row more than ``max_ahead`` ahead of the machine's clock is reported,
+    naming the row, and skipped; one a little ahead (a writer's clock running
+    fast) is read; the rest are detected as in the log without the forged row."""
+    now = [1010.0]
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1001.0, "o1", 1)])
+    with log_db.begin() as conn:
+        forged = _forge(conn, YEAR_9999, writer.take_commit_seq(conn), customer=2)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1001.5, "p1", 1)])  # in time
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1060.0, "fast", 3)])  # 50 s ahead: read
+    service = GlobalDetector(
+        rules.temporal,
+        log_db,
+        lease=10,
+        run_actions=False,
+        clock=lambda: now[0],
+        clock_grace=0,
+        max_ahead=60,
+    )
+    r = service.step()
+    assert (r.rows, r.detections) == (4, 0)
+    feeder = service._feeder
+    assert feeder is not None
+    assert feeder.log_time == 1060.0
+    [(row_id, why)] = feeder.skipped
+    assert row_id == forged
+    assert "is more than 60 s ahead of this machine's clock" in why
+    assert "9999-12-31T23:59:59+00:00" in why
+    assert f"log row {forged} (order in scope forged) cannot be read" in caplog.text
+    now[0] = 1100.0  # customer 1 paid in time; the forged customer 2 is no order
+    for _ in range(3):
+        assert service.step().detections == 0
+    service.close()
+    assert replay_committed(rules.temporal, log_db) == []
+
+
+def _periodic() -> LocalEventDetector:
+    det = LocalEventDetector()
+    rules.events(det)
+    det.rule(
+        "reminder",
+        "P(order, [00:01:00], payment) by customer",
+        action=rules.record,
+        coupling="detached",
+        context="continuous",
+        flush=False,
+    )
+    return det
+
+
+def _rows(engine: sa.Engine) -> list[object]:
+    from sentinel.global_detector.order import CommitReader
+    from sentinel.log.tables import log_tables
+
+    with engine.connect() as conn:
+        return list(CommitReader(log_tables()).read(conn, 0))
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_row_far_behind_the_clock_is_skipped_not_a_storm_of_ticks(log_db: sa.Engine) -> None:
+    """A forged order two days behind the log's clock opened a one-minute
+    periodic interval two days back: at the next row its 2880 missed ticks
+    fired at once (and a periodic rule a year back, half a million). A row more
+    than ``max_late`` behind the clock is reported and skipped when the rules
+    have temporal events; a late row within it is read, and ticks as it should.
+    The detections are those of the log without the forged row (an independent
+    count: one tick per elapsed minute of each open interval)."""
+    t0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", t0, "o1", 1)])
+    with log_db.begin() as conn:
+        forged = _forge(conn, t0 - 2 * 86_400, writer.take_commit_seq(conn), customer=2)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", t0 - 600, "late", 3)])  # 10 minutes late: read
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", t0 + 150, "p1", 1)])
+    feeder = CommitFeeder(_periodic(), max_late=3_600)
+    got = feeder.feed(_rows(log_db))
+    [(row_id, why)] = feeder.skipped
+    assert row_id == forged
+    assert "is more than 3600 s behind the log's clock (2026-01-01T00:00:00+00:00)" in why
+    # customer 1: ticks at t0 + 60 and + 120, then paid; customer 3 (opened at
+    # t0 - 600): ticks at t0 - 540, ..., t0 + 120 (12), still open
+    per_customer = sorted(
+        d.occurrence.constituents[0].params["customer"] for d in got if d.rule == "reminder"
+    )
+    assert per_customer == [1] * 2 + [3] * 12
+    # a rule set without timers has no use for the bound: the row is read
+    plain = CommitFeeder(rules.detector, max_late=3_600)
+    plain.feed(_rows(log_db))
+    assert plain.skipped == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_rows_numbered_behind_the_cursor_are_reported(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row numbered at or behind a commit the service has read (forged, or
+    written with a stale ``commit_seq``) is never read, and nothing said so.
+    The service's look for rows it will not read (when idle) counts them: rows
+    added behind where it stood at the last look, and rows added to commits it
+    read since. Legitimate commits in between are not counted."""
+    writer = LogWriter(commit_order=True)
+    for i, event in enumerate(["order", "order", "payment"]):
+        with log_db.begin() as conn:
+            writer.write(conn, [_occ(event, 1001.0 + i, f"t{i}", 1)])
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    service.unnumbered_every = 0.0
+    assert service.step().rows == 3
+    assert service.step().rows == 0  # idle: the first look
+    with log_db.begin() as conn:
+        first = int(conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_events")).scalar())
+        _forge(conn, 1002.0, first, customer=1, scope="stale")  # behind the last look
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1004.0, "t3", 2)])
+    assert service.step().rows == 1  # the legitimate commit
+    with log_db.begin() as conn:
+        last = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        _forge(conn, 1004.5, last, customer=2, scope="added")  # to a commit read since
+    assert "numbered at or behind" not in caplog.text
+    assert service.step().rows == 0
+    assert "2 log row(s) written since the last look are numbered at or behind" in caplog.text
+    caplog.clear()
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1005.0, "t4", 2)])
+    assert service.step().rows == 1
+    assert service.step().rows == 0
+    assert "numbered at or behind" not in caplog.text  # reported once; legitimate rows are not
+    assert service.step().detections == 0
+    service.close()
+    assert len(_rows(log_db)) == 7  # they are in the log: batch replay reads them
