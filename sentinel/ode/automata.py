@@ -268,13 +268,14 @@ def _bits(registers: t.Iterable[int]) -> int:
 
 
 def _members(bits: int) -> set[int]:
+    # Lowest set bit first: the integers are wide (register numbers run to
+    # states x registers before _compact) and sparse, and shifting one bit at a
+    # time would copy the whole integer per bit.
     out: set[int] = set()
-    r = 0
     while bits:
-        if bits & 1:
-            out.add(r)
-        bits >>= 1
-        r += 1
+        low = bits & -bits
+        out.add(low.bit_length() - 1)
+        bits ^= low
     return out
 
 
@@ -348,14 +349,21 @@ def _compact(m: Automaton) -> Automaton:
         for r in _members(lq):
             if r in clash:
                 clash[r] |= lq
+    # Greedy, in register order: r takes the first colour none of whose
+    # registers is live with it. One mask per colour (its registers) makes that
+    # a test per colour rather than a walk over r's clashes.
     ren: dict[int, int] = {}
+    colours: list[int] = []
     for r in sorted(used):
-        taken = {ren[x] for x in _members(clash[r] & ~(1 << r)) if x in ren}
+        others = clash[r] & ~(1 << r)
         c = 0
-        while c in taken:
+        while c < len(colours) and colours[c] & others:
             c += 1
+        if c == len(colours):
+            colours.append(0)
+        colours[c] |= 1 << r
         ren[r] = c
-    count = max(ren.values(), default=-1) + 1
+    count = len(colours)
 
     def rn(x: t.Any) -> t.Any:
         if x is None:
