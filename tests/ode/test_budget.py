@@ -1,4 +1,6 @@
-"""The faster register colouring builds the automata the first one built."""
+"""The work budget of Ode compilation (sentinel.ode.automata.MAX_WORK), and the
+faster register colouring: an expression is compiled, or refused naming itself,
+within the budget, and the refusal leaves the detector as it was."""
 
 from __future__ import annotations
 
@@ -8,11 +10,123 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sentinel import ode
+from sentinel import LocalEventDetector, ode
+from sentinel.errors import ExpressionError
 from sentinel.ode import automata as au
 from sentinel.ode import compile as compile_module
 from sentinel.ode.automata import Automaton, reads
 from tests.ode.test_properties import EVENTS, NAMES, terms
+
+
+def slashes(n: int) -> str:
+    """``a / a / ... / a``, n terms (the n-th a, recording the ones before)."""
+    return " / ".join(["a"] * n)
+
+
+def nested(depth: int) -> str:
+    """``relative(a, relative(a, ... relative(a, b)))``, ``depth`` deep."""
+    text = "b"
+    for _ in range(depth):
+        text = f"relative(a, {text})"
+    return text
+
+
+class Work:
+    """Counts what the constructions build (transitions and register
+    assignments), the measure MAX_WORK bounds, by watching ``_explore``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.done = 0
+        explore = au._explore
+
+        def counted(k: int, start: t.Hashable, step: t.Any, operator: str) -> t.Any:
+            def step2(key: t.Any, a: int) -> t.Any:
+                nxt, ops = step(key, a)
+                self.done += 1 + len(ops)
+                return nxt, ops
+
+            return explore(k, start, step2, operator)
+
+        monkeypatch.setattr(au, "_explore", counted)
+        monkeypatch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+
+
+@pytest.mark.parametrize("text", [slashes(80), nested(5), nested(10), nested(25)])
+def test_an_expression_is_compiled_or_refused_within_the_budget(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Work(monkeypatch)
+    try:
+        m = ode.event(text, over=["a", "b"]).automaton
+    except ode.AutomatonTooCostly as e:
+        assert e.limit == au.MAX_WORK and e.work > au.MAX_WORK
+        assert e.term is not None and str(e.term) in str(e)
+        assert f"{au.MAX_WORK:,}" in str(e) and "split the expression" in str(e)
+        assert f"{e.states:,} states" in str(e)
+        # Refused at the state that passed the limit: its two transitions
+        # assign each register at most once.
+        assert work.done == e.work <= au.MAX_WORK + 2 * (1 + e.registers)
+    else:
+        assert m.n >= 2
+        assert work.done <= au.MAX_WORK
+
+
+def test_the_nested_relative_that_needs_too_much_work_is_refused_naming_it() -> None:
+    with pytest.raises(ode.AutomatonTooCostly) as info:
+        ode.event(nested(25), over=["a", "b"])
+    e = info.value
+    assert e.operator == "relative"
+    assert str(e.term).startswith("relative(a, relative(a, ")
+    assert isinstance(e, ode.AutomatonTooLarge)  # callers that catch the old error still do
+    assert e.states >= 1 and e.registers >= 1
+
+
+def test_an_expression_that_needs_too_many_states_is_refused_by_the_work_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 27th a after a large one needs 2**28 states; its registers make the
+    work pass MAX_WORK before the states pass MAX_STATES."""
+    work = Work(monkeypatch)
+    text = "relative(a[x > 1], <3> every <3> every <3> a)"
+    with pytest.raises(ode.AutomatonTooCostly) as caught:
+        ode.event(text, over=["a", "b"])
+    assert str(caught.value.term) == text
+    assert caught.value.states < au.MAX_STATES
+    assert work.done == caught.value.work
+
+
+def test_the_budget_is_shared_by_the_constructions_of_one_expression(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No construction of nested(8) builds 1,000 on its own, their sum does."""
+    work = Work(monkeypatch)
+    ode.event(nested(8), over=["a", "b"])
+    assert work.done > 1_000
+    monkeypatch.setattr(au, "MAX_WORK", 1_000)
+    monkeypatch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+    ode.event(nested(3), over=["a", "b"])
+    with pytest.raises(ode.AutomatonTooCostly, match="1,000"):
+        ode.event(nested(8), over=["a", "b"])
+
+
+def test_a_refused_expression_leaves_the_detector_usable() -> None:
+    det = LocalEventDetector()
+    a, b = det.explicit("a"), det.explicit("b")
+    found: list[int] = []
+    det.rule("before", ode.event("relative(a, b)", over=[a, b]), action=lambda o: found.append(1))
+    rules = dict(det.rules)
+    # In Snoop text, the refusal is a syntax error at the ode{...} block.
+    with pytest.raises(ExpressionError, match="MAX_WORK"):
+        det.rule("deep", f"ode{{{nested(25)}}}", action=lambda o: found.append(2))
+    with pytest.raises(ode.AutomatonTooCostly):
+        det.rule("deep", ode.event(nested(25), over=[a, b]), action=lambda o: found.append(2))
+    assert dict(det.rules) == rules
+    assert not any(key[0] == nested(25) for key in compile_module._CACHE)
+    det.rule("after", ode.event("relative(b, a)", over=[a, b]), action=lambda o: found.append(3))
+    for name in ["a", "b", "a"]:
+        det.signal(name)
+    assert found == [1, 3]
+
 
 # -- the register colouring, against its first, straightforward form ---------------------
 
