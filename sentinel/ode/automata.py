@@ -377,6 +377,9 @@ def _live_bits(m: Automaton) -> list[int]:
     # (target, bits written, ((destination bit, bits read), ...)).
     moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
     preds: list[set[int]] = [set() for _ in range(n)]
+    # Assignment tuples recur across states (a thread moving between the same
+    # blocks): translate each once.
+    seen: dict[Ops, tuple[int, tuple[tuple[int, int], ...]]] = {}
     for q in range(n):
         row = []
         dq, oq = m.delta[q], m.ops[q]
@@ -384,9 +387,13 @@ def _live_bits(m: Automaton) -> list[int]:
             target, o = dq[a], oq[a]
             preds[target].add(q)
             if o:
-                row.append(
-                    (target, _bits(d for d, _ in o), tuple((1 << d, _bits(reads(s))) for d, s in o))
-                )
+                moved = seen.get(o)
+                if moved is None:
+                    moved = seen[o] = (
+                        _bits(d for d, _ in o),
+                        tuple((1 << d, _bits(reads(s))) for d, s in o),
+                    )
+                row.append((target, *moved))
             else:
                 row.append((target, 0, ()))
         moves.append(list(dict.fromkeys(row)))

@@ -5,6 +5,7 @@ within the budget, and the refusal leaves the detector as it was."""
 from __future__ import annotations
 
 import typing as t
+from collections import deque
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -142,12 +143,61 @@ def _members(bits: int) -> set[int]:
     return out
 
 
+def reference_live_bits(m: Automaton) -> list[int]:
+    """``_live_bits`` as first written: each transition's assignments read anew."""
+    n, k = m.n, m.k
+    live = [au._bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
+    # Per state, its outgoing transitions that touch registers or lead on:
+    # (target, bits written, ((destination bit, bits read), ...)).
+    moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for q in range(n):
+        row = []
+        dq, oq = m.delta[q], m.ops[q]
+        for a in range(k):
+            target, o = dq[a], oq[a]
+            preds[target].add(q)
+            if o:
+                row.append(
+                    (
+                        target,
+                        au._bits(d for d, _ in o),
+                        tuple((1 << d, au._bits(reads(s))) for d, s in o),
+                    )
+                )
+            else:
+                row.append((target, 0, ()))
+        moves.append(list(dict.fromkeys(row)))
+    todo = deque(q for q in range(n) if live[q])
+    queued = [bool(x) for x in live]
+    while todo:
+        r = todo.popleft()
+        queued[r] = False
+        for q in preds[r]:
+            lq = live[q]
+            new = lq
+            for target, written, assigns in moves[q]:
+                nxt = live[target]
+                if not nxt:
+                    continue
+                new |= nxt & ~written
+                for d, srcs in assigns:
+                    if nxt & d:
+                        new |= srcs
+            if new != lq:
+                live[q] = new
+                if not queued[q]:
+                    queued[q] = True
+                    todo.append(q)
+    return live
+
+
 def reference_compact(m: Automaton) -> Automaton:
     """``_compact`` as first written: a walk over each register's clashes."""
     if not m.nregs:
         return m
     n, k = m.n, m.k
-    live = au._live_bits(m)
+    live = reference_live_bits(m)
     ops = [
         [tuple((d, s) for d, s in m.ops[q][a] if live[m.delta[q][a]] >> d & 1) for a in range(k)]
         for q in range(n)
