@@ -39,7 +39,7 @@ from sentinel.algebra.masks import Variable
 from sentinel.algebra.syntax import register_block
 from sentinel.ode import handlers as _handlers  # registers the strategies
 from sentinel.ode import terms as _tm
-from sentinel.ode.automata import AutomatonTooLarge
+from sentinel.ode.automata import AutomatonTooCostly, AutomatonTooLarge
 from sentinel.ode.event import OdeEvent, event
 from sentinel.ode.records import binding, explain, occurrence_tuple
 from sentinel.ode.syntax import parse, parse_term
@@ -52,6 +52,7 @@ __all__ = [
     "ANY",
     "FIRST",
     "NULL",
+    "AutomatonTooCostly",
     "AutomatonTooLarge",
     "OdeEvent",
     "OdePart",

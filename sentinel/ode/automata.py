@@ -39,13 +39,17 @@ the newest chosen by the ``"m"`` template (see ``_threads``).
 
 Every construction returns a complete, minimized automaton whose registers are
 all read somewhere. Constructions refuse to grow beyond :data:`MAX_STATES`
-states, naming the operator.
+states, naming the operator; and all the constructions of one expression
+together refuse to build more than :data:`MAX_WORK` transitions and register
+assignments (see :func:`budget`).
 """
 
 from __future__ import annotations
 
 import typing as t
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from sentinel.errors import ExpressionError
 
@@ -53,9 +57,12 @@ __all__ = [
     "CUR",
     "EMPTY",
     "MAX_STATES",
+    "MAX_WORK",
     "Automaton",
+    "AutomatonTooCostly",
     "AutomatonTooLarge",
     "after_each",
+    "budget",
     "conj",
     "constant",
     "disj",
@@ -78,6 +85,15 @@ CUR: t.Final[Template] = ("c",)
 EMPTY: t.Final[Template] = ("n", None, ())
 #: The most states one construction may build.
 MAX_STATES: t.Final = 20_000
+#: The most work the compilation of one expression may do, counted as the
+#: transitions plus the register assignments its constructions build (their sum
+#: over all of them, including intermediate automata that minimization shrinks
+#: again). Compile time grows with this count, some 3 to 4 microseconds per unit
+#: (under a second at the limit); the states alone do not bound it, as registers
+#: multiply the work of each transition (``relative`` keeps a block of registers
+#: per state of its second operand, so nesting it n deep builds about n**4
+#: assignments).
+MAX_WORK: t.Final = 200_000
 
 
 class AutomatonTooLarge(ExpressionError):
@@ -99,6 +115,73 @@ class AutomatonTooLarge(ExpressionError):
             "remembers the last n of them, 2**n states): use a smaller count, or split "
             "the expression into several events"
         )
+
+    def with_term(self, term: t.Any) -> AutomatonTooLarge:
+        """The same refusal, naming the sub-expression ``term``."""
+        return AutomatonTooLarge(self.operator, self.states, term)
+
+
+class AutomatonTooCostly(AutomatonTooLarge):
+    """An expression whose compilation would do more than :data:`MAX_WORK` work
+    (transitions and register assignments built, over all its constructions).
+
+    ``operator`` and ``term`` are as for :class:`AutomatonTooLarge`: the
+    construction that passed the limit and its sub-expression; ``states`` the
+    states that construction had built, ``registers`` the registers its
+    transitions assigned (numbered before the ones never live together are
+    merged), ``limit`` the limit passed and ``work`` the work done by then.
+    """
+
+    def __init__(
+        self, operator: str, states: int, registers: int, work: int, limit: int, term: t.Any = None
+    ) -> None:
+        self.registers = registers
+        self.work = work
+        self.limit = limit
+        self.operator = operator
+        self.states = states
+        self.term = term
+        where = f"{operator}" if term is None else f"{term} (its {operator})"
+        ExpressionError.__init__(
+            self,
+            f"compiling {where} passes the limit of {limit:,} transitions and register "
+            f"assignments built (sentinel.ode.automata.MAX_WORK): it had built {work:,}, "
+            f"and this operator {states:,} states with {registers:,} registers; each nested "
+            "relative (or /, prior, sequence) multiplies the registers: split the "
+            "expression into several Ode events combined with Snoop operators, or nest "
+            "fewer levels",
+        )
+
+    def with_term(self, term: t.Any) -> AutomatonTooCostly:
+        return AutomatonTooCostly(
+            self.operator, self.states, self.registers, self.work, self.limit, term
+        )
+
+
+class _Budget:
+    """Work left for the compilation of one expression (see :func:`budget`)."""
+
+    __slots__ = ("limit", "spent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("sentinel_ode_budget", default=None)
+
+
+@contextmanager
+def budget(limit: int | None = None) -> t.Iterator[None]:
+    """Constructions inside share one budget of ``limit`` (default
+    :data:`MAX_WORK`) transitions and register assignments; outside any,
+    each construction has a budget of its own. A construction that would pass
+    it raises :class:`AutomatonTooCostly` before building more."""
+    token = _BUDGET.set(_Budget(MAX_WORK if limit is None else limit))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 class Automaton:
@@ -216,7 +299,9 @@ def _explore(
     step: t.Callable[[t.Any, int], tuple[t.Hashable, Ops]],
     operator: str,
 ) -> tuple[list[t.Any], list[list[int]], list[list[Ops]]]:
-    """Breadth-first construction of the reachable states from ``start``."""
+    """Breadth-first construction of the reachable states from ``start``,
+    charged to the budget (see :func:`budget`) state by state."""
+    spend = _BUDGET.get() or _Budget(MAX_WORK)
     index: dict[t.Hashable, int] = {start: 0}
     keys: list[t.Any] = [start]
     delta: list[list[int]] = []
@@ -239,6 +324,10 @@ def _explore(
         delta.append(row)
         ops.append(orow)
         i += 1
+        spend.spent += k + sum(map(len, orow))
+        if spend.spent > spend.limit:
+            registers = max((d for o in ops for x in o for d, _ in x), default=-1) + 1
+            raise AutomatonTooCostly(operator, len(keys), registers, spend.spent, spend.limit)
     return keys, delta, ops
 
 
@@ -268,13 +357,14 @@ def _bits(registers: t.Iterable[int]) -> int:
 
 
 def _members(bits: int) -> set[int]:
+    # Lowest set bit first: the integers are wide (register numbers run to
+    # states x registers before _compact) and sparse, and shifting one bit at a
+    # time would copy the whole integer per bit.
     out: set[int] = set()
-    r = 0
     while bits:
-        if bits & 1:
-            out.add(r)
-        bits >>= 1
-        r += 1
+        low = bits & -bits
+        out.add(low.bit_length() - 1)
+        bits ^= low
     return out
 
 
@@ -287,6 +377,9 @@ def _live_bits(m: Automaton) -> list[int]:
     # (target, bits written, ((destination bit, bits read), ...)).
     moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
     preds: list[set[int]] = [set() for _ in range(n)]
+    # Assignment tuples recur across states (a thread moving between the same
+    # blocks): translate each once.
+    seen: dict[Ops, tuple[int, tuple[tuple[int, int], ...]]] = {}
     for q in range(n):
         row = []
         dq, oq = m.delta[q], m.ops[q]
@@ -294,9 +387,13 @@ def _live_bits(m: Automaton) -> list[int]:
             target, o = dq[a], oq[a]
             preds[target].add(q)
             if o:
-                row.append(
-                    (target, _bits(d for d, _ in o), tuple((1 << d, _bits(reads(s))) for d, s in o))
-                )
+                moved = seen.get(o)
+                if moved is None:
+                    moved = seen[o] = (
+                        _bits(d for d, _ in o),
+                        tuple((1 << d, _bits(reads(s))) for d, s in o),
+                    )
+                row.append((target, *moved))
             else:
                 row.append((target, 0, ()))
         moves.append(list(dict.fromkeys(row)))
@@ -348,14 +445,21 @@ def _compact(m: Automaton) -> Automaton:
         for r in _members(lq):
             if r in clash:
                 clash[r] |= lq
+    # Greedy, in register order: r takes the first colour none of whose
+    # registers is live with it. One mask per colour (its registers) makes that
+    # a test per colour rather than a walk over r's clashes.
     ren: dict[int, int] = {}
+    colours: list[int] = []
     for r in sorted(used):
-        taken = {ren[x] for x in _members(clash[r] & ~(1 << r)) if x in ren}
+        others = clash[r] & ~(1 << r)
         c = 0
-        while c in taken:
+        while c < len(colours) and colours[c] & others:
             c += 1
+        if c == len(colours):
+            colours.append(0)
+        colours[c] |= 1 << r
         ren[r] = c
-    count = max(ren.values(), default=-1) + 1
+    count = len(colours)
 
     def rn(x: t.Any) -> t.Any:
         if x is None:
@@ -610,6 +714,8 @@ def _threads(build: t.Callable[[bool], Automaton]) -> Automaton:
     choice."""
     try:
         return build(True)
+    except AutomatonTooCostly:
+        raise  # the work is spent; as sets would spend more
     except AutomatonTooLarge:
         return build(False)
 

@@ -56,7 +56,10 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
     sub-terms; the top term's own label is left out (its detection is the
     event's). Raises :class:`~sentinel.errors.ExpressionError` for a variable
     that is not bound, ``relative+`` or ``prefix`` over free variables, and
-    automata beyond :data:`~sentinel.ode.automata.MAX_STATES` states.
+    automata beyond :data:`~sentinel.ode.automata.MAX_STATES` states or whose
+    constructions would build more than :data:`~sentinel.ode.automata.MAX_WORK`
+    transitions and register assignments (:class:`~sentinel.ode.automata.AutomatonTooCostly`,
+    raised as soon as the work passes the limit).
     """
     key = (term, alphabet, attribute)
     with _lock:
@@ -70,7 +73,8 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
             f"correlation variable(s) {', '.join(sorted(free))} not bound in {term}; bind "
             "them with exists (exists x: ...)"
         )
-    m = _Compiler(alphabet, attribute).top(term)
+    with au.budget():
+        m = _Compiler(alphabet, attribute).top(term)
     with _lock:
         _CACHE[key] = m
         while len(_CACHE) > _CACHE_SIZE:
@@ -121,7 +125,7 @@ class _Compiler:
             except au.AutomatonTooLarge as e:
                 if e.term is not None:
                     raise
-                raise au.AutomatonTooLarge(e.operator, e.states, term) from None
+                raise e.with_term(term) from None
         return m
 
     def any_(self, vs: tuple[str, ...], record: Template = CUR) -> Automaton:

@@ -169,12 +169,14 @@ def event(term: object, *, over: t.Iterable[object] | None = None) -> OdeEvent:
     'ode{prior(a, b) over (a, b, c)}'
     """
     if isinstance(term, str):
-        from sentinel.ode.syntax import parse
+        from sentinel.ode.syntax import _parse_tree
 
-        parsed = parse(term)
+        # The body alone, not parse(): the event of the text's own universe
+        # would be compiled, then thrown away for the one over both.
+        body = _parse_tree(term)
         if over is None:
-            return parsed
-        return OdeEvent(parsed.term, over=[*(parsed.over or ()), *over])
+            return OdeEvent(body.term, over=body.over)
+        return OdeEvent(body.term, over=[*(body.over or ()), *over])
     return OdeEvent(term, over=over)
 
 

@@ -1,0 +1,279 @@
+"""The work budget of Ode compilation (sentinel.ode.automata.MAX_WORK), and the
+faster register colouring: an expression is compiled, or refused naming itself,
+within the budget, and the refusal leaves the detector as it was."""
+
+from __future__ import annotations
+
+import typing as t
+from collections import deque
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sentinel import LocalEventDetector, ode
+from sentinel.errors import ExpressionError
+from sentinel.ode import automata as au
+from sentinel.ode import compile as compile_module
+from sentinel.ode.automata import Automaton, reads
+from tests.ode.test_properties import EVENTS, NAMES, terms
+
+
+def slashes(n: int) -> str:
+    """``a / a / ... / a``, n terms (the n-th a, recording the ones before)."""
+    return " / ".join(["a"] * n)
+
+
+def nested(depth: int) -> str:
+    """``relative(a, relative(a, ... relative(a, b)))``, ``depth`` deep."""
+    text = "b"
+    for _ in range(depth):
+        text = f"relative(a, {text})"
+    return text
+
+
+class Work:
+    """Counts what the constructions build (transitions and register
+    assignments), the measure MAX_WORK bounds, by watching ``_explore``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.done = 0
+        explore = au._explore
+
+        def counted(k: int, start: t.Hashable, step: t.Any, operator: str) -> t.Any:
+            def step2(key: t.Any, a: int) -> t.Any:
+                nxt, ops = step(key, a)
+                self.done += 1 + len(ops)
+                return nxt, ops
+
+            return explore(k, start, step2, operator)
+
+        monkeypatch.setattr(au, "_explore", counted)
+        monkeypatch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+
+
+@pytest.mark.parametrize("text", [slashes(80), nested(5), nested(10), nested(25)])
+def test_an_expression_is_compiled_or_refused_within_the_budget(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Work(monkeypatch)
+    try:
+        m = ode.event(text, over=["a", "b"]).automaton
+    except ode.AutomatonTooCostly as e:
+        assert e.limit == au.MAX_WORK and e.work > au.MAX_WORK
+        assert e.term is not None and str(e.term) in str(e)
+        assert f"{au.MAX_WORK:,}" in str(e) and "split the expression" in str(e)
+        assert f"{e.states:,} states" in str(e)
+        # Refused at the state that passed the limit: its two transitions
+        # assign each register at most once.
+        assert work.done == e.work <= au.MAX_WORK + 2 * (1 + e.registers)
+    else:
+        assert m.n >= 2
+        assert work.done <= au.MAX_WORK
+
+
+def test_the_nested_relative_that_needs_too_much_work_is_refused_naming_it() -> None:
+    with pytest.raises(ode.AutomatonTooCostly) as info:
+        ode.event(nested(25), over=["a", "b"])
+    e = info.value
+    assert e.operator == "relative"
+    assert str(e.term).startswith("relative(a, relative(a, ")
+    assert isinstance(e, ode.AutomatonTooLarge)  # callers that catch the old error still do
+    assert e.states >= 1 and e.registers >= 1
+
+
+def test_an_expression_that_needs_too_many_states_is_refused_by_the_work_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 27th a after a large one needs 2**28 states; its registers make the
+    work pass MAX_WORK before the states pass MAX_STATES."""
+    work = Work(monkeypatch)
+    text = "relative(a[x > 1], <3> every <3> every <3> a)"
+    with pytest.raises(ode.AutomatonTooCostly) as caught:
+        ode.event(text, over=["a", "b"])
+    assert str(caught.value.term) == text
+    assert caught.value.states < au.MAX_STATES
+    assert work.done == caught.value.work
+
+
+def test_the_budget_is_shared_by_the_constructions_of_one_expression(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No construction of nested(8) builds 1,000 on its own, their sum does."""
+    work = Work(monkeypatch)
+    ode.event(nested(8), over=["a", "b"])
+    assert work.done > 1_000
+    monkeypatch.setattr(au, "MAX_WORK", 1_000)
+    monkeypatch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+    ode.event(nested(3), over=["a", "b"])
+    with pytest.raises(ode.AutomatonTooCostly, match="1,000"):
+        ode.event(nested(8), over=["a", "b"])
+
+
+def test_a_refused_expression_leaves_the_detector_usable() -> None:
+    det = LocalEventDetector()
+    a, b = det.explicit("a"), det.explicit("b")
+    found: list[int] = []
+    det.rule("before", ode.event("relative(a, b)", over=[a, b]), action=lambda o: found.append(1))
+    rules = dict(det.rules)
+    # In Snoop text, the refusal is a syntax error at the ode{...} block.
+    with pytest.raises(ExpressionError, match="MAX_WORK"):
+        det.rule("deep", f"ode{{{nested(25)}}}", action=lambda o: found.append(2))
+    with pytest.raises(ode.AutomatonTooCostly):
+        det.rule("deep", ode.event(nested(25), over=[a, b]), action=lambda o: found.append(2))
+    assert dict(det.rules) == rules
+    assert not any(key[0] == nested(25) for key in compile_module._CACHE)
+    det.rule("after", ode.event("relative(b, a)", over=[a, b]), action=lambda o: found.append(3))
+    for name in ["a", "b", "a"]:
+        det.signal(name)
+    assert found == [1, 3]
+
+
+# -- the register colouring, against its first, straightforward form ---------------------
+
+
+def _members(bits: int) -> set[int]:
+    out: set[int] = set()
+    r = 0
+    while bits:
+        if bits & 1:
+            out.add(r)
+        bits >>= 1
+        r += 1
+    return out
+
+
+def reference_live_bits(m: Automaton) -> list[int]:
+    """``_live_bits`` as first written: each transition's assignments read anew."""
+    n, k = m.n, m.k
+    live = [au._bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
+    # Per state, its outgoing transitions that touch registers or lead on:
+    # (target, bits written, ((destination bit, bits read), ...)).
+    moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for q in range(n):
+        row = []
+        dq, oq = m.delta[q], m.ops[q]
+        for a in range(k):
+            target, o = dq[a], oq[a]
+            preds[target].add(q)
+            if o:
+                row.append(
+                    (
+                        target,
+                        au._bits(d for d, _ in o),
+                        tuple((1 << d, au._bits(reads(s))) for d, s in o),
+                    )
+                )
+            else:
+                row.append((target, 0, ()))
+        moves.append(list(dict.fromkeys(row)))
+    todo = deque(q for q in range(n) if live[q])
+    queued = [bool(x) for x in live]
+    while todo:
+        r = todo.popleft()
+        queued[r] = False
+        for q in preds[r]:
+            lq = live[q]
+            new = lq
+            for target, written, assigns in moves[q]:
+                nxt = live[target]
+                if not nxt:
+                    continue
+                new |= nxt & ~written
+                for d, srcs in assigns:
+                    if nxt & d:
+                        new |= srcs
+            if new != lq:
+                live[q] = new
+                if not queued[q]:
+                    queued[q] = True
+                    todo.append(q)
+    return live
+
+
+def reference_compact(m: Automaton) -> Automaton:
+    """``_compact`` as first written: a walk over each register's clashes."""
+    if not m.nregs:
+        return m
+    n, k = m.n, m.k
+    live = reference_live_bits(m)
+    ops = [
+        [tuple((d, s) for d, s in m.ops[q][a] if live[m.delta[q][a]] >> d & 1) for a in range(k)]
+        for q in range(n)
+    ]
+    used: set[int] = set()
+    for q in range(n):
+        if m.acc[q]:
+            used.update(reads(m.rec[q]))
+        for a in range(k):
+            for d, src in ops[q][a]:
+                used.add(d)
+                used.update(reads(src))
+    clash: dict[int, int] = {r: 0 for r in used}
+    for lq in set(live):
+        for r in _members(lq):
+            if r in clash:
+                clash[r] |= lq
+    ren: dict[int, int] = {}
+    for r in sorted(used):
+        taken = {ren[x] for x in _members(clash[r] & ~(1 << r)) if x in ren}
+        c = 0
+        while c in taken:
+            c += 1
+        ren[r] = c
+    count = max(ren.values(), default=-1) + 1
+
+    def rn(x: t.Any) -> t.Any:
+        if x is None:
+            return None
+        if x[0] == "r":
+            return ("r", ren[x[1]])
+        if x[0] == "c":
+            return x
+        return (x[0], x[1], tuple(rn(c) for c in x[2]))
+
+    ops2 = [
+        [
+            tuple(
+                (ren[d], rn(src))
+                for d, src in ops[q][a]
+                if not (src[0] == "r" and ren[src[1]] == ren[d])
+            )
+            for a in range(k)
+        ]
+        for q in range(n)
+    ]
+    rec2 = [rn(r) if m.acc[q] else None for q, r in enumerate(m.rec)]
+    return Automaton(k, m.delta, m.acc, ops2, rec2, count)
+
+
+@given(st.sets(st.integers(0, 3000), max_size=40))
+def test_members_lists_the_bits_set(registers: set[int]) -> None:
+    assert au._members(au._bits(registers)) == registers == _members(au._bits(registers))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(term=terms)
+def test_compiled_automata_are_the_ones_the_first_colouring_made(
+    term: t.Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same states, transitions, register assignments and records, so the same
+    detections (tests/ode/test_properties.py checks those against E[h])."""
+    over = [EVENTS[n] for n in NAMES]
+    with monkeypatch.context() as patch:
+        patch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+        try:
+            new = ode.event(term, over=over).automaton
+        except ode.AutomatonTooLarge:
+            return
+        patch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+        patch.setattr(au, "_compact", reference_compact)
+        old = ode.event(term, over=over).automaton
+    assert (new.delta, new.acc, new.ops, new.rec, new.nregs) == (
+        old.delta,
+        old.acc,
+        old.ops,
+        old.rec,
+        old.nregs,
+    )
