@@ -19,8 +19,9 @@ the application's rules, in which
 - conditions are *not* evaluated here: the outbox worker evaluates them in the
   action's transaction, as for any detached rule;
 - temporal events run on a :class:`~sentinel.temporal.VirtualClock` moved by
-  the log: before each row, to that row's occurrence time (``ts``) when it is
-  later than the clock; and by *clock rows* (event :data:`CLOCK_EVENT`), which
+  the log: before each row, to that row's detection time (``detected_ts``: when
+  its process received the event) when it is later than the clock; and by
+  *clock rows* (event :data:`CLOCK_EVENT`), which
   the service commits to the log when a timer is due and nothing else commits
   (:meth:`~sentinel.global_detector.GlobalDetector.step`). Because the clock
   only moves with committed rows, batch replay of the same log fires the same
@@ -28,14 +29,17 @@ the application's rules, in which
   of their local rules) are not read;
 - a row whose time could only have been forged or corrupted is refused before it
   moves the clock (reported and skipped, as a row whose parameters cannot be
-  read): an occurrence or detection time that is not a finite number; an
-  occurrence time more than ``max_ahead`` seconds ahead of the reading
+  read): an occurrence or detection time that is not a finite number; a
+  detection time more than ``max_ahead`` seconds ahead of the reading
   machine's clock (at infinity, or in the year 9999, every timer would fire at
   once, a periodic one without end); and, when the rules have temporal events,
   one more than ``max_late`` seconds behind the log's clock (its relative and
   periodic timers would start that far back, and a periodic one would catch up
   one tick per period). A late row within ``max_late`` is normal (a long
-  transaction's row): it does not move the clock.
+  transaction's row): it does not move the clock. Occurrence times are the
+  events' own (an event announced for later, or reported late, has its
+  occurrence time away from its detection time, see ``docs/bitemporal.md``):
+  they are read as they are and do not move the clock.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ class CommitFeeder:
     """Feeds whole commits of log rows to a fresh detector of ``rules`` and
     returns the detections each commit completes. Not thread-safe.
 
-    ``max_ahead``, ``max_late`` and ``now`` bound the rows' occurrence times
+    ``max_ahead``, ``max_late`` and ``now`` bound the rows' detection times
     (see the module docs): a row more than ``max_ahead`` seconds ahead of
     ``now()`` (read once per :meth:`feed`), or, when the rules have temporal
     events, more than ``max_late`` seconds behind the log's clock, is skipped
@@ -173,7 +177,7 @@ class CommitFeeder:
         self._refs: dict[tuple[str, str | None], Any] = {}
         #: The last commit fed (0: none).
         self.position = 0
-        #: The largest occurrence time (``ts``) fed: where the clock stands.
+        #: The largest detection time (``detected_ts``) fed: where the clock stands.
         self.log_time: float | None = None
         self.rows = 0
         #: ``(id, error)`` of the rows that could not be read (a bad source key or
@@ -234,8 +238,11 @@ class CommitFeeder:
         det = self._detector
         if det is None:
             # the clock starts at the first row with a time it can stand at
-            start = next((r.ts for r in rows if isfinite(r.ts) and r.ts <= ahead), None)
-            det = self._start(rows[0].ts if start is None else start)
+            start = next(
+                (r.detected_ts for r in rows if isfinite(r.detected_ts) and r.detected_ts <= ahead),
+                None,
+            )
+            det = self._start(rows[0].detected_ts if start is None else start)
         log_time = self.log_time
         floor = -_MAX if late is None or log_time is None else log_time - late
         inject, listens = det.inject, det.listens
@@ -266,8 +273,8 @@ class CommitFeeder:
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
                     "detector numbers at most that many per transaction"
                 )
-            ts = r.ts
-            if not (floor <= ts <= ahead and isfinite(r.detected_ts)):
+            ts = r.detected_ts  # the log's clock: when its process received the event
+            if not (floor <= ts <= ahead and isfinite(r.ts)):
                 # a row written by hand: moving the clock to infinity (or to the
                 # year 9999) would fire every timer at once, a periodic one
                 # without end; a row far behind the clock starts timers that far
@@ -329,14 +336,14 @@ class CommitFeeder:
                 f"ValueError: its occurrence time ({r.ts!r}) or detection time "
                 f"({r.detected_ts!r}) is not a finite number"
             )
-        if r.ts > ahead:
+        if r.detected_ts > ahead:
             return (
-                f"ValueError: its occurrence time ({_when(r.ts)}) is more than "
+                f"ValueError: its detection time ({_when(r.detected_ts)}) is more than "
                 f"{self.max_ahead:g} s ahead of this machine's clock "
                 f"({_when(ahead - (self.max_ahead or 0.0))})"
             )
         return (
-            f"ValueError: its occurrence time ({_when(r.ts)}) is more than "
+            f"ValueError: its detection time ({_when(r.detected_ts)}) is more than "
             f"{self.max_late:g} s behind the log's clock ({_when(floor + (self.max_late or 0.0))})"
         )
 

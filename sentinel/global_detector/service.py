@@ -110,10 +110,10 @@ class GlobalDetector:
         temporal events: when a timer is due and nothing commits, the service
         commits a clock row moving the detector's clock to this machine's time
         minus ``clock_grace`` seconds (see :mod:`~sentinel.global_detector.detect`);
-        a row committed later with an earlier occurrence time is *late* for
+        a row committed later with an earlier detection time is *late* for
         the timers already fired. Make it longer than your transactions.
     ``max_ahead``, ``max_late``
-        a row whose occurrence time is more than ``max_ahead`` seconds ahead of
+        a row whose detection time is more than ``max_ahead`` seconds ahead of
         this machine's clock, or (rules with temporal events) more than
         ``max_late`` seconds behind the log's clock, is reported and skipped
         (:class:`~sentinel.global_detector.detect.CommitFeeder`); ``None``

@@ -194,3 +194,46 @@ def test_rows_numbered_behind_the_cursor_are_reported(
     assert service.step().detections == 0
     service.close()
     assert len(_rows(log_db)) == 7  # they are in the log: batch replay reads them
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_events_announced_for_later_or_reported_late_are_read_on_their_detection_time(
+    log_db: sa.Engine,
+) -> None:
+    """An event's occurrence time may be far from when it was detected (an order
+    announced for next week, one reported two days after it was placed:
+    ``signal_at``). The clock follows detection times, so neither is taken for a
+    forged row: both are read, the announced order's interval opens next week
+    (no tick before then), and the late one's opened two days back (its missed
+    ticks, one per elapsed minute, as a local detector would fire them). Before,
+    the bounds were on occurrence times and both rows were skipped."""
+    t0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", t0, "o1", 1)])
+    with log_db.begin() as conn:
+        writer.write(
+            conn,
+            [Occurrence("order", 1, t0 + 7 * 86_400, t0 + 1, scope="next-week",
+                        params={"customer": 2})],
+        )  # fmt: skip
+    with log_db.begin() as conn:
+        writer.write(
+            conn,
+            [Occurrence("order", 1, t0 - 2 * 86_400, t0 + 2, scope="reported-late",
+                        params={"customer": 3})],
+        )  # fmt: skip
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", t0 + 150, "p1", 1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", t0 + 150, "p3", 3)])
+    feeder = CommitFeeder(_periodic(), max_ahead=300, max_late=3_600, now=lambda: t0 + 200)
+    got = feeder.feed(_rows(log_db))
+    assert feeder.skipped == []
+    assert feeder.log_time == t0 + 150
+    per_customer = sorted(
+        d.occurrence.constituents[0].params["customer"] for d in got if d.rule == "reminder"
+    )
+    # customer 1: t0 + 60, + 120; customer 2: none yet; customer 3: every minute
+    # from t0 - 2 days to its payment at t0 + 150
+    assert per_customer == [1] * 2 + [3] * ((2 * 86_400 + 150) // 60)
