@@ -29,12 +29,14 @@ from sentinel.bicep import model as m
 from sentinel.bicep.parser import error_at, parse_program
 from sentinel.bicep.sqlpart import ParsedQuery, parse_query, render_query
 from sentinel.errors import BicepCycleError, BicepProgramError
+from sentinel.log.tables import DEFAULT_PREFIX
 
 __all__ = [
     "ActionSignature",
     "CompiledClass",
     "CompiledProgram",
     "compile_program",
+    "name_limit",
     "value_kind",
 ]
 
@@ -46,6 +48,9 @@ SYSTEM_COLUMNS = ("occtime", "dettime")
 _OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
 #: The longest attribute name (``n_<name>`` fits a column name everywhere).
 MAX_ATTRIBUTE = 60
+#: The longest table name: PostgreSQL's names have at most 63 bytes, MariaDB's
+#: and MySQL's 64 characters (BiCEPL names are ASCII, a byte a character).
+MAX_TABLE_NAME = 63
 
 
 @cache
@@ -138,6 +143,8 @@ class CompiledProgram:
     actions: dict[str, ActionSignature]
     digest: str
     statements: list[tuple[str, int, m.Statement]] = field(default_factory=list)
+    #: The table-name prefix the program's names were checked for.
+    prefix: str = DEFAULT_PREFIX
 
     @property
     def text(self) -> str:
@@ -158,16 +165,27 @@ class CompiledProgram:
         """The same program compiled for another dialect."""
         if dialect == self.dialect:
             return self
-        return compile_program(self.text, name=self.name, dialect=dialect)
+        return compile_program(self.text, name=self.name, dialect=dialect, prefix=self.prefix)
 
 
-def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") -> CompiledProgram:
+def name_limit(name: str, prefix: str = DEFAULT_PREFIX) -> int:
+    """The longest class or action name program ``name`` may use with the
+    table-name ``prefix``: its tables are ``<prefix><name>_<kind>_<class>`` (and
+    ``..._x_<action>``), at most :data:`MAX_TABLE_NAME` characters."""
+    return MAX_TABLE_NAME - len(f"{prefix}{name}_x_")
+
+
+def compile_program(
+    text: str, *, name: str = "bicep", dialect: str = "sqlite", prefix: str = DEFAULT_PREFIX
+) -> CompiledProgram:
     """Parse and check a BiCEPL program.
 
     ``name`` names the program in the database (its tables start with it): a
     lower-case identifier of at most 24 characters. ``dialect`` is the database's
     SQLAlchemy dialect name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb``);
-    the queries are read in it.
+    the queries are read in it. ``prefix`` is the table-name prefix the program
+    will be installed with: class and action names must fit in its table names
+    (:func:`name_limit`).
 
     Raises :class:`~sentinel.errors.BicepSyntaxError` for malformed text (also
     inside a query), :class:`~sentinel.errors.BicepCycleError` for classes that
@@ -188,8 +206,10 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
     program = parse_program(text)
     if not program.classes:
         raise BicepProgramError("the program defines no event class")
+    limit = name_limit(name, prefix)
     defs: dict[str, m.ClassDef] = {}
     for cls in program.classes:
+        _check_length(text, "class", cls.name, _name_offset(text, cls), limit, name, prefix)
         if cls.ident in defs:
             first = defs[cls.ident]
             raise error_at(
@@ -222,6 +242,8 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
     statements: list[tuple[str, int, m.Statement]] = []
     for c in classes.values():
         for i, st in enumerate(c.definition.statements):
+            a = st.action
+            _check_length(text, "action", a.name, a.pos.offset, limit, name, prefix)
             _check_condition(text, c, st.condition)
             kinds = tuple(value_kind(text, c, v) for v in st.action.params)
             _record_action(text, actions, c, i, st, kinds)
@@ -234,6 +256,30 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
         actions=actions,
         digest=_digest(program),
         statements=statements,
+        prefix=prefix,
+    )
+
+
+def _name_offset(text: str, cls: m.ClassDef) -> int:
+    """Where the name of ``cls`` is written (its position is the CREATE's)."""
+    found = re.compile(r"\bCLASS\s+", re.IGNORECASE).search(text, cls.pos.offset)
+    return found.end() if found else cls.pos.offset
+
+
+def _check_length(
+    text: str, what: str, spelled: str, offset: int, limit: int, program: str, prefix: str
+) -> None:
+    if len(spelled) <= limit:
+        return
+    shown = spelled if len(spelled) <= 30 else f"{spelled[:20]}..."
+    kind = "x" if what == "action" else "<kind>"
+    raise error_at(
+        text,
+        offset,
+        f"{what} name {shown} has {len(spelled)} characters, more than the {limit} its "
+        f"tables' names leave it ({prefix}{program}_{kind}_<{what}> has at most "
+        f"{MAX_TABLE_NAME}: PostgreSQL's limit; MariaDB's is 64); use a shorter name",
+        cls=BicepProgramError,
     )
 
 
@@ -253,8 +299,7 @@ def _reserved_word(text: str, offset: int, what: str, name: str, dialect: str) -
 def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
     # (a class name only appears in its queries, which MariaDB's rendering quotes)
     if cls.ident in _reserved(dialect) and dialect not in ("mysql", "mariadb"):
-        name_at = text.find(cls.name, cls.pos.offset)
-        raise _reserved_word(text, max(name_at, cls.pos.offset), "class", cls.name, dialect)
+        raise _reserved_word(text, _name_offset(text, cls), "class", cls.name, dialect)
     seen: dict[str, m.Attribute] = {}
     for a in cls.attributes:
         if a.ident in SYSTEM_COLUMNS or a.ident in _OWN_COLUMNS or a.ident.startswith("bicep_"):

@@ -201,7 +201,9 @@ def _install(
         )
         if same:
             return current
-        old = compile_program(current.source, name=program.name, dialect=_dialect(conn))
+        old = compile_program(
+            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix
+        )
         differences = _differences(old, program)
         if current.chronon != chronon:
             differences.append(f"chronon {current.chronon} s -> {chronon} s")
@@ -364,7 +366,7 @@ def _retire(
     keep: bool,
     version: int,
 ) -> None:
-    old = compile_program(current.source, name=name, dialect=_dialect(conn))
+    old = compile_program(current.source, name=name, dialect=_dialect(conn), prefix=prefix)
     old_tables = ProgramTables(
         old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
     )

@@ -287,8 +287,12 @@ _BEFORE_CLAUSE = re.compile(
 
 
 def _check_commas(sql: str, fail: Callable[..., BicepSyntaxError]) -> None:
-    # sqlglot accepts "SELECT a, FROM t"; the databases do not.
-    stripped = _SKIP.sub(lambda mt: " " * len(mt.group(0)), sql)
+    # sqlglot accepts "SELECT a, FROM t"; the databases do not. A quoted string
+    # or name is a column ("SELECT k, 'x' FROM t"): it stays something, only
+    # comments become spaces.
+    stripped = _SKIP.sub(
+        lambda mt: ("_" if mt.group(0)[0] in "'\"`" else " ") * len(mt.group(0)), sql
+    )
     mt = _BEFORE_CLAUSE.search(stripped)
     if mt:
         raise fail(mt.start(), "a comma with nothing after it", ["a column"])

@@ -1,0 +1,94 @@
+"""BiCEPL against careless and hostile programs: names too long for the tables
+they become, SQL that sentinel's own checks misread, failures at a tick. Each
+is refused at definition with its place, or works the same on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from sentinel.bicep import Processor, compile_program
+from sentinel.bicep.compiler import name_limit
+from sentinel.errors import BicepProgramError
+
+T = 1_400_000_400  # a tick of 15-minute chronons
+
+
+def _subscribed(cls: str, action: str = "f") -> str:
+    return (
+        f"CREATE MUTABLE SUBSCRIBED EVENT CLASS {cls} (k INTEGER) ID (k) LIFESPAN(1d)\n"
+        f"  ON ANNOUNCEMENT DO {action}(new.k);"
+    )
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
+def test_a_class_name_too_long_for_its_tables_is_refused_where_it_is_written(
+    dialect: str,
+) -> None:
+    """sentinel_<program>_<kind>_<class> is at most 63 characters (PostgreSQL's
+    limit, MariaDB's is 64): the compiler refuses a longer class or action name
+    at its place and says how long it may be, without copying a huge name into
+    the message."""
+    limit = name_limit("p")
+    assert limit == 63 - len("sentinel_p_x_") == 50
+    compile_program(_subscribed("C" * limit, "a" * limit), name="p", dialect=dialect)
+    for cls, action, column in [
+        ("C" * (limit + 1), "f", 39),
+        ("C" * 100_000, "f", 39),
+        ("C", "a" * (limit + 1), 22),
+    ]:
+        with pytest.raises(BicepProgramError) as e:
+            compile_program(_subscribed(cls, action), name="p", dialect=dialect)
+        what = "class" if len(cls) > limit else "action"
+        assert (e.value.line, e.value.column) == ((1, column) if what == "class" else (2, column))
+        assert f"{what} name" in str(e.value) and f"more than the {limit}" in str(e.value)
+        assert len(str(e.value)) < 600
+
+
+def test_the_limit_of_a_name_follows_the_program_name_and_the_table_prefix() -> None:
+    """A shorter prefix leaves more room; a longer program name less."""
+    assert name_limit("p" * 24) == 63 - len("sentinel_") - 24 - 3 == 27
+    assert name_limit("p", "s_") == 63 - len("s_p_x_") == 57
+    compile_program(_subscribed("C" * 57), name="p", prefix="s_")
+    with pytest.raises(BicepProgramError, match="more than the 50"):
+        compile_program(_subscribed("C" * 57), name="p")
+    with pytest.raises(BicepProgramError, match="more than the 27"):
+        compile_program(_subscribed("C" * 28), name="p" * 24)
+
+
+def test_a_processor_checks_the_names_for_its_own_prefix(make: Callable[..., Processor]) -> None:
+    """A program compiled for one prefix is checked again for the processor's."""
+    program = compile_program(_subscribed("C" * 57), name="p", prefix="s_")
+    with pytest.raises(BicepProgramError, match="more than the 50"):
+        make(program)
+
+
+def test_the_longest_class_name_installs_and_runs_on_every_backend(
+    make: Callable[..., Processor],
+) -> None:
+    limit = name_limit("p")
+    cls, action = "C" * limit, "a" * limit
+    proc = make(_subscribed(cls, action), name="p")
+    proc.announce(cls, k=1, occ=T, det=T)
+    assert [str(c) for r in proc.run_until(T) for c in r.actions] == [f"{action}(1)"]
+
+
+def test_a_quoted_string_selected_as_a_column_is_a_column(make: Callable[..., Processor]) -> None:
+    """``SELECT k, 'x' FROM C`` lists two columns; the check for a dangling comma
+    must not take the quoted string for nothing."""
+    proc = make(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER) ID (k) LIFESPAN(1d);\n"
+        "CREATE COMPLEX EVENT CLASS D (k INTEGER, s VARCHAR(20)) ID (k) LIFESPAN(1d)\n"
+        "  AS SELECT k, 'a, FROM b' FROM C OCCURRING AT C.occTime;",
+        name="p",
+    )
+    proc.announce("C", k=1, occ=T, det=T)
+    proc.run_until(T)
+    assert [(r["k"], r["s"]) for r in proc.live("D")] == [(1, "a, FROM b")]
+    with pytest.raises(BicepProgramError, match="a comma with nothing after it"):
+        compile_program(
+            "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER) ID (k) LIFESPAN(1d);\n"
+            "CREATE COMPLEX EVENT CLASS D (k INTEGER, s VARCHAR(20)) ID (k) LIFESPAN(1d)\n"
+            "  AS SELECT k, /* 'x' */ FROM C OCCURRING AT C.occTime;"
+        )
