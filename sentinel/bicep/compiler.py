@@ -48,6 +48,8 @@ SYSTEM_COLUMNS = ("occtime", "dettime")
 _OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
 #: The longest attribute name (``n_<name>`` fits a column name everywhere).
 MAX_ATTRIBUTE = 60
+#: How deeply MAX and MIN may nest in a value.
+MAX_EXTREME_DEPTH = 8
 #: The longest table name: PostgreSQL's names have at most 63 bytes, MariaDB's
 #: and MySQL's 64 characters (BiCEPL names are ASCII, a byte a character).
 MAX_TABLE_NAME = 63
@@ -487,12 +489,31 @@ def value_kind(text: str, cls: CompiledClass, v: m.Value) -> Kind:
                 cls=BicepProgramError,
             )
         return _widest(kinds)
+    if _extreme_depth(v) > MAX_EXTREME_DEPTH:
+        raise error_at(
+            text,
+            v.pos.offset,
+            f"{v.fn} nests more than {MAX_EXTREME_DEPTH} levels of MAX and MIN; use fewer",
+            cls=BicepProgramError,
+        )
     kinds = {value_kind(text, cls, x) for x in v.values}
     if len(kinds) > 1 and kinds & {"text", "boolean"}:
         raise error_at(
             text, v.pos.offset, f"{v.fn} over values of different kinds", cls=BicepProgramError
         )
     return _widest(kinds)
+
+
+def _extreme_depth(v: m.Value) -> int:
+    """How many ``MAX``/``MIN`` nest in ``v`` (on SQLite each level's sums are
+    checked for overflow, which repeats them: see ``conditions.checked_sql``)."""
+    if isinstance(v, m.ExtremeValue):
+        return 1 + max(_extreme_depth(x) for x in v.values)
+    if isinstance(v, m.BinOp):
+        return max(_extreme_depth(v.left), _extreme_depth(v.right))
+    if isinstance(v, m.Neg):
+        return _extreme_depth(v.value)
+    return 0
 
 
 def is_time(v: m.Value) -> bool:

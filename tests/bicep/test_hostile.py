@@ -5,12 +5,14 @@ is refused at definition with its place, or works the same on every backend."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 
 from sentinel.bicep import Processor, compile_program
 from sentinel.bicep.compiler import name_limit
-from sentinel.errors import BicepProgramError
+from sentinel.errors import BicepProgramError, BicepTickError
 
 T = 1_400_000_400  # a tick of 15-minute chronons
 
@@ -92,3 +94,85 @@ def test_a_quoted_string_selected_as_a_column_is_a_column(make: Callable[..., Pr
             "CREATE COMPLEX EVENT CLASS D (k INTEGER, s VARCHAR(20)) ID (k) LIFESPAN(1d)\n"
             "  AS SELECT k, /* 'x' */ FROM C OCCURRING AT C.occTime;"
         )
+
+
+BIG = 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("statement", "args"),
+    [
+        ("ON ANNOUNCEMENT AND new.n + 1 > new.n DO f(new.k)", (1,)),
+        ("ON ANNOUNCEMENT DO f(new.n + 1)", (6,)),
+        ("ON ANNOUNCEMENT DO f(MAX(-new.n - 2, 0))", (0,)),
+    ],
+)
+def test_integer_arithmetic_beyond_64_bits_fails_the_tick_with_sentinels_error_everywhere(
+    make: Callable[..., Processor], statement: str, args: tuple[int, ...]
+) -> None:
+    """PostgreSQL and MariaDB refuse ``n + 1`` for the largest BIGINT; SQLite
+    would go on in floating point and fire where the others fail. On every
+    backend the tick fails with a BicepTickError naming the program, the tick,
+    the class and the statement (the driver's error is its cause), and leaves
+    nothing; a corrected announcement in the same chronon lets it run."""
+    proc = make(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER, n INTEGER) ID (k) LIFESPAN(1d)\n"
+        f"  {statement};",
+        name="p",
+    )
+    proc.announce("C", k=1, n=BIG, occ=T, det=T - 60)
+    for _ in range(2):  # the same tick, again
+        with pytest.raises(BicepTickError) as e:
+            proc.run_until(T)
+        err = e.value
+        assert (err.program, err.event_class, err.statement) == ("p", "C", statement)
+        assert err.tick == datetime.fromtimestamp(T, UTC)
+        assert (err.line, err.column) == (2, 3)
+        assert "program 'p', tick 2014-05-13 17:00:00 UTC" in str(err)
+        assert isinstance(err.__cause__, sa.exc.DBAPIError)
+        assert proc.live("C") == [] and proc.next_tick() == datetime.fromtimestamp(T, UTC)
+    proc.announce("C", k=1, n=5, occ=T, det=T - 30)
+    assert [c.args for r in proc.run_until(T) for c in r.actions] == [args]
+
+
+def test_a_query_that_fails_at_a_tick_is_named_with_its_place(
+    make: Callable[..., Processor], migrated: sa.Engine
+) -> None:
+    """A complex class reading an application table that is gone by the tick."""
+    with migrated.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE app_limits (k BIGINT)"))
+    proc = make(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER) ID (k) LIFESPAN(1d);\n"
+        "CREATE COMPLEX EVENT CLASS D (k INTEGER) ID (k) LIFESPAN(1d)\n"
+        "  AS SELECT k FROM C WHERE k IN (SELECT k FROM app_limits) OCCURRING AT C.occTime;",
+        name="p",
+    )
+    with migrated.begin() as conn:
+        conn.execute(sa.text("DROP TABLE app_limits"))
+    proc.announce("C", k=1, occ=T, det=T)
+    with pytest.raises(BicepTickError) as e:
+        proc.run_until(T)
+    assert (e.value.event_class, e.value.statement) == ("D", None)
+    assert (e.value.line, e.value.column) == (3, 6)
+    assert "the query of D (at line 3, column 6) failed on the database" in str(e.value)
+    assert proc.live("C") == []
+
+
+def test_max_and_min_nest_at_most_eight_levels() -> None:
+    """Each level's sums are checked for overflow on SQLite, which repeats
+    them; deeper nesting is refused at its place on every backend."""
+
+    def program(depth: int) -> str:
+        value = "new.n + 1"
+        for _ in range(depth):
+            value = f"MAX({value}, 0) + 1"
+        return (
+            "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER, n INTEGER) ID (k) LIFESPAN(1d)\n"
+            f"  ON ANNOUNCEMENT AND {value} > 0 DO f(new.k);"
+        )
+
+    for dialect in ("sqlite", "postgresql", "mysql"):
+        compile_program(program(8), dialect=dialect)
+        with pytest.raises(BicepProgramError, match="more than 8 levels of MAX and MIN") as e:
+            compile_program(program(9), dialect=dialect)
+        assert (e.value.line, e.value.column) == (2, 23)
