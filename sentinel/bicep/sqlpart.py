@@ -385,9 +385,18 @@ def now_sql(dialect: str) -> str:
 
 
 def extreme_sql(fn: str, args: list[str], dialect: str) -> str:
-    """``MAX``/``MIN`` over several values, per dialect."""
+    """``MAX``/``MIN`` over several values, per dialect: missing (NULL) when one
+    of them is missing, as SQLite's ``MAX`` and MariaDB's ``GREATEST`` are.
+    PostgreSQL's ``GREATEST`` skips NULLs, so there it is an aggregate over
+    the values (each written once: the values may nest)."""
     if len(args) == 1:
         return args[0]
+    if dialect == "postgresql":
+        rows = ", ".join(f"({a})" for a in args)
+        return (
+            f"(SELECT CASE WHEN COUNT(bicep_x.v) = COUNT(*) THEN {fn}(bicep_x.v) END "
+            f"FROM (VALUES {rows}) AS bicep_x(v))"
+        )
     name = fn if dialect == "sqlite" else "GREATEST" if fn == "MAX" else "LEAST"
     return f"{name}({', '.join(args)})"
 

@@ -98,7 +98,10 @@ def test_the_errata_readings() -> None:
     assert (
         compile_program(program.text, dialect="postgresql")
         .logical_sql("B")
-        .startswith("SELECT LEAST(x.occTime, y.occTime + 3600) - 30 AS occTime")
+        .startswith(
+            "SELECT (SELECT CASE WHEN COUNT(bicep_x.v) = COUNT(*) THEN MIN(bicep_x.v) END "
+            "FROM (VALUES (x.occTime), (y.occTime + 3600)) AS bicep_x(v)) - 30 AS occTime"
+        )
     )
 
 

@@ -176,3 +176,32 @@ def test_max_and_min_nest_at_most_eight_levels() -> None:
         with pytest.raises(BicepProgramError, match="more than 8 levels of MAX and MIN") as e:
             compile_program(program(9), dialect=dialect)
         assert (e.value.line, e.value.column) == (2, 23)
+
+
+def test_max_and_min_of_a_missing_value_are_missing_on_every_backend(
+    make: Callable[..., Processor],
+) -> None:
+    """PostgreSQL's GREATEST and LEAST skip NULLs, SQLite's and MariaDB's do
+    not: MAX(new.n, old.n) at an announcement, or the MIN of a missing time,
+    would differ. It is missing (unknown) everywhere, like a comparison with a
+    missing value."""
+    proc = make(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER, n INTEGER) ID (k) LIFESPAN(1d)\n"
+        "  ON ANNOUNCEMENT DO f(MAX(new.n, old.n), MIN(new.n, 7), MAX(old.n, 1, 2))\n"
+        "  ON ANNOUNCEMENT AND MAX(new.n, old.n) = 3 DO g(new.k)\n"
+        "  ON ANNOUNCEMENT AND NOT MAX(new.n, old.n) = 3 DO g(new.k)\n"
+        "  ON CHANGE DO h(MAX(new.n, old.n), MIN(new.n, old.n));\n"
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS E (k INTEGER) ID (k) LIFESPAN(1d);\n"
+        "CREATE COMPLEX EVENT CLASS D (k INTEGER) ID (k) LIFESPAN(1d)\n"
+        "  AS SELECT C.k FROM C LEFT JOIN E ON E.k = C.k\n"
+        "  OCCURRING AT MIN(C.occTime, E.occTime);",
+        name="p",
+    )
+    proc.announce("C", k=1, n=3, occ=T, det=T)
+    proc.announce("C", k=2, n=3, occ=T, det=T)
+    proc.announce("E", k=2, occ=T - 900, det=T)
+    calls = [str(c) for r in proc.run_until(T) for c in r.actions]
+    assert sorted(calls) == ["f(None, 3, None)", "f(None, 3, None)"]
+    assert [r["k"] for r in proc.live("D")] == [2]
+    proc.announce("C", k=1, n=5, occ=T, det=T + 900)
+    assert [str(c) for r in proc.run_until(T + 900) for c in r.actions] == ["h(5, 3)"]
