@@ -48,6 +48,17 @@ SYSTEM_COLUMNS = ("occtime", "dettime")
 _OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
 #: The longest attribute name (``n_<name>`` fits a column name everywhere).
 MAX_ATTRIBUTE = 60
+#: The most attributes a class may have: its change table has two columns for
+#: each, and InnoDB (MariaDB, MySQL) holds a row of at most 8126 bytes in a
+#: page, of which a column may take up to 30 (a DECIMAL(65, s); a TEXT's
+#: pointer takes 20).
+MAX_ATTRIBUTES = 100
+#: The most bytes MariaDB and MySQL index for a class's key (InnoDB's limit;
+#: text takes four bytes a character, utf8mb4).
+MAX_KEY_BYTES = 3072
+#: The longest program text, in bytes of UTF-8: the system table holds it in a
+#: TEXT column, which MariaDB and MySQL fill up to 65,535 bytes.
+MAX_TEXT_BYTES = 65_535
 #: How deeply MAX and MIN may nest in a value.
 MAX_EXTREME_DEPTH = 8
 #: The longest table name: PostgreSQL's names have at most 63 bytes, MariaDB's
@@ -211,7 +222,7 @@ def compile_program(
     limit = name_limit(name, prefix)
     defs: dict[str, m.ClassDef] = {}
     for cls in program.classes:
-        _check_length(text, "class", cls.name, _name_offset(text, cls), limit, name, prefix)
+        _check_length(text, "class", cls.name, name_offset(text, cls), limit, name, prefix)
         if cls.ident in defs:
             first = defs[cls.ident]
             raise error_at(
@@ -250,6 +261,7 @@ def compile_program(
             kinds = tuple(value_kind(text, c, v) for v in st.action.params)
             _record_action(text, actions, c, i, st, kinds)
             statements.append((c.ident, i, st))
+    _check_size(text)
     return CompiledProgram(
         name=name,
         program=program,
@@ -262,7 +274,22 @@ def compile_program(
     )
 
 
-def _name_offset(text: str, cls: m.ClassDef) -> int:
+def _check_size(text: str) -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_TEXT_BYTES:
+        return
+    # the first character past the limit
+    offset = len(text.encode("utf-8", "surrogatepass")[:MAX_TEXT_BYTES].decode("utf-8", "ignore"))
+    raise error_at(
+        text,
+        offset,
+        f"the program has {size} bytes (UTF-8), more than the {MAX_TEXT_BYTES} an installed "
+        "program's text may have (MariaDB's TEXT column holds it); split it into programs",
+        cls=BicepProgramError,
+    )
+
+
+def name_offset(text: str, cls: m.ClassDef) -> int:
     """Where the name of ``cls`` is written (its position is the CREATE's)."""
     found = re.compile(r"\bCLASS\s+", re.IGNORECASE).search(text, cls.pos.offset)
     return found.end() if found else cls.pos.offset
@@ -301,7 +328,17 @@ def _reserved_word(text: str, offset: int, what: str, name: str, dialect: str) -
 def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
     # (a class name only appears in its queries, which MariaDB's rendering quotes)
     if cls.ident in _reserved(dialect) and dialect not in ("mysql", "mariadb"):
-        raise _reserved_word(text, _name_offset(text, cls), "class", cls.name, dialect)
+        raise _reserved_word(text, name_offset(text, cls), "class", cls.name, dialect)
+    if len(cls.attributes) > MAX_ATTRIBUTES:
+        extra = cls.attributes[MAX_ATTRIBUTES]
+        raise error_at(
+            text,
+            extra.pos.offset,
+            f"{cls.name} has {len(cls.attributes)} attributes, more than the "
+            f"{MAX_ATTRIBUTES} a class may have (its tables would be wider than MariaDB "
+            "stores)",
+            cls=BicepProgramError,
+        )
     seen: dict[str, m.Attribute] = {}
     for a in cls.attributes:
         if a.ident in SYSTEM_COLUMNS or a.ident in _OWN_COLUMNS or a.ident.startswith("bicep_"):
@@ -356,6 +393,25 @@ def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
                 cls=BicepProgramError,
             )
         keys.add(k)
+    if dialect in ("mysql", "mariadb"):
+        size = sum(_key_bytes(seen[k.lower()].type) for k in cls.keys)
+        if size > MAX_KEY_BYTES:
+            raise error_at(
+                text,
+                cls.key_positions[0].offset,
+                f"the key of {cls.name} takes {size} bytes in MariaDB's index, which holds "
+                f"at most {MAX_KEY_BYTES} (a VARCHAR(n) takes 4 bytes a character, a TEXT "
+                "key 191 characters); give its text a shorter VARCHAR(n)",
+                cls=BicepProgramError,
+            )
+
+
+def _key_bytes(t: m.SqlType) -> int:
+    if t.kind == "text":
+        return 4 * (t.length if t.length is not None else 191)
+    if t.kind == "numeric" and t.precision is not None:
+        return 30  # a DECIMAL(65, s) at most
+    return 8
 
 
 def _stratify(

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from sentinel.bicep import Processor, compile_program
 from sentinel.bicep.compiler import name_limit
-from sentinel.errors import BicepProgramError, BicepTickError
+from sentinel.errors import BicepAnnouncementError, BicepProgramError, BicepTickError
 
 T = 1_400_000_400  # a tick of 15-minute chronons
 
@@ -205,3 +205,88 @@ def test_max_and_min_of_a_missing_value_are_missing_on_every_backend(
     assert [r["k"] for r in proc.live("D")] == [2]
     proc.announce("C", k=1, n=5, occ=T, det=T + 900)
     assert [str(c) for r in proc.run_until(T + 900) for c in r.actions] == ["h(5, 3)"]
+
+
+def test_a_class_of_a_hundred_text_attributes_installs_and_runs_on_every_backend(
+    make: Callable[..., Processor],
+) -> None:
+    """InnoDB counts four bytes a character of every VARCHAR(n) against a row
+    of 8126 bytes: the change table of 20 VARCHAR(60) attributes (two columns
+    each) did not fit on MariaDB. There the columns that no index needs are
+    TEXT; the announcement checks their length on every backend."""
+    names = [f"a{i}" for i in range(99)]
+    proc = make(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k VARCHAR(768), "
+        + ", ".join(f"{n} VARCHAR(60)" for n in names)
+        + ") ID (k) LIFESPAN(1d)\n  ON ANNOUNCEMENT DO f(new.a98);",
+        name="p",
+    )
+    values = {n: n * 20 for n in names}  # at most 60 characters
+    proc.announce("C", k="K" * 768, occ=T, det=T, **values)
+    assert [str(c) for r in proc.run_until(T) for c in r.actions] == [f"f({'a98' * 20!r})"]
+    (row,) = proc.live("C")
+    assert {n: row[n] for n in names} == values and row["k"] == "K" * 768
+    with pytest.raises(BicepAnnouncementError, match="more than VARCHAR"):
+        proc.announce("C", k="x", occ=T, det=T, a0="x" * 61)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
+def test_a_class_has_at_most_a_hundred_attributes(dialect: str) -> None:
+    def program(n: int) -> str:
+        attrs = ", ".join(f"a{i} INTEGER" for i in range(n))
+        return f"CREATE MUTABLE SUBSCRIBED EVENT CLASS C ({attrs}) ID (a0) LIFESPAN(1d);"
+
+    compile_program(program(100), dialect=dialect)
+    with pytest.raises(BicepProgramError, match="101 attributes, more than the 100") as e:
+        compile_program(program(101), dialect=dialect)
+    assert e.value.column == program(101).index("a100 INTEGER") + 1
+
+
+def test_a_key_longer_than_mariadb_indexes_is_refused_there() -> None:
+    """MariaDB indexes at most 3072 bytes, four a character: VARCHAR(768)."""
+
+    def program(key: str) -> str:
+        return f"CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k {key}, j TEXT) ID (j, k) LIFESPAN(1d);"
+
+    compile_program(program("VARCHAR(577)"), dialect="mysql")  # 4 * (191 + 577) = 3072
+    for dialect in ("sqlite", "postgresql"):
+        compile_program(program("VARCHAR(578)"), dialect=dialect)
+    with pytest.raises(BicepProgramError, match="takes 3076 bytes in MariaDB's index") as e:
+        compile_program(program("VARCHAR(578)"), dialect="mysql")
+    assert e.value.column == program("VARCHAR(578)").index("j, k") + 1
+
+
+def test_a_program_longer_than_mariadb_stores_is_refused_when_compiled(
+    make: Callable[..., Processor],
+) -> None:
+    """The installed program's text is a TEXT column: 65,535 bytes on MariaDB,
+    which refused a longer one with its own error at install."""
+
+    head = "CREATE MUTABLE SUBSCRIBED EVENT CLASS C (k INTEGER, s TEXT) ID (k) LIFESPAN(1d)\n"
+    head += "  ON ANNOUNCEMENT AND new.s <> '"
+    tail = "' DO f(new.k);"
+    fill = 65_535 - len(head) - len(tail)  # two bytes an é
+    longest = head + "é" * (fill // 2) + "x" * (fill % 2) + tail
+    assert len(longest.encode()) == 65_535
+    proc = make(longest, name="p")
+    proc.announce("C", k=1, s="x", occ=T, det=T)
+    assert [str(c) for r in proc.run_until(T) for c in r.actions] == ["f(1)"]
+    longer = longest.replace("f(new.k)", "f(new.k, 1)")
+    with pytest.raises(BicepProgramError, match="has 65538 bytes") as e:
+        make(longer, name="q")
+    assert e.value.line == 2 and longer.splitlines()[1][e.value.column - 1 :] == "1);"
+
+
+def test_a_program_whose_tables_another_program_has_is_refused_at_its_place(
+    make: Callable[..., Processor],
+) -> None:
+    """Program p's class i_x and program p_n's class x both have a table named
+    sentinel_p_n_i_x: the second install is refused, naming the class, and
+    leaves the first program as it was."""
+    first = make(_subscribed("i_x"), name="p")
+    second = "CREATE MUTABLE SUBSCRIBED EVENT CLASS\n  x (k INTEGER) ID (k) LIFESPAN(1d);"
+    with pytest.raises(BicepProgramError, match="sentinel_p_n_i_x of class x exists") as e:
+        make(second, name="p_n")
+    assert (e.value.line, e.value.column) == (2, 3)
+    first.announce("i_x", k=1, occ=T, det=T)
+    assert [str(c) for r in first.run_until(T) for c in r.actions] == ["f(1)"]
