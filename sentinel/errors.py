@@ -425,6 +425,40 @@ class BicepAnnouncementError(BicepError, ValueError):
         super().__init__(message)
 
 
+class BicepTickError(BicepError):
+    """A clock tick of a BiCEPL program that the database refused to compute:
+    a complex class's query or a condition-action statement failed on the
+    tick's data (an integer beyond 64 bits, a division by zero, a table of
+    yours that is gone). The tick was rolled back as a whole and runs again,
+    from the same tick, at the next run.
+
+    ``program`` names the program, ``tick`` is the tick (a UTC datetime),
+    ``event_class`` the class whose SQL failed, ``statement`` the
+    condition-action statement as written (``None`` for the class's query), and
+    ``line`` / ``column`` its place in the program. The database's error is
+    ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        program: str,
+        tick: Any,
+        event_class: str,
+        statement: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.program = program
+        self.tick = tick
+        self.event_class = event_class
+        self.statement = statement
+        self.line = line
+        self.column = column
+        super().__init__(message)
+
+
 class BicepProgramChangedError(BicepError):
     """The program installed in the database under this name differs from the
     one given. Installing a changed program is an explicit step (a new version:

@@ -29,12 +29,14 @@ from sentinel.bicep import model as m
 from sentinel.bicep.parser import error_at, parse_program
 from sentinel.bicep.sqlpart import ParsedQuery, parse_query, render_query
 from sentinel.errors import BicepCycleError, BicepProgramError
+from sentinel.log.tables import DEFAULT_PREFIX
 
 __all__ = [
     "ActionSignature",
     "CompiledClass",
     "CompiledProgram",
     "compile_program",
+    "name_limit",
     "value_kind",
 ]
 
@@ -46,6 +48,22 @@ SYSTEM_COLUMNS = ("occtime", "dettime")
 _OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
 #: The longest attribute name (``n_<name>`` fits a column name everywhere).
 MAX_ATTRIBUTE = 60
+#: The most attributes a class may have: its change table has two columns for
+#: each, and InnoDB (MariaDB, MySQL) holds a row of at most 8126 bytes in a
+#: page, of which a column may take up to 30 (a DECIMAL(65, s); a TEXT's
+#: pointer takes 20).
+MAX_ATTRIBUTES = 100
+#: The most bytes MariaDB and MySQL index for a class's key (InnoDB's limit;
+#: text takes four bytes a character, utf8mb4).
+MAX_KEY_BYTES = 3072
+#: The longest program text, in bytes of UTF-8: the system table holds it in a
+#: TEXT column, which MariaDB and MySQL fill up to 65,535 bytes.
+MAX_TEXT_BYTES = 65_535
+#: How deeply MAX and MIN may nest in a value.
+MAX_EXTREME_DEPTH = 8
+#: The longest table name: PostgreSQL's names have at most 63 bytes, MariaDB's
+#: and MySQL's 64 characters (BiCEPL names are ASCII, a byte a character).
+MAX_TABLE_NAME = 63
 
 
 @cache
@@ -138,6 +156,8 @@ class CompiledProgram:
     actions: dict[str, ActionSignature]
     digest: str
     statements: list[tuple[str, int, m.Statement]] = field(default_factory=list)
+    #: The table-name prefix the program's names were checked for.
+    prefix: str = DEFAULT_PREFIX
 
     @property
     def text(self) -> str:
@@ -158,16 +178,27 @@ class CompiledProgram:
         """The same program compiled for another dialect."""
         if dialect == self.dialect:
             return self
-        return compile_program(self.text, name=self.name, dialect=dialect)
+        return compile_program(self.text, name=self.name, dialect=dialect, prefix=self.prefix)
 
 
-def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") -> CompiledProgram:
+def name_limit(name: str, prefix: str = DEFAULT_PREFIX) -> int:
+    """The longest class or action name program ``name`` may use with the
+    table-name ``prefix``: its tables are ``<prefix><name>_<kind>_<class>`` (and
+    ``..._x_<action>``), at most :data:`MAX_TABLE_NAME` characters."""
+    return MAX_TABLE_NAME - len(f"{prefix}{name}_x_")
+
+
+def compile_program(
+    text: str, *, name: str = "bicep", dialect: str = "sqlite", prefix: str = DEFAULT_PREFIX
+) -> CompiledProgram:
     """Parse and check a BiCEPL program.
 
     ``name`` names the program in the database (its tables start with it): a
     lower-case identifier of at most 24 characters. ``dialect`` is the database's
     SQLAlchemy dialect name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb``);
-    the queries are read in it.
+    the queries are read in it. ``prefix`` is the table-name prefix the program
+    will be installed with: class and action names must fit in its table names
+    (:func:`name_limit`).
 
     Raises :class:`~sentinel.errors.BicepSyntaxError` for malformed text (also
     inside a query), :class:`~sentinel.errors.BicepCycleError` for classes that
@@ -188,8 +219,10 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
     program = parse_program(text)
     if not program.classes:
         raise BicepProgramError("the program defines no event class")
+    limit = name_limit(name, prefix)
     defs: dict[str, m.ClassDef] = {}
     for cls in program.classes:
+        _check_length(text, "class", cls.name, name_offset(text, cls), limit, name, prefix)
         if cls.ident in defs:
             first = defs[cls.ident]
             raise error_at(
@@ -222,10 +255,13 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
     statements: list[tuple[str, int, m.Statement]] = []
     for c in classes.values():
         for i, st in enumerate(c.definition.statements):
+            a = st.action
+            _check_length(text, "action", a.name, a.pos.offset, limit, name, prefix)
             _check_condition(text, c, st.condition)
             kinds = tuple(value_kind(text, c, v) for v in st.action.params)
             _record_action(text, actions, c, i, st, kinds)
             statements.append((c.ident, i, st))
+    _check_size(text)
     return CompiledProgram(
         name=name,
         program=program,
@@ -234,6 +270,45 @@ def compile_program(text: str, *, name: str = "bicep", dialect: str = "sqlite") 
         actions=actions,
         digest=_digest(program),
         statements=statements,
+        prefix=prefix,
+    )
+
+
+def _check_size(text: str) -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_TEXT_BYTES:
+        return
+    # the first character past the limit
+    offset = len(text.encode("utf-8", "surrogatepass")[:MAX_TEXT_BYTES].decode("utf-8", "ignore"))
+    raise error_at(
+        text,
+        offset,
+        f"the program has {size} bytes (UTF-8), more than the {MAX_TEXT_BYTES} an installed "
+        "program's text may have (MariaDB's TEXT column holds it); split it into programs",
+        cls=BicepProgramError,
+    )
+
+
+def name_offset(text: str, cls: m.ClassDef) -> int:
+    """Where the name of ``cls`` is written (its position is the CREATE's)."""
+    found = re.compile(r"\bCLASS\s+", re.IGNORECASE).search(text, cls.pos.offset)
+    return found.end() if found else cls.pos.offset
+
+
+def _check_length(
+    text: str, what: str, spelled: str, offset: int, limit: int, program: str, prefix: str
+) -> None:
+    if len(spelled) <= limit:
+        return
+    shown = spelled if len(spelled) <= 30 else f"{spelled[:20]}..."
+    kind = "x" if what == "action" else "<kind>"
+    raise error_at(
+        text,
+        offset,
+        f"{what} name {shown} has {len(spelled)} characters, more than the {limit} its "
+        f"tables' names leave it ({prefix}{program}_{kind}_<{what}> has at most "
+        f"{MAX_TABLE_NAME}: PostgreSQL's limit; MariaDB's is 64); use a shorter name",
+        cls=BicepProgramError,
     )
 
 
@@ -253,8 +328,17 @@ def _reserved_word(text: str, offset: int, what: str, name: str, dialect: str) -
 def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
     # (a class name only appears in its queries, which MariaDB's rendering quotes)
     if cls.ident in _reserved(dialect) and dialect not in ("mysql", "mariadb"):
-        name_at = text.find(cls.name, cls.pos.offset)
-        raise _reserved_word(text, max(name_at, cls.pos.offset), "class", cls.name, dialect)
+        raise _reserved_word(text, name_offset(text, cls), "class", cls.name, dialect)
+    if len(cls.attributes) > MAX_ATTRIBUTES:
+        extra = cls.attributes[MAX_ATTRIBUTES]
+        raise error_at(
+            text,
+            extra.pos.offset,
+            f"{cls.name} has {len(cls.attributes)} attributes, more than the "
+            f"{MAX_ATTRIBUTES} a class may have (its tables would be wider than MariaDB "
+            "stores)",
+            cls=BicepProgramError,
+        )
     seen: dict[str, m.Attribute] = {}
     for a in cls.attributes:
         if a.ident in SYSTEM_COLUMNS or a.ident in _OWN_COLUMNS or a.ident.startswith("bicep_"):
@@ -309,6 +393,25 @@ def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
                 cls=BicepProgramError,
             )
         keys.add(k)
+    if dialect in ("mysql", "mariadb"):
+        size = sum(_key_bytes(seen[k.lower()].type) for k in cls.keys)
+        if size > MAX_KEY_BYTES:
+            raise error_at(
+                text,
+                cls.key_positions[0].offset,
+                f"the key of {cls.name} takes {size} bytes in MariaDB's index, which holds "
+                f"at most {MAX_KEY_BYTES} (a VARCHAR(n) takes 4 bytes a character, a TEXT "
+                "key 191 characters); give its text a shorter VARCHAR(n)",
+                cls=BicepProgramError,
+            )
+
+
+def _key_bytes(t: m.SqlType) -> int:
+    if t.kind == "text":
+        return 4 * (t.length if t.length is not None else 191)
+    if t.kind == "numeric" and t.precision is not None:
+        return 30  # a DECIMAL(65, s) at most
+    return 8
 
 
 def _stratify(
@@ -442,12 +545,31 @@ def value_kind(text: str, cls: CompiledClass, v: m.Value) -> Kind:
                 cls=BicepProgramError,
             )
         return _widest(kinds)
+    if _extreme_depth(v) > MAX_EXTREME_DEPTH:
+        raise error_at(
+            text,
+            v.pos.offset,
+            f"{v.fn} nests more than {MAX_EXTREME_DEPTH} levels of MAX and MIN; use fewer",
+            cls=BicepProgramError,
+        )
     kinds = {value_kind(text, cls, x) for x in v.values}
     if len(kinds) > 1 and kinds & {"text", "boolean"}:
         raise error_at(
             text, v.pos.offset, f"{v.fn} over values of different kinds", cls=BicepProgramError
         )
     return _widest(kinds)
+
+
+def _extreme_depth(v: m.Value) -> int:
+    """How many ``MAX``/``MIN`` nest in ``v`` (on SQLite each level's sums are
+    checked for overflow, which repeats them: see ``conditions.checked_sql``)."""
+    if isinstance(v, m.ExtremeValue):
+        return 1 + max(_extreme_depth(x) for x in v.values)
+    if isinstance(v, m.BinOp):
+        return max(_extreme_depth(v.left), _extreme_depth(v.right))
+    if isinstance(v, m.Neg):
+        return _extreme_depth(v.value)
+    return 0
 
 
 def is_time(v: m.Value) -> bool:

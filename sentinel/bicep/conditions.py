@@ -39,10 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sentinel.bicep import model as m
-from sentinel.bicep.compiler import CompiledClass
+from sentinel.bicep.compiler import CompiledClass, value_kind
 from sentinel.bicep.sqlpart import EID, extreme_sql
 
-__all__ = ["StatementSQL", "mentions_ontime", "statement_sql"]
+__all__ = ["StatementSQL", "checked_sql", "mentions_ontime", "statement_sql"]
 
 T = ":bicep_tick"
 
@@ -130,29 +130,78 @@ def value_sql(v: m.Value, dialect: str, binds: Binds | None = None) -> str:
     return extreme_sql(v.fn, [value_sql(x, dialect, binds) for x in v.values], dialect)
 
 
+#: An expression SQLite cannot compute: the absolute value of the least integer
+#: raises "integer overflow" (a constant, so only when the CASE reaches it).
+_SQLITE_OVERFLOW = "abs(-9223372036854775807 - 1)"
+
+
+def checked_sql(v: m.Value, cls: CompiledClass, dialect: str, binds: Binds | None = None) -> str:
+    """:func:`value_sql`, failing as PostgreSQL and MariaDB fail when integer
+    arithmetic leaves the 64-bit integers: SQLite would go on in floating point
+    (``9223372036854775807 + 1`` is ``9.223372036854776e18`` there), and a
+    condition would hold, or an action get a value, on SQLite only.
+
+    On SQLite an overflowed sum is a real number, and stays one through ``+``
+    and ``-``; ``MAX`` and ``MIN`` may drop it. So the value, and each argument
+    of a ``MAX`` or ``MIN`` that is a sum, is checked (each check repeats its
+    sum: the compiler bounds how deeply ``MAX`` and ``MIN`` nest)."""
+    if dialect != "sqlite":
+        return value_sql(v, dialect, binds)
+    return _guarded(v, cls, binds)
+
+
+def _guarded(v: m.Value, cls: CompiledClass, binds: Binds | None) -> str:
+    sql = _sqlite_sql(v, cls, binds)
+    if not isinstance(v, (m.BinOp, m.Neg)) or value_kind("", cls, v) != "integer":
+        return sql
+    return f"(CASE WHEN typeof({sql}) = 'real' THEN {_SQLITE_OVERFLOW} ELSE {sql} END)"
+
+
+def _sqlite_sql(v: m.Value, cls: CompiledClass, binds: Binds | None) -> str:
+    if isinstance(v, m.BinOp):
+        return f"({_sqlite_sql(v.left, cls, binds)} {v.op} {_sqlite_sql(v.right, cls, binds)})"
+    if isinstance(v, m.Neg):
+        return f"(-{_sqlite_sql(v.value, cls, binds)})"
+    if isinstance(v, m.ExtremeValue):
+        return extreme_sql(v.fn, [_guarded(x, cls, binds) for x in v.values], "sqlite")
+    return value_sql(v, "sqlite", binds)
+
+
 def _text(param: str, dialect: str) -> str:
     # PostgreSQL must know a parameter's type where the context does not say it
     # (``INSERT ... SELECT :p``)
     return f"CAST({param} AS TEXT)" if dialect == "postgresql" else param
 
 
-def condition_sql(cond: m.Condition, dialect: str, fired: str, binds: Binds | None = None) -> str:
+def condition_sql(
+    cond: m.Condition,
+    dialect: str,
+    fired: str,
+    binds: Binds | None = None,
+    cls: CompiledClass | None = None,
+) -> str:
     """``cond`` as a SQL boolean expression; ``fired`` is the SQL of FIRED;
-    string literals become parameters in ``binds`` (shown quoted without it)."""
+    string literals become parameters in ``binds`` (shown quoted without it).
+    With the class ``cls``, integer arithmetic that overflows fails on every
+    database (:func:`checked_sql`)."""
     if isinstance(cond, m.Timing):
         return _primitive(cond, _tick(dialect))
     if isinstance(cond, m.Fired):
         return fired
     if isinstance(cond, m.Compare):
-        left = value_sql(cond.left, dialect, binds)
-        right = value_sql(cond.right, dialect, binds)
+        if cls is None:
+            left = value_sql(cond.left, dialect, binds)
+            right = value_sql(cond.right, dialect, binds)
+        else:
+            left = checked_sql(cond.left, cls, dialect, binds)
+            right = checked_sql(cond.right, cls, dialect, binds)
         return f"({left} {cond.op} {right})"
     if isinstance(cond, m.Not):
-        return f"(NOT {condition_sql(cond.condition, dialect, fired, binds)})"
+        return f"(NOT {condition_sql(cond.condition, dialect, fired, binds, cls)})"
     op = "AND" if isinstance(cond, m.And) else "OR"
     return (
-        f"({condition_sql(cond.left, dialect, fired, binds)} {op} "
-        f"{condition_sql(cond.right, dialect, fired, binds)})"
+        f"({condition_sql(cond.left, dialect, fired, binds, cls)} {op} "
+        f"{condition_sql(cond.right, dialect, fired, binds, cls)})"
     )
 
 
@@ -185,11 +234,11 @@ def statement_sql(
         f"AND f.{EID} = c.{EID} AND f.bicep_tick < {tick}))"
     )
     binds = Binds(f"bicep_s{index}_")
-    where = condition_sql(st.condition, dialect, fired, binds)
+    where = condition_sql(st.condition, dialect, fired, binds, cls)
     ontime = mentions_ontime(st.condition)
     if not ontime:
         where = f"c.touched = 1 AND {where}"
-    params = [value_sql(v, dialect, binds) for v in st.action.params]
+    params = [checked_sql(v, cls, dialect, binds) for v in st.action.params]
     columns = ["bicep_tick", "class_ident", EID, "stmt", "occtime", "dettime", "published"]
     columns += [f"p{i + 1}" for i in range(len(params))]
     values = [tick, _string(cls.ident), f"c.{EID}", str(index), "c.n_occtime", "c.n_dettime", "0"]

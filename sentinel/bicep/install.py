@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sentinel.bicep.compiler import CompiledProgram, compile_program
+from sentinel.bicep.compiler import CompiledProgram, compile_program, name_offset
 from sentinel.bicep.parser import error_at
 from sentinel.bicep.sqlpart import locate_database_error
 from sentinel.bicep.tables import MAX_NAME, ProgramTables, SystemTables, system_tables
@@ -201,7 +201,9 @@ def _install(
         )
         if same:
             return current
-        old = compile_program(current.source, name=program.name, dialect=_dialect(conn))
+        old = compile_program(
+            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix
+        )
         differences = _differences(old, program)
         if current.chronon != chronon:
             differences.append(f"chronon {current.chronon} s -> {chronon} s")
@@ -258,6 +260,7 @@ def _install(
         conn.execute(
             st.potential_ticks.delete().where(st.potential_ticks.c.program == program.name)
         )
+    _check_free(conn, program, tables)
     for table in tables.tables:
         table.create(conn)
         created.append(table)
@@ -301,6 +304,35 @@ def _qualified(table: sa.Table) -> str:
 
 def _dialect(conn: Connection) -> str:
     return conn.dialect.name
+
+
+def _check_free(conn: Connection, program: CompiledProgram, tables: ProgramTables) -> None:
+    """Refuse to install over a table or view that exists: another program's
+    (``p`` with class ``i_x`` and ``p_n`` with class ``x`` both name
+    ``sentinel_p_n_i_x``) or the application's."""
+    insp = sa.inspect(conn)
+    schema = tables.schema
+    taken = {n.lower() for n in insp.get_table_names(schema=schema)}
+    taken |= {n.lower() for n in insp.get_view_names(schema=schema)}
+    owners: list[tuple[str, str, int]] = []
+    for ident, ct in tables.classes.items():
+        cls = program.classes[ident]
+        at = name_offset(program.text, cls.definition)
+        names = [t.name for t in ct.all] + [tables.name("v", ident)]
+        owners += [(n, f"class {cls.name}", at) for n in names]
+    for ident, x in tables.actions.items():
+        cls_ident, index = program.actions[ident].uses[0]
+        action = program.classes[cls_ident].definition.statements[index].action
+        owners.append((x.name, f"action {action.name}", action.pos.offset))
+    for name, owner, offset in owners:
+        if name.lower() in taken:
+            raise error_at(
+                program.text,
+                offset,
+                f"the table {name} of {owner} exists already in the database (another "
+                f"program's, or your own); rename the {owner.split()[0]} or the program",
+                cls=BicepProgramError,
+            )
 
 
 def _check_names(program: CompiledProgram, tables: ProgramTables) -> None:
@@ -364,7 +396,7 @@ def _retire(
     keep: bool,
     version: int,
 ) -> None:
-    old = compile_program(current.source, name=name, dialect=_dialect(conn))
+    old = compile_program(current.source, name=name, dialect=_dialect(conn), prefix=prefix)
     old_tables = ProgramTables(
         old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
     )

@@ -28,7 +28,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -36,12 +37,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sentinel.bicep import model as m
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram
 from sentinel.bicep.conditions import StatementSQL, mentions_ontime, statement_sql
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ClassTables, ProgramTables, SystemTables
 from sentinel.bicep.times import MAX_TIME
 from sentinel.bicep.values import inbox_row
+from sentinel.errors import BicepTickError
 
 __all__ = ["Pipeline", "Rejected", "TickOutcome", "tick_of"]
 
@@ -291,7 +294,8 @@ class Pipeline:
                     or any(d in touched for d in cs.cls.depends_on)
                 ):
                     derived = True
-                    count, next_eid = self._derive(conn, cs, tick, next_eid)
+                    with self._failing(tick, cs.cls):
+                        count, next_eid = self._derive(conn, cs, tick, next_eid)
                     if count:
                         touched.add(ident)
                         out.changes += count
@@ -331,7 +335,8 @@ class Pipeline:
             for st in cs.statements:
                 if not st.ontime and ident not in touched:
                     continue
-                res = conn.execute(sa.text(st.sql), {**params, **st.params})
+                with self._failing(tick, cs.cls, st.index):
+                    res = conn.execute(sa.text(st.sql), {**params, **st.params})
                 out.actions += res.rowcount or 0
         self.expirations(conn, touched | derived_any)
         if stale:
@@ -342,6 +347,38 @@ class Pipeline:
                 .values(stale=False)
             )
         return out, next_eid
+
+    @contextmanager
+    def _failing(self, tick: int, cls: CompiledClass, index: int | None = None) -> Iterator[None]:
+        """Raise a database error of ``cls``'s query (or of its statement
+        ``index``) as a :class:`BicepTickError` naming the program, the tick and
+        the place in the program. A lost connection passes through as it is."""
+        try:
+            yield
+        except sa.exc.DBAPIError as err:
+            if err.connection_invalidated:
+                raise
+            d = cls.definition
+            reason = str(getattr(err, "orig", err)).strip().splitlines()
+            when = datetime.fromtimestamp(tick, UTC)
+            if index is None:
+                assert isinstance(d, m.ComplexClass)
+                pos, what, text = d.query_pos, f"the query of {cls.name}", None
+            else:
+                st = d.statements[index]
+                shown = st.text if len(st.text) <= 200 else f"{st.text[:200]}..."
+                pos, what, text = st.pos, f"the statement of {cls.name} {shown!r}", st.text
+            raise BicepTickError(
+                f"program {self.program.name!r}, tick {when:%Y-%m-%d %H:%M:%S} UTC: {what} "
+                f"(at {pos}) failed on the database: {reason[0] if reason else type(err).__name__}"
+                ". The tick was rolled back; it runs again, from the same tick, at the next run",
+                program=self.program.name,
+                tick=when,
+                event_class=cls.name,
+                statement=text,
+                line=pos.line,
+                column=pos.column,
+            ) from err
 
     # -- read -----------------------------------------------------------------------------------
     def _read(

@@ -135,11 +135,15 @@ class Processor:
             self._owns_engine = False
         dialect = self.engine.dialect.name
         if isinstance(program, CompiledProgram):
-            if name is not None and name != program.name:
-                program = compile_program(program.text, name=name, dialect=dialect)
+            if (name is not None and name != program.name) or prefix != program.prefix:
+                program = compile_program(
+                    program.text, name=name or program.name, dialect=dialect, prefix=prefix
+                )
             self.program = program.with_dialect(dialect)
         else:
-            self.program = compile_program(program, name=name or "bicep", dialect=dialect)
+            self.program = compile_program(
+                program, name=name or "bicep", dialect=dialect, prefix=prefix
+            )
         self.name = self.program.name
         self.chronon = duration(chronon)
         self.schema = schema

@@ -287,8 +287,12 @@ _BEFORE_CLAUSE = re.compile(
 
 
 def _check_commas(sql: str, fail: Callable[..., BicepSyntaxError]) -> None:
-    # sqlglot accepts "SELECT a, FROM t"; the databases do not.
-    stripped = _SKIP.sub(lambda mt: " " * len(mt.group(0)), sql)
+    # sqlglot accepts "SELECT a, FROM t"; the databases do not. A quoted string
+    # or name is a column ("SELECT k, 'x' FROM t"): it stays something, only
+    # comments become spaces.
+    stripped = _SKIP.sub(
+        lambda mt: ("_" if mt.group(0)[0] in "'\"`" else " ") * len(mt.group(0)), sql
+    )
     mt = _BEFORE_CLAUSE.search(stripped)
     if mt:
         raise fail(mt.start(), "a comma with nothing after it", ["a column"])
@@ -381,9 +385,18 @@ def now_sql(dialect: str) -> str:
 
 
 def extreme_sql(fn: str, args: list[str], dialect: str) -> str:
-    """``MAX``/``MIN`` over several values, per dialect."""
+    """``MAX``/``MIN`` over several values, per dialect: missing (NULL) when one
+    of them is missing, as SQLite's ``MAX`` and MariaDB's ``GREATEST`` are.
+    PostgreSQL's ``GREATEST`` skips NULLs, so there it is an aggregate over
+    the values (each written once: the values may nest)."""
     if len(args) == 1:
         return args[0]
+    if dialect == "postgresql":
+        rows = ", ".join(f"({a})" for a in args)
+        return (
+            f"(SELECT CASE WHEN COUNT(bicep_x.v) = COUNT(*) THEN {fn}(bicep_x.v) END "
+            f"FROM (VALUES {rows}) AS bicep_x(v))"
+        )
     name = fn if dialect == "sqlite" else "GREATEST" if fn == "MAX" else "LEAST"
     return f"{name}({', '.join(args)})"
 

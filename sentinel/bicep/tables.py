@@ -181,8 +181,8 @@ def sa_type(
         return sa.Boolean()
     length = t.length if t is not None else None
     if length is None:
-        return ExactText(KEY_TEXT_LENGTH) if key else ExactText()
-    return ExactText(length)
+        return ExactText(KEY_TEXT_LENGTH, indexed=True) if key else ExactText()
+    return ExactText(length, indexed=key)
 
 
 class ExactText(sa.types.TypeDecorator[str]):
@@ -195,20 +195,29 @@ class ExactText(sa.types.TypeDecorator[str]):
     without padding (``utf8mb4_nopad_bin``; MySQL's ``utf8mb4_0900_bin``), as
     text compares on PostgreSQL and SQLite. ``length``: ``VARCHAR(length)``, or
     ``TEXT`` when ``None``.
+
+    There a column that is not part of an index (``indexed``) is ``TEXT`` of
+    any length: InnoDB counts every byte a ``VARCHAR(n)`` may hold (four a
+    character) against its row size (8126 bytes in a page), so a class of 20
+    ``VARCHAR(60)`` attributes, twice in its change table, would not fit. The
+    length is the announcement's check (:mod:`sentinel.bicep.values`).
     """
 
     impl = sa.Text
     cache_ok = True
 
-    def __init__(self, length: int | None = None) -> None:
+    def __init__(self, length: int | None = None, *, indexed: bool = False) -> None:
         super().__init__()
         self.length = length
+        self.indexed = indexed
 
     def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
         collation = None
         if dialect.name == "mysql":
             mariadb = getattr(dialect, "is_mariadb", False)
             collation = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
+            if not self.indexed:
+                return dialect.type_descriptor(sa.Text(collation=collation))
         if self.length is None:
             return dialect.type_descriptor(sa.Text(collation=collation))
         return dialect.type_descriptor(sa.String(self.length, collation=collation))
@@ -390,7 +399,7 @@ class ProgramTables:
                 self.name("s", ident),
                 md,
                 sa.Column("occtime", sa.BigInteger(), nullable=True),
-                *self._attrs(cls),
+                *self._attrs(cls, keys_bounded=True),  # an index on the keys
                 *[
                     sa.Column(f"bicep_dep_{i}", sa.BigInteger(), nullable=True)
                     for i in range(self.lineage_width(cls))

@@ -98,7 +98,10 @@ def test_the_errata_readings() -> None:
     assert (
         compile_program(program.text, dialect="postgresql")
         .logical_sql("B")
-        .startswith("SELECT LEAST(x.occTime, y.occTime + 3600) - 30 AS occTime")
+        .startswith(
+            "SELECT (SELECT CASE WHEN COUNT(bicep_x.v) = COUNT(*) THEN MIN(bicep_x.v) END "
+            "FROM (VALUES (x.occTime), (y.occTime + 3600)) AS bicep_x(v)) - 30 AS occTime"
+        )
     )
 
 
@@ -360,7 +363,10 @@ def test_a_program_of_any_depth_compiles_or_says_why_not(program: str) -> None:
     try:
         compiled = compile_program(program)
     except BicepProgramError as err:
-        assert err.line is not None and "too deeply" in str(err), str(err)
+        # A chain of 1200 classes is longer than a program may be; the compiler
+        # says so last, after ordering the classes (which would have recursed).
+        reason = "too deeply" in str(err) or "more than the 65535" in str(err)
+        assert err.line is not None and reason, str(err)
     else:
         assert compiled.classes
 
