@@ -340,19 +340,36 @@ class Runner:
             engine = self.attachment.engine()
             with engine.begin() as conn:
                 got = self.store.claim(conn, key, self.id, self.lease, self.max_attempts)
-            if got is None:
-                return "skipped"
-            if isinstance(got, Exhausted):
-                log.error(
-                    "sentinel: detached rule %r, entry %s failed: %s", got.rule, key[:12], got.error
-                )
-                self._record_exhausted(engine, got)
-                return "failed"
-            lease = self.heartbeat.hold(engine, got)
-            try:
-                return self._attempt(got, lease)
-            finally:
-                self.heartbeat.release(lease)
+            return self._run_claimed(engine, key, got)
+
+    def claim_in(self, conn: Connection, key: str) -> Claimed | Exhausted | None:
+        """Claim the entry ``key`` for this runner in the caller's transaction
+        (:meth:`~sentinel.orm.outbox.OutboxStore.claim`; the claim holds once
+        that transaction commits): a caller that enqueues entries and runs them
+        itself saves the claim's own commit. Pass the result, after the commit,
+        to :meth:`run_claimed`."""
+        return self.store.claim(conn, key, self.id, self.lease, self.max_attempts)
+
+    def run_claimed(self, key: str, got: Claimed | Exhausted | None) -> str:
+        """Run and finish an entry claimed by :meth:`claim_in` (whose transaction
+        has committed); returns as :meth:`run_one` does."""
+        with self._entered():
+            return self._run_claimed(self.attachment.engine(), key, got)
+
+    def _run_claimed(self, engine: Engine, key: str, got: Claimed | Exhausted | None) -> str:
+        if got is None:
+            return "skipped"
+        if isinstance(got, Exhausted):
+            log.error(
+                "sentinel: detached rule %r, entry %s failed: %s", got.rule, key[:12], got.error
+            )
+            self._record_exhausted(engine, got)
+            return "failed"
+        lease = self.heartbeat.hold(engine, got)
+        try:
+            return self._attempt(got, lease)
+        finally:
+            self.heartbeat.release(lease)
 
     def _attempt(self, claimed: Claimed, lease: Lease) -> str:
         try:

@@ -521,3 +521,41 @@ def test_absolute_events_start_from_the_log_not_from_1970(log_db: sa.Engine) -> 
     assert service.step().detections == 2
     service.close()
     assert len(replay_committed(rules.daily, log_db)) == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_action_run_by_the_service_costs_two_commits(log_db: sa.Engine) -> None:
+    """Running actions in its own thread, the service claims a detection's
+    entry in the transaction that enqueues it: one commit for the entry, its
+    claim and the cursor, one for the action and its ``done`` mark (the claim
+    had a commit of its own before). The action runs once, and its entry is
+    done."""
+    writer = LogWriter(commit_order=True)
+    service = GlobalDetector(rules.detector, log_db, lease=10)
+    service.step()  # takes the lease: nothing to read yet
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "t1", customer=1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 2, "t2", customer=1)])
+    commits: list[object] = []
+
+    def count(conn: object) -> None:
+        commits.append(conn)
+
+    sa.event.listen(log_db, "commit", count)
+    try:
+        r = service.step()
+    finally:
+        sa.event.remove(log_db, "commit", count)
+    assert r.detections == 1
+    assert len(commits) == 2
+    [detail] = [d for _, d in _effects(log_db)]
+    assert json.loads(detail) == [
+        ["order", "t1", {"customer": 1}],
+        ["payment", "t2", {"customer": 1}],
+    ]
+    with log_db.connect() as conn:
+        assert conn.execute(sa.text("SELECT status FROM sentinel_outbox")).scalars().all() == [
+            "done"
+        ]
+    service.close()
