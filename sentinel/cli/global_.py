@@ -62,8 +62,8 @@ __all__ = ["global_command"]
     default=300.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Skip (and report) a log row whose detection time is more than this many "
-    "seconds ahead of this machine's clock.",
+    help="Rules with temporal events: skip (and report) a log row whose detection time "
+    "is more than this many seconds ahead of this machine's clock.",
 )
 @click.option(
     "--max-late",

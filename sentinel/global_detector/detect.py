@@ -29,11 +29,12 @@ the application's rules, in which
   of their local rules) are not read;
 - a row whose time could only have been forged or corrupted is refused before it
   moves the clock (reported and skipped, as a row whose parameters cannot be
-  read): an occurrence or detection time that is not a finite number; a
-  detection time more than ``max_ahead`` seconds ahead of the reading
-  machine's clock (at infinity, or in the year 9999, every timer would fire at
-  once, a periodic one without end); and, when the rules have temporal events,
-  one more than ``max_late`` seconds behind the log's clock (its relative and
+  read): an occurrence or detection time that is not a finite number; and,
+  when the rules have temporal events (without timers a row's time matters to
+  no detection), a detection time more than ``max_ahead`` seconds ahead of the
+  reading machine's clock (in the year 9999, every timer would fire at once, a
+  periodic one without end) or more than ``max_late`` seconds behind the log's
+  clock (its relative and
   periodic timers would start that far back, and a periodic one would catch up
   one tick per period). A late row within ``max_late`` is normal (a long
   transaction's row): it does not move the clock. Occurrence times are the
@@ -144,10 +145,11 @@ class CommitFeeder:
     returns the detections each commit completes. Not thread-safe.
 
     ``max_ahead``, ``max_late`` and ``now`` bound the rows' detection times
-    (see the module docs): a row more than ``max_ahead`` seconds ahead of
-    ``now()`` (read once per :meth:`feed`), or, when the rules have temporal
-    events, more than ``max_late`` seconds behind the log's clock, is skipped
-    and reported; ``None`` lifts a bound."""
+    when the rules have temporal events (see the module docs): a row more than
+    ``max_ahead`` seconds ahead of ``now()`` (read once per :meth:`feed`), or
+    more than ``max_late`` seconds behind the log's clock, is skipped and
+    reported; ``None`` lifts a bound. Rows whose times are not finite numbers
+    are skipped whatever the rules."""
 
     def __init__(
         self,
@@ -164,11 +166,12 @@ class CommitFeeder:
                     f"{name} must be a number of seconds at least 0 (or None), not {bound!r}"
                 )
         self.rules = rules
-        self.max_ahead = max_ahead
         self.now = now
-        # late rows matter only to timers: without them a bound would refuse
-        # rows for nothing (and make keyed streaming differ from the service)
+        # a row's time matters only to timers: without them a bound would refuse
+        # rows for nothing (a writer's clock running fast would lose its rows),
+        # and the service, a restarted one and batch replay would disagree
         timed = any(r.enabled and is_temporal(r.event) for r in rules.rules.values())
+        self.max_ahead = max_ahead if timed else None
         self.max_late = max_late if timed else None
         # made at the first row, with the clock at its time: absolute temporal
         # events are armed from there, not from 1970
@@ -242,7 +245,10 @@ class CommitFeeder:
                 (r.detected_ts for r in rows if isfinite(r.detected_ts) and r.detected_ts <= ahead),
                 None,
             )
-            det = self._start(rows[0].detected_ts if start is None else start)
+            if start is None:  # no row here has a time the clock could start at
+                self._refuse_all(rows, ahead)
+                return []
+            det = self._start(start)
         log_time = self.log_time
         floor = -_MAX if late is None or log_time is None else log_time - late
         inject, listens = det.inject, det.listens
@@ -328,6 +334,22 @@ class CommitFeeder:
         if seq != -1:
             self._end(opened, seq, out)
         return out
+
+    def _refuse_all(self, rows: list[Any], ahead: float) -> None:
+        """Skip ``rows`` (none of which has a time the clock may start at),
+        keeping the commit order's bookkeeping: the detector is made at the
+        first row that has one."""
+        seq = -1
+        for r in rows:
+            if r.commit_seq != seq:
+                if r.commit_seq <= self.position:
+                    raise GlobalDetectorError(
+                        f"commit {r.commit_seq} fed after commit {self.position}: rows must "
+                        "come in commit order, each commit once"
+                    )
+                seq = self.position = r.commit_seq
+            self.rows += 1
+            self._skip(r, self._bad_time(r, ahead, -_MAX))
 
     def _bad_time(self, r: Any, ahead: float, floor: float) -> str:
         """Why the time of the row ``r`` was refused."""

@@ -113,8 +113,8 @@ class GlobalDetector:
         a row committed later with an earlier detection time is *late* for
         the timers already fired. Make it longer than your transactions.
     ``max_ahead``, ``max_late``
-        a row whose detection time is more than ``max_ahead`` seconds ahead of
-        this machine's clock, or (rules with temporal events) more than
+        rules with temporal events: a row whose detection time is more than
+        ``max_ahead`` seconds ahead of this machine's clock, or more than
         ``max_late`` seconds behind the log's clock, is reported and skipped
         (:class:`~sentinel.global_detector.detect.CommitFeeder`); ``None``
         lifts a bound.

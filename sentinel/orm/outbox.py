@@ -492,18 +492,20 @@ class OutboxStore:
         Read as ranges of the status index around the known values (a few
         index probes, not a scan of the table)."""
         t = self.table
+        q = sa.select(t.c.id, t.c.rule, t.c.status).where(self._unknown()).order_by(t.c.id)
+        return [(int(i), str(r), str(s)) for i, r, s in conn.execute(q.limit(limit))]
+
+    def _unknown(self) -> sa.ColumnElement[bool]:
+        """A status none of :class:`~sentinel.log.tables.OutboxStatus`: the
+        ranges of the status index around the known values (on SQLite also a
+        number or a blob, which sort before and after all text)."""
+        t = self.table
         known = sorted(s.value for s in OutboxStatus)
         ranges = [t.c.status < known[0], t.c.status > known[-1]]
         ranges += [
             sa.and_(t.c.status > lo, t.c.status < hi) for lo, hi in itertools.pairwise(known)
         ]
-        q = (
-            sa.select(t.c.id, t.c.rule, t.c.status)
-            .where(sa.or_(*ranges))
-            .order_by(t.c.id)
-            .limit(limit)
-        )
-        return [(int(i), str(r), str(s)) for i, r, s in conn.execute(q)]
+        return sa.or_(*ranges)
 
     def fail_unknown(self, conn: Connection, row_id: int, status: str) -> bool:
         """Mark the row ``row_id``, whose status is the unknown ``status``,
@@ -517,7 +519,7 @@ class OutboxStore:
         )
         res = conn.execute(
             sa.update(t)
-            .where(t.c.id == row_id, t.c.status == status)
+            .where(t.c.id == row_id, self._unknown())  # (status: as read, maybe not text)
             .values(
                 status=OutboxStatus.FAILED.value,
                 claimed_by=None,

@@ -237,3 +237,60 @@ def test_events_announced_for_later_or_reported_late_are_read_on_their_detection
     # customer 1: t0 + 60, + 120; customer 2: none yet; customer 3: every minute
     # from t0 - 2 days to its payment at t0 + 150
     assert per_customer == [1] * 2 + [3] * ((2 * 86_400 + 150) // 60)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_rules_without_timers_read_a_row_from_a_fast_clock(log_db: sa.Engine) -> None:
+    """Without temporal events no detection depends on a row's time: a payment
+    written by a host whose clock runs ten minutes fast is read (it was skipped
+    as more than ``max_ahead`` ahead, and the service, a restarted one and
+    batch replay disagreed)."""
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1001.0, "o1", 1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("payment", 1001.0 + 600, "p1", 1)])
+    service = GlobalDetector(
+        rules.detector, log_db, lease=10, run_actions=False, clock=lambda: 1010.0
+    )
+    r = service.step()
+    assert (r.rows, r.detections) == (2, 1)
+    assert service._feeder is not None and service._feeder.skipped == []
+    service.close()
+    assert [d.rule for d in replay_committed(rules.detector, log_db)] == ["paid"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_refused_first_row_does_not_start_the_clock(log_db: sa.Engine) -> None:
+    """When the first rows read are all refused (a forged row from the year
+    9999), the clock starts at the first row it can stand at, not at the refused
+    time (where it stayed: no timer fired again). Two orders never paid are
+    detected as without the forged row."""
+    now = [1010.0]
+    writer = LogWriter(commit_order=True)
+    with log_db.begin() as conn:
+        _forge(conn, YEAR_9999, writer.take_commit_seq(conn), customer=9)
+    service = GlobalDetector(
+        rules.temporal,
+        log_db,
+        lease=10,
+        run_actions=False,
+        clock=lambda: now[0],
+        clock_grace=0,
+        max_ahead=60,
+    )
+    r = service.step()
+    assert (r.rows, r.detections) == (1, 0)
+    feeder = service._feeder
+    assert feeder is not None and feeder.detector is None and len(feeder.skipped) == 1
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1001.0, "o1", 1)])
+    with log_db.begin() as conn:
+        writer.write(conn, [_occ("order", 1002.0, "o2", 2)])
+    found = 0
+    for t in (1010.0, 1011.0, 1012.0, 1013.0):
+        now[0] = t
+        found += service.step().detections
+    assert found == 2
+    service.close()
+    assert len(replay_committed(rules.temporal, log_db, max_ahead=60)) == 2

@@ -223,6 +223,26 @@ def test_an_entry_of_unknown_status_is_failed_and_reported(
     assert second and "unknown status" not in caplog.text
 
 
+def test_an_entry_whose_status_is_not_text_is_failed_too(orm: ORM) -> None:
+    """SQLite stores whatever it is given: a status written as a blob (or a
+    number) was read as its Python text and then matched no row, so it was
+    never failed, and a hundred of them hid every later one."""
+    if orm.engine.dialect.name != "sqlite":
+        pytest.skip("only SQLite stores a status that is not text")
+    att = orm.attach(workers=0)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    _trigger(orm, 1.0)
+    _trigger(orm, 2.0)
+    with orm.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE sentinel_outbox SET status = CAST('paused' AS BLOB) WHERE id = 1")
+        )
+        conn.execute(sa.text("UPDATE sentinel_outbox SET status = 7 WHERE id = 2"))
+    assert att.runner.refuse_unknown() == 2
+    assert [r[1] for r in _rows(orm)] == ["failed", "failed"]
+    assert att.runner.refuse_unknown() == 0
+
+
 def _next_attempt_at(orm: ORM) -> Any:
     with orm.engine.connect() as conn:
         return conn.execute(sa.text("SELECT next_attempt_at FROM sentinel_outbox")).scalar()
