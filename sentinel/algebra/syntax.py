@@ -491,12 +491,41 @@ def to_text(expr: ex.Expression) -> str:
     Iterative: an expression of any depth prints (thousands of terms of
     ``a | b | ...``) without exhausting Python's recursion limit.
     """
+    text = _print(expr, None, None)
+    assert text is not None  # no budget
+    return text
+
+
+def text_within(
+    expr: ex.Expression,
+    budget: int | None = None,
+    refs: t.Mapping[ex.Expression, str] | None = None,
+) -> str | None:
+    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
+    that many steps of printing, each an operator, an operand or a piece of text;
+    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
+    the text they map to, like ``#12`` for a node of the event graph). The cost
+    is bounded by the budget, whatever the expression's depth."""
+    return _print(expr, budget, refs)
+
+
+def _print(
+    expr: ex.Expression, budget: int | None, refs: t.Mapping[ex.Expression, str] | None
+) -> str | None:
     out: list[str] = []
     todo: list[ex.Expression | str] = [expr]
+    steps = 0
     while todo:
         e = todo.pop()
+        if budget is not None:
+            steps += 1
+            if steps > budget:
+                return None
         if isinstance(e, str):
             out.append(e)
+            continue
+        if refs and e in refs:
+            out.append(refs[e])
             continue
         cls = type(e)
         if cls is ex.Primitive:
@@ -505,12 +534,12 @@ def to_text(expr: ex.Expression) -> str:
         elif cls in _INFIX:
             prec = _PREC[cls]
             left, right = e._args
-            parts = [*_wrap(left, prec, False), _INFIX[cls], *_wrap(right, prec, True)]
+            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
             todo.extend(reversed(parts))
         elif cls is ex.Keyed:
             assert isinstance(e, ex.Keyed)
             key = "@source" if e.key is ex.SOURCE else str(e.key)
-            todo.extend(reversed([*_wrap(e.expression, 4, False), " by " + key]))
+            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
         elif cls is ex.Any:
             assert isinstance(e, ex.Any)
             todo.extend(reversed([f"ANY({e.m}, ", *_listed(e.children), ")"]))
@@ -543,8 +572,10 @@ def _listed(children: t.Sequence[ex.Expression]) -> list[ex.Expression | str]:
     return items
 
 
-def _wrap(child: ex.Expression, prec: int, right: bool) -> list[ex.Expression | str]:
-    p = _PREC.get(type(child), _ATOM)
+def _wrap(
+    child: ex.Expression, prec: int, right: bool, refs: t.Mapping[ex.Expression, str] | None
+) -> list[ex.Expression | str]:
+    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
     if p < prec or (right and p == prec):
         return ["(", child, ")"]
     return [child]
