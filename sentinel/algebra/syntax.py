@@ -75,7 +75,9 @@ _TOKEN_TEXT = {
 @cache
 def _parser() -> Lark:
     grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    # No propagate_positions: errors take their positions from tokens, and
+    # positions on every tree node cost a third of the parsing time.
+    return Lark(grammar, parser="lalr", maybe_placeholders=False)
 
 
 def _unquote(s: str) -> str:
@@ -104,13 +106,14 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         return ex.And(c[0], c[2])
 
     def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        key = c[1]
         try:
-            return ex.Keyed(c[0], c[1])
+            return ex.Keyed(c[0], str(key) if isinstance(key, Token) else key)
         except ExpressionError as e:
-            raise _Positioned(e, meta.end_line, meta.end_column - len(str(c[1]))) from None
+            raise _Positioned(e, *_at(key)) from None
 
-    def param_key(self, meta: t.Any, c: list[Token]) -> str:
-        return str(c[0])
+    def param_key(self, meta: t.Any, c: list[Token]) -> Token:
+        return c[0]  # with its position, for an error about it
 
     def source_key(self, meta: t.Any, c: list[t.Any]) -> ex.KeySpec:
         return ex.SOURCE
@@ -119,7 +122,7 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         tok = c[0]
         text = _unquote(str(tok)) if tok.type == "STRING" else str(tok)
         if not text:
-            raise _Positioned(ExpressionError("empty event name"), meta.line, meta.column)
+            raise _Positioned(ExpressionError("empty event name"), *_at(tok))
         return ex.Primitive(text)
 
     def count(self, meta: t.Any, c: list[Token]) -> int:
@@ -440,8 +443,7 @@ _CALLS.update(dict.fromkeys((*bt.KINDS, "WITHIN"), False))  # the bitemporal ope
 @cache
 def _plain_parser() -> Lark:
     """The grammar alone, no transformation (for what an error position expects)."""
-    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", maybe_placeholders=False)
+    return _parser()
 
 
 def _expected_at(prefix: str) -> list[str]:
