@@ -118,3 +118,29 @@ def test_a_deep_expression_draws_in_linear_size() -> None:
     )
     assert result.exit_code == 0, result.output
     assert len(result.output) < 200 * DEEP
+
+
+def partitioned_rules(n: int = 500) -> LocalEventDetector:
+    """x(i+1) = (x(i) ; e1) by k: each level one partition deeper than the last."""
+    det = LocalEventDetector()
+    e0, e1 = det.explicit("e0"), det.explicit("e1")
+    expr = e0
+    for _ in range(n):
+        expr = (expr >> e1).by("k")
+    det.rule("deep", expr, action=print)
+    return det
+
+
+def test_nodes_in_deeply_nested_partitions_are_listed_in_linear_size() -> None:
+    # A node n partitions deep listed every partition around it, each in full.
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:partitioned_rules"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 2 + 500 + 1
+    assert max(map(len, lines)) < 400
+    innermost = next(x for x in lines if x.endswith(": e0 ; e1 (refs 1)"))
+    # The outermost partition (by the #id of what it partitions), how many
+    # between, the innermost.
+    assert re.search(r" in #\d+ by k / \.\.\. \(498 more\) / \(e0 ; e1\) by k: ", innermost)
