@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from click.testing import CliRunner
 
-from sentinel import LocalEventDetector
+from sentinel import LocalEventDetector, parse
 from sentinel.cli import main
 
 
@@ -40,3 +43,104 @@ def test_a_bad_reference_is_one_line() -> None:
     result = CliRunner().invoke(main, ["graph", "--rules", "tests.no_such_module:x"])
     assert result.exit_code == 1
     assert "cannot import module 'tests.no_such_module'" in result.output
+
+
+DEEP = 2000
+
+
+def deep_rules(n: int = DEEP, lean: str = "left") -> LocalEventDetector:
+    """One rule on e0 ; e1 ; ... (n - 1 sequences), left- or right-nested, inside
+    a partition, and a short rule beside it."""
+    det = LocalEventDetector()
+    es = [det.explicit(f"e{i}") for i in range(n)]
+    expr = es[0]
+    if lean == "left":
+        for e in es[1:]:
+            expr = expr >> e
+    else:
+        expr = es[-1]
+        for e in reversed(es[:-1]):
+            expr = e >> expr
+    det.rule("deep", (expr | es[0]).by("k"), action=print)
+    det.rule("short", es[0] >> es[1], action=print)
+    return det
+
+
+def right_rules() -> LocalEventDetector:
+    return deep_rules(lean="right")
+
+
+def expand(output: str) -> dict[int, str]:
+    """Each node's full text, its operands' #ids replaced by their own text (the
+    reader's way through the listing)."""
+    texts = dict(
+        (int(m.group(1)), m.group(2))
+        for m in re.finditer(r"^  #(\d+) \S+ h=\d+[^:]*: (.*) \(refs \d+\)$", output, re.M)
+    )
+    full: dict[int, str] = {}
+    while len(full) < len(texts):
+        before = len(full)
+        for hid, text in sorted(texts.items(), reverse=True):
+            used = [int(r) for r in re.findall(r"#(\d+)", text)]
+            if hid not in full and all(r in full for r in used):
+                full[hid] = re.sub(r"#(\d+)", lambda m: "(" + full[int(m.group(1))] + ")", text)
+        assert len(full) > before, "a reference to no node, or a cycle"
+    return full
+
+
+@pytest.mark.parametrize("rules", ["deep_rules", "right_rules"])
+def test_a_deep_expression_is_listed_in_linear_size(rules: str) -> None:
+    # Each node's line printed its whole sub-expression: about DEEP**2 / 2 event
+    # names in all (millions of characters here).
+    result = CliRunner().invoke(main, ["graph", "--rules", f"tests.test_cli_graph:{rules}"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # A header, one line per node (DEEP - 1 sequences, the OR, the short rule's
+    # sequence), one per rule.
+    assert len(lines) == 2 + DEEP + 1 + 2
+    assert len(result.output) < 100 * DEEP
+    assert max(map(len, lines)) < 400
+    # What the listing says is the expression: expanded, the rule's node's
+    # text parses to the rule's expression.
+    det = deep_rules(lean="right" if rules == "right_rules" else "left")
+    full = expand(result.output)
+    rule_line = next(x for x in lines if x.startswith("  rule deep: "))
+    ref = re.match(r"  rule deep: #(\d+) by k \[", rule_line)
+    assert ref is not None, rule_line
+    assert parse(full[int(ref.group(1))]) == parse(str(det.rules["deep"].event.expression))
+    # The short rule reads as before.
+    assert "  rule short: e0 ; e1 [recent, immediate, priority 0]" in lines
+
+
+def test_a_deep_expression_draws_in_linear_size() -> None:
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:deep_rules", "--dot"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(result.output) < 200 * DEEP
+
+
+def partitioned_rules(n: int = 500) -> LocalEventDetector:
+    """x(i+1) = (x(i) ; e1) by k: each level one partition deeper than the last."""
+    det = LocalEventDetector()
+    e0, e1 = det.explicit("e0"), det.explicit("e1")
+    expr = e0
+    for _ in range(n):
+        expr = (expr >> e1).by("k")
+    det.rule("deep", expr, action=print)
+    return det
+
+
+def test_nodes_in_deeply_nested_partitions_are_listed_in_linear_size() -> None:
+    # A node n partitions deep listed every partition around it, each in full.
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:partitioned_rules"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 2 + 500 + 1
+    assert max(map(len, lines)) < 400
+    innermost = next(x for x in lines if x.endswith(": e0 ; e1 (refs 1)"))
+    # The outermost partition (by the #id of what it partitions), how many
+    # between, the innermost.
+    assert re.search(r" in #\d+ by k / \.\.\. \(498 more\) / \(e0 ; e1\) by k: ", innermost)

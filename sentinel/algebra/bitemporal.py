@@ -237,7 +237,7 @@ class Timing(Primitive):
         )
         return [opening, self.event, closing]
 
-    def __reduce__(self) -> tuple[t.Any, ...]:
+    def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
         return (Timing, (self.event, self.kinds, self.late))
 
 

@@ -92,12 +92,18 @@ class Expression:
         if self._hash != other._hash:
             return False
         # Operand by operand with a stack, not recursively: expressions of any
-        # depth compare.
+        # depth compare. A pair already compared is not compared again, so
+        # shared sub-expressions cost once, not once per path to them.
         pairs: list[tuple[Expression, Expression]] = [(self, other)]
+        compared: set[tuple[int, int]] = set()
         while pairs:
             a, b = pairs.pop()
             if a is b:
                 continue
+            ids = (id(a), id(b))
+            if ids in compared:
+                continue
+            compared.add(ids)
             if type(a) is not type(b) or a._hash != b._hash or len(a._args) != len(b._args):
                 return False
             for x, y in zip(a._args, b._args, strict=True):
@@ -115,6 +121,19 @@ class Expression:
         return self._hash
 
     def __reduce__(self) -> tuple[t.Any, ...]:
+        # A flat table of nodes, not nested reductions: pickle and deepcopy
+        # recurse once per level of nesting, so an expression as deep as the
+        # detector accepts (tens of thousands of levels) would exhaust the
+        # recursion limit.
+        return (_unflatten, (_flatten(self),))
+
+    def __copy__(self) -> Expression:
+        return self  # immutable
+
+    def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
+        """``(rebuild, args)``: ``rebuild(*args)`` makes an equal expression. Its
+        operands may appear in ``args``; pickling replaces them by their places
+        in a flat table (see :func:`_flatten`)."""
         return (type(self)._from_args, self._args)
 
     @classmethod
@@ -187,6 +206,51 @@ class Expression:
         return f"<{type(self).__name__} {self}>"
 
 
+#: One row of a flattened expression: ``(rebuild, args, operands)``, where
+#: ``args[i]`` for each ``i`` in ``operands`` is the row number of an operand.
+_Row = tuple[t.Callable[..., Expression], tuple[t.Any, ...], tuple[int, ...]]
+
+
+def _flatten(root: Expression) -> list[_Row]:
+    """``root`` as rows, operands before the expressions that use them (the last
+    row is ``root``). An object used twice is one row. Iterative: any depth."""
+    rows: list[_Row] = []
+    row_of: dict[int, int] = {}  # id(expression) -> its row
+    keep: list[Expression] = []  # keeps the ids above alive while flattening
+    rebuilders: dict[t.Any, t.Any] = {}  # one object per rebuild function (smaller pickles)
+    todo: list[tuple[Expression, bool]] = [(root, False)]
+    while todo:
+        e, ready = todo.pop()
+        if id(e) in row_of:
+            continue
+        rebuild, args = e._reduce_node()
+        operands = [i for i, a in enumerate(args) if isinstance(a, Expression)]
+        if not ready:
+            todo.append((e, True))
+            todo.extend((args[i], False) for i in reversed(operands) if id(args[i]) not in row_of)
+            continue
+        flat = list(args)
+        for i in operands:
+            flat[i] = row_of[id(args[i])]
+        row_of[id(e)] = len(rows)
+        keep.append(e)
+        rows.append((rebuilders.setdefault(rebuild, rebuild), tuple(flat), tuple(operands)))
+    return rows
+
+
+def _unflatten(rows: list[_Row]) -> Expression:
+    """The expression :func:`_flatten` made ``rows`` of."""
+    built: list[Expression] = []
+    for rebuild, args, operands in rows:
+        if operands:
+            full = list(args)
+            for i in operands:
+                full[i] = built[args[i]]
+            args = tuple(full)
+        built.append(rebuild(*args))
+    return built[-1]
+
+
 def _check(value: object, where: str) -> Expression:
     if not isinstance(value, Expression):
         if isinstance(value, str):
@@ -233,7 +297,7 @@ class Primitive(Expression):
     def selector(self) -> t.Hashable | None:
         return self._args[1]  # type: ignore[no-any-return]
 
-    def __reduce__(self) -> tuple[t.Any, ...]:
+    def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
         return (Primitive, (self._args[0], self._args[1], self.label))
 
     def with_children(self, children: t.Sequence[Expression]) -> Expression:

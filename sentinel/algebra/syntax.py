@@ -75,7 +75,9 @@ _TOKEN_TEXT = {
 @cache
 def _parser() -> Lark:
     grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    # No propagate_positions: errors take their positions from tokens, and
+    # positions on every tree node cost a third of the parsing time.
+    return Lark(grammar, parser="lalr", maybe_placeholders=False)
 
 
 def _unquote(s: str) -> str:
@@ -104,13 +106,14 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         return ex.And(c[0], c[2])
 
     def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
+        key = c[1]
         try:
-            return ex.Keyed(c[0], c[1])
+            return ex.Keyed(c[0], str(key) if isinstance(key, Token) else key)
         except ExpressionError as e:
-            raise _Positioned(e, meta.end_line, meta.end_column - len(str(c[1]))) from None
+            raise _Positioned(e, *_at(key)) from None
 
-    def param_key(self, meta: t.Any, c: list[Token]) -> str:
-        return str(c[0])
+    def param_key(self, meta: t.Any, c: list[Token]) -> Token:
+        return c[0]  # with its position, for an error about it
 
     def source_key(self, meta: t.Any, c: list[t.Any]) -> ex.KeySpec:
         return ex.SOURCE
@@ -119,7 +122,7 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         tok = c[0]
         text = _unquote(str(tok)) if tok.type == "STRING" else str(tok)
         if not text:
-            raise _Positioned(ExpressionError("empty event name"), meta.line, meta.column)
+            raise _Positioned(ExpressionError("empty event name"), *_at(tok))
         return ex.Primitive(text)
 
     def count(self, meta: t.Any, c: list[Token]) -> int:
@@ -440,8 +443,7 @@ _CALLS.update(dict.fromkeys((*bt.KINDS, "WITHIN"), False))  # the bitemporal ope
 @cache
 def _plain_parser() -> Lark:
     """The grammar alone, no transformation (for what an error position expects)."""
-    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", maybe_placeholders=False)
+    return _parser()
 
 
 def _expected_at(prefix: str) -> list[str]:
@@ -491,12 +493,41 @@ def to_text(expr: ex.Expression) -> str:
     Iterative: an expression of any depth prints (thousands of terms of
     ``a | b | ...``) without exhausting Python's recursion limit.
     """
+    text = _print(expr, None, None)
+    assert text is not None  # no budget
+    return text
+
+
+def text_within(
+    expr: ex.Expression,
+    budget: int | None = None,
+    refs: t.Mapping[ex.Expression, str] | None = None,
+) -> str | None:
+    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
+    that many steps of printing, each an operator, an operand or a piece of text;
+    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
+    the text they map to, like ``#12`` for a node of the event graph). The cost
+    is bounded by the budget, whatever the expression's depth."""
+    return _print(expr, budget, refs)
+
+
+def _print(
+    expr: ex.Expression, budget: int | None, refs: t.Mapping[ex.Expression, str] | None
+) -> str | None:
     out: list[str] = []
     todo: list[ex.Expression | str] = [expr]
+    steps = 0
     while todo:
         e = todo.pop()
+        if budget is not None:
+            steps += 1
+            if steps > budget:
+                return None
         if isinstance(e, str):
             out.append(e)
+            continue
+        if refs and e in refs:
+            out.append(refs[e])
             continue
         cls = type(e)
         if cls is ex.Primitive:
@@ -505,12 +536,12 @@ def to_text(expr: ex.Expression) -> str:
         elif cls in _INFIX:
             prec = _PREC[cls]
             left, right = e._args
-            parts = [*_wrap(left, prec, False), _INFIX[cls], *_wrap(right, prec, True)]
+            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
             todo.extend(reversed(parts))
         elif cls is ex.Keyed:
             assert isinstance(e, ex.Keyed)
             key = "@source" if e.key is ex.SOURCE else str(e.key)
-            todo.extend(reversed([*_wrap(e.expression, 4, False), " by " + key]))
+            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
         elif cls is ex.Any:
             assert isinstance(e, ex.Any)
             todo.extend(reversed([f"ANY({e.m}, ", *_listed(e.children), ")"]))
@@ -543,8 +574,10 @@ def _listed(children: t.Sequence[ex.Expression]) -> list[ex.Expression | str]:
     return items
 
 
-def _wrap(child: ex.Expression, prec: int, right: bool) -> list[ex.Expression | str]:
-    p = _PREC.get(type(child), _ATOM)
+def _wrap(
+    child: ex.Expression, prec: int, right: bool, refs: t.Mapping[ex.Expression, str] | None
+) -> list[ex.Expression | str]:
+    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
     if p < prec or (right and p == prec):
         return ["(", child, ")"]
     return [child]

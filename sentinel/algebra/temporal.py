@@ -461,7 +461,7 @@ class Absolute(Primitive):
         super().__init__(str(spec))
         object.__setattr__(self, "time", spec)
 
-    def __reduce__(self) -> tuple[t.Any, ...]:
+    def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
         return (Absolute, (self.name,))
 
     def text_parts(self) -> list[Expression | str]:

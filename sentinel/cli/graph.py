@@ -43,7 +43,9 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
     - buffered: one occurrence can reach the node along several paths, so it
       collects them before it runs;
     - process-wide: for rules with flush=False, its state outlives transactions;
-    - refs: how many rules use the node.
+    - refs: how many rules use the node;
+    - expression: the node's sub-expression; in a long one, each long operand
+      is written as the #id of its own node's line.
 
     Then one line per rule: the expression it detects (a deferred rule's is
     wrapped in A*(txn:begin, ..., txn:pre_commit)), its context, coupling and
@@ -68,9 +70,18 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
     for rule in det.rules.values():
         state = "" if rule.enabled else " (disabled)"
         click.echo(
-            f"  rule {rule.name}{state}: {rule.detected_expression} "
+            f"  rule {rule.name}{state}: {_rule_text(det, rule)} "
             f"[{rule.context}, {rule.coupling}, priority {rule.priority}]"
         )
+
+
+def _rule_text(det: Any, rule: Any) -> str:
+    """The expression a rule detects: short, or with the ``#id`` of its nodes
+    (long expressions of enabled rules), so the listing stays linear in size."""
+    sub = rule._subscription
+    if sub.active:
+        return str(det.graph.text(sub.expression, sub.mode))
+    return str(rule.detected_expression)
 
 
 def _draw(source: str, path: str) -> None:
@@ -104,10 +115,11 @@ def _dot(det: Any) -> str:
 
     ids: dict[Any, str] = {}
     for key, h in det.graph.handlers.items():
-        expr, mode, _region = key
+        expr, mode, region = key
         ids[key] = f"h{h.hid}"
         label = f"{expr.op} ({mode.context}{'' if mode.flush else ', process-wide'})"
-        lines.append(f"  h{h.hid} [shape=box, label={q(label)}, tooltip={q(str(expr))}];")
+        tip = det.graph.text(expr, mode, region)
+        lines.append(f"  h{h.hid} [shape=box, label={q(label)}, tooltip={q(tip)}];")
     leaves: set[str] = set()
 
     def source(child: Any, mode: Any, region: Any) -> str | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sentinel.algebra import expressions as ex
+from sentinel.algebra.syntax import text_within
 from sentinel.detector.codegen import Spec, compile_leaf
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators import Entry, Handler, handler_class
@@ -743,12 +744,16 @@ class EventGraph:
         self._release.clear()
 
     def describe(self) -> list[str]:
-        """One line per handler, for debugging and ``sentinel graph``."""
+        """One line per handler, for debugging and ``sentinel graph``.
+
+        A short expression is printed whole; a longer one as its operator, with
+        each long operand written as the ``#id`` of the operand's own line, so
+        the description grows linearly with the expression, however deep."""
         self.ensure()
         lines = []
         for (expr, mode, region), h in sorted(self.handlers.items(), key=lambda kv: kv[1].hid):
             tag = " buffered" if h.hid in self.buffered else ""
-            where = " in " + " / ".join(str(r) for r in region) if region else ""
+            where = " in " + self._region_text(mode, region) if region else ""
             scope = "" if mode.flush else " process-wide"
             summary = getattr(h, "summary", None)  # strategies may add their sizes (Ode)
             sizes = f" [{summary()}]" if summary is not None else ""
@@ -757,10 +762,60 @@ class EventGraph:
             if mode.lateness is not None:
                 scope += f" occurrence-order lateness={mode.lateness:g}s"
             lines.append(
-                f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: {expr} "
-                f"(refs {self.refs[(expr, mode, region)]}){sizes}"
+                f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: "
+                f"{self.text(expr, mode, region)} (refs {self.refs[(expr, mode, region)]}){sizes}"
             )
         return lines
+
+    def text(self, expr: ex.Expression, mode: Mode, region: Region = ()) -> str:
+        """``expr`` as Snoop text if it is short; else its operator with each long
+        operand that has a node in ``mode`` and ``region`` written as that node's
+        ``#id`` (the ids of :meth:`describe`). Costs as much as the printed text,
+        whatever the expression's depth."""
+        short = text_within(expr, _SHORT)
+        if short is not None:
+            return short
+        refs: dict[ex.Expression, str] = {}
+        inside = (*region, expr) if isinstance(expr, ex.Keyed) else region
+        for child in expr.children:
+            if text_within(child, _SHORT) is None:
+                ref = self._ref(child, mode, inside)
+                if ref is not None:
+                    refs[child] = ref
+        whole = text_within(expr, None, refs)
+        assert whole is not None  # no budget
+        return whole
+
+    def _ref(self, expr: ex.Expression, mode: Mode, region: Region) -> str | None:
+        """``#id`` of ``expr``'s node, ``#id by key ...`` for a partitioned one."""
+        keys: list[str] = []
+        while isinstance(expr, ex.Keyed) and (expr, mode, region) in self.routers:
+            keys.append(" by " + ("@source" if expr.key is ex.SOURCE else str(expr.key)))
+            region = (*region, expr)
+            expr = expr.expression
+        h = self.handlers.get((expr, mode, region))
+        return None if h is None else f"#{h.hid}" + "".join(reversed(keys))
+
+    def _region_text(self, mode: Mode, region: Region) -> str:
+        """The partitions a node sits in, outermost first (the first and last
+        only, when there are many)."""
+        texts = [self.text(r, mode, region[:i]) for i, r in _ends(region)]
+        if len(region) > _REGION_SHOWN:
+            texts[1:1] = [f"... ({len(region) - 2} more)"]
+        return " / ".join(texts)
+
+
+#: Printing steps (operators, operands, pieces of text) of an expression that
+#: :meth:`EventGraph.text` prints whole.
+_SHORT = 64
+#: Partitions a node line lists in full; of more, the outermost and innermost.
+_REGION_SHOWN = 4
+
+
+def _ends(region: Region) -> list[tuple[int, ex.Keyed]]:
+    if len(region) <= _REGION_SHOWN:
+        return list(enumerate(region))
+    return [(0, region[0]), (len(region) - 1, region[-1])]
 
 
 def _leaves(sub: Subscription) -> list[tuple[str, Hashable]]:
