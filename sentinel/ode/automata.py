@@ -61,6 +61,7 @@ __all__ = [
     "Automaton",
     "AutomatonTooCostly",
     "AutomatonTooLarge",
+    "afford",
     "after_each",
     "budget",
     "conj",
@@ -88,11 +89,15 @@ MAX_STATES: t.Final = 20_000
 #: The most work the compilation of one expression may do, counted as the
 #: transitions plus the register assignments its constructions build (their sum
 #: over all of them, including intermediate automata that minimization shrinks
-#: again). Compile time grows with this count, some 3 to 4 microseconds per unit
-#: (under a second at the limit); the states alone do not bound it, as registers
-#: multiply the work of each transition (``relative`` keeps a block of registers
-#: per state of its second operand, so nesting it n deep builds about n**4
-#: assignments).
+#: again), each assignment weighed by the size of its template (its nodes: a
+#: copy of a register is 1), since the later passes walk every template. Compile
+#: time grows with this count, some 2 to 6 microseconds per unit (measured on
+#: ``a / a / ... / a``, nested ``relative``, long ``prior`` and ``/+`` over
+#: ``relative``: about a second at most at the limit); the states alone do not
+#: bound it, as registers multiply the work of each transition (``relative``
+#: keeps a block of registers per state of its second operand, so nesting it n
+#: deep builds about n**4 assignments), and correlation variables double the
+#: alphabet: nothing over more symbols than the budget has left is built.
 MAX_WORK: t.Final = 200_000
 
 
@@ -129,15 +134,25 @@ class AutomatonTooCostly(AutomatonTooLarge):
     construction that passed the limit and its sub-expression; ``states`` the
     states that construction had built, ``registers`` the registers its
     transitions assigned (numbered before the ones never live together are
-    merged), ``limit`` the limit passed and ``work`` the work done by then.
+    merged), ``symbols`` the size of its alphabet, ``limit`` the limit passed and
+    ``work`` the work done by then, counting the row of transitions (or the
+    alphabet) that it was about to build when that alone would pass the limit.
     """
 
     def __init__(
-        self, operator: str, states: int, registers: int, work: int, limit: int, term: t.Any = None
+        self,
+        operator: str,
+        states: int,
+        registers: int,
+        work: int,
+        limit: int,
+        term: t.Any = None,
+        symbols: int = 0,
     ) -> None:
         self.registers = registers
         self.work = work
         self.limit = limit
+        self.symbols = symbols
         self.operator = operator
         self.states = states
         self.term = term
@@ -145,16 +160,17 @@ class AutomatonTooCostly(AutomatonTooLarge):
         ExpressionError.__init__(
             self,
             f"compiling {where} passes the limit of {limit:,} transitions and register "
-            f"assignments built (sentinel.ode.automata.MAX_WORK): it had built {work:,}, "
-            f"and this operator {states:,} states with {registers:,} registers; each nested "
-            "relative (or /, prior, sequence) multiplies the registers: split the "
-            "expression into several Ode events combined with Snoop operators, or nest "
-            "fewer levels",
+            f"assignments built (sentinel.ode.automata.MAX_WORK): it needs at least "
+            f"{work:,}, and this operator had built {states:,} states with {registers:,} "
+            f"registers over {symbols:,} symbols; each nested relative (or /, prior, "
+            "sequence) multiplies the registers, and each correlation variable doubles the "
+            "symbols: split the expression into several Ode events combined with Snoop "
+            "operators, or nest fewer levels",
         )
 
     def with_term(self, term: t.Any) -> AutomatonTooCostly:
         return AutomatonTooCostly(
-            self.operator, self.states, self.registers, self.work, self.limit, term
+            self.operator, self.states, self.registers, self.work, self.limit, term, self.symbols
         )
 
 
@@ -293,6 +309,28 @@ def reads(tpl: Template | None) -> t.Iterator[int]:
 # -- building and finishing ---------------------------------------------------------------
 
 
+def size(tpl: Template | None) -> int:
+    """The nodes of a template (what building and rewriting it costs)."""
+    if tpl is None:
+        return 0
+    if tpl[0] in ("r", "c"):
+        return 1
+    return 1 + sum(map(size, tpl[2]))
+
+
+def _ops_size(ops: Ops) -> int:
+    return sum(size(src) for _d, src in ops) if ops else 0
+
+
+def afford(k: int, operator: str) -> None:
+    """Refuse (:class:`AutomatonTooCostly`) a construction over ``k`` symbols
+    when one row of its transitions would pass the budget, before anything of
+    that size is built."""
+    spend = _BUDGET.get() or _Budget(MAX_WORK)
+    if spend.spent + k > spend.limit:
+        raise AutomatonTooCostly(operator, 0, 0, spend.spent + k, spend.limit, symbols=k)
+
+
 def _explore(
     k: int,
     start: t.Hashable,
@@ -300,14 +338,23 @@ def _explore(
     operator: str,
 ) -> tuple[list[t.Any], list[list[int]], list[list[Ops]]]:
     """Breadth-first construction of the reachable states from ``start``,
-    charged to the budget (see :func:`budget`) state by state."""
+    charged to the budget (see :func:`budget`) state by state: each transition
+    1, each register assignment the size of its template. A row that would pass
+    the budget on its transitions alone is refused before it is built."""
     spend = _BUDGET.get() or _Budget(MAX_WORK)
     index: dict[t.Hashable, int] = {start: 0}
     keys: list[t.Any] = [start]
     delta: list[list[int]] = []
     ops: list[list[Ops]] = []
+
+    def refuse(work: int) -> AutomatonTooCostly:
+        registers = max((d for o in ops for x in o for d, _ in x), default=-1) + 1
+        return AutomatonTooCostly(operator, len(keys), registers, work, spend.limit, symbols=k)
+
     i = 0
     while i < len(keys):
+        if spend.spent + k > spend.limit:
+            raise refuse(spend.spent + k)
         key = keys[i]
         row: list[int] = []
         orow: list[Ops] = []
@@ -324,10 +371,9 @@ def _explore(
         delta.append(row)
         ops.append(orow)
         i += 1
-        spend.spent += k + sum(map(len, orow))
+        spend.spent += k + sum(map(_ops_size, orow))
         if spend.spent > spend.limit:
-            registers = max((d for o in ops for x in o for d, _ in x), default=-1) + 1
-            raise AutomatonTooCostly(operator, len(keys), registers, spend.spent, spend.limit)
+            raise refuse(spend.spent)
     return keys, delta, ops
 
 
@@ -537,9 +583,10 @@ def fresh_start(m: Automaton) -> Automaton:
 # -- the constructions of section 3 --------------------------------------------------------
 
 
-def constant(k: int, accepting: bool) -> Automaton:
-    """NULL (never accepts) or, accepting, every point."""
-    return Automaton(k, [[0] * k], [accepting], rec=[CUR if accepting else None])
+def constant(k: int, accepting: bool, record: Template = CUR) -> Automaton:
+    """NULL (never accepts) or, accepting, every point (with ``record``)."""
+    _keys, delta, ops = _explore(k, 0, lambda q, a: (0, ()), "constant")
+    return Automaton(k, delta, [accepting], ops, [record if accepting else None])
 
 
 def letter(k: int, symbols: frozenset[int], record: Template = CUR) -> Automaton:
@@ -547,9 +594,9 @@ def letter(k: int, symbols: frozenset[int], record: Template = CUR) -> Automaton
     if not symbols:
         return constant(k, False)
     if len(symbols) == k:
-        return Automaton(k, [[0] * k], [True], rec=[record])
-    row = [1 if a in symbols else 0 for a in range(k)]
-    return Automaton(k, [row, list(row)], [False, True], rec=[None, record])
+        return constant(k, True, record)
+    _keys, delta, ops = _explore(k, 0, lambda q, a: (1 if a in symbols else 0, ()), "letter")
+    return Automaton(k, delta, [False, True], ops, [None, record])
 
 
 def neg(m: Automaton) -> Automaton:

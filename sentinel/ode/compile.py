@@ -121,6 +121,9 @@ class _Compiler:
         m = self.memo.get(key)
         if m is None:
             try:
+                # Nothing over more symbols than the budget has left is built:
+                # not even the sets of symbols of a letter.
+                au.afford(self.k(vs), term.op)
                 m = self.memo[key] = self._build(term, vs)
             except au.AutomatonTooLarge as e:
                 if e.term is not None:
@@ -129,8 +132,7 @@ class _Compiler:
         return m
 
     def any_(self, vs: tuple[str, ...], record: Template = CUR) -> Automaton:
-        k = self.k(vs)
-        return Automaton(k, [[0] * k], [True], rec=[record])
+        return au.constant(self.k(vs), True, record)
 
     def first(self, vs: tuple[str, ...]) -> Automaton:
         return au.neg(au.relative(self.any_(vs), self.any_(vs), None, None, "first"))
@@ -241,6 +243,7 @@ class _Compiler:
         if isinstance(term, tm.Exists):
             assert isinstance(term, tm.Exists)
             inner = vs + term.variables
+            au.afford(self.k(inner), "exists")
             m = self.c(kids[0], inner)
             for depth in range(len(inner), len(vs), -1):
                 m = au.project(m, self.alphabet.k << (depth - 1), None)

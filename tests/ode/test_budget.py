@@ -32,44 +32,124 @@ def nested(depth: int) -> str:
     return text
 
 
+def nodes(tpl: t.Any) -> int:
+    """The nodes of a record template."""
+    if tpl[0] in ("r", "c"):
+        return 1
+    return 1 + sum(nodes(c) for c in tpl[2])
+
+
+def wide(n: int) -> str:
+    """``exists x0, ..., x{n-1}: a ^ x0 ^ ... ^ x{n-1}``: each variable doubles
+    the alphabet."""
+    names = [f"x{i}" for i in range(n)]
+    return f"exists {', '.join(names)}: a ^ " + " ^ ".join(names)
+
+
 class Work:
-    """Counts what the constructions build (transitions and register
-    assignments), the measure MAX_WORK bounds, by watching ``_explore``."""
+    """Counts what the constructions build, the measure MAX_WORK bounds, by
+    watching ``_explore``: each transition 1, each register assignment the
+    nodes of its template; and, apart, the symbols the compiler lists for
+    letters and variables."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.done = 0
+        self.biggest = 0  # the most one transition cost
+        self.k = 0  # the widest alphabet explored
+        self.symbols = 0
         explore = au._explore
 
         def counted(k: int, start: t.Hashable, step: t.Any, operator: str) -> t.Any:
+            self.k = max(self.k, k)
+
             def step2(key: t.Any, a: int) -> t.Any:
                 nxt, ops = step(key, a)
-                self.done += 1 + len(ops)
+                cost = 1 + sum(nodes(src) for _d, src in ops)
+                self.done += cost
+                self.biggest = max(self.biggest, cost)
                 return nxt, ops
 
             return explore(k, start, step2, operator)
 
         monkeypatch.setattr(au, "_explore", counted)
         monkeypatch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
+        for name in ("extend", "var_symbols"):
+            listed = getattr(compile_module._Compiler, name)
+
+            def counted_symbols(*args: t.Any, listed: t.Any = listed) -> t.Any:
+                out = listed(*args)
+                self.symbols += len(out)
+                return out
+
+            monkeypatch.setattr(compile_module._Compiler, name, counted_symbols)
 
 
-@pytest.mark.parametrize("text", [slashes(80), nested(5), nested(10), nested(25)])
+@pytest.mark.parametrize(
+    ("text", "over"),
+    [
+        (slashes(80), "ab"),
+        (nested(5), "ab"),
+        (nested(10), "ab"),
+        (nested(25), "ab"),
+        # Large templates: charged 1 per assignment, this one was accepted
+        # after some 375,000 template nodes (3.5 s).
+        ("(a || b) /+ relative(c, <10> a)", "abc"),
+        # Records nested 200 deep, copied into the split registers.
+        (f"prior({', '.join(['a'] * 200)})", "ab"),
+        (wide(12), "ab"),
+        (wide(20), "ab"),
+        (wide(26), "ab"),
+    ],
+)
 def test_an_expression_is_compiled_or_refused_within_the_budget(
-    text: str, monkeypatch: pytest.MonkeyPatch
+    text: str, over: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = Work(monkeypatch)
     try:
-        m = ode.event(text, over=["a", "b"]).automaton
+        m = ode.event(text, over=list(over)).automaton
     except ode.AutomatonTooCostly as e:
+        # Refused at the state that passed the limit (its row of transitions
+        # at most), or before a row that would pass it on its own.
+        assert work.symbols <= au.MAX_WORK
+        assert work.done <= e.work
+        assert work.done <= au.MAX_WORK + work.k * work.biggest
         assert e.limit == au.MAX_WORK and e.work > au.MAX_WORK
         assert e.term is not None and str(e.term) in str(e)
         assert f"{au.MAX_WORK:,}" in str(e) and "split the expression" in str(e)
-        assert f"{e.states:,} states" in str(e)
-        # Refused at the state that passed the limit: its two transitions
-        # assign each register at most once.
-        assert work.done == e.work <= au.MAX_WORK + 2 * (1 + e.registers)
+        assert f"{e.states:,} states" in str(e) and f"{e.symbols:,} symbols" in str(e)
     else:
         assert m.n >= 2
         assert work.done <= au.MAX_WORK
+    # Nothing lists more symbols than the budget allows transitions.
+    assert work.symbols <= au.MAX_WORK
+
+
+def test_correlation_variables_that_make_the_alphabet_too_wide_are_refused_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """26 variables multiply the alphabet by 2**26: the exists is refused before
+    any letter's symbols are listed; 8 multiply it by 256, and compile."""
+    base = ode.event("a", over=["a", "b"]).automaton.k
+    work = Work(monkeypatch)
+    with pytest.raises(ode.AutomatonTooCostly) as caught:
+        ode.event(wide(26), over=["a", "b"])
+    e = caught.value
+    assert (e.operator, str(e.term), e.states) == ("exists", wide(26), 0)
+    assert e.symbols == base << 26 and e.work == e.symbols and work.done == work.symbols == 0
+    assert "each correlation variable doubles the symbols" in str(e)
+    m = ode.event(wide(8), over=["a", "b"]).automaton
+    assert m.k == base and 0 < work.done <= au.MAX_WORK
+
+
+def test_a_row_that_would_pass_the_budget_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 1,000 left, a letter over 2**10 symbols is refused before its
+    transitions are built; over 2**8 it is built."""
+    monkeypatch.setattr(au, "MAX_WORK", 1_000)
+    with au.budget():
+        assert au.letter(256, frozenset({1})).n == 2
+        with pytest.raises(ode.AutomatonTooCostly) as caught:
+            au.letter(1024, frozenset({1}))
+    assert (caught.value.states, caught.value.work) == (1, 512 + 1024)
 
 
 def test_the_nested_relative_that_needs_too_much_work_is_refused_naming_it() -> None:
@@ -93,7 +173,7 @@ def test_an_expression_that_needs_too_many_states_is_refused_by_the_work_first(
         ode.event(text, over=["a", "b"])
     assert str(caught.value.term) == text
     assert caught.value.states < au.MAX_STATES
-    assert work.done == caught.value.work
+    assert work.done == caught.value.work or work.done + caught.value.symbols == caught.value.work
 
 
 def test_the_budget_is_shared_by_the_constructions_of_one_expression(
