@@ -128,7 +128,8 @@ class AutomatonTooLarge(ExpressionError):
 
 class AutomatonTooCostly(AutomatonTooLarge):
     """An expression whose compilation would do more than :data:`MAX_WORK` work
-    (transitions and register assignments built, over all its constructions).
+    (transitions, and register assignments by their templates' sizes, over all
+    its constructions).
 
     ``operator`` and ``term`` are as for :class:`AutomatonTooLarge`: the
     construction that passed the limit and its sub-expression; ``states`` the
@@ -190,7 +191,7 @@ _BUDGET: ContextVar[_Budget | None] = ContextVar("sentinel_ode_budget", default=
 @contextmanager
 def budget(limit: int | None = None) -> t.Iterator[None]:
     """Constructions inside share one budget of ``limit`` (default
-    :data:`MAX_WORK`) transitions and register assignments; outside any,
+    :data:`MAX_WORK`) units of work (see there); outside any,
     each construction has a budget of its own. A construction that would pass
     it raises :class:`AutomatonTooCostly` before building more."""
     token = _BUDGET.set(_Budget(MAX_WORK if limit is None else limit))

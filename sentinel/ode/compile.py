@@ -57,9 +57,10 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
     event's). Raises :class:`~sentinel.errors.ExpressionError` for a variable
     that is not bound, ``relative+`` or ``prefix`` over free variables, and
     automata beyond :data:`~sentinel.ode.automata.MAX_STATES` states or whose
-    constructions would build more than :data:`~sentinel.ode.automata.MAX_WORK`
-    transitions and register assignments (:class:`~sentinel.ode.automata.AutomatonTooCostly`,
-    raised as soon as the work passes the limit).
+    constructions would do more than :data:`~sentinel.ode.automata.MAX_WORK` units
+    of work (a transition, or a register assignment by the size of what it records:
+    :class:`~sentinel.ode.automata.AutomatonTooCostly`, raised before the work
+    passes the limit).
     """
     key = (term, alphabet, attribute)
     with _lock:

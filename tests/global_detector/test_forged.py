@@ -53,6 +53,20 @@ def _forge(conn: sa.Connection, ts: float, seq: int, customer: int, scope: str =
     )
 
 
+def _temporal_service(engine: sa.Engine, now: list[float]) -> GlobalDetector:
+    """A service of the "not paid within a second" rule that only enqueues, on a
+    clock reading ``now[0]``, refusing rows more than a minute ahead of it."""
+    return GlobalDetector(
+        rules.temporal,
+        engine,
+        lease=10,
+        run_actions=False,
+        clock=lambda: now[0],
+        clock_grace=0,
+        max_ahead=60,
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_row_from_the_year_9999_is_skipped_not_a_clock_jump(
     log_db: sa.Engine, caplog: pytest.LogCaptureFixture
@@ -72,15 +86,7 @@ def test_a_row_from_the_year_9999_is_skipped_not_a_clock_jump(
         writer.write(conn, [_occ("payment", 1001.5, "p1", 1)])  # in time
     with log_db.begin() as conn:
         writer.write(conn, [_occ("payment", 1060.0, "fast", 3)])  # 50 s ahead: read
-    service = GlobalDetector(
-        rules.temporal,
-        log_db,
-        lease=10,
-        run_actions=False,
-        clock=lambda: now[0],
-        clock_grace=0,
-        max_ahead=60,
-    )
+    service = _temporal_service(log_db, now)
     r = service.step()
     assert (r.rows, r.detections) == (4, 0)
     feeder = service._feeder
@@ -270,15 +276,7 @@ def test_a_refused_first_row_does_not_start_the_clock(log_db: sa.Engine) -> None
     writer = LogWriter(commit_order=True)
     with log_db.begin() as conn:
         _forge(conn, YEAR_9999, writer.take_commit_seq(conn), customer=9)
-    service = GlobalDetector(
-        rules.temporal,
-        log_db,
-        lease=10,
-        run_actions=False,
-        clock=lambda: now[0],
-        clock_grace=0,
-        max_ahead=60,
-    )
+    service = _temporal_service(log_db, now)
     r = service.step()
     assert (r.rows, r.detections) == (1, 0)
     feeder = service._feeder
