@@ -27,7 +27,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sentinel.bicep.compiler import CompiledProgram, compile_program, name_offset
+from sentinel.bicep.compiler import (
+    CompiledProgram,
+    check_storage,
+    compile_program,
+    name_offset,
+)
 from sentinel.bicep.parser import error_at
 from sentinel.bicep.sqlpart import locate_database_error
 from sentinel.bicep.tables import MAX_NAME, ProgramTables, SystemTables, system_tables
@@ -188,8 +193,7 @@ def _install(
     created: list[sa.Table],
     inserted: list[bool],
 ) -> Installed:
-    if program.dialect != _dialect(conn):
-        program = program.with_dialect(_dialect(conn))
+    program = program.with_dialect(_dialect(conn), storage=False)
     st = _system(conn, schema, prefix)
     options = {"archive": archive}
     current = installed(conn, program.name, schema=schema, prefix=prefix, lock=True)
@@ -200,9 +204,11 @@ def _install(
             and current.options == options
         )
         if same:
+            # Installed: its database holds it, whatever limits this version
+            # of sentinel puts on a new program.
             return current
         old = compile_program(
-            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix
+            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix, storage=False
         )
         differences = _differences(old, program)
         if current.chronon != chronon:
@@ -219,6 +225,7 @@ def _install(
                 installed=current.version,
                 differences=differences,
             )
+    check_storage(program)
     tables = ProgramTables(program, schema=schema, prefix=prefix, archive=archive)
     _check_names(program, tables)
     now = datetime.now(UTC)
@@ -396,7 +403,9 @@ def _retire(
     keep: bool,
     version: int,
 ) -> None:
-    old = compile_program(current.source, name=name, dialect=_dialect(conn), prefix=prefix)
+    old = compile_program(
+        current.source, name=name, dialect=_dialect(conn), prefix=prefix, storage=False
+    )
     old_tables = ProgramTables(
         old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
     )

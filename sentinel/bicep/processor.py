@@ -134,15 +134,22 @@ class Processor:
             self.engine = engine
             self._owns_engine = False
         dialect = self.engine.dialect.name
+        # What the database can hold is checked when install() creates tables,
+        # not here: the program may be installed already (by an older sentinel
+        # that allowed more), and a restart must run it.
         if isinstance(program, CompiledProgram):
             if (name is not None and name != program.name) or prefix != program.prefix:
                 program = compile_program(
-                    program.text, name=name or program.name, dialect=dialect, prefix=prefix
+                    program.text,
+                    name=name or program.name,
+                    dialect=dialect,
+                    prefix=prefix,
+                    storage=False,
                 )
-            self.program = program.with_dialect(dialect)
+            self.program = program.with_dialect(dialect, storage=False)
         else:
             self.program = compile_program(
-                program, name=name or "bicep", dialect=dialect, prefix=prefix
+                program, name=name or "bicep", dialect=dialect, prefix=prefix, storage=False
             )
         self.name = self.program.name
         self.chronon = duration(chronon)
