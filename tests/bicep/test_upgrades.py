@@ -6,6 +6,7 @@ other, from the new version and from other programs' tables."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -266,3 +267,49 @@ def test_an_old_version_kept_under_a_new_class_name_is_refused_before_anything_c
     assert e.value.line is not None
     assert _tables(migrated) == tables
     assert _fired(first, T) == ["f(1)"]
+
+
+# -- sentinel bicep check --prefix ------------------------------------------------------
+def test_sentinel_bicep_check_checks_the_names_for_the_prefix_given(tmp_path: Path) -> None:
+    """A class name fits the tables of a short prefix and not those of a long
+    one (the limit follows the prefix), as the processor would find at install."""
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+
+    cls = "C" * name_limit("p", "s_")
+    (tmp_path / "p.bicepl").write_text(_program(cls))
+    program = str(tmp_path / "p.bicepl")
+    short = CliRunner().invoke(main, ["bicep", "check", program, "--prefix", "s_"])
+    assert short.exit_code == 0, short.output
+    assert short.output.startswith("program p: 1 class(es)")
+    assert f"s_p_n_{cls.lower()}" not in short.output  # (a subscribed class shows no SQL)
+    default = CliRunner().invoke(main, ["bicep", "check", program])
+    assert default.exit_code == 1
+    assert f"class name {cls[:20]}... has 57 characters, more than the 50" in default.output
+    longer = CliRunner(env={"SENTINEL_PREFIX": "a_longer_prefix_"}).invoke(
+        main, ["bicep", "check", program]
+    )
+    assert longer.exit_code == 1
+    assert "has 57 characters, more than the 43 its tables' names leave it" in longer.output
+
+
+def test_sentinel_bicep_check_shows_the_query_on_the_prefixs_tables(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+
+    text = (
+        _program("A")
+        + "\n"
+        + (
+            "CREATE COMPLEX EVENT CLASS B (k INTEGER) ID (k) LIFESPAN(1d)\n"
+            "  AS SELECT k FROM A OCCURRING AT A.occTime;"
+        )
+    )
+    (tmp_path / "p.bicepl").write_text(text)
+    result = CliRunner().invoke(
+        main, ["bicep", "check", str(tmp_path / "p.bicepl"), "--prefix", "ops_"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "FROM ops_p_n_a" in result.output and "sentinel_p_n_a" not in result.output
