@@ -204,7 +204,11 @@ class Processor:
         A changed program (text, chronon or archiving) raises
         :class:`~sentinel.errors.BicepProgramChangedError` unless ``upgrade``:
         then it becomes the next version, with empty event classes (``keep``
-        renames the old version's tables instead of dropping them).
+        renames the old version's tables instead of dropping them, see
+        :func:`sentinel.bicep.install.kept_name`; a name in use is refused with
+        :class:`~sentinel.errors.BicepProgramError` before anything changes).
+        What the database cannot hold (:func:`~sentinel.bicep.compiler.check_storage`)
+        is refused here, for a new program or version only.
         """
         result = install(
             self.engine,

@@ -191,6 +191,16 @@ def test_an_upgrade_keeps_the_old_versions_tables_and_runs_the_new_one(
     assert _keys(migrated, "sentinel_p_h_c_v1") == [1]
     assert _keys(migrated, "sentinel_p_h_c_v2") == [2]
     assert _keys(migrated, "sentinel_p_h_c") == [3]
+    # each kept table has the indexes its version had
+    insp = sa.inspect(migrated)
+    for kind in "inhc":
+        live = _indexed(insp, f"sentinel_p_{kind}_c")
+        assert _indexed(insp, f"sentinel_p_{kind}_c_v1") == live
+        assert _indexed(insp, f"sentinel_p_{kind}_c_v2") == live
+
+
+def _indexed(insp: sa.Inspector, table: str) -> set[tuple[str, ...]]:
+    return {tuple(str(c) for c in ix["column_names"]) for ix in insp.get_indexes(table)}
 
 
 def test_old_versions_of_long_names_kept_by_two_installations_stay_apart(
@@ -215,12 +225,21 @@ def test_old_versions_of_long_names_kept_by_two_installations_stay_apart(
         assert proc.install(upgrade=True, keep=True) == 2
         proc.close()
     kept = sorted(
-        _tables(engine) - before - {f"{p}p_{k}_d" for p in ("app_", "pp_") for k in "inhcx"}
+        _tables(engine) - before - {f"{p}p_{k}_d" for p in ("app_", "pp_") for k in "inhc"}
     )
-    histories = [t for t in kept if f"_h_{cls.lower()[:20]}" in t]
-    assert len(histories) == 2 and all(len(t) <= 63 for t in kept), kept
-    assert sorted(_keys(engine, t)[0] for t in histories) == [1, 2]
-    assert len(kept) == 2 * 5  # inbox, now, history, changes, action f of each
+    assert len(kept) == 2 * 5, kept  # inbox, now, history, changes, action f of each
+    assert all(len(t) <= 63 and t.endswith("_v1") for t in kept), kept
+    histories = {t for t in kept if f"_h_{cls.lower()[:20]}" in t}
+    assert {_keys(engine, t)[0]: t.split("_")[0] for t in histories} == {1: "app", 2: "pp"}
+    # version 3 has the long class again: its tables and indexes are its own
+    for key, prefix in enumerate(["app_", "pp_"], 1):
+        proc = _processor(engine, _program(cls), prefix=prefix)
+        assert proc.install(upgrade=True, keep=True) == 3
+        proc.announce(cls, k=10 + key, occ=T + 900, det=T + 900)
+        assert _fired(proc, T + 900) == [f"f({10 + key})"]
+        assert [r["k"] for r in proc.history(cls)] == [10 + key]
+        proc.close()
+    assert {_keys(engine, t)[0] for t in histories} == {1, 2}
 
 
 def test_an_upgrade_whose_kept_name_is_taken_is_refused_and_changes_nothing(
@@ -242,7 +261,10 @@ def test_an_upgrade_whose_kept_name_is_taken_is_refused_and_changes_nothing(
     again.announce("C", k=7, occ=T, det=T)
     tables = _tables(migrated)
     third = _processor(migrated, _program("C", "k INTEGER, j INTEGER"))
-    with pytest.raises(BicepProgramError, match="sentinel_p_i_c_v1 exists already"):
+    with pytest.raises(
+        BicepProgramError,
+        match=r"keep version 1's tables under names in use: .*sentinel_p_i_c as sentinel_p_i_c_v1",
+    ):
         third.install(upgrade=True, keep=True)
     assert _tables(migrated) == tables
     assert _fired(again, T) == ["f(7)"]
@@ -262,7 +284,11 @@ def test_an_old_version_kept_under_a_new_class_name_is_refused_before_anything_c
         migrated,
         _program("C") + "\n" + _program("C_v1").replace("f(new.k)", "g(new.k)"),
     )
-    with pytest.raises(BicepProgramError, match="c_v1") as e:
+    with pytest.raises(
+        BicepProgramError,
+        match=r"sentinel_p_\w_c_v1 of class C_v1 is the name version 1's table "
+        r"sentinel_p_\w_c is kept under",
+    ) as e:
         second.install(upgrade=True, keep=True)
     assert e.value.line is not None
     assert _tables(migrated) == tables
