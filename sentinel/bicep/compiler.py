@@ -35,6 +35,7 @@ __all__ = [
     "ActionSignature",
     "CompiledClass",
     "CompiledProgram",
+    "check_storage",
     "compile_program",
     "name_limit",
     "value_kind",
@@ -48,16 +49,16 @@ SYSTEM_COLUMNS = ("occtime", "dettime")
 _OWN_COLUMNS = ("id", "revoked", "present", "occ_tick", "archived_tick")
 #: The longest attribute name (``n_<name>`` fits a column name everywhere).
 MAX_ATTRIBUTE = 60
-#: The most attributes a class may have: its change table has two columns for
-#: each, and InnoDB (MariaDB, MySQL) holds a row of at most 8126 bytes in a
+#: The most attributes a class may have on MariaDB and MySQL (:func:`check_storage`):
+#: its change table has two columns for each, and InnoDB holds a row of at most 8126 bytes in a
 #: page, of which a column may take up to 30 (a DECIMAL(65, s); a TEXT's
 #: pointer takes 20).
 MAX_ATTRIBUTES = 100
 #: The most bytes MariaDB and MySQL index for a class's key (InnoDB's limit;
 #: text takes four bytes a character, utf8mb4).
 MAX_KEY_BYTES = 3072
-#: The longest program text, in bytes of UTF-8: the system table holds it in a
-#: TEXT column, which MariaDB and MySQL fill up to 65,535 bytes.
+#: The longest program text on MariaDB and MySQL, in bytes of UTF-8: the system
+#: table holds it in a TEXT column, which they fill up to 65,535 bytes.
 MAX_TEXT_BYTES = 65_535
 #: How deeply MAX and MIN may nest in a value.
 MAX_EXTREME_DEPTH = 8
@@ -174,11 +175,14 @@ class CompiledProgram:
             raise KeyError(f"{name} is not a complex class")
         return render_query(cls.query, physical=False).sql
 
-    def with_dialect(self, dialect: str) -> CompiledProgram:
-        """The same program compiled for another dialect."""
+    def with_dialect(self, dialect: str, *, storage: bool = True) -> CompiledProgram:
+        """The same program compiled for another dialect (``storage``: as
+        :func:`compile_program`'s)."""
         if dialect == self.dialect:
             return self
-        return compile_program(self.text, name=self.name, dialect=dialect, prefix=self.prefix)
+        return compile_program(
+            self.text, name=self.name, dialect=dialect, prefix=self.prefix, storage=storage
+        )
 
 
 def name_limit(name: str, prefix: str = DEFAULT_PREFIX) -> int:
@@ -189,7 +193,12 @@ def name_limit(name: str, prefix: str = DEFAULT_PREFIX) -> int:
 
 
 def compile_program(
-    text: str, *, name: str = "bicep", dialect: str = "sqlite", prefix: str = DEFAULT_PREFIX
+    text: str,
+    *,
+    name: str = "bicep",
+    dialect: str = "sqlite",
+    prefix: str = DEFAULT_PREFIX,
+    storage: bool = True,
 ) -> CompiledProgram:
     """Parse and check a BiCEPL program.
 
@@ -198,7 +207,10 @@ def compile_program(
     SQLAlchemy dialect name (``sqlite``, ``postgresql``, ``mysql``, ``mariadb``);
     the queries are read in it. ``prefix`` is the table-name prefix the program
     will be installed with: class and action names must fit in its table names
-    (:func:`name_limit`).
+    (:func:`name_limit`). ``storage``: also refuse what the dialect's database
+    could not hold (:func:`check_storage`); ``False`` for a program installed
+    there already, which its database holds, however an older sentinel let it
+    be defined (installing a new program or version checks it anyway).
 
     Raises :class:`~sentinel.errors.BicepSyntaxError` for malformed text (also
     inside a query), :class:`~sentinel.errors.BicepCycleError` for classes that
@@ -261,8 +273,7 @@ def compile_program(
             kinds = tuple(value_kind(text, c, v) for v in st.action.params)
             _record_action(text, actions, c, i, st, kinds)
             statements.append((c.ident, i, st))
-    _check_size(text)
-    return CompiledProgram(
+    compiled = CompiledProgram(
         name=name,
         program=program,
         dialect=dialect,
@@ -272,6 +283,53 @@ def compile_program(
         statements=statements,
         prefix=prefix,
     )
+    if storage:
+        check_storage(compiled)
+    return compiled
+
+
+def check_storage(program: CompiledProgram) -> None:
+    """Refuse what the database of ``program.dialect`` could not hold as the
+    program's tables and row (:func:`compile_program` checks it unless told
+    not to; :func:`sentinel.bicep.install.install` checks it before creating
+    tables). Only MariaDB and MySQL limit what BiCEPL may define: at most
+    :data:`MAX_ATTRIBUTES` attributes a class, a key of at most
+    :data:`MAX_KEY_BYTES` bytes in their index, a program's text of at most
+    :data:`MAX_TEXT_BYTES` bytes. PostgreSQL and SQLite hold all of these.
+
+    Raises :class:`~sentinel.errors.BicepProgramError` at the place of the
+    first thing too large.
+    """
+    if program.dialect not in ("mysql", "mariadb"):
+        return
+    text = program.text
+    for cls in program.program.classes:
+        _check_width(text, cls)
+    _check_size(text)
+
+
+def _check_width(text: str, cls: m.ClassDef) -> None:
+    if len(cls.attributes) > MAX_ATTRIBUTES:
+        extra = cls.attributes[MAX_ATTRIBUTES]
+        raise error_at(
+            text,
+            extra.pos.offset,
+            f"{cls.name} has {len(cls.attributes)} attributes, more than the "
+            f"{MAX_ATTRIBUTES} a class may have on MariaDB and MySQL (its tables would be "
+            "wider than they store a row)",
+            cls=BicepProgramError,
+        )
+    types = {a.ident: a.type for a in cls.attributes}
+    size = sum(_key_bytes(types[k.lower()]) for k in cls.keys)  # keys are attributes
+    if size > MAX_KEY_BYTES:
+        raise error_at(
+            text,
+            cls.key_positions[0].offset,
+            f"the key of {cls.name} takes {size} bytes in MariaDB's index, which holds "
+            f"at most {MAX_KEY_BYTES} (a VARCHAR(n) takes 4 bytes a character, a TEXT "
+            "key 191 characters); give its text a shorter VARCHAR(n)",
+            cls=BicepProgramError,
+        )
 
 
 def _check_size(text: str) -> None:
@@ -284,7 +342,8 @@ def _check_size(text: str) -> None:
         text,
         offset,
         f"the program has {size} bytes (UTF-8), more than the {MAX_TEXT_BYTES} an installed "
-        "program's text may have (MariaDB's TEXT column holds it); split it into programs",
+        "program's text may have on MariaDB and MySQL (their TEXT column holds it); split "
+        "it into programs",
         cls=BicepProgramError,
     )
 
@@ -329,16 +388,6 @@ def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
     # (a class name only appears in its queries, which MariaDB's rendering quotes)
     if cls.ident in _reserved(dialect) and dialect not in ("mysql", "mariadb"):
         raise _reserved_word(text, name_offset(text, cls), "class", cls.name, dialect)
-    if len(cls.attributes) > MAX_ATTRIBUTES:
-        extra = cls.attributes[MAX_ATTRIBUTES]
-        raise error_at(
-            text,
-            extra.pos.offset,
-            f"{cls.name} has {len(cls.attributes)} attributes, more than the "
-            f"{MAX_ATTRIBUTES} a class may have (its tables would be wider than MariaDB "
-            "stores)",
-            cls=BicepProgramError,
-        )
     seen: dict[str, m.Attribute] = {}
     for a in cls.attributes:
         if a.ident in SYSTEM_COLUMNS or a.ident in _OWN_COLUMNS or a.ident.startswith("bicep_"):
@@ -393,17 +442,6 @@ def _check_schema(text: str, cls: m.ClassDef, dialect: str) -> None:
                 cls=BicepProgramError,
             )
         keys.add(k)
-    if dialect in ("mysql", "mariadb"):
-        size = sum(_key_bytes(seen[k.lower()].type) for k in cls.keys)
-        if size > MAX_KEY_BYTES:
-            raise error_at(
-                text,
-                cls.key_positions[0].offset,
-                f"the key of {cls.name} takes {size} bytes in MariaDB's index, which holds "
-                f"at most {MAX_KEY_BYTES} (a VARCHAR(n) takes 4 bytes a character, a TEXT "
-                "key 191 characters); give its text a shorter VARCHAR(n)",
-                cls=BicepProgramError,
-            )
 
 
 def _key_bytes(t: m.SqlType) -> int:

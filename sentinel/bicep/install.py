@@ -11,7 +11,11 @@ digest, chronon or option) is refused with
 :class:`~sentinel.errors.BicepProgramChangedError` unless ``upgrade=True``:
 then it becomes the next version. The new version starts with empty event
 classes (the old version's tables are dropped, or kept renamed with
-``keep=True``); the clock (last tick) and the event-id counter carry on.
+``keep=True``, see :func:`kept_name`); the clock (last tick) and the event-id
+counter carry on.
+
+A table name in use, an old table that would be kept under one, and what the
+database cannot hold are refused before anything is written.
 
 On SQLite and PostgreSQL everything happens in the caller's transaction; on
 MariaDB, whose DDL commits at once, a failure drops what was created.
@@ -19,6 +23,7 @@ MariaDB, whose DDL commits at once, a failure drops what was created.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,13 +32,24 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sentinel.bicep.compiler import CompiledProgram, compile_program, name_offset
+from sentinel.bicep.compiler import (
+    CompiledProgram,
+    check_storage,
+    compile_program,
+    name_offset,
+)
 from sentinel.bicep.parser import error_at
 from sentinel.bicep.sqlpart import locate_database_error
-from sentinel.bicep.tables import MAX_NAME, ProgramTables, SystemTables, system_tables
+from sentinel.bicep.tables import (
+    MAX_NAME,
+    ProgramTables,
+    SystemTables,
+    index_name,
+    system_tables,
+)
 from sentinel.errors import BicepError, BicepProgramChangedError, BicepProgramError
 
-__all__ = ["Installed", "install", "installed", "uninstall"]
+__all__ = ["Installed", "install", "installed", "kept_name", "uninstall"]
 
 
 @dataclass(frozen=True)
@@ -188,8 +204,7 @@ def _install(
     created: list[sa.Table],
     inserted: list[bool],
 ) -> Installed:
-    if program.dialect != _dialect(conn):
-        program = program.with_dialect(_dialect(conn))
+    program = program.with_dialect(_dialect(conn), storage=False)
     st = _system(conn, schema, prefix)
     options = {"archive": archive}
     current = installed(conn, program.name, schema=schema, prefix=prefix, lock=True)
@@ -200,9 +215,11 @@ def _install(
             and current.options == options
         )
         if same:
+            # Installed: its database holds it, whatever limits this version
+            # of sentinel puts on a new program.
             return current
         old = compile_program(
-            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix
+            current.source, name=program.name, dialect=_dialect(conn), prefix=prefix, storage=False
         )
         differences = _differences(old, program)
         if current.chronon != chronon:
@@ -219,8 +236,18 @@ def _install(
                 installed=current.version,
                 differences=differences,
             )
+    check_storage(program)
     tables = ProgramTables(program, schema=schema, prefix=prefix, archive=archive)
     _check_names(program, tables)
+    # Names are checked before the first write: on MariaDB each DDL statement
+    # commits what came before it (an old version's tables would stay renamed).
+    taken = _names_in_use(conn, schema)
+    retirement = None
+    if current is not None:
+        retirement = _plan_retirement(
+            conn, current, program.name, schema, prefix, keep=keep, taken=taken
+        )
+    _check_free(program, tables, taken)
     now = datetime.now(UTC)
     # Write the program's row first: SQLite's driver opens the transaction at the
     # first DML statement, so the DDL after it is part of the transaction too.
@@ -254,13 +281,12 @@ def _install(
                 installed_at=now,
             )
         )
-    if current is not None:
-        _retire(conn, current, program.name, schema, prefix, keep=keep, version=current.version)
+    if retirement is not None:
+        retirement.run(conn)
         conn.execute(st.classes.delete().where(st.classes.c.program == program.name))
         conn.execute(
             st.potential_ticks.delete().where(st.potential_ticks.c.program == program.name)
         )
-    _check_free(conn, program, tables)
     for table in tables.tables:
         table.create(conn)
         created.append(table)
@@ -306,14 +332,19 @@ def _dialect(conn: Connection) -> str:
     return conn.dialect.name
 
 
-def _check_free(conn: Connection, program: CompiledProgram, tables: ProgramTables) -> None:
+def _names_in_use(conn: Connection, schema: str | None) -> dict[str, str]:
+    """The tables and views of ``schema``, by lower-case name, each with what
+    holds it (for messages)."""
+    insp = sa.inspect(conn)
+    names = insp.get_table_names(schema=schema) + insp.get_view_names(schema=schema)
+    return {n.lower(): "" for n in names}
+
+
+def _check_free(program: CompiledProgram, tables: ProgramTables, taken: dict[str, str]) -> None:
     """Refuse to install over a table or view that exists: another program's
     (``p`` with class ``i_x`` and ``p_n`` with class ``x`` both name
-    ``sentinel_p_n_i_x``) or the application's."""
-    insp = sa.inspect(conn)
-    schema = tables.schema
-    taken = {n.lower() for n in insp.get_table_names(schema=schema)}
-    taken |= {n.lower() for n in insp.get_view_names(schema=schema)}
+    ``sentinel_p_n_i_x``), the application's, or an old version's kept by this
+    upgrade (``taken``: the names in use once the old version is retired)."""
     owners: list[tuple[str, str, int]] = []
     for ident, ct in tables.classes.items():
         cls = program.classes[ident]
@@ -325,14 +356,21 @@ def _check_free(conn: Connection, program: CompiledProgram, tables: ProgramTable
         action = program.classes[cls_ident].definition.statements[index].action
         owners.append((x.name, f"action {action.name}", action.pos.offset))
     for name, owner, offset in owners:
-        if name.lower() in taken:
-            raise error_at(
-                program.text,
-                offset,
-                f"the table {name} of {owner} exists already in the database (another "
-                f"program's, or your own); rename the {owner.split()[0]} or the program",
-                cls=BicepProgramError,
+        holder = taken.get(name.lower())
+        if holder is None:
+            continue
+        what = owner.split()[0]
+        if holder:
+            message = (
+                f"the table {name} of {owner} is the name {holder} is kept under "
+                f"(keep=True); rename the {what}, or upgrade without keeping"
             )
+        else:
+            message = (
+                f"the table {name} of {owner} exists already in the database (another "
+                f"program's, or your own); rename the {what} or the program"
+            )
+        raise error_at(program.text, offset, message, cls=BicepProgramError)
 
 
 def _check_names(program: CompiledProgram, tables: ProgramTables) -> None:
@@ -386,7 +424,85 @@ def _validate(conn: Connection, program: CompiledProgram, tables: ProgramTables,
         )
 
 
-def _retire(
+def kept_name(table: str, version: int) -> str:
+    """The name version ``version``'s table ``table`` is kept under by an
+    upgrade with ``keep=True``: ``<table>_v<version>``, or, when that is longer
+    than a table name may be, the start of ``table``, a digest of the whole
+    name and ``_v<version>``, so that two long names never end up the same.
+
+    >>> kept_name("sentinel_shop_h_delivery", 1)
+    'sentinel_shop_h_delivery_v1'
+    >>> len(kept_name("sentinel_shop_h_" + "x" * 47, 12))
+    63
+    """
+    name = f"{table}_v{version}"
+    if len(name) <= MAX_NAME:
+        return name
+    suffix = f"_{hashlib.sha256(name.encode()).hexdigest()[:10]}_v{version}"
+    return f"{table[: MAX_NAME - len(suffix)]}{suffix}"
+
+
+#: An index: its name, its columns, whether it is unique.
+_Index = tuple[str, list[str], bool]
+
+
+@dataclass
+class _Retirement:
+    """What retiring an installed version does, checked before it is done:
+    drop its views, then drop its tables or rename them (in this order)."""
+
+    schema: str | None
+    views: list[str]
+    drops: list[sa.Table]
+    renames: list[tuple[sa.Table, str, list[_Index]]]  # table, kept name, its indexes
+
+    def run(self, conn: Connection) -> None:
+        for view in self.views:
+            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {self._q(view)}")
+        for table in self.drops:
+            table.drop(conn)
+        for table, kept, indexes in self.renames:
+            conn.exec_driver_sql(f"ALTER TABLE {self._q(table.name)} RENAME TO {kept}")
+            self._rename_indexes(conn, table.name, kept, indexes)
+
+    def _q(self, name: str) -> str:
+        return f"{self.schema}.{name}" if self.schema else name
+
+    def _rename_indexes(
+        self, conn: Connection, table: str, kept: str, indexes: list[_Index]
+    ) -> None:
+        # A renamed table keeps its indexes' names, which PostgreSQL and SQLite
+        # hold per schema: the new version's table of the same name would not
+        # get its own. (MariaDB's are per table.)
+        dialect = conn.dialect.name
+        if dialect in ("mysql", "mariadb"):
+            return
+        for old, columns, unique in indexes:
+            start = f"ix_{table}_"
+            new = index_name(kept, old[len(start) :] if old.startswith(start) else old)
+            if dialect == "postgresql":
+                conn.exec_driver_sql(f"ALTER INDEX {self._q(old)} RENAME TO {new}")
+            else:  # SQLite renames no index
+                conn.exec_driver_sql(f"DROP INDEX {self._q(old)}")
+                conn.exec_driver_sql(
+                    f"CREATE {'UNIQUE ' if unique else ''}INDEX {self._q(new)} "
+                    f"ON {kept} ({', '.join(columns)})"
+                )
+
+
+def _indexes(insp: sa.Inspector, table: str, schema: str | None) -> list[_Index]:
+    """The named indexes of ``table`` on its columns (those sentinel made; not
+    the ones behind a primary key or unique constraint)."""
+    out: list[_Index] = []
+    for ix in insp.get_indexes(table, schema=schema):
+        name, columns = ix["name"], ix["column_names"]
+        if ix.get("duplicates_constraint") or name is None or None in columns:
+            continue
+        out.append((name, [c for c in columns if c is not None], bool(ix.get("unique"))))
+    return out
+
+
+def _plan_retirement(
     conn: Connection,
     current: Installed,
     name: str,
@@ -394,25 +510,54 @@ def _retire(
     prefix: str,
     *,
     keep: bool,
-    version: int,
-) -> None:
-    old = compile_program(current.source, name=name, dialect=_dialect(conn), prefix=prefix)
+    taken: dict[str, str],
+) -> _Retirement:
+    """How to retire the installed version ``current``; updates ``taken`` to the
+    names in use after it. Raises :class:`~sentinel.errors.BicepProgramError`
+    when a table would be kept under a name that is in use."""
+    old = compile_program(
+        current.source, name=name, dialect=_dialect(conn), prefix=prefix, storage=False
+    )
     old_tables = ProgramTables(
         old, schema=schema, prefix=prefix, archive=bool(current.options.get("archive"))
     )
-    for view in old_tables.views():
-        q = f"{schema}.{view}" if schema else view
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {q}")
+    views = list(old_tables.views())
+    for view in views:
+        taken.pop(view.lower(), None)
+    present = [t for t in reversed(old_tables.tables) if t.name.lower() in taken]
+    retirement = _Retirement(schema, views, [], [])
+    if not keep:
+        retirement.drops = present
+        for t in present:
+            taken.pop(t.name.lower())
+        return retirement
     insp = sa.inspect(conn)
-    for table in reversed(old_tables.tables):
-        if not insp.has_table(table.name, schema=schema):
+    clashes: list[str] = []
+    # Longest first: version 1's c_v1 is kept (as ..._c_v1_v1) before its c
+    # takes the name ..._c_v1.
+    for table in sorted(present, key=lambda t: -len(t.name)):
+        kept = kept_name(table.name, current.version)
+        if kept.lower() in taken:
+            clashes.append(f"{table.name} as {kept}")
             continue
-        if keep:
-            new_name = f"{table.name}_v{version}"[-MAX_NAME:]
-            q = f"{schema}.{table.name}" if schema else table.name
-            conn.exec_driver_sql(f"ALTER TABLE {q} RENAME TO {new_name}")
-        else:
-            table.drop(conn)
+        del taken[table.name.lower()]
+        taken[kept.lower()] = f"version {current.version}'s table {table.name}"
+        retirement.renames.append((table, kept, _indexes(insp, table.name, schema)))
+    if clashes:
+        raise BicepProgramError(
+            f"upgrading program {name!r} would keep version {current.version}'s tables "
+            f"under names in use: {', '.join(clashes)} (kept by an earlier install of the "
+            "program, another program's, or your own); drop or rename those, or upgrade "
+            "without keeping"
+        )
+    return retirement
+
+
+def _retire(
+    conn: Connection, current: Installed, name: str, schema: str | None, prefix: str
+) -> None:
+    taken = _names_in_use(conn, schema)
+    _plan_retirement(conn, current, name, schema, prefix, keep=False, taken=taken).run(conn)
 
 
 def uninstall(
@@ -426,5 +571,5 @@ def uninstall(
     conn.execute(st.programs.delete().where(st.programs.c.name == name))
     for t in (st.classes, st.potential_ticks, st.purge, st.ticks):
         conn.execute(t.delete().where(t.c.program == name))
-    _retire(conn, current, name, schema, prefix, keep=False, version=current.version)
+    _retire(conn, current, name, schema, prefix)
     return True

@@ -134,15 +134,22 @@ class Processor:
             self.engine = engine
             self._owns_engine = False
         dialect = self.engine.dialect.name
+        # What the database can hold is checked when install() creates tables,
+        # not here: the program may be installed already (by an older sentinel
+        # that allowed more), and a restart must run it.
         if isinstance(program, CompiledProgram):
             if (name is not None and name != program.name) or prefix != program.prefix:
                 program = compile_program(
-                    program.text, name=name or program.name, dialect=dialect, prefix=prefix
+                    program.text,
+                    name=name or program.name,
+                    dialect=dialect,
+                    prefix=prefix,
+                    storage=False,
                 )
-            self.program = program.with_dialect(dialect)
+            self.program = program.with_dialect(dialect, storage=False)
         else:
             self.program = compile_program(
-                program, name=name or "bicep", dialect=dialect, prefix=prefix
+                program, name=name or "bicep", dialect=dialect, prefix=prefix, storage=False
             )
         self.name = self.program.name
         self.chronon = duration(chronon)
@@ -197,7 +204,11 @@ class Processor:
         A changed program (text, chronon or archiving) raises
         :class:`~sentinel.errors.BicepProgramChangedError` unless ``upgrade``:
         then it becomes the next version, with empty event classes (``keep``
-        renames the old version's tables instead of dropping them).
+        renames the old version's tables instead of dropping them, see
+        :func:`sentinel.bicep.install.kept_name`; a name in use is refused with
+        :class:`~sentinel.errors.BicepProgramError` before anything changes).
+        What the database cannot hold (:func:`~sentinel.bicep.compiler.check_storage`)
+        is refused here, for a new program or version only.
         """
         result = install(
             self.engine,

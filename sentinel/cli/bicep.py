@@ -44,8 +44,16 @@ def bicep() -> None:
     help="The SQL dialect to read and write the queries in.",
 )
 @click.option("--name", default=None, help="The program's name (default: the file's name).")
+@click.option(
+    "--prefix",
+    default="sentinel_",
+    show_default=True,
+    envvar="SENTINEL_PREFIX",
+    help="Table-name prefix the program will be installed with: its class and action "
+    "names must fit its tables' names.",
+)
 @errors
-def check(program: str, dialect: str, name: str | None) -> None:
+def check(program: str, dialect: str, name: str | None, prefix: str) -> None:
     """Compile PROGRAM and show its classes, the rewritten SQL of its complex
     classes and the SQL of its condition-action statements."""
     from sentinel.bicep.compiler import compile_program
@@ -53,8 +61,8 @@ def check(program: str, dialect: str, name: str | None) -> None:
     from sentinel.bicep.tables import ProgramTables
 
     text, default = _read(program)
-    compiled = compile_program(text, name=name or default, dialect=dialect)
-    tables = ProgramTables(compiled)
+    compiled = compile_program(text, name=name or default, dialect=dialect, prefix=prefix)
+    tables = ProgramTables(compiled, prefix=prefix)
     click.echo(
         f"program {compiled.name}: {len(compiled.classes)} class(es), "
         f"{len(compiled.actions)} action(s), digest {compiled.digest[:12]}"
