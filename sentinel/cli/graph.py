@@ -107,6 +107,7 @@ def _dot(det: Any) -> str:
     """The graph as Graphviz DOT: primitive events, operator nodes per context,
     rules."""
     from sentinel.algebra import expressions as ex
+    from sentinel.detector.regions import ROOT
 
     lines = ["digraph sentinel {", "  rankdir=BT;", '  node [fontname="Helvetica"];']
 
@@ -126,7 +127,7 @@ def _dot(det: Any) -> str:
         if isinstance(child, ex.Keyed):
             inner = child.expression
             return (
-                source(inner, mode, (*region, child))
+                source(inner, mode, region.inside(child))
                 if not isinstance(inner, ex.Primitive)
                 else source(inner, mode, region)
             )
@@ -148,7 +149,7 @@ def _dot(det: Any) -> str:
         sub = rule._subscription
         name = f"r_{abs(hash(rule.name))}"
         lines.append(f"  {name} [shape=note, label={q('rule ' + rule.name)}];")
-        src = source(sub.expression, sub.mode, ())
+        src = source(sub.expression, sub.mode, ROOT)
         if src is not None:
             lines.append(f"  {src} -> {name};")
     lines.append("}")
