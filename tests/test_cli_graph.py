@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -144,3 +145,41 @@ def test_nodes_in_deeply_nested_partitions_are_listed_in_linear_size() -> None:
     # The outermost partition (by the #id of what it partitions), how many
     # between, the innermost.
     assert re.search(r" in #\d+ by k / \.\.\. \(498 more\) / \(e0 ; e1\) by k: ", innermost)
+
+
+def disabled_rules() -> LocalEventDetector:
+    """The deep rule of :func:`deep_rules`, disabled, and one on an expression
+    that uses each of its operands twice, 16 levels deep: 16 operators, whose text
+    names an event 65,536 times."""
+    det = deep_rules()
+    det.rules["deep"].disable()
+    e0 = det.explicit("x")
+    shared: Any = e0
+    for _ in range(16):
+        shared = shared >> shared
+    det.rule("doubled", shared, action=print, enabled=False)
+    det.rule("small", "e0 ; e2", action=print, enabled=False)
+    return det
+
+
+def test_disabled_rules_are_listed_in_linear_size() -> None:
+    # A disabled rule's nodes are not in the graph, so its line printed its
+    # whole expression: 2000 events on one line, and 65,536 for the doubled one.
+    result = CliRunner().invoke(main, ["graph", "--rules", "tests.test_cli_graph:disabled_rules"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) < 400
+    deep = next(x for x in lines if x.startswith("  rule deep (disabled): "))
+    doubled = next(x for x in lines if x.startswith("  rule doubled (disabled): "))
+    # A prefix of the expression's text, then how much was left out and where
+    # to see it whole.
+    det = disabled_rules()
+    for line, name, events in ((deep, "deep", 2001), (doubled, "doubled", 2**16)):
+        text = str(det.rules[name].detected_expression)
+        shown = re.match(rf"  rule {name} \(disabled\): (.*) \.\.\. \(", line)
+        assert shown is not None, line
+        assert text.startswith(shown.group(1)) and len(shown.group(1)) > 20
+        assert f"{events:,} events in all" in line
+        assert f"str(detector.rules['{name}'].detected_expression)" in line
+    # Short expressions are printed whole.
+    assert "  rule small (disabled): e0 ; e2 [recent, immediate, priority 0]" in lines
