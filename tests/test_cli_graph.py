@@ -183,3 +183,23 @@ def test_disabled_rules_are_listed_in_linear_size() -> None:
         assert f"str(detector.rules['{name}'].detected_expression)" in line
     # Short expressions are printed whole.
     assert "  rule small (disabled): e0 ; e2 [recent, immediate, priority 0]" in lines
+
+
+def chained_partition_rules() -> LocalEventDetector:
+    """(e0 ; e1) by k0 by k1 ... by k1999: partitions straight inside each other."""
+    det = LocalEventDetector()
+    e0, e1 = det.explicit("e0"), det.explicit("e1")
+    expr: Any = e0 >> e1
+    for i in range(DEEP):
+        expr = expr.by(f"k{i}")
+    det.rule("deep", expr, action=print)
+    return det
+
+
+def test_thousands_of_chained_partitions_draw() -> None:
+    # Finding a node's source went down the partitions recursively.
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:chained_partition_rules", "--dot"]
+    )
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^  h1 -> r_-?\d+;$", result.output, re.M), result.output

@@ -161,13 +161,12 @@ def _dot(det: Any) -> str:
     leaves: set[str] = set()
 
     def source(child: Any, mode: Any, region: Any) -> str | None:
-        if isinstance(child, ex.Keyed):
+        # A loop, not recursion: partitions nested to any depth.
+        while isinstance(child, ex.Keyed):
             inner = child.expression
-            return (
-                source(inner, mode, region.inside(child))
-                if not isinstance(inner, ex.Primitive)
-                else source(inner, mode, region)
-            )
+            if not isinstance(inner, ex.Primitive):
+                region = region.inside(child)
+            child = inner
         if isinstance(child, ex.Primitive):
             name = f"p_{abs(hash(child))}"
             if name not in leaves:
