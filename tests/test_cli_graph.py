@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -144,3 +145,61 @@ def test_nodes_in_deeply_nested_partitions_are_listed_in_linear_size() -> None:
     # The outermost partition (by the #id of what it partitions), how many
     # between, the innermost.
     assert re.search(r" in #\d+ by k / \.\.\. \(498 more\) / \(e0 ; e1\) by k: ", innermost)
+
+
+def disabled_rules() -> LocalEventDetector:
+    """The deep rule of :func:`deep_rules`, disabled, and one on an expression
+    that uses each of its operands twice, 16 levels deep: 16 operators, whose text
+    names an event 65,536 times."""
+    det = deep_rules()
+    det.rules["deep"].disable()
+    e0 = det.explicit("x")
+    shared: Any = e0
+    for _ in range(16):
+        shared = shared >> shared
+    det.rule("doubled", shared, action=print, enabled=False)
+    det.rule("small", "e0 ; e2", action=print, enabled=False)
+    return det
+
+
+def test_disabled_rules_are_listed_in_linear_size() -> None:
+    # A disabled rule's nodes are not in the graph, so its line printed its
+    # whole expression: 2000 events on one line, and 65,536 for the doubled one.
+    result = CliRunner().invoke(main, ["graph", "--rules", "tests.test_cli_graph:disabled_rules"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) < 400
+    deep = next(x for x in lines if x.startswith("  rule deep (disabled): "))
+    doubled = next(x for x in lines if x.startswith("  rule doubled (disabled): "))
+    # A prefix of the expression's text, then how much was left out and where
+    # to see it whole.
+    det = disabled_rules()
+    for line, name, events in ((deep, "deep", 2001), (doubled, "doubled", 2**16)):
+        text = str(det.rules[name].detected_expression)
+        shown = re.match(rf"  rule {name} \(disabled\): (.*) \.\.\. \(", line)
+        assert shown is not None, line
+        assert text.startswith(shown.group(1)) and len(shown.group(1)) > 20
+        assert f"{events:,} events in all" in line
+        assert f"str(detector.rules['{name}'].detected_expression)" in line
+    # Short expressions are printed whole.
+    assert "  rule small (disabled): e0 ; e2 [recent, immediate, priority 0]" in lines
+
+
+def chained_partition_rules() -> LocalEventDetector:
+    """(e0 ; e1) by k0 by k1 ... by k1999: partitions straight inside each other."""
+    det = LocalEventDetector()
+    e0, e1 = det.explicit("e0"), det.explicit("e1")
+    expr: Any = e0 >> e1
+    for i in range(DEEP):
+        expr = expr.by(f"k{i}")
+    det.rule("deep", expr, action=print)
+    return det
+
+
+def test_thousands_of_chained_partitions_draw() -> None:
+    # Finding a node's source went down the partitions recursively.
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:chained_partition_rules", "--dot"]
+    )
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^  h1 -> r_-?\d+;$", result.output, re.M), result.output

@@ -493,8 +493,7 @@ def to_text(expr: ex.Expression) -> str:
     Iterative: an expression of any depth prints (thousands of terms of
     ``a | b | ...``) without exhausting Python's recursion limit.
     """
-    text = _print(expr, None, None)
-    assert text is not None  # no budget
+    text, _whole = _print(expr, None, None)
     return text
 
 
@@ -508,21 +507,43 @@ def text_within(
     ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
     the text they map to, like ``#12`` for a node of the event graph). The cost
     is bounded by the budget, whatever the expression's depth."""
-    return _print(expr, budget, refs)
+    text, whole = _print(expr, budget, refs)
+    return text if whole else None
+
+
+def text_prefix(expr: ex.Expression, chars: int) -> tuple[str, bool]:
+    """The beginning of :func:`to_text`'s text of ``expr``, cut after the piece
+    (a name, an operator, a parenthesis) that makes it ``chars`` characters or
+    more, and whether that is the whole text. The cost is bounded by ``chars``
+    and the expression's depth, whatever its size (a sub-expression used twice
+    at each of n levels prints 2**n times)."""
+    return _print(expr, None, None, chars)
 
 
 def _print(
-    expr: ex.Expression, budget: int | None, refs: t.Mapping[ex.Expression, str] | None
-) -> str | None:
+    expr: ex.Expression,
+    budget: int | None,
+    refs: t.Mapping[ex.Expression, str] | None,
+    chars: int | None = None,
+) -> tuple[str, bool]:
+    """The text of ``expr``, and True; or, when it takes more than ``budget``
+    steps or ``chars`` characters, the text written so far, and False."""
     out: list[str] = []
     todo: list[ex.Expression | str] = [expr]
     steps = 0
+    written = counted = 0  # characters in out[:counted]
     while todo:
+        if chars is not None:
+            while counted < len(out):
+                written += len(out[counted])
+                counted += 1
+            if written >= chars:
+                return "".join(out), False
         e = todo.pop()
         if budget is not None:
             steps += 1
             if steps > budget:
-                return None
+                return "".join(out), False
         if isinstance(e, str):
             out.append(e)
             continue
@@ -562,7 +583,7 @@ def _print(
             if whole is None:
                 raise TypeError(f"cannot print {cls.__name__}")
             out.append(whole(to_text))
-    return "".join(out)
+    return "".join(out), True
 
 
 def _listed(children: t.Sequence[ex.Expression]) -> list[ex.Expression | str]:

@@ -49,7 +49,9 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
 
     Then one line per rule: the expression it detects (a deferred rule's is
     wrapped in A*(txn:begin, ..., txn:pre_commit)), its context, coupling and
-    priority. --dot prints Graphviz DOT; --svg FILE draws it with Graphviz.
+    priority. A disabled rule has no nodes: a long expression of one is cut
+    after a line's worth, with the number of events it names. --dot prints
+    Graphviz DOT; --svg FILE draws it with Graphviz.
     """
     from sentinel.rules import LocalEventDetector
 
@@ -75,13 +77,48 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
         )
 
 
+#: Characters of a disabled rule's expression shown before it is abridged.
+_DISABLED_SHOWN = 160
+
+
 def _rule_text(det: Any, rule: Any) -> str:
-    """The expression a rule detects: short, or with the ``#id`` of its nodes
-    (long expressions of enabled rules), so the listing stays linear in size."""
+    """The expression a rule detects, so that the listing stays linear in the
+    program's size: short, or with the ``#id`` of its nodes (long expressions of
+    enabled rules), or abridged (long expressions of disabled rules, whose nodes
+    are not in the graph: printed whole, an expression that uses a
+    sub-expression twice at each of n levels would print it 2**n times)."""
+    from sentinel.algebra.syntax import text_prefix
+
     sub = rule._subscription
     if sub.active:
         return str(det.graph.text(sub.expression, sub.mode))
-    return str(rule.detected_expression)
+    expr = rule.detected_expression
+    text, whole = text_prefix(expr, _DISABLED_SHOWN)
+    if whole:
+        return text
+    return (
+        f"{text} ... (abridged: {_events(expr):,} events in all; "
+        f"str(detector.rules[{rule.name!r}].detected_expression) prints it whole)"
+    )
+
+
+def _events(expr: Any) -> int:
+    """How many events the text of ``expr`` names (a sub-expression used twice
+    counts twice), at a cost linear in the number of distinct sub-expressions."""
+    counts: dict[Any, int] = {}
+    todo = [expr]
+    while todo:  # a stack, not recursion: expressions of any depth
+        e = todo[-1]
+        if e in counts:
+            todo.pop()
+            continue
+        waiting = [c for c in e.children if c not in counts]
+        if waiting:
+            todo.extend(waiting)
+            continue
+        todo.pop()
+        counts[e] = sum(counts[c] for c in e.children) if e.children else 1
+    return counts[expr]
 
 
 def _draw(source: str, path: str) -> None:
@@ -107,6 +144,7 @@ def _dot(det: Any) -> str:
     """The graph as Graphviz DOT: primitive events, operator nodes per context,
     rules."""
     from sentinel.algebra import expressions as ex
+    from sentinel.detector.regions import ROOT
 
     lines = ["digraph sentinel {", "  rankdir=BT;", '  node [fontname="Helvetica"];']
 
@@ -123,13 +161,12 @@ def _dot(det: Any) -> str:
     leaves: set[str] = set()
 
     def source(child: Any, mode: Any, region: Any) -> str | None:
-        if isinstance(child, ex.Keyed):
+        # A loop, not recursion: partitions nested to any depth.
+        while isinstance(child, ex.Keyed):
             inner = child.expression
-            return (
-                source(inner, mode, (*region, child))
-                if not isinstance(inner, ex.Primitive)
-                else source(inner, mode, region)
-            )
+            if not isinstance(inner, ex.Primitive):
+                region = region.inside(child)
+            child = inner
         if isinstance(child, ex.Primitive):
             name = f"p_{abs(hash(child))}"
             if name not in leaves:
@@ -148,7 +185,7 @@ def _dot(det: Any) -> str:
         sub = rule._subscription
         name = f"r_{abs(hash(rule.name))}"
         lines.append(f"  {name} [shape=note, label={q('rule ' + rule.name)}];")
-        src = source(sub.expression, sub.mode, ())
+        src = source(sub.expression, sub.mode, ROOT)
         if src is not None:
             lines.append(f"  {src} -> {name};")
     lines.append("}")

@@ -36,6 +36,7 @@ from sentinel.detector.codegen import Spec, compile_leaf
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators import Entry, Handler, handler_class
 from sentinel.detector.operators.base import instant_order
+from sentinel.detector.regions import ROOT, Region
 from sentinel.detector.scopes import Store
 from sentinel.errors import SentinelError
 from sentinel.occurrence import PARAMS, SOURCE
@@ -72,7 +73,6 @@ class Mode(NamedTuple):
         return self.lifespan is None and self.lateness is None
 
 
-Region = tuple[ex.Keyed, ...]
 Key = tuple[ex.Expression, Mode, Region]
 
 
@@ -195,6 +195,10 @@ class EventGraph:
         self.entry_hooks: list[Callable[[Key, Handler, int, Entry, Entry], Any]] = []
         self.rewire_hooks: list[Callable[[EventGraph], None]] = []
         self._wrapped: dict[tuple[int, int], Any] = {}
+        #: Per rewiring: each region's partitions (:meth:`_region_levels`), and the
+        #: partitions with a buffered handler inside (:meth:`_buffered_region`).
+        self._levels: dict[tuple[Region, Mode], tuple[Any, ...]] = {}
+        self._inside_buffered: set[tuple[ex.Keyed, Mode]] = set()
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(self, sub: Subscription) -> bool:
@@ -204,7 +208,7 @@ class EventGraph:
             return False
         # In the expression's order, not a set's: node ids, and so the order of
         # nodes of one height in an instant, must not depend on hash seeds.
-        keys = self._keys(sub.expression, sub.mode, ())
+        keys = self._keys(sub.expression, sub.mode, ROOT)
         fresh = True
         for key in keys:
             self.refs[key] += 1
@@ -226,7 +230,7 @@ class EventGraph:
         self.subscriptions.remove(sub)
         sub.active = False
         gone = []
-        for key in self._keys(sub.expression, sub.mode, ()):
+        for key in self._keys(sub.expression, sub.mode, ROOT):
             self.refs[key] -= 1
             if self.refs[key] == 0:
                 del self.refs[key]
@@ -286,10 +290,15 @@ class EventGraph:
             if isinstance(e, ex.Primitive):
                 continue
             if isinstance(e, ex.Keyed):
-                if _keyed_primitive(e) is not None:
+                # The partitions straight inside each other, in one walk (asking of
+                # each whether a primitive event ends the chain would walk it again).
+                chain = _keyed_chain(e)
+                if isinstance(chain[-1].expression, ex.Primitive):
                     continue  # a partitioned primitive event is a filter on its leaf
-                yield (e, mode, r)  # the router
-                todo.append((e.expression, (*r, e)))
+                for keyed in chain:
+                    yield (keyed, mode, r)  # the router
+                    r = r.inside(keyed)
+                todo.append((chain[-1].expression, r))
                 continue
             yield (e, mode, r)
             todo.extend((c, r) for c in e.children)
@@ -326,9 +335,10 @@ class EventGraph:
             for slot, child in enumerate(expr.children):
                 self._edges_from(child, mode, region, ("handler", key, slot), 0, edges)
         for sub in self.subscriptions:
-            self._edges_from(sub.expression, sub.mode, (), ("sink", sub, 0), 0, edges)
+            self._edges_from(sub.expression, sub.mode, ROOT, ("sink", sub, 0), 0, edges)
 
         self._wrapped = {}
+        self._levels = {}
         heights, routes = self._analyse(edges)
         # Buffered: handlers one signal can reach by several routes, and every
         # _DEPTH_BREAK-th level of a deep graph (a detection then waits for the
@@ -339,6 +349,17 @@ class EventGraph:
             for k, r in routes.items()
             if heights[k] % _DEPTH_BREAK == 0 or any(n > 1 for n in r.values())
         }
+        # The partitions (keyed expression, mode) with a buffered handler inside:
+        # each region visited once, from the inside out, whatever the depth.
+        inside_buffered: set[tuple[ex.Keyed, Mode]] = set()
+        visited: set[tuple[Region, Mode]] = set()
+        for (_e, m, r), h in self.handlers.items():
+            if h.hid in self.buffered:
+                while r.keyed is not None and (r, m) not in visited:
+                    visited.add((r, m))
+                    inside_buffered.add((r.keyed, m))
+                    r = r.parent  # type: ignore[assignment]
+        self._inside_buffered = inside_buffered
         # Two nodes of one expression (in and out of a partition) make equal
         # occurrences as distinct objects; only then are arrivals compared by value.
         made = Counter((e, m) for e, m, _r in self.handlers)
@@ -363,7 +384,7 @@ class EventGraph:
             if kind == "leaf":
                 region, mode, required = edge.wrap
                 if len(region) == 1:
-                    fn = self._router((region[0], mode, ()), one)
+                    fn = self._router((region[0], mode, ROOT), one)
                 elif region:
                     fn = self._routers(region, mode, one)
                 else:
@@ -389,9 +410,9 @@ class EventGraph:
                 elif (
                     len(region) == 1
                     and mode.flush
-                    and not self._buffered_region((region[0], mode, ()))
+                    and not self._buffered_region((region[0], mode, ROOT))
                 ):
-                    key = (region[0], mode, ())
+                    key = (region[0], mode, ROOT)
                     spec = ("route", region[0].key, self.routers[key], self._spec(edge.target, one))
                 else:
                     spec = ("call", fn)
@@ -490,9 +511,13 @@ class EventGraph:
                         # The OR stores nothing, so leaving its partitions at once is
                         # all they do: the occurrence must carry their keys (a filter).
                         region, mode, required = e.wrap
-                        kept = len(region) - levels
-                        left = tuple(k.key for k in region[kept:])
-                        wrap: tuple[Any, ...] = (region[:kept], mode, required + left)
+                        left = []
+                        for _ in range(levels):
+                            assert region.keyed is not None and region.parent is not None
+                            left.append(region.keyed.key)
+                            region = region.parent
+                        left.reverse()  # outermost first, as the region lists them
+                        wrap: tuple[Any, ...] = (region, mode, required + tuple(left))
                     else:
                         wrap = (e.wrap[0] + levels,)
                     todo.append(_Edge(e.source, wrap, out.target))
@@ -513,18 +538,20 @@ class EventGraph:
         levels: int,
         out: list[_Edge],
     ) -> None:
-        while isinstance(child, ex.Keyed):
-            found = _keyed_primitive(child)
-            if found is not None:
+        if isinstance(child, ex.Keyed):
+            chain = _keyed_chain(child)
+            inner = chain[-1].expression
+            if isinstance(inner, ex.Primitive):
                 # A partition of one primitive event pairs nothing: it only keeps
                 # the occurrences that carry the key.
-                prim, keys = found
-                leaf = ("leaf", (prim.name, prim.selector))
+                leaf = ("leaf", (inner.name, inner.selector))
+                keys = tuple(k.key for k in chain)
                 out.append(_Edge(leaf, (region, mode, keys), target))
                 return
-            region = (*region, child)
-            levels += 1
-            child = child.expression
+            for keyed in chain:
+                region = region.inside(keyed)
+            levels += len(chain)
+            child = inner
         if isinstance(child, ex.Primitive):
             out.append(_Edge(("leaf", (child.name, child.selector)), (region, mode, ()), target))
         else:
@@ -534,11 +561,34 @@ class EventGraph:
 
     def _analyse(self, edges: list[_Edge]) -> tuple[dict[Key, int], dict[Key, Counter[str]]]:
         """Heights (leaves are 0) and, per handler, how many routes each channel
-        has to it."""
+        that may have several has to it."""
         incoming: dict[Key, list[_Edge]] = {k: [] for k in self.handlers}
+        fanout: Counter[Key] = Counter()
+        leaf_edges: Counter[str] = Counter()
         for e in edges:
             if e.target[0] == "handler":
                 incoming[e.target[1]].append(e)
+                if e.source[0] == "handler":
+                    fanout[e.source[1]] += 1
+                else:
+                    leaf_edges[e.source[1][0]] += 1
+        # A channel has one route to each handler above its leaf unless it has
+        # several leaves or a handler on the way feeds several. Routes are counted
+        # for the other channels only: counting every channel at every handler
+        # would cost the depth of the graph times its size.
+        several = {ch for ch, n in leaf_edges.items() if n > 1}
+        below_fanout: set[Key] = set()
+        down = [k for k, n in fanout.items() if n > 1]
+        while down:
+            k = down.pop()
+            if k in below_fanout:
+                continue
+            below_fanout.add(k)
+            for e in incoming[k]:
+                if e.source[0] == "handler":
+                    down.append(e.source[1])
+                else:
+                    several.add(e.source[1][0])
         heights: dict[Key, int] = {}
         routes: dict[Key, Counter[str]] = {}
         for start in self.handlers:
@@ -562,10 +612,12 @@ class EventGraph:
                 for e in incoming[key]:
                     kind, src = e.source
                     if kind == "leaf":
-                        r[src[0]] += 1
+                        if src[0] in several:
+                            r[src[0]] += 1
                     else:
                         h = max(h, heights[src] + 1)
-                        r.update(routes[src])
+                        if routes[src]:
+                            r.update(routes[src])
                 heights[key], routes[key] = h, r
         return heights, routes
 
@@ -610,12 +662,7 @@ class EventGraph:
     def _buffered_region(self, router_key: Key) -> bool:
         """Whether a handler inside the partition ``router_key`` enters is buffered
         (then partitions are released at the end of the instant, not at once)."""
-        keyed, mode = router_key[0], router_key[1]
-        return any(
-            h.hid in self.buffered
-            for (_e, m, r), h in self.handlers.items()
-            if m == mode and keyed in r
-        )
+        return (router_key[0], router_key[1]) in self._inside_buffered
 
     def _router(self, router_key: Key, inner: Entry) -> Entry:
         keyed = router_key[0]
@@ -657,11 +704,7 @@ class EventGraph:
         """Enter the nested partitions of ``region``, outermost first, in one loop
         (as many nested :meth:`_router` calls would; a loop nests no calls, however
         deep the partitions)."""
-        levels = []
-        for depth, keyed in enumerate(region):
-            router_key = (keyed, mode, region[:depth])
-            buffered = self._buffered_region(router_key)
-            levels.append((self.routers[router_key], keyed, keyed.key, buffered))
+        levels = self._region_levels(region, mode)
         factories = self.factories
         release_later = self._release.append
 
@@ -699,6 +742,26 @@ class EventGraph:
                     del parts[k]
 
         return route
+
+    def _region_levels(self, region: Region, mode: Mode) -> tuple[Any, ...]:
+        """``(router id, keyed, key, buffered)`` of each partition of ``region``,
+        outermost first. Made once per region and rewiring, from the region
+        around it's: leaves in nested partitions share the work of the levels
+        they have in common."""
+        cache = self._levels
+        missing = []
+        r = region
+        while r.keyed is not None and (r, mode) not in cache:
+            missing.append(r)
+            r = r.parent  # type: ignore[assignment]
+        levels: tuple[Any, ...] = cache.get((r, mode), ())
+        for r in reversed(missing):
+            keyed, parent = r.keyed, r.parent
+            assert keyed is not None and parent is not None
+            router_key: Key = (keyed, mode, parent)
+            level = (self.routers[router_key], keyed, keyed.key, self._buffered_region(router_key))
+            levels = cache[(r, mode)] = (*levels, level)
+        return levels
 
     # -- per instant -------------------------------------------------------------
     def drain(self) -> None:
@@ -767,7 +830,7 @@ class EventGraph:
             )
         return lines
 
-    def text(self, expr: ex.Expression, mode: Mode, region: Region = ()) -> str:
+    def text(self, expr: ex.Expression, mode: Mode, region: Region = ROOT) -> str:
         """``expr`` as Snoop text if it is short; else its operator with each long
         operand that has a node in ``mode`` and ``region`` written as that node's
         ``#id`` (the ids of :meth:`describe`). Costs as much as the printed text,
@@ -776,7 +839,7 @@ class EventGraph:
         if short is not None:
             return short
         refs: dict[ex.Expression, str] = {}
-        inside = (*region, expr) if isinstance(expr, ex.Keyed) else region
+        inside = region.inside(expr) if isinstance(expr, ex.Keyed) else region
         for child in expr.children:
             if text_within(child, _SHORT) is None:
                 ref = self._ref(child, mode, inside)
@@ -791,7 +854,7 @@ class EventGraph:
         keys: list[str] = []
         while isinstance(expr, ex.Keyed) and (expr, mode, region) in self.routers:
             keys.append(" by " + ("@source" if expr.key is ex.SOURCE else str(expr.key)))
-            region = (*region, expr)
+            region = region.inside(expr)
             expr = expr.expression
         h = self.handlers.get((expr, mode, region))
         return None if h is None else f"#{h.hid}" + "".join(reversed(keys))
@@ -834,15 +897,15 @@ def _router_state() -> list[Any]:
     return [{}]
 
 
-def _keyed_primitive(expr: ex.Keyed) -> tuple[ex.Primitive, tuple[ex.KeySpec, ...]] | None:
-    """``(primitive, keys)`` when ``expr`` partitions a primitive event (maybe
-    several times), else None."""
-    keys: list[ex.KeySpec] = []
-    inner: ex.Expression = expr
+def _keyed_chain(expr: ex.Keyed) -> list[ex.Keyed]:
+    """``expr`` and the partitions straight inside it, outermost first (the last
+    one's expression is not a partition)."""
+    chain = [expr]
+    inner = expr.expression
     while isinstance(inner, ex.Keyed):
-        keys.append(inner.key)
+        chain.append(inner)
         inner = inner.expression
-    return (inner, tuple(keys)) if isinstance(inner, ex.Primitive) else None
+    return chain
 
 
 def _requiring(keys: tuple[ex.KeySpec, ...], fn: Entry) -> Entry:

@@ -47,6 +47,7 @@ from sentinel.algebra import temporal as tm
 from sentinel.algebra.expressions import Expression
 from sentinel.detector import Context, Mode
 from sentinel.detector.operators import Handler, register
+from sentinel.detector.regions import ROOT, Region
 from sentinel.detector.scopes import Store
 from sentinel.errors import TemporalError
 from sentinel.occurrence import Occurrence
@@ -109,10 +110,10 @@ class TemporalHandler(Handler):
         super().__init__(hid, expr)
         self.svc: TemporalService | None = None
         self.mode = Mode(Context.RECENT)
-        self.region: tuple[Any, ...] = ()
+        self.region: Region = ROOT
         self.tick_id: tuple[Any, ...] = ()
 
-    def bind(self, svc: TemporalService, mode: Mode, region: tuple[Any, ...]) -> None:
+    def bind(self, svc: TemporalService, mode: Mode, region: Region) -> None:
         """Attach the detector's timer service (done by the service when the
         handler is wired)."""
         self.svc = svc

@@ -334,12 +334,13 @@ class TemporalService:
         term = rec.ref
         while type(term) is not Occurrence:
             term = term[2][-1]
-        for depth in range(len(region) - 1, -1, -1):
+        while region.keyed is not None and region.parent is not None:
             parent = store.parent
             if parent is None or not store.is_empty():
                 return
-            keyed: ex.Keyed = region[depth]
-            rid = routers.get((keyed, mode, region[:depth]))
+            keyed: ex.Keyed = region.keyed
+            region = region.parent
+            rid = routers.get((keyed, mode, region))
             state = parent.get(rid) if rid is not None else None
             if not state:
                 return

@@ -263,3 +263,24 @@ def test_expressions_of_thousands_of_terms_parse_print_and_compare(kind: str, te
     assert str(again) == printed
     assert len(list(expr.walk())) >= 2000
     assert again != parse(text.replace("e1", "e9", 1))
+
+
+@pytest.mark.parametrize("lean", ["left", "right"])
+def test_a_prefix_of_the_text_costs_what_it_prints(lean: str) -> None:
+    from sentinel.algebra.syntax import text_prefix
+
+    es = [Primitive(f"E{i}") for i in range(2000)]
+    expr: Expression = es[0]
+    for e in es[1:]:
+        expr = expr >> e if lean == "left" else e >> expr
+    text = str(expr)
+    prefix, whole = text_prefix(expr, 40)
+    assert not whole and text.startswith(prefix) and 40 <= len(prefix) < 50
+    assert text_prefix(expr, len(text) + 1) == (text, True)
+    # Each operand used twice, 40 levels deep: 2**40 names, none printed past
+    # the prefix.
+    doubled: Expression = E1
+    for _ in range(40):
+        doubled = doubled >> doubled
+    prefix, whole = text_prefix(doubled, 60)
+    assert not whole and prefix.startswith("E1 ; E1 ; (E1 ; E1)") and len(prefix) < 70

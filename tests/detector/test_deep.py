@@ -92,3 +92,77 @@ def test_thousands_of_nested_partitions(keys: str) -> None:
         assert det.stored(scope) == 0  # every partition released
     (occ,) = seen
     assert [c.t_occ for c in occ.constituents] == [2, 4]
+
+
+def nested_partitions(depth: int) -> tuple[str, list[str]]:
+    """``((... (e0 ; e1) by k0 ; e2) by k1 ...) ; e(depth)) by k(depth-1)``: each
+    level a partition with a sequence inside, around the level below; and the
+    events that complete a detection after e0."""
+    text = "e0"
+    for i in range(depth):
+        text = f"(({text}) ; e{i + 1}) by k{i}"
+    return text, [f"e{i}" for i in range(1, depth + 1)]
+
+
+def nested_sequences(depth: int) -> tuple[str, list[str]]:
+    """As :func:`nested_partitions`, without the partitions."""
+    text = "e0"
+    for i in range(depth):
+        text = f"({text}) ; e{i + 1}"
+    return text, [f"e{i}" for i in range(1, depth + 1)]
+
+
+def chained_partitions(depth: int) -> tuple[str, list[str]]:
+    """``(e0 ; e1) by k0 by k1 ...``: partitions straight inside each other."""
+    return "(e0 ; e1)" + "".join(f" by k{i}" for i in range(depth)), ["e1"]
+
+
+def calls(fn: Any) -> int:
+    """How many Python and builtin functions ``fn()`` calls (all nesting levels)."""
+    n = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal n
+        if event in ("call", "c_call"):
+            n += 1
+
+    sys.setprofile(count)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return n
+
+
+def work(depth: int, shape: Any) -> dict[str, int]:
+    """Calls made by each phase of a rule on ``shape(depth)``: defining it, wiring
+    it, one event through every partition, a detection, disabling it."""
+    det = detector(depth + 1)
+    text, then = shape(depth)
+    expr = det.expression(text)
+    seen: list[Any] = []
+    params = {f"k{i}": 1 for i in range(depth)}
+    out = {
+        "define": calls(lambda: det.rule("r", expr, action=seen.append, context="chronicle")),
+        "wire": calls(det.graph.ensure),
+        "event": calls(lambda: det.signal("e0", **params)),
+    }
+    for name in then[:-1]:
+        det.signal(name, **params)
+    out["detect"] = calls(lambda: det.signal(then[-1], **params))
+    assert len(seen) == 1
+    assert det.stored(det.process_scope) == 0  # every partition released
+    out["disable"] = calls(lambda: (det.rules["r"].disable(), det.graph.ensure()))
+    return out
+
+
+@pytest.mark.parametrize("shape", [nested_partitions, chained_partitions, nested_sequences])
+def test_nested_expressions_cost_linear_work_in_their_depth(shape: Any) -> None:
+    # Twice as deep, about twice the work in every phase, not four times: a
+    # region (the partitions a node sits in) is one interned object, so keys hash
+    # and compare in constant time; each region's partitions are wired once; and
+    # routes are counted only for channels that can have several to a node.
+    # (Give or take a hundred calls: some phases cost a few dozen at any depth.)
+    small, large = work(100, shape), work(200, shape)
+    worse = [phase for phase in small if large[phase] > 2.25 * small[phase] + 100]
+    assert not worse, (worse, small, large)
