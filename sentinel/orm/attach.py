@@ -649,7 +649,7 @@ class Attachment:
         integ = _INTEGRATIONS.get(self.detector)
         if integ is None:  # pragma: no cover - detached meanwhile
             return
-        signal_flush(self.detector, integ.plans, session, st.scope)
+        signal_flush(self.detector, integ.plans, session, st.scope, flush_context)
 
     def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
         st = session.info.get(KEY)
