@@ -253,6 +253,8 @@ class _Integration:
                 return None
         if st.attachment.detector is not self.detector:
             return None
+        if st.pre_committed:
+            PreCommit.note_change(st)
         return st.scope
 
     def on_occurrence(self, occ: Occurrence) -> None:
@@ -649,6 +651,8 @@ class Attachment:
         integ = _INTEGRATIONS.get(self.detector)
         if integ is None:  # pragma: no cover - detached meanwhile
             return
+        if st.pre_committed:
+            PreCommit.note_change(st)
         signal_flush(self.detector, integ.plans, session, st.scope, flush_context)
 
     def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:

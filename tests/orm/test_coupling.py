@@ -286,3 +286,81 @@ def test_a_failing_deferred_rule_in_a_begin_block(orm: ORM) -> None:
         s.get(orm.model.Stock, ms).sell_stock(5)
     with orm.Session() as s:
         assert s.get(orm.model.Stock, ms).qty == 0
+
+
+class _Veto:
+    """A ``before_commit`` listener on a session (so after sentinel's) that
+    vetoes the first commit attempt, as an application's validation does."""
+
+    def __init__(self) -> None:
+        self.vetoed = 0
+
+    def __call__(self, session: Any) -> None:
+        if not self.vetoed:
+            self.vetoed += 1
+            raise ValueError("not now")
+
+
+@pytest.mark.parametrize("change", ["attribute", "flushed", "method"])
+def test_a_transaction_changed_after_its_deferred_rules_ran_cannot_commit(
+    orm: ORM, change: str
+) -> None:
+    """A ``before_commit`` listener after sentinel's raises once its deferred
+    rules ran (the session was clean: they ran in sentinel's listener), and
+    SQLAlchemy leaves the transaction open. Whatever changes after that, the
+    deferred rules can no longer see: the next commit refuses, and rolls
+    everything back, rather than commit changes the rules never saw."""
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("audit", "Stock.e2", action=_writes_effect("audit", runs), coupling="deferred")
+    orm.det.rule("audit_rows", "Stock:update", action=runs.append, coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    s = orm.Session()
+    veto = _Veto()
+    sa.event.listen(s, "before_commit", veto)
+    stock = s.get(orm.model.Stock, ms)
+    stock.set_price(5.0)
+    s.flush()
+    with pytest.raises(ValueError, match="not now"):
+        s.commit()
+    assert len(runs) == 2  # the deferred rules ran, then the listener vetoed
+    assert s.in_transaction()  # SQLAlchemy left the transaction open
+    if change == "attribute":
+        stock.qty = 99
+    elif change == "flushed":
+        stock.qty = 99
+        s.flush()
+    else:
+        stock.set_price(6.0)
+    with pytest.raises(RollbackOnlyError, match="deferred rules"):
+        s.commit()
+    s.rollback()
+    s.close()
+    with orm.Session() as s2:
+        stock = s2.get(orm.model.Stock, ms)
+        assert (stock.qty, stock.price) == (0, 0.0)
+    assert orm.effects() == []
+    log = orm.log()
+    setup = log[0].occurrence.scope  # add_stocks's transaction
+    assert {o.outcome for o in log if o.occurrence.scope != setup} == {"aborted"}
+
+
+def test_a_commit_retried_unchanged_after_a_veto_commits(orm: ORM) -> None:
+    """The same veto, and the commit retried with nothing changed: the
+    deferred rules saw everything, so it commits (their work included, once)."""
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("audit", "Stock.e2", action=_writes_effect("audit", runs), coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    s = orm.Session()
+    sa.event.listen(s, "before_commit", _Veto())
+    s.get(orm.model.Stock, ms).set_price(5.0)
+    s.flush()
+    with pytest.raises(ValueError, match="not now"):
+        s.commit()
+    s.commit()
+    s.close()
+    assert len(runs) == 1
+    with orm.Session() as s2:
+        assert s2.get(orm.model.Stock, ms).price == 5.0
+    assert [r[0] for r in orm.effects()] == ["audit"]
