@@ -433,7 +433,10 @@ def signal_flush(
         ch = plan.channels["delete"]
         if not (always or ch.any or ch.selected):
             continue
-        ref = ObjectRef(plan.name, tuple(state.identity))
+        ident = state.identity
+        if ident is None:  # pragma: no cover - a deleted row has its identity
+            continue
+        ref = ObjectRef(plan.name, tuple(ident))
         if not (always or _needed(ch, plan.selectors, ref)):
             continue
         event = f"{plan.name}:delete"
