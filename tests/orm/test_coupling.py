@@ -364,3 +364,61 @@ def test_a_commit_retried_unchanged_after_a_veto_commits(orm: ORM) -> None:
     with orm.Session() as s2:
         assert s2.get(orm.model.Stock, ms).price == 5.0
     assert [r[0] for r in orm.effects()] == ["audit"]
+
+
+@pytest.mark.parametrize("ends", ["rollback", "commit", "close"])
+def test_an_immediate_action_that_ends_its_own_transaction_fails_the_call(
+    orm: ORM, ends: str
+) -> None:
+    """An action that rolls back (or commits, or closes) the session of the
+    transaction it runs in: the call that triggered it would go on in the
+    session's next transaction, and its change commit with that one. The call
+    fails instead, naming the rule, before the method runs."""
+    (ms,) = orm.add_stocks("MS")
+    orm.attach()
+
+    def end_it(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        getattr(session, ends)()
+
+    orm.det.rule("veto", "Stock.e2", action=end_it)
+    s = orm.Session()
+    stock = s.get(orm.model.Stock, ms)
+    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+        stock.set_price(9.0)
+    s.commit()
+    s.close()
+    with orm.Session() as s2:
+        assert s2.get(orm.model.Stock, ms).price == 0.0
+    log = orm.log()
+    assert [o.outcome for o in log if o.occurrence.event == "Stock.set_price:begin"] == [
+        "committed" if ends == "commit" else "aborted"
+    ]
+    assert not [o for o in log if o.occurrence.event == "Stock.set_price:end"]
+
+
+def test_a_rule_on_txn_abort_does_not_take_the_failure_of_the_rule_that_rolled_back(
+    orm: ORM,
+) -> None:
+    """The rollback an action makes runs the rules on ``txn:abort`` inside it;
+    they run as usual, and the failure belongs to the action's rule."""
+    (ms,) = orm.add_stocks("MS")
+    orm.attach()
+    aborted: list[Any] = []
+    orm.det.rule("on_abort", "txn:abort", action=aborted.append)
+
+    def end_it(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        session.rollback()
+
+    orm.det.rule("veto", "Stock.e2", action=end_it)
+    s = orm.Session()
+    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+        s.get(orm.model.Stock, ms).set_price(9.0)
+    s.close()
+    assert len(aborted) == 1
+    statuses = {(f.rule, f.status) for f in orm.firings()}
+    assert ("veto", "failed") in statuses
+    assert ("on_abort", "fired") in statuses
