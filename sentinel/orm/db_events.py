@@ -18,7 +18,9 @@ They are signalled by the ORM layer after each flush of an attached session
 (SQLAlchemy's ``after_flush``: the statements have run, primary keys are known,
 attribute history is still there), in the session's transaction scope: the
 inserts in the order the objects were added, then the updates, then the deletes
-(``session.deleted``, then the rows a ``delete-orphan`` cascade deleted). Only
+(``session.deleted``, then the rows a ``delete-orphan`` cascade deleted); a row
+deleted and inserted again in one flush (one UPDATE) signals its delete before
+the inserts. Only
 the rows the flush wrote signal; statements that bypass the unit of work (ORM
 bulk ``insert``/``update``/``delete``, ``bulk_save_objects``, Core) do not.
 Parameters:
@@ -315,10 +317,13 @@ def _needed(ch: Channel, sels: tuple[Any, ...], ref: Any) -> bool:
 
 def _flushed(
     session: Session, flush_context: Any
-) -> tuple[list[Any], list[Any], list[InstanceState[Any]]]:
-    """The objects the flush described by ``flush_context`` (SQLAlchemy's unit
-    of work, as ``after_flush`` receives it) inserted and updated, in the
-    session's order, and the states of the rows it deleted: those of
+) -> tuple[list[InstanceState[Any]], list[Any], list[Any], list[InstanceState[Any]]]:
+    """What the flush described by ``flush_context`` (SQLAlchemy's unit of
+    work, as ``after_flush`` receives it) wrote, in the order its events are
+    signalled: the states of the rows an insert took over (deleted, then
+    inserted again with the same primary key: SQLAlchemy's "row switch" turns
+    the pair into an UPDATE), the objects inserted and updated, in the
+    session's order, and the states of the rows deleted: those of
     ``session.deleted``, then those deleted by a ``delete-orphan`` cascade,
     which are not in ``session.deleted``.
 
@@ -328,17 +333,20 @@ def _flushed(
     (``listonly``). Without ``flush_context`` the session's collections are
     taken as they are."""
     if flush_context is None:
-        return list(session.new), list(session.dirty), [instance_state(o) for o in session.deleted]
+        deleted = [instance_state(o) for o in session.deleted]
+        return [], list(session.new), list(session.dirty), deleted
     states: dict[InstanceState[Any], tuple[bool, bool]] = flush_context.states
     new = [o for o in session.new if states.get(instance_state(o)) == (False, False)]
     dirty = [o for o in session.dirty if states.get(instance_state(o)) == (False, False)]
     deleted = [instance_state(o) for o in session.deleted]
-    # a deleted state is listonly when an insert of its primary key took its row
-    # over (SQLAlchemy's "row switch"): still the delete of the row it was
     deleted = [st for st in deleted if st in states and states[st][0]]
     seen = set(deleted)
     deleted.extend(st for st, (isdelete, _) in states.items() if isdelete and st not in seen)
-    return new, dirty, deleted
+    # a deleted state left listonly: its row was switched to an insert's object
+    switched = [st for st in deleted if states[st][1]]
+    if switched:
+        deleted = [st for st in deleted if not states[st][1]]
+    return switched, new, dirty, deleted
 
 
 def signal_flush(
@@ -354,7 +362,9 @@ def signal_flush(
     events nobody listens to (and no occurrence listener, such as the log)."""
     always = detector.has_listeners
     notify = detector.notify
-    inserted, updated, deleted = _flushed(session, flush_context)
+    switched, inserted, updated, deleted = _flushed(session, flush_context)
+    if switched:
+        _signal_deletes(detector, plans, switched, scope, always)
     for obj in inserted:
         plan = _plan(plans, detector, type(obj))
         if plan is None:
@@ -425,6 +435,18 @@ def signal_flush(
             scope=scope,
             timestamp=when,
         )
+    _signal_deletes(detector, plans, deleted, scope, always)
+
+
+def _signal_deletes(
+    detector: EventDetector,
+    plans: dict[type, _Plan | None],
+    deleted: list[InstanceState[Any]],
+    scope: Scope,
+    always: bool,
+) -> None:
+    """Signal the delete events of the rows of ``deleted`` (states, in order)."""
+    notify = detector.notify
     for state in deleted:
         # from the state: an orphan's object may be gone (garbage-collected)
         plan = _plan(plans, detector, state.class_)

@@ -257,3 +257,30 @@ def test_objects_the_flush_left_alone_signal_nothing(orm: ORM) -> None:
     assert dict(inserts[1].params["new"])["price"] == 2.0
     assert len(updates) == 1
     assert len(_rows(orm, "stock")) == 2
+
+
+def test_a_row_replaced_in_one_flush_is_deleted_then_inserted(orm: ORM) -> None:
+    """``session.delete(old)`` and ``session.add(new)`` with the same primary
+    key in one flush: SQLAlchemy turns them into one UPDATE of the row (its
+    "row switch"). The events, applied in order to the rows as they were, give
+    the table as it is: the old row's delete comes before the new one's insert."""
+    Stock = orm.model.Stock
+    ids = orm.add_stocks("IBM", "DEC")
+    orm.attach()
+    events: list[Any] = []
+    orm.det.rule("all", "Stock:insert | Stock:update | Stock:delete", action=events.append)
+    rows = {i: name for i, name in zip(ids, ("IBM", "DEC"), strict=True)}
+    with orm.Session.begin() as s:
+        s.delete(s.get(Stock, ids[0]))
+        s.add(Stock(id=ids[0], name="I.B.M."))
+        s.add(Stock(id=ids[1] + 10, name="MS"))
+    for occ in events:
+        (key,) = occ.source.key
+        if occ.event == "Stock:delete":
+            del rows[key]
+        else:
+            rows[key] = occ.params["new"].get("name", rows.get(key))
+    with orm.engine.connect() as conn:
+        table = dict(conn.execute(sa.text("SELECT id, name FROM stock")).all())
+    assert rows == table
+    assert [o.event for o in events] == ["Stock:delete", "Stock:insert", "Stock:insert"]
