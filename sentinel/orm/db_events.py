@@ -20,9 +20,9 @@ attribute history is still there), in the session's transaction scope: the
 inserts in the order the objects were added, then the updates, then the deletes
 (``session.deleted``, then the rows a ``delete-orphan`` cascade deleted); a row
 deleted and inserted again in one flush (one UPDATE) signals its delete before
-the inserts. Only
-the rows the flush wrote signal; statements that bypass the unit of work (ORM
-bulk ``insert``/``update``/``delete``, ``bulk_save_objects``, Core) do not.
+the inserts. Only the rows the flush wrote signal; statements that bypass the
+unit of work (ORM bulk ``insert``/``update``/``delete``, ``bulk_save_objects``,
+Core) do not.
 Parameters:
 
 ``insert``
