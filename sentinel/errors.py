@@ -314,16 +314,22 @@ class DetachedActionError(RuleDefinitionError):
 
 
 class RollbackOnlyError(SentinelError):
-    """A commit refused because a rule failed earlier in the transaction.
+    """A commit refused because a rule failed earlier in the transaction, or
+    because the transaction changed after its deferred rules ran.
 
     A failing immediate rule marks its transaction (or the savepoint it ran in)
     for rollback; the exception reached the code that signalled the event. If the
     application goes on and commits anyway, the commit raises this error and the
     transaction is rolled back. ``rule`` names the rule that failed; its
     :class:`RuleError` is ``__cause__``.
+
+    Likewise when a commit attempt failed after the deferred rules ran (a later
+    ``before_commit`` listener raised, and SQLAlchemy left the transaction open)
+    and the application then changed something: the deferred rules cannot see
+    it, so the transaction may not commit. ``rule`` is then empty.
     """
 
-    def __init__(self, message: str, *, rule: str) -> None:
+    def __init__(self, message: str, *, rule: str = "") -> None:
         self.rule = rule
         super().__init__(message)
 

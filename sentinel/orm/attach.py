@@ -55,7 +55,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
 from sentinel.bitemporal import Expired, bitemporal
-from sentinel.errors import AttachError, SentinelError
+from sentinel.errors import AttachError, RuleError, ScopeError, SentinelError
 from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
 from sentinel.log.signing import OutboxSigner, key_from_env
@@ -179,6 +179,9 @@ class _Integration:
         self._listening = False
         #: Some attachment records rule runs whose condition was false.
         self.log_condition_false = False
+        #: Scope ids of transactions a rule's action ended (rolled back,
+        #: committed, closed) while it ran: its run fails (see :meth:`observe`).
+        self.ended_in_rule: set[Any] = set()
         self._previous_executor: Any = None
 
     # installation ---------------------------------------------------------------------
@@ -253,6 +256,8 @@ class _Integration:
                 return None
         if st.attachment.detector is not self.detector:
             return None
+        if st.pre_committed:
+            PreCommit.note_change(st)
         return st.scope
 
     def on_occurrence(self, occ: Occurrence) -> None:
@@ -320,7 +325,12 @@ class _Integration:
 
     def observe(self, rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
         """The scheduler's rule observer: buffer the firing; a failure dooms the
-        transaction it happened in."""
+        transaction it happened in. A rule run that ended its own transaction
+        fails (raises :class:`~sentinel.errors.RuleError`)."""
+        if self.ended_in_rule:
+            error = self._ended_by(rule, occ, error)
+            if error is not None:
+                status = "failed"
         if status == "condition_false" and not self.log_condition_false:
             return  # the common case of a guard rule: one comparison
         try:
@@ -341,6 +351,32 @@ class _Integration:
                 st.doom(rule.name, error)
         elif att.sink is not None:
             att.sink.add_late(("firing", firing_of((rule, occ, status, error, self.now()))))
+        if status == "failed" and getattr(error, "ended_transaction", False):
+            raise error  # type: ignore[misc]
+
+    def _ended_by(self, rule: Rule, occ: Any, error: BaseException | None) -> Any:
+        """The error of a rule run whose transaction ended while it ran (its
+        action called ``rollback()``, ``commit()`` or ``close()`` on the session),
+        or ``None``: the call that triggered the rule would otherwise go on in
+        the session's next transaction, unnoticed."""
+        try:
+            scope = occ.scope
+        except Exception:  # pragma: no cover - an occurrence without constituents
+            return None
+        if scope not in self.ended_in_rule:
+            return None
+        self.ended_in_rule.discard(scope)
+        if error is not None:
+            return None  # it failed anyway: that error says more
+        cause = ScopeError(
+            "its action ended the transaction it ran in (session.rollback(), commit() "
+            "or close()); the call that triggered it would go on in the session's next "
+            "transaction. To abort the transaction, raise an exception in the action"
+        )
+        err = RuleError(rule.name, "action", cause)
+        err.__cause__ = cause
+        err.ended_transaction = True  # type: ignore[attr-defined]
+        return err
 
     def execute_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """The detector's detached executor: after a transaction ended (or at
@@ -649,7 +685,9 @@ class Attachment:
         integ = _INTEGRATIONS.get(self.detector)
         if integ is None:  # pragma: no cover - detached meanwhile
             return
-        signal_flush(self.detector, integ.plans, session, st.scope)
+        if st.pre_committed:
+            PreCommit.note_change(st)
+        signal_flush(self.detector, integ.plans, session, st.scope, flush_context)
 
     def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
         st = session.info.get(KEY)
@@ -727,6 +765,8 @@ class Attachment:
             return
         if transaction.parent is not None or st.transaction is not transaction:
             return
+        # a rule triggered in this transaction is running: its action ends it
+        in_rule = st.scope is not None and st.scope.depth > 0
         session.info.pop(KEY, None)
         try:
             if not st.committed:
@@ -734,6 +774,10 @@ class Attachment:
         finally:
             unregister(st)
             st.ended = True
+            if in_rule:  # after the rules on txn:abort: the running rule's run fails
+                integ = _INTEGRATIONS.get(self.detector)
+                if integ is not None:
+                    integ.ended_in_rule.add(st.scope_id)
         sink = self.sink
         if sink is not None and sink.late and sink.late_due():
             try:

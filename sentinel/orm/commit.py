@@ -83,9 +83,11 @@ class PreCommit:
         st.commit_seen = True
         try:
             self.refuse_if_doomed(st)
+            if st.pre_committed:  # a failed attempt ran it already
+                self.refuse_if_changed(session, st)
             if st.savepoints or not is_clean(session):
                 return
-            if st.pre_committed:  # a failed attempt ran it already
+            if st.pre_committed:
                 self.write(session, st)
             else:
                 self.run(session, st)
@@ -193,6 +195,28 @@ class PreCommit:
             "reject inside session.begin_nested())",
             rule=rule,
         ) from error
+
+    @staticmethod
+    def refuse_if_changed(session: Session, st: TxnState) -> None:
+        """A commit retried after an attempt that failed once the deferred rules
+        had run: refused if the transaction changed since (they cannot run
+        again, and would not see the change)."""
+        if not st.changed_after_pre_commit and is_clean(session):
+            return
+        raise RollbackOnlyError(
+            "the transaction cannot commit: an earlier commit attempt failed after its "
+            "deferred rules ran (a before_commit listener raised), and the transaction "
+            "changed since, which they cannot see; it has been rolled back (roll back "
+            "after a failed commit, or retry it unchanged)"
+        )
+
+    @staticmethod
+    def note_change(st: TxnState) -> None:
+        """Something happens in ``st``'s transaction (a flush, a method event):
+        if that is after its pre-commit step and outside a commit, remember it
+        (see :meth:`refuse_if_changed`)."""
+        if st.pre_committed and not in_commit(st.transaction):
+            st.changed_after_pre_commit = True
 
     def outbox_entries(self, st: TxnState) -> tuple[list[OutboxEntry], list[Firing]]:
         """Outbox entries (and pending firings) for the detached rules triggered

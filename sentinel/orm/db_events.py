@@ -17,7 +17,12 @@ reactive layer's scheme (``docs/reactive.md``):
 They are signalled by the ORM layer after each flush of an attached session
 (SQLAlchemy's ``after_flush``: the statements have run, primary keys are known,
 attribute history is still there), in the session's transaction scope: the
-inserts in the order the objects were added, then the updates, then the deletes.
+inserts in the order the objects were added, then the updates, then the deletes
+(``session.deleted``, then the rows a ``delete-orphan`` cascade deleted); a row
+deleted and inserted again in one flush (one UPDATE) signals its delete before
+the inserts. Only the rows the flush wrote signal; statements that bypass the
+unit of work (ORM bulk ``insert``/``update``/``delete``, ``bulk_save_objects``,
+Core) do not.
 Parameters:
 
 ``insert``
@@ -56,7 +61,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapper, PassiveFlag
+from sqlalchemy.orm import InstanceState, Mapper, PassiveFlag
 from sqlalchemy.orm.attributes import get_history, instance_state
 
 from sentinel.algebra.expressions import Primitive
@@ -310,18 +315,57 @@ def _needed(ch: Channel, sels: tuple[Any, ...], ref: Any) -> bool:
     return ref in sel or any(s in sel for s in sels)
 
 
+def _flushed(
+    session: Session, flush_context: Any
+) -> tuple[list[InstanceState[Any]], list[Any], list[Any], list[InstanceState[Any]]]:
+    """What the flush described by ``flush_context`` (SQLAlchemy's unit of
+    work, as ``after_flush`` receives it) wrote, in the order its events are
+    signalled: the states of the rows an insert took over (deleted, then
+    inserted again with the same primary key: SQLAlchemy's "row switch" turns
+    the pair into an UPDATE), the objects inserted and updated, in the
+    session's order, and the states of the rows deleted: those of
+    ``session.deleted``, then those deleted by a ``delete-orphan`` cascade,
+    which are not in ``session.deleted``.
+
+    Only what the flush wrote: an object it left alone (``session.flush(objects)``
+    leaves out the others; an object added by an ``after_flush`` listener waits
+    for the next flush) is not in its unit of work, or only as a related object
+    (``listonly``). Without ``flush_context`` the session's collections are
+    taken as they are."""
+    if flush_context is None:
+        deleted = [instance_state(o) for o in session.deleted]
+        return [], list(session.new), list(session.dirty), deleted
+    states: dict[InstanceState[Any], tuple[bool, bool]] = flush_context.states
+    new = [o for o in session.new if states.get(instance_state(o)) == (False, False)]
+    dirty = [o for o in session.dirty if states.get(instance_state(o)) == (False, False)]
+    deleted = [instance_state(o) for o in session.deleted]
+    deleted = [st for st in deleted if st in states and states[st][0]]
+    seen = set(deleted)
+    deleted.extend(st for st, (isdelete, _) in states.items() if isdelete and st not in seen)
+    # a deleted state left listonly: its row was switched to an insert's object
+    switched = [st for st in deleted if states[st][1]]
+    if switched:
+        deleted = [st for st in deleted if not states[st][1]]
+    return switched, new, dirty, deleted
+
+
 def signal_flush(
     detector: EventDetector,
     plans: dict[type, _Plan | None],
     session: Session,
     scope: Scope,
+    flush_context: Any = None,
 ) -> None:
     """Signal the database events of the flush that just ran in ``session`` (call
-    from ``after_flush``), in ``scope``. Nothing is computed for a class whose
+    from ``after_flush`` with its ``flush_context``), in ``scope``: of the rows
+    it wrote (see :func:`_flushed`). Nothing is computed for a class whose
     events nobody listens to (and no occurrence listener, such as the log)."""
     always = detector.has_listeners
     notify = detector.notify
-    for obj in list(session.new):
+    switched, inserted, updated, deleted = _flushed(session, flush_context)
+    if switched:
+        _signal_deletes(detector, plans, switched, scope, always)
+    for obj in inserted:
         plan = _plan(plans, detector, type(obj))
         if plan is None:
             continue
@@ -342,7 +386,7 @@ def signal_flush(
             scope=scope,
             timestamp=_when(plan, new, event),
         )
-    for obj in list(session.dirty):
+    for obj in updated:
         plan = _plan(plans, detector, type(obj))
         if plan is None:
             continue
@@ -391,18 +435,34 @@ def signal_flush(
             scope=scope,
             timestamp=when,
         )
-    for obj in list(session.deleted):
-        plan = _plan(plans, detector, type(obj))
+    _signal_deletes(detector, plans, deleted, scope, always)
+
+
+def _signal_deletes(
+    detector: EventDetector,
+    plans: dict[type, _Plan | None],
+    deleted: list[InstanceState[Any]],
+    scope: Scope,
+    always: bool,
+) -> None:
+    """Signal the delete events of the rows of ``deleted`` (states, in order)."""
+    notify = detector.notify
+    for state in deleted:
+        # from the state: an orphan's object may be gone (garbage-collected)
+        plan = _plan(plans, detector, state.class_)
         if plan is None:
             continue
         ch = plan.channels["delete"]
         if not (always or ch.any or ch.selected):
             continue
-        ref = object_ref(obj)
+        ident = state.identity
+        if ident is None:  # pragma: no cover - a deleted row has its identity
+            continue
+        ref = ObjectRef(plan.name, tuple(ident))
         if not (always or _needed(ch, plan.selectors, ref)):
             continue
         event = f"{plan.name}:delete"
-        state_dict = instance_state(obj).dict
+        state_dict = state.dict
         old = {k: _value(state_dict[k], event, f"old.{k}") for k in plan.keys if k in state_dict}
         notify(
             ch,

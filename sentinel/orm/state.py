@@ -136,6 +136,10 @@ class TxnState:
     #: The deferred rules are running (``txn:pre_commit``).
     pre_committing: bool = False
     pre_committed: bool = False
+    #: Something happened in the transaction after its pre-commit step and
+    #: outside a commit (a commit attempt failed after the step and the
+    #: application went on): the deferred rules cannot see it.
+    changed_after_pre_commit: bool = False
     #: The engines the transaction holds a connection to, in order of first use.
     engines: list[Any] = field(default_factory=list)
     #: Outbox entries of independent detached rules of an aborted transaction

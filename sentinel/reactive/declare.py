@@ -178,6 +178,7 @@ class _Declared:
         # and leave the declaration for Reactive.__init_subclass__ (which runs
         # after every __set_name__ of the class body).
         type.__setattr__(owner, name, self.func)
+        _reroute_sqlalchemy_hooks(owner, name, self.func)
         pending(owner)[name] = self.declaration
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -191,6 +192,34 @@ class _Declared:
 
     def __repr__(self) -> str:
         return f"<@event {self.declaration.phases} {self.func!r}>"
+
+
+#: What SQLAlchemy's ``@validates`` and ``@reconstructor`` mark a function with.
+_SA_HOOKS = ("__sa_validators__", "__sa_validation_opts__", "__sa_reconstructor__")
+
+
+def _reroute_sqlalchemy_hooks(owner: type, name: str, func: Any) -> None:
+    """An event method that is also a SQLAlchemy validator or reconstructor:
+    SQLAlchemy calls the function it finds when it maps the class, by itself,
+    on every attribute set or load, never through the class attribute where
+    sentinel puts the method's wrapper while something listens. So the marks
+    move to a function of their own, ``_sentinel_sa_<name>``, that SQLAlchemy
+    finds instead, and which calls the method through the object: those calls
+    signal like any other call (and cost one more call while nothing listens).
+    Called before the class is mapped (``__set_name__`` runs first)."""
+    attrs = getattr(func, "__dict__", None)
+    if not attrs or not any(a in attrs for a in _SA_HOOKS):
+        return
+    hooks = {a: attrs.pop(a) for a in _SA_HOOKS if a in attrs}
+
+    def through_the_object(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self, name)(*args, **kwargs)
+
+    alias = f"_sentinel_sa_{name}"
+    through_the_object.__name__ = alias
+    through_the_object.__qualname__ = f"{owner.__qualname__}.{alias}"
+    through_the_object.__dict__.update(hooks)
+    type.__setattr__(owner, alias, through_the_object)
 
 
 def _function_of(obj: Any) -> Any:

@@ -286,3 +286,139 @@ def test_a_failing_deferred_rule_in_a_begin_block(orm: ORM) -> None:
         s.get(orm.model.Stock, ms).sell_stock(5)
     with orm.Session() as s:
         assert s.get(orm.model.Stock, ms).qty == 0
+
+
+class _Veto:
+    """A ``before_commit`` listener on a session (so after sentinel's) that
+    vetoes the first commit attempt, as an application's validation does."""
+
+    def __init__(self) -> None:
+        self.vetoed = 0
+
+    def __call__(self, session: Any) -> None:
+        if not self.vetoed:
+            self.vetoed += 1
+            raise ValueError("not now")
+
+
+@pytest.mark.parametrize("change", ["attribute", "flushed", "method"])
+def test_a_transaction_changed_after_its_deferred_rules_ran_cannot_commit(
+    orm: ORM, change: str
+) -> None:
+    """A ``before_commit`` listener after sentinel's raises once its deferred
+    rules ran (the session was clean: they ran in sentinel's listener), and
+    SQLAlchemy leaves the transaction open. Whatever changes after that, the
+    deferred rules can no longer see: the next commit refuses, and rolls
+    everything back, rather than commit changes the rules never saw."""
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("audit", "Stock.e2", action=_writes_effect("audit", runs), coupling="deferred")
+    orm.det.rule("audit_rows", "Stock:update", action=runs.append, coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    s = orm.Session()
+    veto = _Veto()
+    sa.event.listen(s, "before_commit", veto)
+    stock = s.get(orm.model.Stock, ms)
+    stock.set_price(5.0)
+    s.flush()
+    with pytest.raises(ValueError, match="not now"):
+        s.commit()
+    assert len(runs) == 2  # the deferred rules ran, then the listener vetoed
+    assert s.in_transaction()  # SQLAlchemy left the transaction open
+    if change == "attribute":
+        stock.qty = 99
+    elif change == "flushed":
+        stock.qty = 99
+        s.flush()
+    else:
+        stock.set_price(6.0)
+    with pytest.raises(RollbackOnlyError, match="deferred rules"):
+        s.commit()
+    s.rollback()
+    s.close()
+    with orm.Session() as s2:
+        stock = s2.get(orm.model.Stock, ms)
+        assert (stock.qty, stock.price) == (0, 0.0)
+    assert orm.effects() == []
+    log = orm.log()
+    setup = log[0].occurrence.scope  # add_stocks's transaction
+    assert {o.outcome for o in log if o.occurrence.scope != setup} == {"aborted"}
+
+
+def test_a_commit_retried_unchanged_after_a_veto_commits(orm: ORM) -> None:
+    """The same veto, and the commit retried with nothing changed: the
+    deferred rules saw everything, so it commits (their work included, once)."""
+    orm.attach()
+    runs: list[Any] = []
+    orm.det.rule("audit", "Stock.e2", action=_writes_effect("audit", runs), coupling="deferred")
+    (ms,) = orm.add_stocks("MS")
+    s = orm.Session()
+    sa.event.listen(s, "before_commit", _Veto())
+    s.get(orm.model.Stock, ms).set_price(5.0)
+    s.flush()
+    with pytest.raises(ValueError, match="not now"):
+        s.commit()
+    s.commit()
+    s.close()
+    assert len(runs) == 1
+    with orm.Session() as s2:
+        assert s2.get(orm.model.Stock, ms).price == 5.0
+    assert [r[0] for r in orm.effects()] == ["audit"]
+
+
+@pytest.mark.parametrize("ends", ["rollback", "commit", "close"])
+def test_an_immediate_action_that_ends_its_own_transaction_fails_the_call(
+    orm: ORM, ends: str
+) -> None:
+    """An action that rolls back (or commits, or closes) the session of the
+    transaction it runs in: the call that triggered it would go on in the
+    session's next transaction, and its change commit with that one. The call
+    fails instead, naming the rule, before the method runs."""
+    (ms,) = orm.add_stocks("MS")
+    orm.attach()
+
+    def end_it(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        getattr(session, ends)()
+
+    orm.det.rule("veto", "Stock.e2", action=end_it)
+    s = orm.Session()
+    stock = s.get(orm.model.Stock, ms)
+    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+        stock.set_price(9.0)
+    s.commit()
+    s.close()
+    with orm.Session() as s2:
+        assert s2.get(orm.model.Stock, ms).price == 0.0
+    log = orm.log()
+    assert [o.outcome for o in log if o.occurrence.event == "Stock.set_price:begin"] == [
+        "committed" if ends == "commit" else "aborted"
+    ]
+    assert not [o for o in log if o.occurrence.event == "Stock.set_price:end"]
+
+
+def test_a_rule_on_txn_abort_does_not_take_the_failure_of_the_rule_that_rolled_back(
+    orm: ORM,
+) -> None:
+    """The rollback an action makes runs the rules on ``txn:abort`` inside it;
+    they run as usual, and the failure belongs to the action's rule."""
+    (ms,) = orm.add_stocks("MS")
+    orm.attach()
+    aborted: list[Any] = []
+    orm.det.rule("on_abort", "txn:abort", action=aborted.append)
+
+    def end_it(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        session.rollback()
+
+    orm.det.rule("veto", "Stock.e2", action=end_it)
+    s = orm.Session()
+    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+        s.get(orm.model.Stock, ms).set_price(9.0)
+    s.close()
+    assert len(aborted) == 1
+    statuses = {(f.rule, f.status) for f in orm.firings()}
+    assert ("veto", "failed") in statuses
+    assert ("on_abort", "fired") in statuses

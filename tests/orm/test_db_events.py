@@ -7,8 +7,10 @@ import importlib
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from sentinel import ObjectRef, on
+from sentinel import LocalEventDetector, ObjectRef, Reactive, on
 from sentinel.errors import ReactiveError, UnknownEventError
 from sentinel.orm import db_events
 
@@ -166,3 +168,119 @@ def test_nobody_listening_costs_no_event(orm: ORM, monkeypatch: pytest.MonkeyPat
         s.get(orm.model.Stock, ibm).price = 3.0
     assert len(refs) == 1
     assert [dict(u.params["new"]) for u in updates] == [{"price": 3.0}]
+
+
+def _order_model(orm: ORM) -> tuple[Any, Any, Any]:
+    """Orders whose lines are deleted as orphans (``delete-orphan``), with
+    their own detector: ``(Order, Line, Session)``."""
+    det = LocalEventDetector()
+
+    class Base(Reactive, DeclarativeBase, detector=det):
+        pass
+
+    class Order(Base):
+        __tablename__ = "orders"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        lines = relationship("Line", cascade="all, delete-orphan", back_populates="order")
+
+    class Line(Base):
+        __tablename__ = "order_line"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        order_id: Mapped[int] = mapped_column(sa.ForeignKey("orders.id"))
+        qty: Mapped[int] = mapped_column(default=0)
+        order = relationship(Order, back_populates="lines")
+
+    Base.metadata.create_all(orm.engine)
+    orm.det = det
+    return Order, Line, orm.Session
+
+
+def _rows(orm: ORM, table: str) -> set[int]:
+    with orm.engine.connect() as conn:
+        return {r[0] for r in conn.execute(sa.text(f"SELECT id FROM {table}"))}
+
+
+def test_an_orphan_deleted_by_its_cascade_signals_its_delete(orm: ORM) -> None:
+    """``delete-orphan``: a line removed from its order's collection is deleted
+    by the flush without being in ``session.deleted``; its row's delete is an
+    event all the same (and no update of a row that is gone)."""
+    Order, Line, Session = _order_model(orm)
+    with Session.begin() as s:
+        s.add(Order(id=1, lines=[Line(id=1, qty=5), Line(id=2), Line(id=3)]))
+    orm.attach()
+    deletes = _seen(orm, "d", "Line:delete")
+    updates = _seen(orm, "u", "Line:update")
+    with Session.begin() as s:
+        order = s.get(Order, 1)
+        first = order.lines[0]
+        order.lines.remove(first)
+        first.qty = 7  # changed, then deleted as an orphan in the same flush
+        order.lines[1].qty = 9
+    gone = {1, 2, 3} - _rows(orm, "order_line")
+    assert gone == {1}
+    assert [(d.source, dict(d.params["old"])) for d in deletes] == [
+        (ObjectRef("Line", (1,)), {"id": 1, "order_id": 1, "qty": 7})
+    ]
+    assert [u.source for u in updates] == [ObjectRef("Line", (3,))]
+    with Session.begin() as s:
+        order = s.get(Order, 1)
+        order.lines.clear()
+    assert {1, 2, 3} - _rows(orm, "order_line") == {1, 2, 3}
+    assert sorted(d.source.key for d in deletes) == [(1,), (2,), (3,)]
+
+
+def test_objects_the_flush_left_alone_signal_nothing(orm: ORM) -> None:
+    """Only what a flush wrote signals: ``session.flush([a])`` (SQLAlchemy's
+    deprecated subset flush) inserts ``a`` alone; ``b`` is inserted, and
+    signalled, by the next flush, once."""
+    import warnings
+
+    orm.attach()
+    Stock = orm.model.Stock
+    inserts = _seen(orm, "i", "Stock:insert")
+    updates = _seen(orm, "u", "Stock:update")
+    with orm.Session.begin() as s:
+        a, b = Stock(name="a"), Stock(name="b")
+        s.add_all([a, b])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the objects argument is deprecated
+            s.flush([a])
+        assert [i.source for i in inserts] == [ObjectRef("Stock", (a.id,))]
+        a.price = b.price = 2.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s.flush([a])
+        assert [u.source for u in updates] == [ObjectRef("Stock", (a.id,))]
+        s.flush()
+        ids = a.id, b.id
+    assert [i.source for i in inserts] == [ObjectRef("Stock", (i,)) for i in ids]
+    assert dict(inserts[1].params["new"])["price"] == 2.0
+    assert len(updates) == 1
+    assert len(_rows(orm, "stock")) == 2
+
+
+def test_a_row_replaced_in_one_flush_is_deleted_then_inserted(orm: ORM) -> None:
+    """``session.delete(old)`` and ``session.add(new)`` with the same primary
+    key in one flush: SQLAlchemy turns them into one UPDATE of the row (its
+    "row switch"). The events, applied in order to the rows as they were, give
+    the table as it is: the old row's delete comes before the new one's insert."""
+    Stock = orm.model.Stock
+    ids = orm.add_stocks("IBM", "DEC")
+    orm.attach()
+    events: list[Any] = []
+    orm.det.rule("all", "Stock:insert | Stock:update | Stock:delete", action=events.append)
+    rows = {i: name for i, name in zip(ids, ("IBM", "DEC"), strict=True)}
+    with orm.Session.begin() as s:
+        s.delete(s.get(Stock, ids[0]))
+        s.add(Stock(id=ids[0], name="I.B.M."))
+        s.add(Stock(id=ids[1] + 10, name="MS"))
+    for occ in events:
+        (key,) = occ.source.key
+        if occ.event == "Stock:delete":
+            del rows[key]
+        else:
+            rows[key] = occ.params["new"].get("name", rows.get(key))
+    with orm.engine.connect() as conn:
+        table = dict(conn.execute(sa.text("SELECT id, name FROM stock")).all())
+    assert rows == table
+    assert [o.event for o in events] == ["Stock:delete", "Stock:insert", "Stock:insert"]

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from sqlalchemy import ForeignKey, String, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    mapped_column,
+    reconstructor,
+    relationship,
+    validates,
+)
 
 from sentinel import LocalEventDetector, ObjectRef, Reactive, event, object_ref, on
 from sentinel.reactive import set_scope_hook
@@ -183,3 +191,61 @@ def test_scope_hook(model: Any, det: LocalEventDetector) -> None:
         set_scope_hook(det, None)
     s.set_price(2.0)
     assert got[1].scope == det.process_scope.id
+
+
+def test_validators_and_reconstructors_signal_when_sqlalchemy_calls_them(
+    det: LocalEventDetector,
+) -> None:
+    """``@event`` above ``@validates`` / ``@reconstructor``: SQLAlchemy calls the
+    function it found when it mapped the class (on an attribute set, on a load),
+    and those calls signal as the method's own calls do, while something
+    listens, and cost nothing extra while nothing does."""
+
+    class Base(Reactive, DeclarativeBase, detector=det):
+        pass
+
+    class Item(Base):
+        __tablename__ = "item"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        price: Mapped[float] = mapped_column(default=0.0)
+
+        @event(end="checked")
+        @validates("price")
+        def check_price(self, key: str, value: float) -> float:
+            if value < 0:
+                raise ValueError("negative")
+            return value
+
+        @event(end="loaded")
+        @reconstructor
+        def on_load(self) -> None:
+            self.seen = True
+
+    class Gadget(Item):
+        pass
+
+    unlistened = Item(price=1.0)
+    assert unlistened.price == 1.0
+    checked = fired(det, "v", "Item.checked")
+    loaded_events = fired(det, "l", "Item.loaded")
+    item = Item(price=3.0)
+    item.price = 4.0
+    item.check_price("price", 5.0)  # a direct call, as before
+    Gadget(price=6.0)
+    with pytest.raises(ValueError, match="negative"):
+        item.price = -1.0
+    assert [(o.params["value"], o.params["result"]) for o in checked] == [
+        (3.0, 3.0),
+        (4.0, 4.0),
+        (5.0, 5.0),
+        (6.0, 6.0),
+    ]
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as s:
+        s.add(Item(id=1, price=2.0))
+        s.commit()
+    with Session(engine) as s:
+        loaded = s.get(Item, 1)
+        assert loaded is not None and loaded.seen
+    assert [o.source for o in loaded_events] == [ObjectRef("Item", (1,))]
