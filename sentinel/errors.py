@@ -204,6 +204,22 @@ class LogWriteError(EventLogError):
         super().__init__(message)
 
 
+class LogRowError(EventLogError, ValueError):
+    """A row of a log table that does not hold what sentinel writes there (a row
+    written or changed by hand, a damaged database): a value of the wrong type,
+    JSON that is not the expected structure, an unknown outcome.
+
+    ``table`` names the table, ``row_id`` the row's ``id``, ``column`` the first
+    column found wrong.
+    """
+
+    def __init__(self, message: str, *, table: str, row_id: object, column: str) -> None:
+        self.table = table
+        self.row_id = row_id
+        self.column = column
+        super().__init__(message)
+
+
 class LogConfigError(EventLogError, ValueError):
     """A log configuration that cannot be used as given (a bad table-name prefix,
     a malformed parameter policy)."""

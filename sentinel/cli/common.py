@@ -42,7 +42,8 @@ def errors(fn: F) -> F:
             feature = "this database URL" if extra in ("postgresql", "mysql") else "this command"
             missing = MissingExtraError(feature, extra, err.name)
             raise click.ClickException(str(missing)) from err
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as err:
+        except (sqlalchemy.exc.DatabaseError, sqlalchemy.exc.InterfaceError) as err:
+            # unreachable, refused, or not a database at all (a file that is not SQLite)
             orig = getattr(err, "orig", None) or err
             raise click.ClickException(f"cannot use the database: {orig}") from err
         except sqlalchemy.exc.ArgumentError as err:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
@@ -27,10 +30,12 @@ def upgrade(url: str, schema: str | None, prefix: str, revision: str, sql: bool)
     """Upgrade the log tables to REVISION (default: head, the newest)."""
     from sentinel.log import migrate
 
-    before = None if sql else migrate.current(url, schema=schema, prefix=prefix)
-    migrate.upgrade(
-        url, revision, schema=schema, prefix=prefix, sql=sql, stdout=sys.stdout if sql else None
-    )
+    _known(revision)
+    before = None if sql else _current(url, schema, prefix)
+    with _alembic_errors(revision):
+        migrate.upgrade(
+            url, revision, schema=schema, prefix=prefix, sql=sql, stdout=sys.stdout if sql else None
+        )
     if not sql:
         after = migrate.current(url, schema=schema, prefix=prefix)
         if before == after:
@@ -51,18 +56,69 @@ def downgrade(
     """Downgrade the log tables to REVISION ("base" drops them, with every row)."""
     from sentinel.log import migrate
 
+    _known(revision)
+    before = None if sql else _current(url, schema, prefix)
     if not sql and not yes:
         click.confirm(
             f"Downgrading to {revision} may drop log tables and their rows. Continue?",
             abort=True,
         )
-    before = None if sql else migrate.current(url, schema=schema, prefix=prefix)
-    migrate.downgrade(
-        url, revision, schema=schema, prefix=prefix, sql=sql, stdout=sys.stdout if sql else None
-    )
+    with _alembic_errors(revision):
+        migrate.downgrade(
+            url, revision, schema=schema, prefix=prefix, sql=sql, stdout=sys.stdout if sql else None
+        )
     if not sql:
         after = migrate.current(url, schema=schema, prefix=prefix)
         click.echo(f"sentinel log tables downgraded: {before or 'base'} -> {after or 'base'}")
+
+
+def _revisions() -> str:
+    from sentinel.log.tables import SCHEMA_REVISIONS
+
+    return ", ".join(SCHEMA_REVISIONS)
+
+
+def _known(revision: str) -> None:
+    """Refuse a target revision that is none of sentinel's (nor ``head``,
+    ``base`` or a relative step such as ``-1``) before anything runs."""
+    from sentinel.log.tables import SCHEMA_REVISIONS
+
+    if ":" in revision or revision in (*SCHEMA_REVISIONS, "head", "heads", "base"):
+        return
+    if re.fullmatch(r"(\w+)?[+-]\d+", revision):
+        return
+    raise click.ClickException(
+        f"unknown revision {revision!r}: sentinel's revisions are {_revisions()} "
+        "(or head; base to drop the tables)"
+    )
+
+
+def _current(url: str, schema: str | None, prefix: str) -> str | None:
+    """The tables' revision; a revision this sentinel does not know (a newer
+    sentinel migrated them) is an error: it cannot migrate from there."""
+    from sentinel.log import migrate
+    from sentinel.log.tables import SCHEMA_REVISIONS
+
+    rev = migrate.current(url, schema=schema, prefix=prefix)
+    if rev is not None and rev not in SCHEMA_REVISIONS:
+        raise click.ClickException(
+            f"the log tables are at schema revision {rev!r}, which this sentinel does not "
+            f"know (it knows {_revisions()}); upgrade sentinel, or migrate with the "
+            "sentinel that wrote that revision"
+        )
+    return rev
+
+
+@contextmanager
+def _alembic_errors(revision: str) -> Iterator[None]:
+    from alembic.util import CommandError
+
+    try:
+        yield
+    except CommandError as err:
+        raise click.ClickException(
+            f"cannot migrate to {revision!r}: {err} (sentinel's revisions are {_revisions()})"
+        ) from err
 
 
 @db.command()

@@ -32,6 +32,8 @@ This module imports alembic; ``sentinel.log`` does not import it.
 from __future__ import annotations
 
 import io
+import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -162,7 +164,43 @@ def _outer_alembic_context() -> Iterator[MigrationContext | None]:
             outer_op._install_proxy()
 
 
+#: Alembic keeps the running migration's context in module-level proxies, which
+#: :func:`_outer_alembic_context` swaps: one migration run at a time per process.
+_RUNNING = threading.RLock()
+
+
+def _serialize(conn: Connection, schema: str | None, prefix: str) -> None:
+    """Make a migration of these tables wait until any other one (another
+    process's) has committed, so that it finds them where that one left them.
+    PostgreSQL: an advisory lock held until this transaction ends. SQLite: the
+    database's write lock, taken now (``BEGIN IMMEDIATE``; Python's sqlite3
+    would run each DDL statement in a transaction of its own), which also makes
+    the migration one transaction. MariaDB/MySQL commit each DDL statement, so
+    there is nothing to hold a lock across."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        key = zlib.crc32(f"sentinel migrations {schema or ''}.{prefix}".encode())
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    elif name == "sqlite" and conn.dialect.driver == "pysqlite":
+        driver: Any = conn.connection.driver_connection
+        if not driver.in_transaction and driver.isolation_level is not None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def _run(
+    fn: Any,
+    bind: Bind,
+    revision: str,
+    schema: str | None,
+    prefix: str,
+    sql: bool,
+    stdout: TextIO | None,
+) -> None:
+    with _RUNNING:
+        _run_alone(fn, bind, revision, schema, prefix, sql, stdout)
+
+
+def _run_alone(
     fn: Any,
     bind: Bind,
     revision: str,
@@ -178,6 +216,7 @@ def _run(
             fn(cfg, revision, sql=True)
         return
     with _connection(bind) as conn:
+        _serialize(conn, schema, prefix)
         cfg = alembic_config(schema=schema, prefix=prefix, stdout=stdout or io.StringIO())
         cfg.attributes["connection"] = conn
         with _outer_alembic_context() as outer:

@@ -18,6 +18,7 @@ sources), paired with their transaction's outcome.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,12 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sentinel.errors import LogConfigError, LogConnectionError, LogTablesMissingError
+from sentinel.errors import (
+    LogConfigError,
+    LogConnectionError,
+    LogRowError,
+    LogTablesMissingError,
+)
 from sentinel.log.records import Firing, LoggedOccurrence, OutboxEntry, source_ref
 from sentinel.log.schema import check_schema
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION, LogTables, log_tables
@@ -204,7 +210,7 @@ class LogReader:
                 c.detected_ts,
                 c.source_class,
                 c.source_key,
-                c.params,
+                sa.type_coerce(c.params, sa.Text).label("params"),
                 c.scope,
                 c.outcome,
                 c.savepoint,
@@ -224,7 +230,8 @@ class LogReader:
                 rows = conn.execute(q).all()
             if not rows:
                 return
-            yield [_logged(r) for r in rows]
+            table = ev.name
+            yield [_logged(r, table) for r in rows]
             if len(rows) < size:
                 return
             tail = rows[-1]
@@ -291,7 +298,7 @@ class LogReader:
                 c.detected_ts,
                 c.source_class,
                 c.source_key,
-                c.params,
+                sa.type_coerce(c.params, sa.Text).label("params"),
                 c.scope,
                 c.outcome,
                 c.savepoint,
@@ -302,7 +309,8 @@ class LogReader:
         )
         with self._connect() as conn:
             rows = conn.execute(q).all()
-        return [_logged(r) for r in reversed(rows)]
+        table = self.tables.events.name
+        return [_logged(r, table) for r in reversed(rows)]
 
     # -- firings and outbox ----------------------------------------------------------
     def firings(
@@ -322,12 +330,12 @@ class LogReader:
             where.append(f.c.scope.in_(list(scopes)))
         if statuses is not None:
             where.append(f.c.status.in_([str(s) for s in statuses]))
-        for row in self._by_id(f, where):
+        for row in self._by_id(f, where, json_column=f.c.constituents):
             yield Firing(
                 rule=row.rule,
                 scope=row.scope,
                 t_occ=row.t_occ,
-                constituents=tuple((s, t) for s, t in row.constituents),
+                constituents=_constituents(row.id, row.constituents, f.name),
                 coupling=row.coupling,
                 status=row.status,
                 error=row.error,
@@ -362,44 +370,183 @@ class LogReader:
             )
 
     def _by_id(
-        self, table: sa.Table, where: Sequence[sa.ColumnElement[bool]]
+        self,
+        table: sa.Table,
+        where: Sequence[sa.ColumnElement[bool]],
+        *,
+        json_column: sa.Column[Any] | None = None,
     ) -> Iterator[sa.Row[Any]]:
+        """``table``'s rows in ``id`` order; ``json_column`` comes as the
+        database gives it (text, or what the driver decoded), so that a value
+        that is not JSON is reported with its row, not by the driver."""
+        columns: list[Any] = [
+            sa.type_coerce(col, sa.Text).label(col.name) if col is json_column else col
+            for col in table.c
+        ]
         last = None
         while True:
-            q = sa.select(table).where(*where).order_by(table.c.id).limit(self.chunk_size)
+            q = sa.select(*columns).where(*where).order_by(table.c.id).limit(self.chunk_size)
             if last is not None:
                 q = q.where(table.c.id > last)
             with self._connect() as conn:
-                rows = conn.execute(q).all()
+                try:
+                    rows = conn.execute(q).all()
+                except (ValueError, TypeError) as err:  # a value its type cannot read
+                    raise _unreadable(conn, table, columns, q, err) from err
             yield from rows
             if len(rows) < self.chunk_size:
                 return
             last = rows[-1].id
 
 
+def _unreadable(
+    conn: sa.Connection, table: sa.Table, columns: list[Any], query: Any, err: Exception
+) -> Exception:
+    """The :class:`LogRowError` naming the row and column of ``query``'s result
+    that raised ``err`` when read (a time on SQLite that is not one): each of
+    the query's rows, then each of that row's columns, is read alone. ``err``
+    itself if none fails alone."""
+    ids = [r.id for r in conn.execute(query.with_only_columns(table.c.id))]
+    for rid in ids:
+        one = table.c.id == rid
+        for col in columns:
+            try:
+                conn.execute(sa.select(col).where(one)).all()
+            except (ValueError, TypeError) as bad:
+                raw = conn.execute(
+                    sa.select(sa.type_coerce(table.c[col.name], sa.Text)).where(one)
+                ).scalar()
+                return LogRowError(
+                    f"row {rid} of {table.name}: its {col.name} {str(raw)[:80]!r} cannot be "
+                    f"read as the log writes it ({type(bad).__name__}: {str(bad)[:200]})",
+                    table=table.name,
+                    row_id=rid,
+                    column=col.name,
+                )
+    return err
+
+
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _logged(row: Any) -> LoggedOccurrence:
+_OUTCOMES = frozenset({"committed", "aborted", None})
+
+
+def _logged(row: Any, table: str) -> LoggedOccurrence:
     rid, event, t_occ, ts, dts, source_class, source_key, params, scope, outcome, sp = row
-    source = None if source_class is None else source_ref(source_class, source_key)
-    occ = _new(
-        Occurrence,
-        (
-            event,
-            t_occ,
-            ts,
-            dts,
-            source,
-            {k: from_json(v) for k, v in params.items()} if params else {},
-            scope,
-        ),
-    )
+    if not (
+        type(event) is str
+        and type(t_occ) is int
+        and type(ts) is float
+        and type(dts) is float
+        and type(scope) is str
+        and (source_class is None or type(source_class) is str)
+        and (source_key is None or type(source_key) is str)
+        and (sp is None or type(sp) is str)
+        and outcome in _OUTCOMES
+    ):
+        ts, dts = _checked_row(row, table)
+    try:
+        if type(params) is str:  # the text the database holds (SQLite, MariaDB)
+            params = json.loads(params)
+        if type(params) is not dict:
+            raise TypeError(f"a JSON {type(params).__name__}, not an object")
+        decoded = {k: from_json(v) for k, v in params.items()} if params else {}
+    except Exception as err:  # JSON errors, a tag's payload, not an object
+        raise _row_error(
+            row,
+            table,
+            "params",
+            "its params are not the JSON object of parameters the log writes "
+            f"({type(err).__name__}: {str(err)[:200]})",
+        ) from err
+    try:
+        source = None if source_class is None else source_ref(source_class, source_key)
+    except Exception as err:
+        raise _row_error(
+            row,
+            table,
+            "source_key",
+            f"its source_key {str(source_key)[:80]!r} is not an object key the log writes "
+            f"({type(err).__name__}: {str(err)[:200]})",
+        ) from err
+    occ = _new(Occurrence, (event, t_occ, ts, dts, source, decoded, scope))
     logged = _new(LoggedOccurrence, (occ, outcome, rid))
     if sp is not None:
         logged.savepoint = sp
     return logged
+
+
+def _row_error(row: Any, table: str, column: str, why: str) -> LogRowError:
+    rid, event, t_occ = row[0], row[1], row[2]
+    scope = row[8]
+    return LogRowError(
+        f"row {rid} of {table} ({str(event)[:80]}@{str(t_occ)[:40]} in scope "
+        f"{str(scope)[:80]!r}): {why}",
+        table=table,
+        row_id=rid,
+        column=column,
+    )
+
+
+def _checked_row(row: Any, table: str) -> tuple[float, float]:
+    """``(ts, detected_ts)`` of an events row that failed the quick type check:
+    integer times become floats (a row written by hand); any other value that
+    the writer never writes raises :class:`LogRowError` naming the row and
+    column."""
+    _rid, event, t_occ, ts, dts, source_class, source_key, _p, scope, outcome, sp = row
+    times = []
+    for name, value in (("ts", ts), ("detected_ts", dts)):
+        if type(value) is int:
+            value = float(value)
+        if type(value) is not float:
+            raise _row_error(row, table, name, f"its {name} {value!r:.80} is not a number")
+        times.append(value)
+    texts = [("event", event, False), ("scope", scope, False), ("source_class", source_class, True)]
+    texts += [("source_key", source_key, True), ("savepoint", sp, True)]
+    for name, value, nullable in texts:
+        if not (type(value) is str or (nullable and value is None)):
+            raise _row_error(row, table, name, f"its {name} {value!r:.80} is not a text")
+    if type(t_occ) is not int:
+        raise _row_error(row, table, "t_occ", f"its t_occ {t_occ!r:.80} is not an integer")
+    if outcome not in _OUTCOMES:
+        raise _row_error(
+            row,
+            table,
+            "outcome",
+            f"its outcome {outcome!r:.80} is none of 'committed', 'aborted' and NULL",
+        )
+    return times[0], times[1]
+
+
+def _constituents(rid: Any, value: Any, table: str) -> tuple[tuple[str, int], ...]:
+    """A firing row's ``constituents`` (JSON text, or what the driver decoded)
+    as ``(scope, t_occ)`` pairs; :class:`LogRowError` naming the row when it is
+    not the list of ``[scope, t_occ]`` pairs the writer writes."""
+    try:
+        pairs = json.loads(value) if type(value) is str else value
+        if type(pairs) is not list:
+            raise TypeError(f"a JSON {type(pairs).__name__}, not a list")
+        out = []
+        for pair in pairs:
+            if not (
+                type(pair) is list
+                and len(pair) == 2
+                and type(pair[0]) is str
+                and type(pair[1]) is int
+            ):
+                raise TypeError(f"{json.dumps(pair)[:80]} is not a [scope, t_occ] pair")
+            out.append((pair[0], pair[1]))
+    except (ValueError, TypeError) as err:
+        raise LogRowError(
+            f"row {rid} of {table}: its constituents are not the list of [scope, t_occ] "
+            f"pairs the log writes ({type(err).__name__}: {str(err)[:200]})",
+            table=table,
+            row_id=rid,
+            column="constituents",
+        ) from err
+    return tuple(out)
 
 
 def read_occurrences(

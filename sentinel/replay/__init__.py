@@ -167,17 +167,13 @@ def replay(
 
 
 def _prepare_out(out: str | os.PathLike[str], overwrite: bool) -> None:
-    import shutil
+    """Refuse an ``out`` that holds something, unless ``overwrite``; what it
+    holds is replaced only when the replay succeeds (see ``replay_local``)."""
     from pathlib import Path
 
     path = Path(out)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        if not overwrite:
-            raise ReplayError(f"{path} exists and is not empty; choose another --out or overwrite")
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
+        raise ReplayError(f"{path} exists and is not empty; choose another --out or overwrite")
 
 
 class _ReplayModule(types.ModuleType):

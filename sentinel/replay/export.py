@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 import zlib
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,10 +60,13 @@ def bucket_of(scope: str, buckets: int) -> int:
 class ExportWriter:
     """Writes log rows arriving in ``(scope, t_occ)`` order into an export.
 
-    ``out`` must not exist or be empty (``overwrite=True`` empties it first).
-    :meth:`write` takes record batches with the
+    ``out`` must not exist or be empty (``overwrite=True``: what it holds is
+    replaced). :meth:`write` takes record batches with the
     :data:`~sentinel.replay.sources.EXPORT_SCHEMA` columns; :meth:`close` writes
-    the manifest, which marks the export complete. Not thread-safe.
+    the manifest, which marks the export complete. Files are written into a
+    hidden directory next to ``out`` that :meth:`close` moves into place (only
+    then is what ``out`` held removed) and :meth:`abort` deletes, so a failed
+    export leaves ``out`` as it was. Not thread-safe.
     """
 
     def __init__(
@@ -75,14 +80,17 @@ class ExportWriter:
         if buckets < 1:
             raise ReplaySourceError(f"buckets must be at least 1, not {buckets}", source=str(out))
         self.out = Path(out)
-        if self.out.exists() and any(self.out.iterdir()):
-            if not overwrite:
-                raise ReplaySourceError(
-                    f"{self.out} is not empty; choose a new directory or overwrite it",
-                    source=str(self.out),
-                )
-            shutil.rmtree(self.out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        if self.out.exists() and not self.out.is_dir():
+            raise ReplaySourceError(f"{self.out} is not a directory", source=str(self.out))
+        if self.out.exists() and any(self.out.iterdir()) and not overwrite:
+            raise ReplaySourceError(
+                f"{self.out} is not empty; choose a new directory or overwrite it",
+                source=str(self.out),
+            )
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        # mkdir, not tempfile.mkdtemp: the export gets the umask's mode, not 0700
+        self._stage = self.out.parent / f".{self.out.name}.export-{uuid.uuid4().hex[:12]}"
+        self._stage.mkdir()
         self.buckets = buckets
         self.row_group_rows = row_group_rows
         self.rows = 0
@@ -133,7 +141,7 @@ class ExportWriter:
             return
         writer = self._writers.get(bucket)
         if writer is None:
-            path = self.out / self._file(bucket)
+            path = self._stage / self._file(bucket)
             path.parent.mkdir(parents=True, exist_ok=True)
             writer = self._writers[bucket] = pq.ParquetWriter(
                 path, EXPORT_SCHEMA, compression="snappy"
@@ -158,10 +166,20 @@ class ExportWriter:
             "source": source,
             "created_at": utc_now(),
         }
-        tmp = self.out / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-        tmp.replace(self.out / MANIFEST)
+        (self._stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if self.out.exists():  # empty, or to be overwritten (checked at the start)
+            shutil.rmtree(self.out)
+        self._stage.replace(self.out)
         return manifest
+
+    def abort(self) -> None:
+        """Close the files and delete what this writer wrote; ``out`` stays as
+        it was."""
+        for w in self._writers.values():
+            with suppress(Exception):
+                w.close()
+        self._writers.clear()
+        shutil.rmtree(self._stage, ignore_errors=True)
 
 
 def export_log(
@@ -183,7 +201,9 @@ def export_log(
     ``progress(rows)`` after each chunk. Raises what
     :class:`~sentinel.log.LogReader` raises for an unreachable database or a
     log at an unknown schema revision (before anything is written), and
-    :class:`~sentinel.errors.ReplaySourceError` when ``out`` is not empty.
+    :class:`~sentinel.errors.ReplaySourceError` when ``out`` is not empty or a
+    row is not as the writer wrote it. A failed export leaves ``out`` as it was
+    (an export it was to overwrite stays whole).
 
     >>> export_log("sqlite:///app.db", "log-export")  # doctest: +SKIP
     {'format': 'sentinel-log-export', ..., 'rows': 120345, ...}
@@ -194,11 +214,15 @@ def export_log(
         writer = ExportWriter(
             out, buckets=buckets, row_group_rows=row_group_rows, overwrite=overwrite
         )
-        for batch in db.batches("scope"):
-            writer.write(batch)
-            if progress is not None:
-                progress(batch.num_rows)
-        return writer.close(source=db.location, schema_version=revision)
+        try:
+            for batch in db.batches("scope"):
+                writer.write(batch)
+                if progress is not None:
+                    progress(batch.num_rows)
+            return writer.close(source=db.location, schema_version=revision)
+        except BaseException:
+            writer.abort()
+            raise
     finally:
         db.close()
 

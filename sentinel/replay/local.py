@@ -15,8 +15,11 @@ file, so memory stays bounded by a batch (plus pass 2's selection).
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +34,25 @@ __all__ = ["replay_local"]
 
 
 class _Sink:
-    """Where detections go: a list of batches, or a Parquet file."""
+    """Where detections go: a list of batches, or a Parquet file.
+
+    The file is written in a hidden directory next to ``out``, which
+    :meth:`close` puts in the place of ``out`` (only then is what ``out`` held
+    removed) and :meth:`abort` deletes: a replay that fails leaves ``out`` as it
+    was."""
 
     def __init__(self, out: Path | None) -> None:
         self.out = out
         self.batches: list[pa.RecordBatch] = []
         self._writer: Any = None
+        self._stage: Path | None = None
         if out is not None:
             import pyarrow.parquet as pq
 
-            out.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(out / "part-00000.parquet", DETECTION_SCHEMA)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            self._stage = out.parent / f".{out.name}.replay-{uuid.uuid4().hex[:12]}"
+            self._stage.mkdir()
+            self._writer = pq.ParquetWriter(self._stage / "part-00000.parquet", DETECTION_SCHEMA)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -54,8 +65,22 @@ class _Sink:
     def close(self) -> pa.Table | None:
         if self._writer is not None:
             self._writer.close()
+            assert self.out is not None and self._stage is not None
+            if self.out.is_dir():  # empty, or to be overwritten (replay() checked)
+                shutil.rmtree(self.out)
+            elif self.out.exists():
+                self.out.unlink()
+            self._stage.replace(self.out)
             return None
         return pa.Table.from_batches(self.batches, schema=DETECTION_SCHEMA)
+
+    def abort(self) -> None:
+        """Delete what was written; ``out`` stays as it was."""
+        if self._writer is not None:
+            with suppress(Exception):
+                self._writer.close()
+        if self._stage is not None:
+            shutil.rmtree(self._stage, ignore_errors=True)
 
 
 def replay_local(
@@ -72,7 +97,8 @@ def replay_local(
     ``progress(rows)`` is called after each batch of log rows read. Raises the
     source's errors (unreachable database, unknown schema revision) before any
     replay starts, and :class:`~sentinel.errors.RuleReferenceError` for rules
-    that cannot be loaded.
+    that cannot be loaded. ``out`` is replaced only when the replay succeeds;
+    one that fails leaves it as it was.
     """
     start = time.perf_counter()
     det = resolve_rules(rules)
@@ -84,18 +110,22 @@ def replay_local(
     scoped = [r.name for r in per_scope_rules(det)]
     spanning = [r.name for r in cross_scope_rules(det)]
     per_rule = dict.fromkeys(sorted([*scoped, *spanning]), 0)
-    if scoped:
-        passes.append("scope")
-        replayer = Replayer(det, order="scope", only=scoped, run_actions=run_actions)
-        _run(replayer, source.batches("scope"), sink, progress, batch_rows)
-        per_rule.update(replayer.per_rule)
-    if spanning:
-        passes.append("t_occ")
-        replayer = Replayer(det, order="t_occ", only=spanning, run_actions=run_actions)
-        wanted = replayer.needed_events()
-        _run(replayer, source.batches("t_occ", events=wanted), sink, progress, batch_rows)
-        per_rule.update(replayer.per_rule)
-    table = sink.close()
+    try:
+        if scoped:
+            passes.append("scope")
+            replayer = Replayer(det, order="scope", only=scoped, run_actions=run_actions)
+            _run(replayer, source.batches("scope"), sink, progress, batch_rows)
+            per_rule.update(replayer.per_rule)
+        if spanning:
+            passes.append("t_occ")
+            replayer = Replayer(det, order="t_occ", only=spanning, run_actions=run_actions)
+            wanted = replayer.needed_events()
+            _run(replayer, source.batches("t_occ", events=wanted), sink, progress, batch_rows)
+            per_rule.update(replayer.per_rule)
+        table = sink.close()
+    except BaseException:
+        sink.abort()
+        raise
     return ReplayResult(
         engine="local",
         source=source.location,

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sentinel.errors import ReplaySourceError
+from sentinel.errors import LogRowError, ReplaySourceError
 from sentinel.log import LoggedOccurrence, LogReader
 from sentinel.log.records import encode_key
 from sentinel.log.tables import DEFAULT_PREFIX
@@ -187,7 +187,9 @@ class DatabaseSource:
     the tables; ``chunk_size`` bounds the rows of one query. Errors are those of
     :class:`~sentinel.log.LogReader`: :class:`~sentinel.errors.LogConnectionError`
     for an unreachable database, a :class:`~sentinel.errors.LogSchemaError` for
-    missing tables or a revision this code does not know.
+    missing tables or a revision this code does not know; a row that does not
+    hold what the writer writes raises :class:`~sentinel.errors.ReplaySourceError`
+    naming it when :meth:`batches` reads it (every row read is decoded).
     """
 
     def __init__(
@@ -231,7 +233,14 @@ class DatabaseSource:
         events: Collection[str] | None = None,
         scope_range: tuple[str | None, str | None] | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        for chunk in self.reader.chunks(order=order, events=events, scope_range=scope_range):
+        chunks = self.reader.chunks(order=order, events=events, scope_range=scope_range)
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except LogRowError as err:  # a row the writer never wrote: say which
+                raise ReplaySourceError(str(err), source=self.location) from err
             yield log_batch(chunk)
 
     def scope_ranges(self, n: int) -> list[tuple[str | None, str | None]]:

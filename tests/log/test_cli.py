@@ -143,3 +143,26 @@ def test_tables_module_names() -> None:
         "sentinel_commit_counter",
         "sentinel_global_cursors",
     )
+
+
+def test_db_commands_name_unknown_revisions(run: CliRunner, tmp_path: Path) -> None:
+    """A revision sentinel does not know, asked for or found in the database, is
+    a one-line error saying which revisions there are, not alembic's traceback;
+    nothing changes."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine, "0003")
+    for args in (["upgrade", "9999"], ["downgrade", "xyz", "--yes"]):
+        result = run.invoke(main, ["db", *args, "--url", url])
+        assert result.exit_code == 1 and type(result.exception) is SystemExit, result.output
+        assert f"unknown revision {args[1]!r}" in result.output
+        assert "0001, 0002, 0003, 0004, 0005" in result.output
+        assert migrate.current(engine) == "0003"
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '0042'"))
+    for args in (["upgrade"], ["downgrade", "0001", "--yes"]):
+        result = run.invoke(main, ["db", *args, "--url", url])
+        assert result.exit_code == 1 and type(result.exception) is SystemExit, result.output
+        assert "schema revision '0042'" in result.output and "upgrade sentinel" in result.output
+        assert migrate.current(engine) == "0042"
+    engine.dispose()

@@ -407,3 +407,69 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == SCHEMA_VERSION
+
+
+def test_concurrent_upgrades(backend: str, db_url: str) -> None:
+    """Upgrades run at the same time, from threads of one process (alembic's
+    context is global to the process) and from processes (two `sentinel db
+    upgrade` at once), all succeed: one creates the tables, the others find them
+    at head."""
+    import threading
+    import time
+
+    if backend == "mysql":
+        pytest.skip("MariaDB/MySQL DDL commits itself: concurrent upgrades are not serialized")
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def upgrade() -> None:
+        start.wait()
+        try:
+            migrate.upgrade(db_url)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=upgrade) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert migrate.current(db_url) == SCHEMA_VERSION
+
+    migrate.downgrade(db_url, "base")
+    # every process imports first, then all start upgrading at one instant
+    code = textwrap.dedent(
+        f"""
+        import time
+        import sqlalchemy, alembic.command
+        from sentinel.log import migrate
+        time.sleep(max(0.0, {time.time() + 4.0!r} - time.time()))
+        migrate.upgrade({db_url!r})
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    failures = [p.communicate()[1] for p in procs if p.wait() != 0]
+    assert failures == []
+    assert migrate.current(db_url) == SCHEMA_VERSION
+
+
+def test_a_failed_upgrade_leaves_nothing_behind(backend: str, engine: sa.Engine) -> None:
+    """An upgrade that fails midway (here: a table in the way of its third
+    CREATE TABLE) leaves none of the tables it had created, so that once the
+    obstacle is gone the upgrade runs again from the start."""
+    if backend == "mysql":
+        pytest.skip("MariaDB/MySQL commit each DDL statement")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE sentinel_outbox (x INTEGER)")
+    with pytest.raises(sa.exc.DatabaseError, match="sentinel_outbox"):
+        migrate.upgrade(engine)
+    assert _tables(engine) == {"sentinel_outbox"}
+    assert migrate.current(engine) is None
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE sentinel_outbox")
+    migrate.upgrade(engine)
+    assert migrate.current(engine) == SCHEMA_VERSION

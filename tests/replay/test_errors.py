@@ -96,3 +96,58 @@ def test_bad_sources_and_options() -> None:
     with pytest.raises(ReplaySourceError, match="lacks the log column"):
         replay(log_table([]).drop_columns(["params"]), rules)
     assert issubclass(ReplayError, SentinelError)
+
+
+def test_a_forged_row_read_from_the_database(tmp_path: Path) -> None:
+    """A database row whose params are not the JSON object the writer writes
+    stops a replay (and an export) from the database with a ReplaySourceError
+    naming the row: reading from a database decodes every row it reads."""
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+    from sentinel.replay import export_log
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write(conn, [Occurrence("e1", 1, 1.0, 1.0, None, {"k": 1}, "tx")])
+        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]'"))
+    engine.dispose()
+    says = r"row 1 of sentinel_events \(e1@1 in scope 'tx'\): its params are not"
+    with pytest.raises(ReplaySourceError, match=says):
+        replay(url, "tests.replay.workload:matrix_detector")
+    with pytest.raises(ReplaySourceError, match=says):
+        export_log(url, tmp_path / "x")
+
+
+def test_a_failed_replay_leaves_its_output_directory_as_it_was(tmp_path: Path) -> None:
+    """A local replay that fails midway (a row changed by hand) writes nothing
+    to ``out`` and, with ``overwrite``, keeps the detections it was to replace."""
+    import pyarrow.parquet as pq
+
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    occs = []
+    for s in range(30):
+        for t, e in enumerate(("txn:begin", "E1", "E2", "txn:pre_commit", "txn:commit"), 1):
+            occs.append(Occurrence(e, s * 10 + t, 1.0, 1.0, None, {"k": s}, f"s{s:03d}"))
+    with engine.begin() as conn:
+        LogWriter().write(conn, occs)
+    rules = "tests.replay.workload:matrix_detector"
+    out = tmp_path / "d"
+    first = replay(url, rules, out=out, chunk_size=7)
+    assert first.detections
+    before = pq.read_table(out).to_pylist()
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]' WHERE scope = 's025'"))
+    engine.dispose()
+    with pytest.raises(ReplaySourceError, match="its params are not"):
+        replay(url, rules, out=out, overwrite=True, chunk_size=7)
+    assert pq.read_table(out).to_pylist() == before
+    with pytest.raises(ReplaySourceError, match="its params are not"):
+        replay(url, rules, out=tmp_path / "new", chunk_size=7)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "log.db"]
