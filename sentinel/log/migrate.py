@@ -9,7 +9,8 @@ apart from any application's alembic history.
 
 ``bind`` is a URL (string or :class:`~sqlalchemy.URL`), an Engine, or a
 Connection. With an Engine or URL each call runs in its own transaction and
-commits; with a Connection the caller commits (PostgreSQL and SQLite run DDL
+commits; with a Connection in a transaction the caller commits, and with one
+not in a transaction the call begins one and commits it (PostgreSQL and SQLite run DDL
 transactionally; MariaDB commits each DDL statement implicitly). Inside an
 application's alembic environment on a backend alembic treats as
 non-transactional (SQLite, MariaDB/MySQL), each of sentinel's migrations commits
@@ -122,7 +123,13 @@ def history() -> list[str]:
 @contextmanager
 def _connection(bind: Bind) -> Iterator[Connection]:
     if isinstance(bind, Connection):
-        yield bind
+        if bind.in_transaction():
+            yield bind  # the caller's transaction: the caller commits
+            return
+        # not in a transaction: the migration commits, as alembic's own would,
+        # in one transaction that holds :func:`_serialize`'s lock to its end
+        with bind.begin():
+            yield bind
         return
     if isinstance(bind, Engine):
         with bind.begin() as conn:

@@ -61,6 +61,24 @@ def test_upgrade_from_a_url(db_url: str) -> None:
     assert migrate.current(db_url) is None
 
 
+def test_upgrade_on_a_connection_commits_unless_the_caller_began(engine: sa.Engine) -> None:
+    """A Connection not in a transaction is upgraded and committed, as alembic
+    itself would (the lock that serialises upgrades must not turn it into the
+    caller's transaction, rolled back unseen at close); one in a transaction is
+    the caller's to commit or roll back."""
+    with engine.connect() as conn:
+        migrate.upgrade(conn)
+    assert migrate.current(engine) == SCHEMA_VERSION
+    migrate.downgrade(engine, "base")
+    with engine.connect() as conn:
+        conn.begin()
+        migrate.upgrade(conn)
+        conn.rollback()
+    if engine.dialect.name in ("mysql", "mariadb"):
+        return  # their DDL commits as it goes
+    assert migrate.current(engine) is None
+
+
 def test_current_does_not_create_a_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.db"
     assert migrate.current(f"sqlite:///{path}") is None
