@@ -128,8 +128,16 @@ def _connection(bind: Bind) -> Iterator[Connection]:
             return
         # not in a transaction: the migration commits, as alembic's own would,
         # in one transaction that holds :func:`_serialize`'s lock to its end
-        with bind.begin():
+        # (unless an application's env.py run commits it earlier, see _run_alone)
+        trans = bind.begin()
+        try:
             yield bind
+        except BaseException:
+            if trans.is_active:
+                trans.rollback()
+            raise
+        if trans.is_active:
+            trans.commit()
         return
     if isinstance(bind, Engine):
         with bind.begin() as conn:
