@@ -171,8 +171,10 @@ def _prepare_out(out: str | os.PathLike[str], overwrite: bool) -> None:
     holds is replaced only when the replay succeeds (see ``replay_local``)."""
     from pathlib import Path
 
+    from sentinel.replay.staging import holds_something
+
     path = Path(out)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not overwrite:
+    if holds_something(path) and not overwrite:
         raise ReplayError(f"{path} exists and is not empty; choose another --out or overwrite")
 
 

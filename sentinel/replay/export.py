@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 import zlib
 from collections.abc import Callable
 from contextlib import suppress
@@ -36,6 +34,7 @@ import pyarrow as pa
 from sentinel.errors import LogSchemaUnknownError, ReplaySourceError
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION
 from sentinel.replay.sources import EXPORT_SCHEMA, DatabaseSource, utc_now
+from sentinel.replay.staging import Staging, holds_something
 
 __all__ = [
     "FORMAT",
@@ -64,9 +63,10 @@ class ExportWriter:
     replaced). :meth:`write` takes record batches with the
     :data:`~sentinel.replay.sources.EXPORT_SCHEMA` columns; :meth:`close` writes
     the manifest, which marks the export complete. Files are written into a
-    hidden directory next to ``out`` that :meth:`close` moves into place (only
-    then is what ``out`` held removed) and :meth:`abort` deletes, so a failed
-    export leaves ``out`` as it was. Not thread-safe.
+    hidden directory inside ``out`` (:class:`~sentinel.replay.staging.Staging`)
+    whose contents :meth:`close` moves into place (only then is what ``out``
+    held removed) and which :meth:`abort` deletes, so a failed export leaves
+    ``out`` as it was. Not thread-safe.
     """
 
     def __init__(
@@ -82,15 +82,13 @@ class ExportWriter:
         self.out = Path(out)
         if self.out.exists() and not self.out.is_dir():
             raise ReplaySourceError(f"{self.out} is not a directory", source=str(self.out))
-        if self.out.exists() and any(self.out.iterdir()) and not overwrite:
+        if holds_something(self.out) and not overwrite:
             raise ReplaySourceError(
                 f"{self.out} is not empty; choose a new directory or overwrite it",
                 source=str(self.out),
             )
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        # mkdir, not tempfile.mkdtemp: the export gets the umask's mode, not 0700
-        self._stage = self.out.parent / f".{self.out.name}.export-{uuid.uuid4().hex[:12]}"
-        self._stage.mkdir()
+        self._staging = Staging(self.out, "export")
+        self._stage = self._staging.path
         self.buckets = buckets
         self.row_group_rows = row_group_rows
         self.rows = 0
@@ -167,9 +165,7 @@ class ExportWriter:
             "created_at": utc_now(),
         }
         (self._stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        if self.out.exists():  # empty, or to be overwritten (checked at the start)
-            shutil.rmtree(self.out)
-        self._stage.replace(self.out)
+        self._staging.commit()  # empty, or to be overwritten (checked at the start)
         return manifest
 
     def abort(self) -> None:
@@ -179,7 +175,7 @@ class ExportWriter:
             with suppress(Exception):
                 w.close()
         self._writers.clear()
-        shutil.rmtree(self._stage, ignore_errors=True)
+        self._staging.abort()
 
 
 def export_log(

@@ -15,9 +15,7 @@ file, so memory stays bounded by a batch (plus pass 2's selection).
 from __future__ import annotations
 
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -29,6 +27,7 @@ from sentinel.replay.batch import DETECTION_SCHEMA, Replayer
 from sentinel.replay.result import ReplayResult
 from sentinel.replay.rules import Rules, cross_scope_rules, per_scope_rules, resolve_rules
 from sentinel.replay.sources import LogSource
+from sentinel.replay.staging import Staging
 
 __all__ = ["replay_local"]
 
@@ -36,23 +35,23 @@ __all__ = ["replay_local"]
 class _Sink:
     """Where detections go: a list of batches, or a Parquet file.
 
-    The file is written in a hidden directory next to ``out``, which
-    :meth:`close` puts in the place of ``out`` (only then is what ``out`` held
-    removed) and :meth:`abort` deletes: a replay that fails leaves ``out`` as it
-    was."""
+    The file is written in a hidden directory inside ``out``
+    (:class:`~sentinel.replay.staging.Staging`), whose contents :meth:`close`
+    puts in place (only then is what ``out`` held removed) and which
+    :meth:`abort` deletes: a replay that fails leaves ``out`` as it was."""
 
     def __init__(self, out: Path | None) -> None:
         self.out = out
         self.batches: list[pa.RecordBatch] = []
         self._writer: Any = None
-        self._stage: Path | None = None
+        self._staging: Staging | None = None
         if out is not None:
             import pyarrow.parquet as pq
 
-            out.parent.mkdir(parents=True, exist_ok=True)
-            self._stage = out.parent / f".{out.name}.replay-{uuid.uuid4().hex[:12]}"
-            self._stage.mkdir()
-            self._writer = pq.ParquetWriter(self._stage / "part-00000.parquet", DETECTION_SCHEMA)
+            self._staging = Staging(out, "replay")
+            self._writer = pq.ParquetWriter(
+                self._staging.path / "part-00000.parquet", DETECTION_SCHEMA
+            )
 
     def add(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -65,12 +64,8 @@ class _Sink:
     def close(self) -> pa.Table | None:
         if self._writer is not None:
             self._writer.close()
-            assert self.out is not None and self._stage is not None
-            if self.out.is_dir():  # empty, or to be overwritten (replay() checked)
-                shutil.rmtree(self.out)
-            elif self.out.exists():
-                self.out.unlink()
-            self._stage.replace(self.out)
+            assert self._staging is not None
+            self._staging.commit()  # empty, or to be overwritten (replay() checked)
             return None
         return pa.Table.from_batches(self.batches, schema=DETECTION_SCHEMA)
 
@@ -79,8 +74,8 @@ class _Sink:
         if self._writer is not None:
             with suppress(Exception):
                 self._writer.close()
-        if self._stage is not None:
-            shutil.rmtree(self._stage, ignore_errors=True)
+        if self._staging is not None:
+            self._staging.abort()
 
 
 def replay_local(

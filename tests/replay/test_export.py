@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -150,3 +151,67 @@ def test_exports_of_unknown_formats_or_revisions_are_refused(
         open_source(tmp_path)
     with pytest.raises(ReplaySourceError, match="no log export at"):
         open_source(tmp_path / "nowhere")
+
+
+def test_an_export_goes_where_out_points(
+    log_db: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``out`` as a symbolic link to a directory (output put on a larger disk),
+    as ``.``, or in a directory the run may write only inside ``out``: the
+    export is written into ``out`` itself (the staging is inside it), never
+    beside it."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(disk, target_is_directory=True)
+    export_log(log_db, link)
+    assert link.is_symlink() and (disk / MANIFEST).exists()
+    assert sum(b.num_rows for b in ExportSource(link).batches()) == 200
+    export_log(log_db, link, overwrite=True, buckets=2)
+    assert link.is_symlink() and sum(b.num_rows for b in ExportSource(disk).batches()) == 200
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    export_log(log_db, ".")
+    assert (here / MANIFEST).exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_move_into_place_keeps_the_old_export(
+    log_db: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If putting the new files in place fails halfway, the old export is moved
+    back, whole, and the error raised; nothing of either is lost."""
+    out = tmp_path / "x"
+    before = export_log(log_db, out, buckets=3)
+    real = Path.rename
+    moved: list[str] = []
+
+    def flaky(self: Path, target: Any) -> Any:
+        if ".sentinel-stage-export" in str(self):  # a new file going in
+            moved.append(self.name)
+            if len(moved) == 2:
+                raise OSError(16, "Device or resource busy")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", flaky)
+    with pytest.raises(OSError, match="busy"):
+        export_log(log_db, out, overwrite=True, buckets=2)
+    monkeypatch.setattr(Path, "rename", real)
+    assert json.loads((out / MANIFEST).read_text()) == before
+    assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [MANIFEST, *{f.split("/")[0] for f in before["files"]}]
+    )
+
+
+def test_a_stage_left_by_a_dead_run_does_not_count_as_content(
+    log_db: sa.Engine, tmp_path: Path
+) -> None:
+    """A run killed while writing leaves its hidden staging directory in
+    ``out``: the next run treats ``out`` as empty and removes the leftover."""
+    out = tmp_path / "x"
+    (out / ".sentinel-stage-export-deadbeef0000" / "bucket=00000").mkdir(parents=True)
+    export_log(log_db, out)
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]

@@ -1,0 +1,94 @@
+"""An output directory replaced only when the run that writes it succeeds.
+
+:class:`Staging` gives a run a hidden directory inside ``out`` to write into;
+:meth:`Staging.commit` moves what ``out`` held aside, moves the new files in,
+then deletes the old ones; :meth:`Staging.abort` deletes the new files, leaving
+``out`` as it was. Every move is a rename inside ``out``, so it works wherever
+``out`` is: on another file system than its parent, a mount point, a symbolic
+link to a directory, ``.``, or in a parent the user cannot write. Hidden
+directories a run left behind when its process died are ignored by
+:func:`holds_something` and removed by the next commit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from contextlib import suppress
+from pathlib import Path
+
+__all__ = ["Staging", "holds_something"]
+
+#: Names of the hidden directories a run writes into (and moves old files to).
+PREFIX = ".sentinel-stage-"
+
+
+def holds_something(out: Path) -> bool:
+    """Whether ``out`` exists and holds something: a file, or a directory with
+    something in it other than what a run that died left behind."""
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        return True
+    return any(not p.name.startswith(PREFIX) for p in out.iterdir())
+
+
+class Staging:
+    """A run's new contents for ``out``, written in :attr:`path` until
+    :meth:`commit` or :meth:`abort`. The caller has checked that replacing what
+    ``out`` holds is allowed. Not thread-safe."""
+
+    def __init__(self, out: Path, kind: str) -> None:
+        self.out = out
+        name = f"{PREFIX}{kind}-{uuid.uuid4().hex[:12]}"
+        self._created = not out.exists()
+        #: A file stands where the directory goes (``overwrite``): stage beside it.
+        self._beside = out.exists() and not out.is_dir()
+        if self._beside:
+            self.path = out.parent / name
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            self.path = out / name
+        # mkdir, not tempfile.mkdtemp: the output gets the umask's mode, not 0700
+        self.path.mkdir()
+
+    def commit(self) -> None:
+        """Put the new contents in ``out``'s place; what ``out`` held is deleted
+        after they are in place. If a move fails, what was moved is moved back
+        and the error raised."""
+        if self._beside:
+            self.out.unlink()
+            self.path.replace(self.out)
+            return
+        old = self.out / f"{PREFIX}old-{uuid.uuid4().hex[:12]}"
+        old.mkdir()
+        aside: list[str] = []
+        placed: list[str] = []
+        try:
+            for entry in list(self.out.iterdir()):
+                if entry != self.path and entry != old:
+                    entry.rename(old / entry.name)
+                    aside.append(entry.name)
+            for entry in list(self.path.iterdir()):
+                entry.rename(self.out / entry.name)
+                placed.append(entry.name)
+        except BaseException:
+            for name in placed:
+                with suppress(OSError):
+                    (self.out / name).rename(self.path / name)
+            for name in aside:
+                with suppress(OSError):
+                    (old / name).rename(self.out / name)
+            with suppress(OSError):
+                old.rmdir()
+            raise
+        self.path.rmdir()
+        shutil.rmtree(old, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Delete the new contents; ``out`` is left as it was (a directory this
+        run created is removed again)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._created:
+            with suppress(OSError):
+                self.out.rmdir()
