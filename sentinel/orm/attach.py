@@ -179,9 +179,11 @@ class _Integration:
         self._listening = False
         #: Some attachment records rule runs whose condition was false.
         self.log_condition_false = False
-        #: Scope ids of transactions a rule's action ended (rolled back,
-        #: committed, closed) while it ran: its run fails (see :meth:`observe`).
-        self.ended_in_rule: set[Any] = set()
+        #: Scope ids of transactions ended (rolled back, committed, closed) while
+        #: rules of theirs ran: the run fails (see :meth:`observe`). Each entry
+        #: goes with its scope object (a weak reference's callback), so one no
+        #: rule run took (a plain subscriber ended the transaction) is not kept.
+        self.ended_in_rule: dict[Any, weakref.ref[Any]] = {}
         self._previous_executor: Any = None
 
     # installation ---------------------------------------------------------------------
@@ -354,6 +356,16 @@ class _Integration:
         if status == "failed" and getattr(error, "ended_transaction", False):
             raise error  # type: ignore[misc]
 
+    def note_ended(self, scope_id: Any, scope: Any) -> None:
+        """Record that the transaction of ``scope_id`` ended while rules of
+        its ran; the record goes when ``scope`` (its scope object) does."""
+        ended = self.ended_in_rule
+
+        def forget(_: object) -> None:
+            ended.pop(scope_id, None)
+
+        ended[scope_id] = weakref.ref(scope, forget)
+
     def _ended_by(self, rule: Rule, occ: Any, error: BaseException | None) -> Any:
         """The error of a rule run whose transaction ended while it ran (its
         action called ``rollback()``, ``commit()`` or ``close()`` on the session),
@@ -363,15 +375,15 @@ class _Integration:
             scope = occ.scope
         except Exception:  # pragma: no cover - an occurrence without constituents
             return None
-        if scope not in self.ended_in_rule:
+        if self.ended_in_rule.pop(scope, None) is None:
             return None
-        self.ended_in_rule.discard(scope)
         if error is not None:
             return None  # it failed anyway: that error says more
         cause = ScopeError(
-            "its action ended the transaction it ran in (session.rollback(), commit() "
-            "or close()); the call that triggered it would go on in the session's next "
-            "transaction. To abort the transaction, raise an exception in the action"
+            "the transaction it ran in was ended while it ran (session.rollback(), "
+            "commit() or close() in its action, or in a listener of the same event); "
+            "the call that triggered it would go on in the session's next transaction. "
+            "To abort the transaction, raise an exception in the action"
         )
         err = RuleError(rule.name, "action", cause)
         err.__cause__ = cause
@@ -776,8 +788,8 @@ class Attachment:
             st.ended = True
             if in_rule:  # after the rules on txn:abort: the running rule's run fails
                 integ = _INTEGRATIONS.get(self.detector)
-                if integ is not None:
-                    integ.ended_in_rule.add(st.scope_id)
+                if integ is not None and st.scope is not None:
+                    integ.note_ended(st.scope_id, st.scope)
         sink = self.sink
         if sink is not None and sink.late and sink.late_due():
             try:

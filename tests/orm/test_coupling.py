@@ -385,7 +385,7 @@ def test_an_immediate_action_that_ends_its_own_transaction_fails_the_call(
     orm.det.rule("veto", "Stock.e2", action=end_it)
     s = orm.Session()
     stock = s.get(orm.model.Stock, ms)
-    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+    with pytest.raises(RuleError, match=r"'veto'.*was ended while it ran"):
         stock.set_price(9.0)
     s.commit()
     s.close()
@@ -396,6 +396,33 @@ def test_an_immediate_action_that_ends_its_own_transaction_fails_the_call(
         "committed" if ends == "commit" else "aborted"
     ]
     assert not [o for o in log if o.occurrence.event == "Stock.set_price:end"]
+
+
+def test_a_transaction_a_subscriber_ended_leaves_nothing_behind(orm: ORM) -> None:
+    """A plain subscriber (not a rule) that rolls back the session: no rule run
+    takes the end, and the integration keeps no record of it once the
+    transaction's scope is gone (it kept one per such transaction for ever,
+    and then sent every later rule run through the slow check)."""
+    import gc
+
+    from sentinel.orm.attach import _INTEGRATIONS
+
+    (ms,) = orm.add_stocks("MS")
+    orm.attach()
+
+    def end_it(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        session.rollback()
+
+    orm.det.subscribe("Stock.e2", end_it)
+    for _ in range(3):
+        s = orm.Session()
+        s.get(orm.model.Stock, ms).set_price(9.0)
+        s.close()
+    gc.collect()
+    integ = _INTEGRATIONS.get(orm.det)
+    assert integ is not None and dict(integ.ended_in_rule) == {}
 
 
 def test_a_rule_on_txn_abort_does_not_take_the_failure_of_the_rule_that_rolled_back(
@@ -415,7 +442,7 @@ def test_a_rule_on_txn_abort_does_not_take_the_failure_of_the_rule_that_rolled_b
 
     orm.det.rule("veto", "Stock.e2", action=end_it)
     s = orm.Session()
-    with pytest.raises(RuleError, match=r"'veto'.*ended the transaction"):
+    with pytest.raises(RuleError, match=r"'veto'.*was ended while it ran"):
         s.get(orm.model.Stock, ms).set_price(9.0)
     s.close()
     assert len(aborted) == 1
