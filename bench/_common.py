@@ -46,8 +46,7 @@ def median_range(values: Sequence[float], fmt: str = ",.0f") -> str:
 
 
 def machine() -> str:
-    """What the figures were measured on: the machine, its load, and which build
-    of sentinel (compiled or pure Python) ran."""
+    """What the figures were measured on: the machine, its load and the Python."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -59,10 +58,7 @@ def machine() -> str:
         pass
     import os
 
-    from sentinel import _build
-
     return (
         f"{cpu}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
         f"load {os.getloadavg()[0]:.1f}"
-        f"\nsentinel: {_build.describe()}"
     )

@@ -44,9 +44,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         return
     from importlib.metadata import version
 
-    from sentinel import _build
-
-    click.echo(f"sentinel, version {version(DISTRIBUTION)}\n{_build.describe()}")
+    click.echo(f"sentinel, version {version(DISTRIBUTION)}")
     ctx.exit()
 
 
@@ -57,7 +55,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     expose_value=False,
     is_eager=True,
     callback=_version,
-    help="Show the version and the build (compiled or pure Python) and exit.",
+    help="Show the version and exit.",
 )
 def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""

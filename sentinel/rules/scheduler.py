@@ -23,8 +23,6 @@ from functools import partial
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
-from mypy_extensions import mypyc_attr
-
 from sentinel.detector import Scope, Subscription, t_init
 from sentinel.errors import CascadeLimitError, RuleError, SentinelError
 
@@ -38,7 +36,6 @@ __all__ = ["RuleObserver", "Scheduler"]
 RuleObserver = Callable[["Rule", Any, str, "BaseException | None"], None]
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # replay's RecordingScheduler
 class Scheduler:
     """Orders and runs the rules one detector triggers."""
 
@@ -48,8 +45,7 @@ class Scheduler:
         self.detector = detector
         self.cascade_limit = cascade_limit
         #: The process scope's cascade depth, per thread (its ``depth``, 0 until
-        #: set). A plain ``threading.local``: compiled, a subclass of it cannot be
-        #: declared.
+        #: set).
         self._depth: Any = threading.local()
         self._muted = detector._muted
         self._process_scope = detector.process_scope
@@ -152,7 +148,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
+                    raise RuleError(name, "action", e) from e
 
             return run_action
         muted = self._muted
@@ -171,7 +167,7 @@ class Scheduler:
             except SentinelError:
                 raise
             except Exception as e:
-                raise _caused(RuleError(name, "condition", e), e)  # noqa: B904 (see _caused)
+                raise RuleError(name, "condition", e) from e
             finally:
                 if mine:
                     muted.discard(me)
@@ -181,7 +177,7 @@ class Scheduler:
                 except SentinelError:
                     raise
                 except Exception as e:
-                    raise _caused(RuleError(name, "action", e), e)  # noqa: B904 (see _caused)
+                    raise RuleError(name, "action", e) from e
 
         return run_rule
 
@@ -210,7 +206,7 @@ class Scheduler:
                 err = RuleError(rule.name, "condition", e)
                 if observer is not None:
                     observer(rule, occ, "failed", err)
-                raise _caused(err, e)  # noqa: B904 (see _caused)
+                raise err from e
             finally:
                 if mine:
                     muted.discard(me)
@@ -228,17 +224,10 @@ class Scheduler:
             err = RuleError(rule.name, "action", e)
             if observer is not None:
                 observer(rule, occ, "failed", err)
-            raise _caused(err, e)  # noqa: B904 (see _caused)
+            raise err from e
         if observer is not None:
             observer(rule, occ, "fired", None)
 
-
-def _caused(err: RuleError, cause: Exception) -> RuleError:
-    """``err`` with ``cause`` as its ``__cause__``: what ``raise err from cause``
-    does (setting ``__cause__`` also suppresses the context), spelled out because
-    compiled with mypyc, ``raise ... from`` left the cause unset here."""
-    err.__cause__ = cause
-    return err
 
 
 def _by_priority(item: tuple[Subscription, Any]) -> int:

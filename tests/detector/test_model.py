@@ -182,9 +182,9 @@ def test_one_sub_expression_on_both_operands(
     expr: ex.Expression, variant: tuple[bool, bool]
 ) -> None:
     """One node feeds both operands: each of its detections is one occurrence of
-    the OR, and the AND never pairs it with itself. (Compiled with mypyc, a
-    handler once gave each output a copy of its detection: the OR detected
-    twice, the AND paired a detection with its copy.)"""
+    the OR, and the AND never pairs it with itself (a handler that gave each
+    output a copy of its detection would make the OR detect twice and the AND
+    pair a detection with its copy)."""
     history = [
         ("E1", (), None),
         ("S", ("x",), None),

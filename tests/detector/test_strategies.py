@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +9,6 @@ import pytest
 from sentinel import A, Astar, Context, Not, Primitive
 from sentinel import Any as AnyOf
 from sentinel.algebra import expressions as ex
-from sentinel.detector import operators
 from sentinel.detector.operators import handler_class
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import Occurrence
@@ -38,9 +35,8 @@ def test_a_detection_reaches_every_output_as_one_object(
 ) -> None:
     # The graph tells an instant's arrivals apart by identity (drain, OR's merge,
     # AND never pairing an occurrence with itself), so what a handler emits once
-    # must be one object in each of its outputs. Compiled with mypyc, a detection
-    # held in a local inferred as a fixed-length tuple was boxed anew for each
-    # output: ``(E1 ^ S) | (E1 ^ S)`` detected twice (see base.Detection).
+    # must be one object in each of its outputs: a copy per output would make
+    # ``(E1 ^ S) | (E1 ^ S)`` detect twice (see base.Detection).
     h = handler_class(expr, context)(1, expr)
     got: tuple[list[Any], list[Any]] = ([], [])
     h.outb = (lambda _s, occs: got[0].extend(occs), lambda _s, occs: got[1].extend(occs))
@@ -61,21 +57,3 @@ def test_a_detection_reaches_every_output_as_one_object(
     assert len(first) == len(second)
     assert all(a is b for a, b in zip(first, second, strict=True))
 
-
-def test_a_detection_held_in_a_local_is_declared_a_detection() -> None:
-    # The pure build cannot see the copies above (only a compiled build makes
-    # them), so the source is read: a detection ``(expr, t, parts)`` assigned to
-    # a local of a strategy module must be declared ``Detection`` (boxed once,
-    # where it is made), or the strategies could not be compiled safely.
-    undeclared = []
-    for path in sorted(Path(operators.__file__).parent.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Assign)
-                and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Tuple)
-                and len(node.value.elts) == 3
-                and "expr" in ast.unparse(node.value.elts[0])
-            ):
-                undeclared.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
-    assert undeclared == []

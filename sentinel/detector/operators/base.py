@@ -31,8 +31,6 @@ from itertools import zip_longest
 from operator import itemgetter
 from typing import Any, ClassVar
 
-from mypy_extensions import mypyc_attr
-
 from sentinel.algebra.expressions import Expression
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence, Occurrence
@@ -41,14 +39,10 @@ __all__ = ["Detection", "Entry", "Handler", "composite", "instant_order"]
 
 Entry = Callable[[Store, Any], None]
 
-#: The declared type of a local variable holding a detection that is used more
-#: than once (delivered to each output in a loop, or kept and delivered). The
-#: graph tells one instant's arrivals apart by identity (``EventGraph.drain``,
-#: OR's merge, AND never pairing an occurrence with itself), so every output must
-#: receive the same object. Left to inference, ``c = (expr, t, parts)`` is a
-#: fixed-length tuple, which mypyc keeps unboxed in a compiled module and boxes
-#: into a *new* tuple object at each use: each output would get its own copy.
-#: Declared ``tuple[Any, ...]``, it is boxed once, where it is made.
+#: A detection as a strategy holds it: ``(expression, t_occ, parts)``. The graph
+#: tells one instant's arrivals apart by identity (``EventGraph.drain``, OR's
+#: merge, AND never pairing an occurrence with itself), so every output must
+#: receive the same object.
 Detection = tuple[Any, ...]
 
 _new: Any = tuple.__new__
@@ -67,7 +61,6 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
 ARRIVAL = itemgetter(1)
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # other layers' strategies
 class Handler:
     """Base of the per-operator, per-context strategies.
 
@@ -109,8 +102,7 @@ class Handler:
     def entry_batch(self, slot: int) -> Entry:
         """The batch entry point of ``slot``: ``on<slot>_batch``, or, for a
         strategy without one, ``on<slot>`` applied to each occurrence in turn
-        (looked up here rather than set on the class: a compiled class cannot
-        be given methods after it is made)."""
+        (looked up here rather than set on the class)."""
         batch: Entry | None = getattr(self, f"on{slot}_batch", None)
         return batch if batch is not None else _sequential(self.entry(slot))
 

@@ -220,8 +220,7 @@ class _AnyBase(Handler):
 
     def together(self, store: Store, batches: Sequence[list[Any]]) -> None:
         """An instant reaching several operands: the context's strategy of
-        :mod:`instants` (a method, not a class attribute holding the function:
-        compiled, such an attribute is an instance attribute)."""
+        :mod:`instants`."""
         raise NotImplementedError
 
     def entry(self, slot: int) -> Entry:

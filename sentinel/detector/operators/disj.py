@@ -25,16 +25,12 @@ class OrHandler(Handler):
         for f in self.out:
             f(store, occ)
 
-    # Methods, not aliases (``on1 = on0``): a compiled class has no aliases.
-    def on1(self, store: Store, occ: Any) -> None:
-        for f in self.out:
-            f(store, occ)
+    on1 = on0
 
     def on0_batch(self, store: Store, occs: list[Any]) -> None:
         self.emit_batch(store, occs)
 
-    def on1_batch(self, store: Store, occs: list[Any]) -> None:
-        self.emit_batch(store, occs)
+    on1_batch = on0_batch
 
     def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
         merged: list[Any] = []
