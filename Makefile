@@ -47,7 +47,7 @@ pytest: $(VENV)/.installed-dev
 # New random examples for every property test, the long runs included (see
 # DEVELOPERS.md): run it after changing the detector, Ode or the algebra.
 explore: $(VENV)/.installed-dev
-	SENTINEL_LONG_PROPERTIES=1 $(BIN)/pytest --hypothesis-profile=explore -m "hypothesis or explore" -p no:cacheprovider
+	SENTINEL_LONG_PROPERTIES=1 $(BIN)/pytest --hypothesis-profile=explore -m hypothesis -p no:cacheprovider
 
 bench: $(VENV)/.installed-dev
 	for b in detector wrapper orm logwrite temporal bitemporal ode replay bicepl global; do \

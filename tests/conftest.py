@@ -44,16 +44,17 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import settings
 
-# Hypothesis profiles (DEVELOPERS.md, "Property tests"). `make test` (and so CI)
-# runs "fixed": every property draws the same examples on every run (seeded from
-# the test function), so the gate's result depends on the code alone and an
-# unrelated change cannot turn it red with a newly drawn example; a failure
-# prints the blob that reproduces it. Exploring new examples is left to plain
-# `pytest` runs (the default profile: random, failures kept in .hypothesis/ and
-# replayed first) and to `make explore` ("explore": random, long properties on).
-# Tests set their own max_examples; profiles do not change it.
+# Hypothesis profiles (DEVELOPERS.md, "Property tests"). Every run, `make test`'s
+# (and so CI's) and a plain `pytest`, uses "fixed" unless asked otherwise: every
+# property draws the same examples on every run (seeded from the test function),
+# so a result depends on the code alone and an unrelated change cannot turn it
+# red with a newly drawn example; a failure prints the blob that reproduces it.
+# New examples are asked for: `--hypothesis-profile=explore` (random, failures
+# kept in .hypothesis/ and replayed first), or `make explore` (the long
+# properties too). Tests set their own max_examples; profiles do not change it.
 settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("fixed")
 
 BACKENDS = ("sqlite", "postgresql", "mysql")
 POSTGRES_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -248,6 +249,17 @@ def _mysql_server() -> Server:
 
 
 # -- session servers and per-test namespaces -----------------------------------------
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long randomized runs (``@pytest.mark.explore``) belong to ``make explore``:
+    skipped unless ``SENTINEL_LONG_PROPERTIES=1`` asks for them."""
+    if os.environ.get("SENTINEL_LONG_PROPERTIES"):
+        return
+    skip = pytest.mark.skip(reason="a long randomized run: make explore runs it")
+    for item in items:
+        if item.get_closest_marker("explore"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def postgresql_server() -> Iterator[Server]:
     server = _postgres_server()

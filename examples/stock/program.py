@@ -25,7 +25,7 @@ inside the transaction, with {IBM 115, DEC 100, MS 200}; and every event of the
 transaction is in the event log, written in the same commit.
 
 ``set_IBM_price`` is a *begin* event (the preprocessed listing's "end" is a typo,
-seeds/ERRATA.md).
+the Snoop paper, Appendix B; docs/semantics.md).
 """
 
 from __future__ import annotations

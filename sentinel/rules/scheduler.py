@@ -229,7 +229,6 @@ class Scheduler:
             observer(rule, occ, "fired", None)
 
 
-
 def _by_priority(item: tuple[Subscription, Any]) -> int:
     return -item[0].priority
 

@@ -151,7 +151,7 @@ def test_unrestricted_detection_equals_the_definitions(
     assert same(found["u"], unrestricted(expr, signals))
 
 
-@pytest.mark.slow
+@pytest.mark.explore
 @settings(max_examples=6_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(4), st.lists(steps, min_size=4, max_size=24), variants)
 def test_every_context_detects_what_appendix_a_detects_at_length(
@@ -162,7 +162,7 @@ def test_every_context_detects_what_appendix_a_detects_at_length(
         assert same(found[c.value], model.detect(expr, signals, c.value)), c
 
 
-@pytest.mark.slow
+@pytest.mark.explore
 @settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), st.lists(steps, min_size=4, max_size=16), variants)
 def test_unrestricted_detection_equals_the_definitions_at_length(

@@ -56,4 +56,3 @@ def test_a_detection_reaches_every_output_as_one_object(
     assert first, "no detection: the arrivals do not exercise the strategy"
     assert len(first) == len(second)
     assert all(a is b for a, b in zip(first, second, strict=True))
-

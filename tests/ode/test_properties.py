@@ -9,7 +9,6 @@ the history the evaluator reads.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import hypothesis
@@ -111,11 +110,7 @@ def test_online_detections_equal_the_definitions(
         assert all(1 <= c.t_occ <= d.t_occ for c in d.constituents)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not os.environ.get("SENTINEL_LONG_PROPERTIES"),
-    reason="a long run (about a minute): set SENTINEL_LONG_PROPERTIES=1",
-)
+@pytest.mark.explore
 @settings(max_examples=3000, deadline=None, suppress_health_check=QUIET)
 @given(st.recursive(letters, _extend, max_leaves=7), st.lists(points, min_size=1, max_size=11))
 def test_online_detections_equal_the_definitions_long(term: tm.Term, hist: Any) -> None:

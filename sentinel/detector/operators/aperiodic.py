@@ -7,8 +7,8 @@ belongs to the interval, an E2 at the instant of the opening E1 does not. Buffer
 an instant is processed E2, then E3, then E1.
 
 A* needs an open interval to fire at E3 (the pseudocode's E3 branch omits the
-check; ``seeds/ERRATA.md``), and the cumulative variant stores E1 only while none
-is stored (the pseudocode's "is not empty" is a typo).
+check; ``docs/semantics.md``, "Readings we chose"), and the cumulative variant
+stores E1 only while none is stored (the pseudocode's "is not empty" is a typo).
 """
 
 from __future__ import annotations

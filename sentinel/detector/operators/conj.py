@@ -7,9 +7,10 @@ instance-level event of one call). ``ANY(2, E1, E2)`` detects exactly what
 ``E1 ^ E2`` detects in every context.
 
 Terminator retention follows the prose of 2.3.2 where the pseudocode disagrees
-(``seeds/ERRATA.md``): in the recent and continuous contexts the terminator is
-kept, because it can initiate a later detection (e4¹ at node C); in the chronicle
-and cumulative contexts an occurrence that completed a detection is consumed.
+(``docs/semantics.md``, "Readings we chose"): in the recent and continuous
+contexts the terminator is kept, because it can initiate a later detection (e4¹
+at node C); in the chronicle and cumulative contexts an occurrence that completed
+a detection is consumed.
 
 The entry points below take arrivals on one operand at a time. When one signal
 can reach several operands (the graph buffers the handler), an instant is

@@ -4,7 +4,7 @@ Slot 0 opens (E1), slot 1 is the event that must not occur (E2), slot 2 closes
 (E3). The interval is closed: an E2 at the instant of E1 or of E3 cancels it.
 Buffered, an instant is processed E2, then E3, then E1, and an E1 arriving at the
 instant of an E2 is not stored. The cumulative variant stores E1 only while none is
-stored (the pseudocode's "is not empty" is a typo; ``seeds/ERRATA.md``).
+stored (the pseudocode's "is not empty" is a typo; ``docs/semantics.md``, "Readings we chose").
 """
 
 from __future__ import annotations
