@@ -42,7 +42,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 pytest: $(VENV)/.installed-dev
-	$(BIN)/pytest -n $(WORKERS)
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal
 
 # New random examples for every property test, the long runs included (see
 # DEVELOPERS.md): run it after changing the detector, Ode or the algebra.

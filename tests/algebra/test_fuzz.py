@@ -80,7 +80,7 @@ def test_any_text_parses_or_raises_a_documented_error(text: str) -> None:
     check(text)
 
 
-@pytest.mark.slow
+@pytest.mark.explore
 @settings(max_examples=6_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(snoopish, anything, mutated()))
 def test_any_text_parses_or_raises_a_documented_error_at_length(text: str) -> None:
