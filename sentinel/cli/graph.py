@@ -158,7 +158,9 @@ def _dot(det: Any) -> str:
         label = f"{expr.op} ({mode.context}{'' if mode.flush else ', process-wide'})"
         tip = det.graph.text(expr, mode, region)
         lines.append(f"  h{h.hid} [shape=box, label={q(label)}, tooltip={q(tip)}];")
-    leaves: set[str] = set()
+    # Names made from the order nodes are met in (never from ``hash``: string
+    # hashes differ from process to process, and the output must not).
+    leaves: dict[Any, str] = {}
 
     def source(child: Any, mode: Any, region: Any) -> str | None:
         # A loop, not recursion: partitions nested to any depth.
@@ -168,9 +170,9 @@ def _dot(det: Any) -> str:
                 region = region.inside(child)
             child = inner
         if isinstance(child, ex.Primitive):
-            name = f"p_{abs(hash(child))}"
-            if name not in leaves:
-                leaves.add(name)
+            name = leaves.get(child)
+            if name is None:
+                name = leaves[child] = f"p{len(leaves)}"
                 lines.append(f"  {name} [shape=ellipse, label={q(child.label)}];")
             return name
         return ids.get((child, mode, region))
@@ -181,9 +183,9 @@ def _dot(det: Any) -> str:
             src = source(child, mode, region)
             if src is not None:
                 lines.append(f"  {src} -> {ids[key]} [label={slot}];")
-    for rule in det.rules.values():
+    for n, rule in enumerate(det.rules.values()):
         sub = rule._subscription
-        name = f"r_{abs(hash(rule.name))}"
+        name = f"r{n}"
         lines.append(f"  {name} [shape=note, label={q('rule ' + rule.name)}];")
         src = source(sub.expression, sub.mode, ROOT)
         if src is not None:

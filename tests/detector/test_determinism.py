@@ -21,6 +21,8 @@ det.rule("y", "A*(E1, E2 ^ E3, E4)", action=print, context="cumulative")
 det.rule("z", "NOT(E2)[E1 ^ E4, E3] ; (E1 ; E2)", action=print, context="chronicle")
 det.signal("E1")
 print("\\n".join(det.graph.describe()))
+from sentinel.cli.graph import _dot
+print(_dot(det))
 """
 
 
@@ -40,3 +42,4 @@ def test_node_ids_do_not_depend_on_the_hash_seed() -> None:
     assert len(outputs) == 1, "\n---\n".join(sorted(outputs))
     (shown,) = outputs
     assert shown.count("\n#") >= 8  # the rules' nodes, one line each
+    assert "digraph" in shown and "-> r2" in shown  # sentinel graph --dot's output too
