@@ -138,3 +138,29 @@ def test_pyproject_declares_the_extras_the_messages_name() -> None:
     # The Spark extra includes local replay's; local replay does not need PySpark.
     assert f"{DISTRIBUTION}[replay]" in declared["spark"]
     assert "pyspark" not in modules("replay") and "pandas" not in modules("replay")
+
+
+def test_log_firings_runs_on_a_base_install_and_names_the_extra_its_trees_need(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    done = without(
+        ["pyarrow", "orjson"],
+        f"""
+        from click.testing import CliRunner
+        from sentinel.cli import main
+        from sentinel.log import migrate
+        migrate.upgrade({url!r})
+        plain = CliRunner().invoke(main, ["log", "firings", "--url", {url!r}])
+        print(plain.exit_code, plain.output.strip())
+        trees = CliRunner().invoke(
+            main, ["log", "firings", "--url", {url!r}, "--rules", "myapp.rules:detector"]
+        )
+        print(trees.exit_code, trees.output.strip())
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    plain, trees = done.stdout.strip().splitlines()
+    assert plain == "0 no rule firings"
+    assert trees.startswith("1 Error: sentinel log firings --rules (the trees of operators) ")
+    assert f"pip install '{DISTRIBUTION}[replay]'" in trees

@@ -46,7 +46,8 @@ __all__ = ["firings"]
     default=None,
     help="The application's rules (package.module:attribute, imported from the current "
     "directory first): adds each rule's expression, context and condition, and shows "
-    "how the operators combined the constituents (replays the firings' transactions).",
+    "how the operators combined the constituents (replays the firings' transactions: "
+    "needs the replay extra).",
 )
 @errors
 def firings(
@@ -67,6 +68,11 @@ def firings(
 
     det: LocalEventDetector | None = None
     if rules_ref is not None:
+        from sentinel.extras import require
+
+        # The trees come from replaying the firings' transactions: checked before
+        # any work, so the message names the extra rather than a module.
+        require("replay", "sentinel log firings --rules (the trees of operators)")
         det = load_reference(rules_ref, (LocalEventDetector,))
     with LogReader(url, schema=schema, prefix=prefix) as reader:
         shown = list(
