@@ -64,6 +64,47 @@ def test_every_command_imports_rules_from_the_current_directory(
     assert "cannot import" not in result.output
 
 
+@pytest.mark.parametrize("command", ["graph", "replay", "log firings", "worker", "global"])
+def test_every_command_takes_the_database_and_rules_from_the_environment(
+    in_app_dir: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SENTINEL_URL`` and ``SENTINEL_RULES`` stand for ``--url`` and ``--rules``
+    in every command (replay's ``--url`` was ``--source`` only)."""
+    url = f"sqlite:///{in_app_dir / 'app.db'}"
+    migrate.upgrade(url)
+    monkeypatch.setenv("SENTINEL_URL", url)
+    monkeypatch.setenv("SENTINEL_RULES", "bank:detector")
+    args = {
+        "graph": ["graph"],
+        "replay": ["replay"],
+        "log firings": ["log", "firings"],
+        "worker": ["worker", "--once"],
+        "global": ["global", "--help"],
+    }[command]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    if command == "global":
+        assert "SENTINEL_RULES" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "variable"),
+    [
+        (["log", "show"], "'--url'", "SENTINEL_URL"),
+        (["replay", "--rules", "bank:detector"], "'--url' / '--source'", "SENTINEL_URL"),
+        (["graph"], "'--rules'", "SENTINEL_RULES"),
+    ],
+)
+def test_a_missing_option_names_its_environment_variable(
+    args: list[str], option: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SENTINEL_URL", raising=False)
+    monkeypatch.delenv("SENTINEL_RULES", raising=False)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert f"Missing option {option}. Give it, or set {variable}." in result.output
+
+
 # -- advice that names the tables asked about ------------------------------------------
 def test_missing_tables_advice_keeps_the_prefix(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"

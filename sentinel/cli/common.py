@@ -52,6 +52,21 @@ def errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class EnvOption(click.Option):
+    """An option that can come from its environment variable instead: when both
+    are missing, the error names the variable too (click's names the option only)."""
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.MissingParameter as err:
+            if not self.envvar:
+                raise
+            raise click.MissingParameter(
+                ctx=ctx, param=self, message=f"Give it, or set {self.envvar}."
+            ) from err
+
+
 def db_options(fn: F) -> F:
     fn = click.option(
         "--prefix",
@@ -68,6 +83,7 @@ def db_options(fn: F) -> F:
     )(fn)
     fn = click.option(
         "--url",
+        cls=EnvOption,
         required=True,
         envvar="SENTINEL_URL",
         help="SQLAlchemy database URL, e.g. sqlite:///app.db or "

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import db_options, errors, load_reference
+from sentinel.cli.common import EnvOption, db_options, errors, load_reference
 
 __all__ = ["firings"]
 
@@ -43,11 +43,13 @@ __all__ = ["firings"]
 @click.option(
     "--rules",
     "rules_ref",
+    cls=EnvOption,
+    envvar="SENTINEL_RULES",
     default=None,
     help="The application's rules (package.module:attribute, imported from the current "
     "directory first): adds each rule's expression, context and condition, and shows "
     "how the operators combined the constituents (replays the firings' transactions: "
-    "needs the replay extra).",
+    "needs the replay extra). Or set SENTINEL_RULES.",
 )
 @errors
 def firings(

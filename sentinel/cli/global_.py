@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import db_options, errors, importable_from_cwd
+from sentinel.cli.common import EnvOption, db_options, errors, importable_from_cwd
 
 __all__ = ["global_command"]
 
@@ -17,9 +17,11 @@ __all__ = ["global_command"]
 @click.option(
     "--rules",
     "rules",
+    cls=EnvOption,
+    envvar="SENTINEL_RULES",
     required=True,
     help="The global rules as package.module:attribute: a LocalEventDetector whose rules "
-    "are all detached, or a zero-argument callable returning one.",
+    "are all detached, or a zero-argument callable returning one. Or set SENTINEL_RULES.",
 )
 @click.option(
     "--name",

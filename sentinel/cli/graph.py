@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import errors, load_reference
+from sentinel.cli.common import EnvOption, errors, load_reference
 
 __all__ = ["graph_command"]
 
@@ -15,9 +15,11 @@ __all__ = ["graph_command"]
 @click.option(
     "--rules",
     "rules_ref",
+    cls=EnvOption,
+    envvar="SENTINEL_RULES",
     required=True,
     help="The application's rules: 'package.module:attribute' naming a LocalEventDetector "
-    "or a zero-argument callable returning one.",
+    "or a zero-argument callable returning one. Or set SENTINEL_RULES.",
 )
 @click.option("--dot", is_flag=True, help="Print the graph in Graphviz DOT instead.")
 @click.option(

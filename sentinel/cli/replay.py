@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sentinel.cli.common import errors, importable_from_cwd, progress
+from sentinel.cli.common import EnvOption, errors, importable_from_cwd, progress
 
 __all__ = ["replay_command"]
 
@@ -13,15 +13,21 @@ __all__ = ["replay_command"]
 @click.option(
     "--rules",
     "rules",
+    cls=EnvOption,
+    envvar="SENTINEL_RULES",
     required=True,
     help="The rules as package.module:attribute (a LocalEventDetector, or a "
-    "zero-argument callable returning one).",
+    "zero-argument callable returning one). Or set SENTINEL_RULES.",
 )
 @click.option(
+    "--url",
     "--source",
+    "source",
+    cls=EnvOption,
     required=True,
     envvar="SENTINEL_URL",
-    help="A database URL (e.g. sqlite:///app.db) or the directory of a `sentinel log export`.",
+    help="A database URL (e.g. sqlite:///app.db) or the directory of a `sentinel log export` "
+    "(--source is the same option). Or set SENTINEL_URL.",
 )
 @click.option(
     "--engine",
@@ -161,13 +167,20 @@ def replay_command(
             result.per_rule = dict(sorted(counts.items()))
             result.detections = sum(counts.values())
     elapsed = time.perf_counter() - started
-    table = Table(title=f"sentinel replay ({engine})")
-    table.add_column("rule")
-    table.add_column("detections", justify="right")
-    for name, n in (result.per_rule or {}).items():
-        table.add_row(name, f"{n:,}")
-    table.add_row("[b]total[/b]", f"[b]{result.detections or 0:,}[/b]")
-    Console().print(table)
+    per_rule, total = result.per_rule or {}, result.detections or 0
+    console = Console()
+    if console.is_terminal:
+        table = Table(title=f"sentinel replay ({engine})")
+        table.add_column("rule")
+        table.add_column("detections", justify="right")
+        for name, n in per_rule.items():
+            table.add_row(name, f"{n:,}")
+        table.add_row("[b]total[/b]", f"[b]{total:,}[/b]")
+        console.print(table)
+    else:  # piped or redirected: plain lines a program can read (tab-separated)
+        click.echo(f"sentinel replay ({engine})\nrule\tdetections")
+        for name, n in [*per_rule.items(), ("total", total)]:
+            click.echo(f"{name}\t{n}")
     rate = result.events / elapsed if elapsed > 0 else 0.0
     click.echo(
         f"{result.events:,} events read from {result.source} in {elapsed:.2f} s "

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import db_options, errors, importable_from_cwd
+from sentinel.cli.common import EnvOption, db_options, errors, importable_from_cwd
 
 __all__ = ["worker_command"]
 
@@ -16,9 +16,12 @@ __all__ = ["worker_command"]
 @click.option(
     "--rules",
     "rules",
+    cls=EnvOption,
+    envvar="SENTINEL_RULES",
     required=True,
     help="The application's rules as package.module:attribute: a LocalEventDetector, "
-    "an Attachment (sentinel.attach's result), or a zero-argument callable returning one.",
+    "an Attachment (sentinel.attach's result), or a zero-argument callable returning one. "
+    "Or set SENTINEL_RULES.",
 )
 @click.option("--once", is_flag=True, help="Drain what is due now, then exit.")
 @click.option(

@@ -39,12 +39,17 @@ def test_export_then_replay_locally(logged: tuple[str, Online], tmp_path: Path) 
     assert res.exit_code == 0, res.output
     assert f"exported {len(online.rows):,} occurrences into" in res.output
     res = _run(
-        "replay", "--rules", RULES, "--source", str(tmp_path / "x"), "--out", str(tmp_path / "d")
+        "replay", "--rules", RULES, "--url", str(tmp_path / "x"), "--out", str(tmp_path / "d")
     )
     assert res.exit_code == 0, res.output
-    assert "sentinel replay (local)" in res.output and "commit_after_e2" in res.output
+    # Not a terminal: plain tab-separated lines, no box-drawn table.
+    lines = res.output.splitlines()
+    at = lines.index("sentinel replay (local)")
+    assert lines[at + 1] == "rule\tdetections"
+    assert any(line.startswith("commit_after_e2\t") for line in lines)
+    assert f"total\t{len(online.detections)}" in lines
+    assert not any(c in res.output for c in "┃│┏━")
     assert f"{len(online.rows):,} events read from" in res.output
-    assert f"{len(online.detections):,}" in res.output  # the total
     got = replayed(pq.read_table(tmp_path / "d").to_pylist())
     assert got == sorted(online.detections)
 
