@@ -14,13 +14,8 @@ engine only).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
-import os
-import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +68,7 @@ def main() -> None:
         if args.no_spark:
             return
         print("  starting Spark (local[2]; its own log goes to a file) ...", flush=True)
-        logging.getLogger("py4j").setLevel(logging.ERROR)
-        spark_log = Path(tmp) / "spark.log"
-        try:
-            with _stderr_to(spark_log):  # the JVM keeps the stderr it starts with
-                spark = session("local[2]")
-        except BaseException:
-            sys.stderr.write(spark_log.read_text(errors="replace"))
-            raise
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = session("local[2]")
         try:
             on_spark = sentinel.replay(url, RULES, engine="spark", spark=spark)
             _report("Spark local[2]", on_spark, live)
@@ -97,23 +84,6 @@ event log, in the same commit as the data. Then the same rules replay that log
 after the fact, locally and on Spark, and must find exactly what the live run
 found.
 """
-
-
-@contextlib.contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """Point this process's standard error (file descriptor 2) at ``path`` for
-    the block: a JVM started meanwhile (Spark's) inherits it, so its start-up
-    warnings and log4j lines land in the file instead of the terminal."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(path, "ab") as f:
-            os.dup2(f.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _report(engine: str, result: Any, live: set[Detection]) -> None:

@@ -31,6 +31,7 @@ so sentinel and the module holding the rules must be importable there.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -126,10 +127,66 @@ def session(
     With ``fast_start`` (the default), a local master's JVM, when this call
     starts it, starts with the C1 compiler only and from a class-data-sharing
     archive kept in ``cache_dir``, written by the first such session when its
-    process exits (see :mod:`sentinel.replay.jvm`: about 4 s less start-up)."""
+    process exits (see :mod:`sentinel.replay.jvm`: about 4 s less start-up).
+
+    A driver JVM this call starts writes its own output (start-up warnings, log4j)
+    to a file in the temporary directory, not to this process's standard error,
+    and logs at ERROR level; when it fails to start, the file's text is written
+    to standard error. The file's name is logged (``sentinel.replay.spark``, INFO)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if remote or SparkContext._gateway is not None:  # no JVM of ours to start
+        return _session(master, remote=remote, fast_start=fast_start, cache_dir=cache_dir, **conf)
+    # This call starts the driver's JVM, which keeps the standard error it starts
+    # with for its whole life: start it on a file, so that its start-up warnings
+    # and log4j lines stay out of the application's output.
+    path = _jvm_log_path()
+    try:
+        with _stderr_to(path):
+            spark = _session(
+                master, remote=remote, fast_start=fast_start, cache_dir=cache_dir, **conf
+            )
+    except BaseException:
+        sys.stderr.write(path.read_text(errors="replace"))  # why it did not start
+        raise
+    spark.sparkContext.setLogLevel("ERROR")
+    log.info("the Spark driver's own output goes to %s", path)
+    return spark
+
+
+def _jvm_log_path() -> Path:
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="sentinel-spark-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Point this process's standard error (file descriptor 2) at ``path`` for the
+    block: a JVM started meanwhile inherits it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _session(
+    master: str,
+    *,
+    remote: str | None,
+    fast_start: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    **conf: str,
+) -> SparkSession:
     builder = SparkSession.builder.appName("sentinel replay")
     builder = builder.remote(remote) if remote else builder.master(master)
     start = None
