@@ -297,3 +297,69 @@ def test_graph_svg_with_graphviz(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "<svg" in out.read_text() and "rule a" in out.read_text()
+
+
+# -- hostile inputs: a one-line error, never a traceback or a hang ----------------------
+GROCERY = Path(__file__).resolve().parent.parent / "examples" / "grocery"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--chronon", "0", "Invalid value for '--chronon': a duration must be positive"),
+        ("--chronon", "-5", "Invalid value for '--chronon': a duration is seconds"),
+        ("--chronon", "9" * 30, "Invalid value for '--chronon': a duration must be positive"),
+        ("--until", "yesterday", "Invalid value for '--until': --until must be a time"),
+    ],
+)
+def test_bicep_run_refuses_a_bad_chronon_or_end_before_any_work(
+    tmp_path: Path, option: str, value: str, says: str
+) -> None:
+    db = tmp_path / "app.db"
+    result = CliRunner().invoke(
+        main,
+        ["bicep", "run", str(GROCERY / "program.bicepl"), "--events",
+         str(GROCERY / "events.jsonl"), "--url", f"sqlite:///{db}", option, value],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not db.exists()  # refused before the database was touched
+
+
+@pytest.mark.parametrize("what", ["binary", "endless"])
+def test_bicep_reads_neither_a_binary_nor_an_endless_file(tmp_path: Path, what: str) -> None:
+    bad = tmp_path / "bad.bin"
+    if what == "binary":
+        bad.write_bytes(bytes(range(256)) * 4)
+    else:  # /dev/zero's like: no line break, more than any program or line
+        bad.write_bytes(b"\0" * (3 << 20))
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    runner = CliRunner()
+    program = str(GROCERY / "program.bicepl")
+    events = str(GROCERY / "events.jsonl")
+    checked = runner.invoke(main, ["bicep", "check", str(bad)])
+    as_program = runner.invoke(main, ["bicep", "run", str(bad), "--events", events, "--url", url])
+    as_events = runner.invoke(main, ["bicep", "run", program, "--events", str(bad), "--url", url])
+    for result in (checked, as_program, as_events):
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith("Error: ") and "Traceback" not in result.output
+        assert isinstance(result.exception, SystemExit)
+    expected = "not UTF-8 text" if what == "binary" else "longer than 1,048,576"
+    assert expected in checked.output and expected in as_events.output
+
+
+def test_a_database_path_too_long_for_the_system_is_a_one_line_error() -> None:
+    result = CliRunner().invoke(main, ["log", "show", "--url", "sqlite:///" + "a" * 100_000])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: cannot use aaaa")
+    assert "(100,000 characters): File name too long" in result.output
+    assert len(result.output) < 200
+
+
+@pytest.mark.parametrize("reference", ["../../etc:passwd", "a-b:c", "os:path/x", ".rel:x"])
+def test_a_rules_reference_that_is_no_module_name_is_refused_as_such(reference: str) -> None:
+    result = CliRunner().invoke(main, ["graph", "--rules", reference])
+    assert result.exit_code == 1, result.output
+    assert "a rules reference looks like 'package.module:attribute'" in result.output
+    assert isinstance(result.exception, SystemExit)

@@ -620,7 +620,13 @@ class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
     def number(self, meta: t.Any, c: list[Token]) -> int | float:
         s = str(c[0])
         if re.fullmatch(r"-?\d+", s):
-            return int(s)
+            try:
+                return int(s)
+            except ValueError:  # past Python's limit on digits (4,300 by default)
+                raise _Positioned(
+                    f"a number of {len(s.lstrip('-')):,} digits is too long for a mask",
+                    meta.column,
+                ) from None
         return float(s)
 
     def string(self, meta: t.Any, c: list[Token]) -> str:

@@ -39,19 +39,46 @@ __all__ = ["connect_event", "load_stream", "read_stream"]
 _META = ("class", "occ", "det", "revoke")
 
 
+#: The longest line (JSON) or field (CSV) of a stream file read: one announcement
+#: is small, and a device or a file without line breaks (``/dev/zero``) is
+#: refused rather than read for ever.
+MAX_LINE = 1 << 20
+
+
 def read_stream(path: str | Path) -> Iterator[dict[str, Any]]:
     """The announcements of a stream file, in file order: dicts with ``class``,
     ``occ``, ``det``, ``revoke`` and the attributes. Raises
     :class:`~sentinel.errors.BicepAnnouncementError` naming the line of a
-    malformed record."""
+    malformed record, of one longer than :data:`MAX_LINE`, or of text that is not
+    UTF-8."""
     p = Path(path)
+    try:
+        yield from _read_stream(p)
+    except UnicodeDecodeError as err:
+        raise BicepAnnouncementError(
+            f"{p}: not UTF-8 text (byte {err.start} of a line)", event_class="?"
+        ) from None
+
+
+def _read_stream(p: Path) -> Iterator[dict[str, Any]]:
     if p.suffix.lower() == ".csv":
         with p.open(newline="", encoding="utf-8") as f:
-            for i, row in enumerate(csv.DictReader(f), start=2):
-                yield _record({k: v for k, v in row.items() if v not in ("", None)}, p, i)
+            reader = csv.DictReader(f)
+            i = 1
+            try:
+                for i, row in enumerate(reader, start=2):
+                    yield _record({k: v for k, v in row.items() if v not in ("", None)}, p, i)
+            except csv.Error as err:  # a field over csv.field_size_limit(), a NUL byte
+                raise BicepAnnouncementError(f"{p}:{i + 1}: {err}", event_class="?") from None
         return
     with p.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
+        i = 0
+        while line := f.readline(MAX_LINE + 1):
+            i += 1
+            if len(line) > MAX_LINE:
+                raise BicepAnnouncementError(
+                    f"{p}:{i}: a line longer than {MAX_LINE:,} characters", event_class="?"
+                )
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:

@@ -17,12 +17,29 @@ from sentinel.cli.common import db_options, errors
 __all__ = ["bicep"]
 
 
+#: The longest program text read (a BiCEPL program is a few kilobytes; MariaDB
+#: stores at most 64 KiB of one): a device or a runaway file is refused, not read
+#: for ever.
+MAX_PROGRAM = 1 << 20
+
+
 def _read(path: str) -> tuple[str, str]:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            data = f.read(MAX_PROGRAM + 1)
     except OSError as err:
         raise click.ClickException(f"cannot read {path}: {err.strerror}") from err
+    if len(data) > MAX_PROGRAM:
+        raise click.ClickException(
+            f"{path} is not a BiCEPL program: longer than {MAX_PROGRAM:,} bytes"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise click.ClickException(
+            f"{path} is not a BiCEPL program: not UTF-8 text (byte {err.start})"
+        ) from err
     name = "".join(ch if ch.isalnum() else "_" for ch in p.stem.lower()).strip("_") or "bicep"
     if not name[0].isalpha():
         name = f"p_{name}"
@@ -130,12 +147,13 @@ def install(
     from sentinel.rules import LocalEventDetector
 
     text, default = _read(program)
+    chronon_value = _chronon(chronon)
     migrate.upgrade(url, schema=schema, prefix=prefix)
     proc = Processor(
         text,
         url,
         name=name or default,
-        chronon=_chronon(chronon),
+        chronon=chronon_value,
         schema=schema,
         prefix=prefix,
         archive=archive,
@@ -149,7 +167,25 @@ def install(
 
 
 def _chronon(value: str) -> int | str:
-    return int(value) if value.isdigit() else value
+    from sentinel.bicep.times import duration
+
+    chronon = int(value) if value.isdigit() else value
+    try:
+        duration(chronon)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--chronon'") from None
+    return chronon
+
+
+def _until(value: str | None) -> int | None:
+    from sentinel.bicep.times import seconds
+
+    if value is None:
+        return None
+    try:
+        return seconds(value, what="--until")
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--until'") from None
 
 
 @bicep.command()
@@ -202,12 +238,13 @@ def run(
     from sentinel.rules import LocalEventDetector
 
     text, default = _read(program)
+    chronon_value, until_value = _chronon(chronon), _until(until)
     migrate.upgrade(url, schema=schema, prefix=prefix)
     proc = Processor(
         text,
         url,
         name=name or default,
-        chronon=_chronon(chronon),
+        chronon=chronon_value,
         schema=schema,
         prefix=prefix,
         archive=archive,
@@ -218,13 +255,13 @@ def run(
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))
         count = load_stream(proc, records)
-        if until is None:
+        if until_value is None:
             # The latest instant the stream names: an announcement of the future
             # (an expiry, a delivery) is acted on at its tick, not dropped.
             times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
             end = max(times) if times else 0
         else:
-            end = seconds(until, what="--until")
+            end = until_value
         console = Console(stderr=True)
         first = proc.next_tick()
         c = proc.chronon

@@ -29,7 +29,15 @@ def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "")
     wanted = " or ".join(k.__name__ for k in kinds)
     module_name, sep, attr = str(reference).partition(":")
     module_name, attr = module_name.strip(), attr.strip()
-    if not isinstance(reference, str) or not sep or not module_name or not attr or ":" in attr:
+    if (
+        not isinstance(reference, str)
+        or not sep
+        or not module_name
+        or not attr
+        or ":" in attr
+        or not all(part.isidentifier() for part in module_name.split("."))
+        or not all(part.isidentifier() for part in attr.split("."))
+    ):
         raise RuleReferenceError(
             f"a rules reference looks like 'package.module:attribute', not {reference!r}",
             reference=str(reference),

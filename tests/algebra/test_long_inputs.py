@@ -11,6 +11,7 @@ import pytest
 
 from sentinel import ExpressionError, LocalEventDetector, parse
 from sentinel.algebra.masks import MAX_MASK_DEPTH, param, parse_predicate
+from sentinel.errors import SnoopSyntaxError
 
 DEEP = 2 * MAX_MASK_DEPTH
 
@@ -72,3 +73,11 @@ def test_a_refused_mask_leaves_the_detector_usable() -> None:
     det.signal("e0", a=2)
     det.signal("e1")
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize("number", ["9" * 5_000, "-" + "1" * 4_301])
+def test_a_mask_number_past_pythons_digit_limit_is_a_syntax_error(number: str) -> None:
+    # int() refuses more than 4,300 digits; that surfaced as lark's VisitError.
+    with pytest.raises(SnoopSyntaxError, match=r"digits is too long for a mask") as caught:
+        parse(f"E1[amount > {number}]")
+    assert caught.value.column == len("E1[amount > ") + 1
