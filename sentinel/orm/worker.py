@@ -26,6 +26,11 @@ is re-raised once the attempt is recorded, so a drain can still be interrupted.
 Inside the detached condition and action, :func:`detached_context` gives the
 session to work in, the entry's idempotency key (the same on every attempt: use
 it to make effects outside the database idempotent) and the attempt number.
+The session's transaction is the worker's: a condition or action that commits
+it is refused (a :class:`~sentinel.errors.RuleError` from its ``commit()``,
+nothing committed), and one that rolls it back or closes the session fails;
+either way the entry fails at once, without retries (see
+:class:`_TransactionGuard`).
 """
 
 from __future__ import annotations
