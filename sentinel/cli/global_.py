@@ -139,3 +139,10 @@ def global_command(
     click.echo(
         f"sentinel global {name!r}: {totals['rows']} rows read, {totals['detections']} detections"
     )
+    if service.ahead:
+        click.echo(
+            f"sentinel global {name!r}: {len(service.ahead)} log row(s) numbered ahead of the "
+            "last commit number handed out were not read (see the log above and "
+            "docs/global.md, 'Rows it cannot read')",
+            err=True,
+        )

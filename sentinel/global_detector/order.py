@@ -141,10 +141,36 @@ class CommitReader:
         ev = self.tables.events
         return int(conn.execute(sa.select(sa.func.max(ev.c.id))).scalar() or 0)
 
-    def head(self, conn: Connection) -> int:
-        """The largest commit number in the log (0: none)."""
+    def handed_out(self, conn: Connection) -> int:
+        """The last commit number handed out (0: none): the counter row on
+        SQLite and MariaDB, the sequence on PostgreSQL (its last value, taken
+        by a transaction that may not have ended yet). Read *after* the rows it
+        judges: a committed row numbered above it was not numbered by
+        :meth:`~sentinel.log.LogWriter.take_commit_seq` (written by hand,
+        imported, or left behind by a reset of the counter or the sequence)."""
+        t = self.tables
+        if conn.dialect.name == "postgresql":
+            q = t.commit_sequence_name
+            seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
+            # NULL while nothing was taken since the sequence was made or restarted;
+            # needs USAGE (which nextval needs too), not SELECT, on the sequence
+            n = conn.execute(_PG_LAST_VALUE, {"q": seq}).scalar()
+        else:
+            c = t.commit_counter
+            n = conn.execute(sa.select(c.c.n).where(c.c.id == 1)).scalar()
+        return int(n or 0)
+
+    def head(self, conn: Connection, upto: int | None = None) -> int:
+        """The largest commit number in the log (0: none), or the largest at
+        most ``upto``."""
         ev = self.tables.events
-        return int(conn.execute(sa.select(sa.func.max(ev.c.commit_seq))).scalar() or 0)
+        q = sa.select(sa.func.max(ev.c.commit_seq))
+        if upto is not None:
+            q = q.where(ev.c.commit_seq <= upto)
+        return int(conn.execute(q).scalar() or 0)
+
+
+_PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
 
 
 def _row(r: Any) -> LogRow:

@@ -6,7 +6,11 @@ One iteration (:meth:`GlobalDetector.step`):
 1. hold the cursor's lease (:mod:`~sentinel.global_detector.cursor`); an
    instance without it is a standby and does nothing else;
 2. read the committed rows after the cursor's position, whole commits, in
-   commit order (:mod:`~sentinel.global_detector.order`);
+   commit order (:mod:`~sentinel.global_detector.order`), up to the last
+   commit number handed out: rows numbered beyond it (forged, imported, left by
+   a reset of the counter) are reported and not read
+   (:attr:`GlobalDetector.ahead`), so the cursor never passes a number no
+   genuine commit has reached;
 3. feed them to the detector (:class:`~sentinel.global_detector.detect.CommitFeeder`);
 4. in **one transaction**: write an outbox entry per detection and move the
    cursor past the rows (only if the lease is still this instance's);
@@ -42,7 +46,7 @@ from sqlalchemy.orm import sessionmaker
 from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector.cursor import Cursor
 from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
-from sentinel.global_detector.order import CommitReader, Poller, waiter
+from sentinel.global_detector.order import CommitReader, LogRow, Poller, waiter
 from sentinel.log import LogWriter
 from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
 from sentinel.occurrence import Occurrence
@@ -197,6 +201,16 @@ class GlobalDetector:
         self._looked: tuple[CommitFeeder, int, int, int] | None = None
         self.clock_grace = clock_grace
         self.clock = clock
+        #: The last commit number known to have been handed out (see
+        #: :meth:`~sentinel.global_detector.order.CommitReader.handed_out`).
+        self._handed = 0
+        #: ``(id, commit_seq)`` of the rows the last read found numbered ahead
+        #: of every number handed out, which the service does not read (see
+        #: ``docs/global.md``, "Rows it cannot read"); empty when it found none.
+        self.ahead: list[tuple[int, int]] = []
+        #: Seconds between two reports of the same rows in :attr:`ahead`.
+        self.ahead_every = 30.0
+        self._ahead_at = 0.0
 
     # -- one iteration -----------------------------------------------------------------
     def _rebuild(self, position: int) -> CommitFeeder:
@@ -206,6 +220,20 @@ class GlobalDetector:
             self.rules, max_ahead=self.max_ahead, max_late=self.max_late, now=self.clock
         )
         with self.engine.connect() as conn:
+            self._handed = max(self._handed, self.reader.handed_out(conn))
+            if position > self._handed:
+                log.error(
+                    "sentinel global %r: its cursor stands at %d, ahead of the last commit "
+                    "number handed out (%d): the commits numbered up to %d will not be "
+                    "read. A row numbered ahead of the counter moved it there (before "
+                    "sentinel refused such rows), or the counter was reset; set the "
+                    "cursor's position back to the last genuine commit it read "
+                    "(Cursor.reset)",
+                    self.name,
+                    position,
+                    self._handed,
+                    position,
+                )
             after = 0
             while after < position:
                 rows = [r for r in self.reader.read(conn, after) if r.commit_seq <= position]
@@ -250,6 +278,14 @@ class GlobalDetector:
         report.position = old
         with self.engine.connect() as conn:
             rows = self.reader.read(conn, old, limit=self.batch)
+            if rows and rows[-1].commit_seq > self._handed:
+                # read after the rows: at least the number of every row that
+                # committed with a number taken from the counter
+                self._handed = self.reader.handed_out(conn)
+            if rows and rows[-1].commit_seq > self._handed:
+                rows = self._refuse_ahead(rows)
+            else:
+                self.ahead = []
         if not rows:
             report.clock = self._move_clock(feeder)
             self._look_for_unnumbered()
@@ -292,6 +328,43 @@ class GlobalDetector:
         elif self.run_actions and entries:
             self._act(report.keys)
         return report
+
+    def _refuse_ahead(self, rows: list[LogRow]) -> list[LogRow]:
+        """The rows of ``rows`` numbered at most the last commit number handed
+        out; those numbered beyond it are reported (on the first sight of a
+        new one, then at most every :attr:`ahead_every` seconds) and recorded
+        in :attr:`ahead`, not read: moving the cursor to a number the counter
+        has not reached would skip every genuine commit numbered up to it."""
+        handed = self._handed
+        cut = next(i for i, r in enumerate(rows) if r.commit_seq > handed)
+        ahead = [(r.id, r.commit_seq) for r in rows[cut:]]
+        now = time.monotonic()
+        if not set(ahead) <= set(self.ahead) or now >= self._ahead_at:
+            self._ahead_at = now + self.ahead_every
+            for r in rows[cut : cut + 10]:
+                log.error(
+                    "sentinel global %r: log row %d (%s in scope %s) is numbered %d, ahead "
+                    "of the last commit number handed out (%d): written by hand, imported, "
+                    "or left behind by a reset of the commit counter. The global detector "
+                    "does not read it, nor move its cursor past %d, until the row is "
+                    "deleted or renumbered, or the counter reaches its number",
+                    self.name,
+                    r.id,
+                    r.event,
+                    r.scope,
+                    r.commit_seq,
+                    handed,
+                    handed,
+                )
+            if len(ahead) > 10:
+                log.error(
+                    "sentinel global %r: %d more log row(s) numbered ahead of %d (at least)",
+                    self.name,
+                    len(ahead) - 10,
+                    handed,
+                )
+        self.ahead = ahead
+        return rows[:cut]
 
     def _look_for_unnumbered(self) -> None:
         """Warn (at most every :attr:`unnumbered_every` seconds, when idle) about

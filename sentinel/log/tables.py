@@ -42,7 +42,8 @@ from any application's own alembic history.
     rule, a unique ``idempotency_key``, the trigger's ``scope`` / ``t_occ``, the
     detection as JSON ``payload``, ``status`` (see :class:`OutboxStatus`),
     ``attempts``, ``next_attempt_at`` (when a pending row may run; for a running
-    row, when its claim expires), ``claimed_by`` (the worker running it),
+    row, when its claim expires; NULL: due now, no live claim), ``claimed_by``
+    (the worker running it),
     ``last_error``, ``created_at`` and ``done_at``.
 
 Types are portable: JSON is JSONB on PostgreSQL; datetimes are

@@ -260,13 +260,19 @@ class OutboxStore:
     def _claimable(self, conn: Connection, now: datetime) -> sa.ColumnElement[bool]:
         """Rows a worker may claim: ``pending`` and due by the worker's clock
         (``now``; a retry's time, set by a worker's clock too), or ``running``
-        with a lease the database server's clock says has ended."""
+        with a lease the database server's clock says has ended. A row without
+        a time (``next_attempt_at`` NULL: written by hand, or an
+        :class:`~sentinel.log.OutboxEntry` enqueued without one) is due now,
+        pending, or has no live claim, running: ``NULL <= now`` being unknown,
+        it was never claimed, run or reported."""
         t = self.table
         server = _server_now(conn.dialect.name)
+        at = t.c.next_attempt_at
         return sa.or_(
-            sa.and_(t.c.status == _PENDING, t.c.next_attempt_at <= now),
+            sa.and_(t.c.status == _PENDING, sa.or_(at <= now, at.is_(None))),
             sa.and_(
-                t.c.status == _RUNNING, t.c.next_attempt_at <= (now if server is None else server)
+                t.c.status == _RUNNING,
+                sa.or_(at <= (now if server is None else server), at.is_(None)),
             ),
         )
 
@@ -339,8 +345,10 @@ class OutboxStore:
             return Claimed(row.id, key, row.rule, row.scope, row.t_occ, payload, row.attempts)
         if (
             row.status not in _CLAIMABLE
-            or row.next_attempt_at is None
-            or row.next_attempt_at > (now if row.status == _PENDING else row.server_now)
+            or (
+                row.next_attempt_at is not None  # no time: due (see _claimable)
+                and row.next_attempt_at > (now if row.status == _PENDING else row.server_now)
+            )
             or row.attempts < max_attempts
         ):
             return None  # not due, or claimed by another worker in the meantime

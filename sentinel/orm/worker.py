@@ -26,6 +26,11 @@ is re-raised once the attempt is recorded, so a drain can still be interrupted.
 Inside the detached condition and action, :func:`detached_context` gives the
 session to work in, the entry's idempotency key (the same on every attempt: use
 it to make effects outside the database idempotent) and the attempt number.
+The session's transaction is the worker's: a condition or action that commits
+it is refused (a :class:`~sentinel.errors.RuleError` from its ``commit()``,
+nothing committed), and one that rolls it back or closes the session fails;
+either way the entry fails at once, without retries (see
+:class:`_TransactionGuard`).
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.errors import OutboxError, RuleError, SentinelError
+from sentinel.errors import OutboxError, RuleError, ScopeError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
+from sentinel.orm.commit import committing, roll_back_now
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import (
     DETACHED,
@@ -381,7 +388,7 @@ class Runner:
         except BaseException as err:
             return self._failed_or_raise(claimed, rule, constituents, err)
         try:
-            with session.begin():
+            with session.begin() as transaction:
                 token = _CONTEXT.set(
                     DetachedContext(
                         rule.name,
@@ -393,9 +400,16 @@ class Runner:
                         claimed.t_occ,
                     )
                 )
+                guard = _TransactionGuard(session, transaction, rule.name)
                 try:
-                    status = self._run_rule(rule, occ)
+                    try:
+                        status = self._run_rule(rule, occ, guard)
+                    except BaseException:
+                        guard.check()  # an ended transaction says more than what followed
+                        raise
+                    guard.check()
                 finally:
+                    guard.remove()
                     _CONTEXT.reset(token)
                 if lease.lost:
                     raise ClaimLost("the heartbeat found the claim gone", key=claimed.key)
@@ -483,19 +497,22 @@ class Runner:
                 "(with Flask-SQLAlchemy: attach(db.session, ...), see docs/operations.md)"
             ) from err
 
-    def _run_rule(self, rule: Rule, occ: Any) -> str:
+    def _run_rule(self, rule: Rule, occ: Any, guard: _TransactionGuard) -> str:
         det = self.attachment.detector
         cond = rule.condition
         if cond is not None:
+            guard.phase = "condition"
             try:
                 with det.muted():
                     ok = bool(cond(occ))
+                guard.check()
             except SentinelError:
                 raise
             except BaseException as e:  # SystemExit, GeneratorExit, ... are failures too
                 raise RuleError(rule.name, "condition", e) from e
             if not ok:
                 return FiringStatus.CONDITION_FALSE.value
+            guard.phase = "action"
         try:
             rule.action(occ)
         except SentinelError:
@@ -507,9 +524,11 @@ class Runner:
     def _failed_or_raise(
         self, claimed: Claimed, rule: Rule, constituents: Sequence[Any], err: BaseException
     ) -> str:
-        """Record a failed attempt; then re-raise a ``KeyboardInterrupt`` that
-        reached the main thread (how Ctrl-C arrives while ``drain`` runs there)."""
-        outcome = self._failed(claimed, rule, constituents, err)
+        """Record a failed attempt (for good when the rule ended the worker's
+        transaction: every attempt would); then re-raise a ``KeyboardInterrupt``
+        that reached the main thread (how Ctrl-C arrives while ``drain`` runs there)."""
+        final = getattr(err, "ended_transaction", False) is True
+        outcome = self._failed(claimed, rule, constituents, err, final=final)
         cause = err.__cause__ if isinstance(err, RuleError) else err
         if isinstance(cause, KeyboardInterrupt) and (
             threading.current_thread() is threading.main_thread()
@@ -612,6 +631,80 @@ class Runner:
                 )
             ],
         )
+
+
+class _TransactionGuard:
+    """Keeps a detached rule's condition and action from ending the worker's
+    transaction, which commits their work with the entry's ``done`` mark.
+
+    A ``commit()`` is refused in ``before_commit`` (a listener on this session
+    only, while the rule runs), before anything is committed: the transaction
+    is rolled back there and the caller of ``commit()`` gets a
+    :class:`~sentinel.errors.RuleError` naming the rule. A ``rollback()`` or
+    ``close()`` is found when the condition or action returns. Either way the
+    attempt fails for good (:attr:`ended_transaction`), whatever the rule did
+    with the exception: a retry would end it again, and a commit that went
+    through would repeat the effects at every attempt. Savepoints
+    (``begin_nested()``) are the rule's own."""
+
+    __slots__ = ("ended", "error", "phase", "rule", "session", "transaction")
+
+    def __init__(self, session: Session, transaction: SessionTransaction, rule: str) -> None:
+        self.session = session
+        self.transaction = transaction
+        self.rule = rule
+        self.phase = "action"
+        self.error: RuleError | None = None
+        self.ended = False
+        # on the session, not its class: this runs in the worker's sessions only
+        # (a session of a scoped factory is reused: removed after the rule)
+        sa_event.listen(session, "before_commit", self._refuse)
+        sa_event.listen(session, "after_transaction_end", self._on_end)
+
+    def remove(self) -> None:
+        sa_event.remove(self.session, "before_commit", self._refuse)
+        sa_event.remove(self.session, "after_transaction_end", self._on_end)
+
+    def _on_end(self, session: Session, transaction: SessionTransaction) -> None:
+        # the worker's transaction closed (rolled back, or the session closed);
+        # a failed flush only deactivates it, and is the rule's ordinary failure
+        if transaction is self.transaction:
+            self.ended = True
+
+    def _ended(self, how: str) -> RuleError:
+        cause = ScopeError(
+            f"it called {how} on the session of its detached transaction "
+            "(detached_context().session); the worker commits that transaction itself, "
+            "with the outbox entry's done mark, so that its effects happen exactly once. "
+            "Nothing was committed and the entry is not retried. Leave the commit to the "
+            "worker (session.flush() sends changes early; begin_nested() makes a "
+            "savepoint); to fail the attempt, raise an exception"
+        )
+        err = RuleError(self.rule, self.phase, cause)
+        err.__cause__ = cause
+        err.ended_transaction = True  # type: ignore[attr-defined]
+        return err
+
+    def _refuse(self, session: Session) -> None:
+        trans = committing(session)
+        if trans is not None and trans.nested:
+            return  # a savepoint released
+        err = self.error = self.error or self._ended("commit()")
+        try:
+            raise err
+        except RuleError:
+            # sentinel's own pre-commit step (a class-level listener) ran before
+            # this one: what it wrote is in the transaction rolled back here
+            roll_back_now(session)
+            raise
+
+    def check(self) -> None:
+        """Raise the refusal of a commit (even if the rule caught it), or the
+        error of a transaction the rule rolled back or closed."""
+        if self.error is None and self.ended:
+            self.error = self._ended("rollback() or close()")
+        if self.error is not None:
+            raise self.error
 
 
 def serve(

@@ -45,3 +45,25 @@ def test_sentinel_global_refuses_rules_that_are_not_detached() -> None:
     )
     assert result.exit_code == 1
     assert "has no attribute 'nothing'" in result.output
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sentinel_global_says_it_left_rows_numbered_ahead_of_the_counter(
+    engine: sa.Engine,
+) -> None:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    writer = LogWriter(commit_order=True)
+    for i, event in enumerate(["order", "payment"]):
+        with engine.begin() as conn:
+            occ = Occurrence(event, 1, 1.0 + i, scope=f"s{i}", params={"customer": 5})
+            writer.write(conn, [occ])
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_events SET commit_seq = 1000000 WHERE scope = 's1'"))
+    url = engine.url.render_as_string(hide_password=False)
+    args = ["global", "--rules", "tests.global_detector.rules:detector", "--url", url]
+    result = CliRunner().invoke(main, [*args, "--until-idle", "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    assert "1 log row(s) numbered ahead of the last commit number handed out were not read" in (
+        result.stderr
+    )

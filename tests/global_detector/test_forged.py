@@ -292,3 +292,77 @@ def test_a_refused_first_row_does_not_start_the_clock(log_db: sa.Engine) -> None
     assert found == 2
     service.close()
     assert len(replay_committed(rules.temporal, log_db, max_ahead=60)) == 2
+
+
+def _pair(log_db: sa.Engine, writer: LogWriter, customer: int, ts: float) -> None:
+    for i, event in enumerate(["order", "payment"]):
+        with log_db.begin() as conn:
+            writer.write(conn, [_occ(event, ts + i, f"{event}{customer}", customer)])
+
+
+def test_a_row_numbered_ahead_of_the_counter_does_not_stop_the_reading(
+    log_db: sa.Engine, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row numbered far ahead of every number handed out (written by hand,
+    imported, or left after a sequence reset) moved the cursor past it, and no
+    later commit was ever read, silently. The service reads only numbers the
+    counter (PostgreSQL: the sequence) has handed out: it reports the row,
+    naming it, does not move its cursor past the last number handed out, and
+    goes on detecting the commits after it."""
+    writer = LogWriter(commit_order=True)
+    _pair(log_db, writer, 1, 1001.0)
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    assert service.step().detections == 1
+    with log_db.begin() as conn:
+        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        forged = _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
+    _pair(log_db, writer, 2, 1004.0)
+    _pair(log_db, writer, 3, 1006.0)
+    assert sum(service.step().detections for _ in range(3)) == 2
+    with log_db.connect() as conn:
+        position = conn.execute(sa.text("SELECT position FROM sentinel_global_cursors")).scalar()
+        real = conn.execute(
+            sa.text("SELECT max(commit_seq) FROM sentinel_events WHERE scope <> 'ahead'")
+        ).scalar()
+    assert position == real
+    assert f"log row {forged} (order in scope ahead) is numbered {head + 1_000_000}" in caplog.text
+    assert service.ahead == [(forged, head + 1_000_000)]
+    # the genuine commits after it are read as they come
+    _pair(log_db, writer, 4, 1008.0)
+    assert sum(service.step().detections for _ in range(2)) == 1
+    service.close()
+    # a cursor moved past such a row before (by an earlier version) is reported
+    with log_db.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_global_cursors SET position = :p"), {"p": 2_000_000})
+    caplog.clear()
+    service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
+    assert service.step().rows == 0
+    assert "its cursor stands at 2000000, ahead of the last commit number handed out" in (
+        caplog.text
+    )
+    service.close()
+
+
+def test_the_streaming_source_offset_stops_at_the_last_number_handed_out(
+    log_db: sa.Engine, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Spark source's offset was the largest number in the log: one row
+    numbered ahead of the counter moved it there, and the commits numbered
+    below it were never read. It stops at the largest number handed out."""
+    pytest.importorskip("pyspark")
+    from sentinel.global_detector.streaming import _URL_OPTION, _CommitStreamReader
+
+    writer = LogWriter(commit_order=True)
+    _pair(log_db, writer, 1, 1001.0)
+    with log_db.begin() as conn:
+        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
+    _pair(log_db, writer, 2, 1004.0)
+    source = _CommitStreamReader({_URL_OPTION: db_url})
+    try:
+        assert source.latestOffset({"commit_seq": 0}) == {"commit_seq": head + 2}
+    finally:
+        source.stop()
+    assert f"rows numbered up to {head + 1_000_000}, ahead of the last commit number" in (
+        caplog.text
+    )
