@@ -347,8 +347,11 @@ def db_url(backend: str, namespaces: Namespaces | None, tmp_path: Path) -> str:
 
 @pytest.fixture
 def engine(db_url: str) -> Iterator[sa.Engine]:
-    """An Engine on this test's empty database, disposed after the test."""
-    eng = sa.create_engine(db_url)
+    """An Engine on this test's empty database, disposed after the test. On SQLite
+    a writer waits up to 60 s for the lock (pysqlite's default is 5 s): tests that
+    queue many writers run beside other xdist workers on a busy machine."""
+    args = {"timeout": 60} if db_url.startswith("sqlite") else {}
+    eng = sa.create_engine(db_url, connect_args=args)
     yield eng
     eng.dispose()
 
