@@ -150,7 +150,8 @@ class Cursor:
         )
 
     def reset(self, conn: Connection, position: int = 0) -> None:
-        """Set the position (``sentinel global --reset``): the detector then
-        reprocesses or skips history. Entries already written stay."""
+        """Set the position (an operator's repair: no command does it; see
+        ``docs/global.md``): the detector then reprocesses or skips history.
+        Entries already written stay."""
         t = self.table
         conn.execute(sa.update(t).where(t.c.name == self.name).values(position=position))
