@@ -24,7 +24,9 @@ as written:
 A correlation variable x adds one bit to the alphabet while its ``exists`` is
 compiled: ``x`` (and ``E = x``, which is E ∧ x) are the symbols with the bit set,
 and ``exists x: E`` projects the bit away, requiring it at exactly one point at
-or before the point of satisfaction (so x may appear under negation too).
+or before the point of satisfaction (so x may appear under negation too). An
+inner ``exists`` reusing an enclosing variable's name adds a bit of its own, and
+the name means that (innermost) bit in its body: it shadows the outer one.
 
 Automata are cached per term and alphabet.
 """
@@ -113,7 +115,9 @@ class _Compiler:
         return frozenset(s + kb * b for b in range(1 << len(vs)) for s in base)
 
     def var_symbols(self, name: str, vs: tuple[str, ...]) -> frozenset[int]:
-        kb, j = self.alphabet.k, vs.index(name)
+        # The innermost binding: an exists that reuses an enclosing variable's
+        # name shadows it (section 5, rule 6), and its bit is the later one.
+        kb, j = self.alphabet.k, len(vs) - 1 - vs[::-1].index(name)
         return frozenset(s + kb * b for b in range(1 << len(vs)) if b >> j & 1 for s in range(kb))
 
     # -- terms ---------------------------------------------------------------------
