@@ -48,7 +48,7 @@ __all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
 #: the expression recursively.
 MAX_DEPTH: t.Final = 150
 
-_OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
+_OPERATORS: dict[str, type[tm.Term]] = {
     "relative": tm.Rel,
     "rel": tm.Rel,
     "prior": tm.Prior,
@@ -58,6 +58,17 @@ _OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
     "before": tm.Before,
     "happened": tm.Happened,
     "prefix": tm.Prefix,
+}
+#: How many operands each operator written like a call takes (least, most: None
+#: for no limit), and how it is written, for the error that says so.
+_ARITY: dict[type[tm.Term], tuple[int, int | None, str]] = {
+    tm.Rel: (2, 2, "relative(E, F)"),
+    tm.Prior: (2, None, "prior(E1, ..., Em)"),
+    tm.Sequence: (2, None, "sequence(E1, ..., Em)"),
+    tm.FirstAfter: (3, 3, "firstAfter(E1, E2, F)"),
+    tm.Before: (1, 1, "before(E)"),
+    tm.Happened: (1, 1, "happened(E)"),
+    tm.Prefix: (1, 1, "prefix(E)"),
 }
 _CONSTANTS = {"NULL": tm.NULL, "any": tm.ANY, "first": tm.FIRST}
 _KEYWORDS = frozenset({"every", "exists", "over", "true", "false", "null", *_CONSTANTS})
@@ -244,7 +255,17 @@ class _ToTerm(Transformer[Token, t.Any]):
                         a[3].line,
                         a[3].column,
                     )
-            return self._at(meta, lambda: _OPERATORS[name](*args))
+            cls = _OPERATORS[name]
+            least, most, usage = _ARITY[cls]
+            if len(args) < least or (most is not None and len(args) > most):
+                raise _Positioned(
+                    ExpressionError(
+                        f"{name} takes {_count_text(least, most)}, got {len(args)}: {usage}"
+                    ),
+                    meta.line,
+                    meta.column,
+                )
+            return self._at(meta, lambda: cls(*args))
         if tok.type == "NAME" and name in _CONSTANTS:
             raise _Positioned(ExpressionError(f"{name} takes no operands"), meta.line, meta.column)
         return self._bound_event(meta, name, args, self._mask(mask_tok))
@@ -297,6 +318,13 @@ class _ToTerm(Transformer[Token, t.Any]):
 
     def args(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
         return c
+
+
+def _count_text(least: int, most: int | None) -> str:
+    words = {1: "one expression", 2: "two expressions", 3: "three expressions"}
+    if most is None:
+        return f"at least {words[least]}"
+    return words[least]
 
 
 def _bad_binding(name: str) -> ExpressionError:
