@@ -174,6 +174,25 @@ class AutomatonTooCostly(AutomatonTooLarge):
             self.operator, self.states, self.registers, self.work, self.limit, term, self.symbols
         )
 
+    @classmethod
+    def written_out(cls, term: t.Any, size: int, limit: int, what: str) -> AutomatonTooCostly:
+        """The refusal of an expression that has ``size`` operators and events
+        written out (``term.size``), more than ``limit``: ``what`` names it
+        (its text would be as long, so it is not printed)."""
+        e = cls.__new__(cls)
+        e.operator, e.states, e.registers, e.symbols = term.op, 0, 0, 0
+        e.work, e.limit, e.term = size, limit, term
+        ExpressionError.__init__(
+            e,
+            f"{what} has {size:,} operators and events written out (a named sub-expression "
+            "counts again wherever it is used), more than the limit of "
+            f"{limit:,} units of work (sentinel.ode.automata.MAX_WORK) that compiling one "
+            "expression may do: each counts at least one; use fewer names that each use the "
+            "previous ones several times, or split the expression into several Ode events "
+            "combined with Snoop operators",
+        )
+        return e
+
 
 class _Budget:
     """Work left for the compilation of one expression (see :func:`budget`)."""

@@ -44,7 +44,7 @@ from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
 from sentinel.ode.automata import CUR, EMPTY, Automaton, Template
 
-__all__ = ["compile_term"]
+__all__ = ["check_size", "compile_term"]
 
 _CACHE: OrderedDict[tuple[t.Any, ...], Automaton] = OrderedDict()
 _CACHE_SIZE = 256
@@ -64,6 +64,7 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
     :class:`~sentinel.ode.automata.AutomatonTooCostly`, raised before the work
     passes the limit).
     """
+    check_size(term)
     key = (term, alphabet, attribute)
     with _lock:
         hit = _CACHE.get(key)
@@ -83,6 +84,19 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return m
+
+
+def check_size(term: tm.Term, what: str | None = None) -> None:
+    """Refuse (:class:`~sentinel.ode.automata.AutomatonTooCostly`) a term with
+    more than :data:`~sentinel.ode.automata.MAX_WORK` operators and events
+    written out (:attr:`~sentinel.ode.terms.Term.size`), before anything walks
+    it: printing or reading it would take that long, and its compilation spends
+    at least one unit of work on each (``what`` names it in the error; by
+    default its operator)."""
+    if term.size > au.MAX_WORK:
+        raise au.AutomatonTooCostly.written_out(
+            term, term.size, au.MAX_WORK, what or f"an expression (its top operator {term.op})"
+        )
 
 
 def _wrap(label: t.Any) -> t.Callable[[Template], Template]:

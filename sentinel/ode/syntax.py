@@ -142,18 +142,25 @@ class _ToTerm(Transformer[Token, t.Any]):
             raise _Positioned(e, meta.line, meta.column) from None
 
     def start(self, meta: t.Any, c: list[t.Any]) -> _Body:
+        from sentinel.ode.compile import check_size
+
         *defs, body = c
         named: dict[str, tm.Term] = {}
-        for name, term in defs:
+        for name, term, where in defs:
             if name in named:
                 raise _Positioned(
                     ExpressionError(f"{name} is defined twice"), meta.line, meta.column
                 )
+            # Each name is substituted by the same term object, shared, but
+            # written out it doubles when each name uses the previous one twice.
             named[name] = _substitute(term, named)
-        return _Body(_substitute(body.term, named), body.over)
+            check_size(named[name], f"{name} (defined at line {where.line}, column {where.column})")
+        out = _substitute(body.term, named)
+        check_size(out, "the expression" if defs else None)
+        return _Body(out, body.over)
 
-    def definition(self, meta: t.Any, c: list[t.Any]) -> tuple[str, tm.Term]:
-        return (str(c[0]), c[1])
+    def definition(self, meta: t.Any, c: list[t.Any]) -> tuple[str, tm.Term, t.Any]:
+        return (str(c[0]), c[1], meta)
 
     def body(self, meta: t.Any, c: list[t.Any]) -> _Body:
         return _Body(c[0], c[1])
@@ -357,15 +364,27 @@ def _offset(text: str, line: int, column: int) -> int:
     return pos + column - 1
 
 
-def _rebuild(term: tm.Term, fn: t.Callable[[tm.Term], tm.Term | None]) -> tm.Term:
+def _rebuild(
+    term: tm.Term,
+    fn: t.Callable[[tm.Term], tm.Term | None],
+    memo: dict[int, tm.Term] | None = None,
+) -> tm.Term:
+    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
+    None; a sub-term shared by several operands is rebuilt once (``memo``, by
+    identity), and stays shared."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(term))
+    if done is not None:
+        return done
     out = fn(term)
-    if out is not None:
-        return out
-    kids = term.children
-    if not kids:
-        return term
-    new = [_rebuild(k, fn) for k in kids]
-    return term if new == list(kids) else term.with_children(new)
+    if out is None:
+        kids = term.children
+        new = [_rebuild(k, fn, memo) for k in kids]
+        same = all(a is b for a, b in zip(new, kids, strict=True))
+        out = term if same else term.with_children(new)
+    memo[id(term)] = out
+    return out
 
 
 def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:
