@@ -553,24 +553,11 @@ def _compact(m: Automaton) -> Automaton:
 
 
 def minimize(m: Automaton) -> Automaton:
-    """The quotient of ``m`` by equivalent states (Moore's refinement over
-    acceptance, record templates, targets and register assignments); state 0
-    stays the start state."""
-    n, k = m.n, m.k
-    sig0: dict[t.Any, int] = {}
-    cls = [sig0.setdefault((m.acc[q], m.rec[q] if m.acc[q] else None), len(sig0)) for q in range(n)]
-    count = len(sig0)
-    while True:
-        sigs: dict[t.Any, int] = {}
-        new = [
-            sigs.setdefault(
-                (cls[q], tuple((cls[m.delta[q][a]], m.ops[q][a]) for a in range(k))), len(sigs)
-            )
-            for q in range(n)
-        ]
-        if len(sigs) == count:
-            break
-        cls, count = new, len(sigs)
+    """The quotient of ``m`` by equivalent states (those alike in acceptance,
+    record templates and register assignments, whose targets are equivalent);
+    state 0 stays the start state."""
+    k = m.k
+    cls = _classes(m)
     # Number the classes in breadth-first order from the start (deterministic).
     order: dict[int, int] = {cls[0]: 0}
     rep: list[int] = [0]
@@ -586,6 +573,57 @@ def minimize(m: Automaton) -> Automaton:
     delta = [[order[cls[m.delta[q][a]]] for a in range(k)] for q in rep]
     ops = [[m.ops[q][a] for a in range(k)] for q in rep]
     return Automaton(k, delta, [m.acc[q] for q in rep], ops, [m.rec[q] for q in rep], m.nregs)
+
+
+def _classes(m: Automaton) -> list[int]:
+    """The class of each state of ``m`` in its coarsest partition that tells
+    apart acceptance, record templates and rows of register assignments, and
+    in which equivalent states go to equivalent states on every symbol
+    (Hopcroft's refinement: O(k n log n), where refining every class a round
+    at a time, as Moore's does, costs a round per state of a chain: minutes
+    for the 2,000 states of ``N / N`` named twelve times over)."""
+    n, k, delta = m.n, m.k, m.delta
+    first: dict[t.Any, int] = {}
+    block_of = [
+        first.setdefault((m.acc[q], m.rec[q] if m.acc[q] else None, tuple(m.ops[q])), len(first))
+        for q in range(n)
+    ]
+    blocks: list[set[int]] = [set() for _ in first]
+    for q, b in enumerate(block_of):
+        blocks[b].add(q)
+    inv: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(k)]
+    for p in range(n):
+        row = delta[p]
+        for a in range(k):
+            inv[a][row[a]].append(p)
+    pending = {(b, a) for b in range(len(blocks)) for a in range(k)}
+    work = sorted(pending)
+    while work:
+        b, a = work.pop()
+        pending.discard((b, a))
+        into = inv[a]
+        touched: dict[int, list[int]] = {}
+        for q in blocks[b]:
+            for p in into[q]:
+                touched.setdefault(block_of[p], []).append(p)
+        for y, members in touched.items():
+            if len(members) == len(blocks[y]):
+                continue
+            new = set(members)
+            blocks[y] -= new
+            z = len(blocks)
+            blocks.append(new)
+            for p in new:
+                block_of[p] = z
+            for c in range(k):
+                if (y, c) in pending:
+                    add = (z, c)
+                else:
+                    add = (z, c) if len(new) <= len(blocks[y]) else (y, c)
+                if add not in pending:
+                    pending.add(add)
+                    work.append(add)
+    return block_of
 
 
 def fresh_start(m: Automaton) -> Automaton:
