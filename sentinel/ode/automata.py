@@ -101,6 +101,20 @@ MAX_STATES: t.Final = 20_000
 MAX_WORK: t.Final = 200_000
 
 
+#: Sub-expressions with more events and operators than this are described in
+#: errors rather than printed (their text may be that long and more).
+_PRINTED: t.Final = 1_000
+
+
+def _where(operator: str, term: t.Any) -> str:
+    if term is None:
+        return operator
+    size = getattr(term, "size", 0)
+    if size > _PRINTED:
+        return f"a sub-expression of {size:,} events and operators (its {operator})"
+    return f"{term} (its {operator})"
+
+
 class AutomatonTooLarge(ExpressionError):
     """An expression whose automaton would exceed :data:`MAX_STATES` states.
 
@@ -113,7 +127,7 @@ class AutomatonTooLarge(ExpressionError):
         self.operator = operator
         self.states = states
         self.term = term
-        where = f"{operator}" if term is None else f"{term} (its {operator})"
+        where = _where(operator, term)
         super().__init__(
             f"the automaton of {where} grows beyond {states} states; some expressions "
             "need that many (one that depends on the n-th last occurrence of an event "
@@ -157,7 +171,7 @@ class AutomatonTooCostly(AutomatonTooLarge):
         self.operator = operator
         self.states = states
         self.term = term
-        where = f"{operator}" if term is None else f"{term} (its {operator})"
+        where = _where(operator, term)
         ExpressionError.__init__(
             self,
             f"compiling {where} passes the limit of {limit:,} transitions and register "
