@@ -101,6 +101,20 @@ MAX_STATES: t.Final = 20_000
 MAX_WORK: t.Final = 200_000
 
 
+#: Sub-expressions with more events and operators than this are described in
+#: errors rather than printed (their text may be that long and more).
+_PRINTED: t.Final = 1_000
+
+
+def _where(operator: str, term: t.Any) -> str:
+    if term is None:
+        return operator
+    size = getattr(term, "size", 0)
+    if size > _PRINTED:
+        return f"a sub-expression of {size:,} events and operators (its {operator})"
+    return f"{term} (its {operator})"
+
+
 class AutomatonTooLarge(ExpressionError):
     """An expression whose automaton would exceed :data:`MAX_STATES` states.
 
@@ -113,7 +127,7 @@ class AutomatonTooLarge(ExpressionError):
         self.operator = operator
         self.states = states
         self.term = term
-        where = f"{operator}" if term is None else f"{term} (its {operator})"
+        where = _where(operator, term)
         super().__init__(
             f"the automaton of {where} grows beyond {states} states; some expressions "
             "need that many (one that depends on the n-th last occurrence of an event "
@@ -157,7 +171,7 @@ class AutomatonTooCostly(AutomatonTooLarge):
         self.operator = operator
         self.states = states
         self.term = term
-        where = f"{operator}" if term is None else f"{term} (its {operator})"
+        where = _where(operator, term)
         ExpressionError.__init__(
             self,
             f"compiling {where} passes the limit of {limit:,} transitions and register "
@@ -173,6 +187,25 @@ class AutomatonTooCostly(AutomatonTooLarge):
         return AutomatonTooCostly(
             self.operator, self.states, self.registers, self.work, self.limit, term, self.symbols
         )
+
+    @classmethod
+    def written_out(cls, term: t.Any, size: int, limit: int, what: str) -> AutomatonTooCostly:
+        """The refusal of an expression that has ``size`` operators and events
+        written out (``term.size``), more than ``limit``: ``what`` names it
+        (its text would be as long, so it is not printed)."""
+        e = cls.__new__(cls)
+        e.operator, e.states, e.registers, e.symbols = term.op, 0, 0, 0
+        e.work, e.limit, e.term = size, limit, term
+        ExpressionError.__init__(
+            e,
+            f"{what} has {size:,} operators and events written out (a named sub-expression "
+            "counts again wherever it is used), more than the limit of "
+            f"{limit:,} units of work (sentinel.ode.automata.MAX_WORK) that compiling one "
+            "expression may do: each counts at least one; use fewer names that each use the "
+            "previous ones several times, or split the expression into several Ode events "
+            "combined with Snoop operators",
+        )
+        return e
 
 
 class _Budget:
@@ -534,24 +567,11 @@ def _compact(m: Automaton) -> Automaton:
 
 
 def minimize(m: Automaton) -> Automaton:
-    """The quotient of ``m`` by equivalent states (Moore's refinement over
-    acceptance, record templates, targets and register assignments); state 0
-    stays the start state."""
-    n, k = m.n, m.k
-    sig0: dict[t.Any, int] = {}
-    cls = [sig0.setdefault((m.acc[q], m.rec[q] if m.acc[q] else None), len(sig0)) for q in range(n)]
-    count = len(sig0)
-    while True:
-        sigs: dict[t.Any, int] = {}
-        new = [
-            sigs.setdefault(
-                (cls[q], tuple((cls[m.delta[q][a]], m.ops[q][a]) for a in range(k))), len(sigs)
-            )
-            for q in range(n)
-        ]
-        if len(sigs) == count:
-            break
-        cls, count = new, len(sigs)
+    """The quotient of ``m`` by equivalent states (those alike in acceptance,
+    record templates and register assignments, whose targets are equivalent);
+    state 0 stays the start state."""
+    k = m.k
+    cls = _classes(m)
     # Number the classes in breadth-first order from the start (deterministic).
     order: dict[int, int] = {cls[0]: 0}
     rep: list[int] = [0]
@@ -567,6 +587,57 @@ def minimize(m: Automaton) -> Automaton:
     delta = [[order[cls[m.delta[q][a]]] for a in range(k)] for q in rep]
     ops = [[m.ops[q][a] for a in range(k)] for q in rep]
     return Automaton(k, delta, [m.acc[q] for q in rep], ops, [m.rec[q] for q in rep], m.nregs)
+
+
+def _classes(m: Automaton) -> list[int]:
+    """The class of each state of ``m`` in its coarsest partition that tells
+    apart acceptance, record templates and rows of register assignments, and
+    in which equivalent states go to equivalent states on every symbol
+    (Hopcroft's refinement: O(k n log n), where refining every class a round
+    at a time, as Moore's does, costs a round per state of a chain: minutes
+    for the 2,000 states of ``N / N`` named twelve times over)."""
+    n, k, delta = m.n, m.k, m.delta
+    first: dict[t.Any, int] = {}
+    block_of = [
+        first.setdefault((m.acc[q], m.rec[q] if m.acc[q] else None, tuple(m.ops[q])), len(first))
+        for q in range(n)
+    ]
+    blocks: list[set[int]] = [set() for _ in first]
+    for q, b in enumerate(block_of):
+        blocks[b].add(q)
+    inv: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(k)]
+    for p in range(n):
+        row = delta[p]
+        for a in range(k):
+            inv[a][row[a]].append(p)
+    pending = {(b, a) for b in range(len(blocks)) for a in range(k)}
+    work = sorted(pending)
+    while work:
+        b, a = work.pop()
+        pending.discard((b, a))
+        into = inv[a]
+        touched: dict[int, list[int]] = {}
+        for q in blocks[b]:
+            for p in into[q]:
+                touched.setdefault(block_of[p], []).append(p)
+        for y, members in touched.items():
+            if len(members) == len(blocks[y]):
+                continue
+            new = set(members)
+            blocks[y] -= new
+            z = len(blocks)
+            blocks.append(new)
+            for p in new:
+                block_of[p] = z
+            for c in range(k):
+                if (y, c) in pending:
+                    add = (z, c)
+                else:
+                    add = (z, c) if len(new) <= len(blocks[y]) else (y, c)
+                if add not in pending:
+                    pending.add(add)
+                    work.append(add)
+    return block_of
 
 
 def fresh_start(m: Automaton) -> Automaton:

@@ -24,7 +24,9 @@ as written:
 A correlation variable x adds one bit to the alphabet while its ``exists`` is
 compiled: ``x`` (and ``E = x``, which is E ∧ x) are the symbols with the bit set,
 and ``exists x: E`` projects the bit away, requiring it at exactly one point at
-or before the point of satisfaction (so x may appear under negation too).
+or before the point of satisfaction (so x may appear under negation too). An
+inner ``exists`` reusing an enclosing variable's name adds a bit of its own, and
+the name means that (innermost) bit in its body: it shadows the outer one.
 
 Automata are cached per term and alphabet.
 """
@@ -42,7 +44,7 @@ from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
 from sentinel.ode.automata import CUR, EMPTY, Automaton, Template
 
-__all__ = ["compile_term"]
+__all__ = ["check_size", "compile_term"]
 
 _CACHE: OrderedDict[tuple[t.Any, ...], Automaton] = OrderedDict()
 _CACHE_SIZE = 256
@@ -62,6 +64,7 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
     :class:`~sentinel.ode.automata.AutomatonTooCostly`, raised before the work
     passes the limit).
     """
+    check_size(term)
     key = (term, alphabet, attribute)
     with _lock:
         hit = _CACHE.get(key)
@@ -81,6 +84,19 @@ def compile_term(term: tm.Term, alphabet: Alphabet, attribute: Variable | None =
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return m
+
+
+def check_size(term: tm.Term, what: str | None = None) -> None:
+    """Refuse (:class:`~sentinel.ode.automata.AutomatonTooCostly`) a term with
+    more than :data:`~sentinel.ode.automata.MAX_WORK` operators and events
+    written out (:attr:`~sentinel.ode.terms.Term.size`), before anything walks
+    it: printing or reading it would take that long, and its compilation spends
+    at least one unit of work on each (``what`` names it in the error; by
+    default its operator)."""
+    if term.size > au.MAX_WORK:
+        raise au.AutomatonTooCostly.written_out(
+            term, term.size, au.MAX_WORK, what or f"an expression (its top operator {term.op})"
+        )
 
 
 def _wrap(label: t.Any) -> t.Callable[[Template], Template]:
@@ -113,7 +129,9 @@ class _Compiler:
         return frozenset(s + kb * b for b in range(1 << len(vs)) for s in base)
 
     def var_symbols(self, name: str, vs: tuple[str, ...]) -> frozenset[int]:
-        kb, j = self.alphabet.k, vs.index(name)
+        # The innermost binding: an exists that reuses an enclosing variable's
+        # name shadows it (section 5, rule 6), and its bit is the later one.
+        kb, j = self.alphabet.k, len(vs) - 1 - vs[::-1].index(name)
         return frozenset(s + kb * b for b in range(1 << len(vs)) if b >> j & 1 for s in range(kb))
 
     # -- terms ---------------------------------------------------------------------

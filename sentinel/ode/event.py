@@ -24,7 +24,7 @@ from sentinel.errors import ExpressionError
 from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
 from sentinel.ode.automata import Automaton
-from sentinel.ode.compile import compile_term
+from sentinel.ode.compile import check_size, compile_term
 
 __all__ = ["OdeEvent", "event"]
 
@@ -46,6 +46,7 @@ class OdeEvent(Expression):
 
     def __init__(self, term: object, over: t.Iterable[object] | None = None) -> None:
         body = tm.as_term(term, "an Ode event")
+        check_size(body)
         body, extra = _strip_scoped(body)
         declared = None if over is None else _universe_list(over)
         if extra:
@@ -239,12 +240,24 @@ def _strip_scoped(term: tm.Term) -> tuple[tm.Term, list[Primitive]]:
     return _rebuild(term, fn), extra
 
 
-def _rebuild(term: tm.Term, fn: t.Callable[[tm.Term], tm.Term | None]) -> tm.Term:
+def _rebuild(
+    term: tm.Term,
+    fn: t.Callable[[tm.Term], tm.Term | None],
+    memo: dict[int, tm.Term] | None = None,
+) -> tm.Term:
+    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
+    None; a sub-term shared by several operands is rebuilt once (``memo``, by
+    identity), and stays shared."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(term))
+    if done is not None:
+        return done
     out = fn(term)
-    if out is not None:
-        return out
-    kids = term.children
-    if not kids:
-        return term
-    new = [_rebuild(k, fn) for k in kids]
-    return term if new == list(kids) else term.with_children(new)
+    if out is None:
+        kids = term.children
+        new = [_rebuild(k, fn, memo) for k in kids]
+        same = all(a is b for a, b in zip(new, kids, strict=True))
+        out = term if same else term.with_children(new)
+    memo[id(term)] = out
+    return out

@@ -48,7 +48,7 @@ __all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
 #: the expression recursively.
 MAX_DEPTH: t.Final = 150
 
-_OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
+_OPERATORS: dict[str, type[tm.Term]] = {
     "relative": tm.Rel,
     "rel": tm.Rel,
     "prior": tm.Prior,
@@ -58,6 +58,17 @@ _OPERATORS: dict[str, t.Callable[..., tm.Term]] = {
     "before": tm.Before,
     "happened": tm.Happened,
     "prefix": tm.Prefix,
+}
+#: How many operands each operator written like a call takes (least, most: None
+#: for no limit), and how it is written, for the error that says so.
+_ARITY: dict[type[tm.Term], tuple[int, int | None, str]] = {
+    tm.Rel: (2, 2, "relative(E, F)"),
+    tm.Prior: (2, None, "prior(E1, ..., Em)"),
+    tm.Sequence: (2, None, "sequence(E1, ..., Em)"),
+    tm.FirstAfter: (3, 3, "firstAfter(E1, E2, F)"),
+    tm.Before: (1, 1, "before(E)"),
+    tm.Happened: (1, 1, "happened(E)"),
+    tm.Prefix: (1, 1, "prefix(E)"),
 }
 _CONSTANTS = {"NULL": tm.NULL, "any": tm.ANY, "first": tm.FIRST}
 _KEYWORDS = frozenset({"every", "exists", "over", "true", "false", "null", *_CONSTANTS})
@@ -131,18 +142,25 @@ class _ToTerm(Transformer[Token, t.Any]):
             raise _Positioned(e, meta.line, meta.column) from None
 
     def start(self, meta: t.Any, c: list[t.Any]) -> _Body:
+        from sentinel.ode.compile import check_size
+
         *defs, body = c
         named: dict[str, tm.Term] = {}
-        for name, term in defs:
+        for name, term, where in defs:
             if name in named:
                 raise _Positioned(
                     ExpressionError(f"{name} is defined twice"), meta.line, meta.column
                 )
+            # Each name is substituted by the same term object, shared, but
+            # written out it doubles when each name uses the previous one twice.
             named[name] = _substitute(term, named)
-        return _Body(_substitute(body.term, named), body.over)
+            check_size(named[name], f"{name} (defined at line {where.line}, column {where.column})")
+        out = _substitute(body.term, named)
+        check_size(out, "the expression" if defs else None)
+        return _Body(out, body.over)
 
-    def definition(self, meta: t.Any, c: list[t.Any]) -> tuple[str, tm.Term]:
-        return (str(c[0]), c[1])
+    def definition(self, meta: t.Any, c: list[t.Any]) -> tuple[str, tm.Term, t.Any]:
+        return (str(c[0]), c[1], meta)
 
     def body(self, meta: t.Any, c: list[t.Any]) -> _Body:
         return _Body(c[0], c[1])
@@ -244,7 +262,17 @@ class _ToTerm(Transformer[Token, t.Any]):
                         a[3].line,
                         a[3].column,
                     )
-            return self._at(meta, lambda: _OPERATORS[name](*args))
+            cls = _OPERATORS[name]
+            least, most, usage = _ARITY[cls]
+            if len(args) < least or (most is not None and len(args) > most):
+                raise _Positioned(
+                    ExpressionError(
+                        f"{name} takes {_count_text(least, most)}, got {len(args)}: {usage}"
+                    ),
+                    meta.line,
+                    meta.column,
+                )
+            return self._at(meta, lambda: cls(*args))
         if tok.type == "NAME" and name in _CONSTANTS:
             raise _Positioned(ExpressionError(f"{name} takes no operands"), meta.line, meta.column)
         return self._bound_event(meta, name, args, self._mask(mask_tok))
@@ -299,6 +327,13 @@ class _ToTerm(Transformer[Token, t.Any]):
         return c
 
 
+def _count_text(least: int, most: int | None) -> str:
+    words = {1: "one expression", 2: "two expressions", 3: "three expressions"}
+    if most is None:
+        return f"at least {words[least]}"
+    return words[least]
+
+
 def _bad_binding(name: str) -> ExpressionError:
     return ExpressionError(f"{name}(...) binds parameters by name: {name}(account = 121)")
 
@@ -329,15 +364,27 @@ def _offset(text: str, line: int, column: int) -> int:
     return pos + column - 1
 
 
-def _rebuild(term: tm.Term, fn: t.Callable[[tm.Term], tm.Term | None]) -> tm.Term:
+def _rebuild(
+    term: tm.Term,
+    fn: t.Callable[[tm.Term], tm.Term | None],
+    memo: dict[int, tm.Term] | None = None,
+) -> tm.Term:
+    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
+    None; a sub-term shared by several operands is rebuilt once (``memo``, by
+    identity), and stays shared."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(term))
+    if done is not None:
+        return done
     out = fn(term)
-    if out is not None:
-        return out
-    kids = term.children
-    if not kids:
-        return term
-    new = [_rebuild(k, fn) for k in kids]
-    return term if new == list(kids) else term.with_children(new)
+    if out is None:
+        kids = term.children
+        new = [_rebuild(k, fn, memo) for k in kids]
+        same = all(a is b for a, b in zip(new, kids, strict=True))
+        out = term if same else term.with_children(new)
+    memo[id(term)] = out
+    return out
 
 
 def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:

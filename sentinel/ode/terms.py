@@ -68,15 +68,23 @@ class Term:
     (E = x). ``str(term)`` prints Ode text.
     """
 
-    __slots__ = ("_args", "_hash")
+    __slots__ = ("_args", "_free", "_hash", "_size")
     _args: tuple[t.Any, ...]
     _hash: int
+    _size: int
+    _free: frozenset[str]
     #: The operator's name in errors and the text syntax.
     op: t.ClassVar[str] = "?"
 
     def _init(self, *args: t.Any) -> None:
         object.__setattr__(self, "_args", args)
         object.__setattr__(self, "_hash", hash((type(self).__name__, args)))
+        # Both from the operands' own, so that a term whose operands share
+        # sub-terms (a named sub-expression used twice, in text) costs its
+        # distinct sub-terms, not its written-out size.
+        kids = [a for a in args if isinstance(a, Term)]
+        object.__setattr__(self, "_size", 1 + sum(k._size for k in kids))
+        object.__setattr__(self, "_free", self._find_free(kids))
 
     def __setattr__(self, name: str, value: t.Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -116,24 +124,49 @@ class Term:
         args = [next(it) if isinstance(a, Term) else a for a in self._args]
         return type(self)._from_args(*args)
 
+    @property
+    def size(self) -> int:
+        """The operators and events of this term written out: a sub-term used
+        twice counts twice (text's named sub-expressions are written out where
+        they are used). Known without walking the term."""
+        return self._size
+
     def walk(self) -> t.Iterator[Term]:
         """This term and every sub-term, in pre-order (the paper's numbering of
-        sub-expressions, section 4)."""
+        sub-expressions, section 4): :attr:`size` of them."""
         yield self
         for c in self.children:
             yield from c.walk()
 
+    def distinct(self) -> t.Iterator[Term]:
+        """This term and its sub-terms in the order of :meth:`walk`, but each
+        sub-term object once: a shared one is not walked again."""
+        seen: set[int] = set()
+        stack: list[Term] = [self]
+        while stack:
+            x = stack.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            yield x
+            stack.extend(reversed(x.children))
+
     def letters(self) -> t.Iterator[Letter]:
-        for x in self.walk():
+        """The letters of the term, in the order they are written (a shared
+        sub-term's once)."""
+        for x in self.distinct():
             if isinstance(x, Letter):
                 yield x
 
     def free_variables(self) -> frozenset[str]:
         """Correlation variables used here and not bound by an enclosing
         :func:`exists`."""
+        return self._free
+
+    def _find_free(self, kids: list[Term]) -> frozenset[str]:
         out: set[str] = set()
-        for c in self.children:
-            out |= c.free_variables()
+        for c in kids:
+            out |= c._free
         return frozenset(out)
 
     # -- Python spelling -------------------------------------------------------------
@@ -564,8 +597,8 @@ class Var(Term):
     def name(self) -> str:
         return self._args[0]  # type: ignore[no-any-return]
 
-    def free_variables(self) -> frozenset[str]:
-        return frozenset((self.name,))
+    def _find_free(self, kids: list[Term]) -> frozenset[str]:
+        return frozenset((self._args[0],))
 
 
 class Mark(Term):
@@ -588,8 +621,8 @@ class Mark(Term):
     def variable(self) -> str:
         return self._args[1]  # type: ignore[no-any-return]
 
-    def free_variables(self) -> frozenset[str]:
-        return self._args[0].free_variables() | {self.variable}  # type: ignore[no-any-return]
+    def _find_free(self, kids: list[Term]) -> frozenset[str]:
+        return kids[0]._free | {self._args[1]}
 
 
 class Exists(Term):
@@ -612,8 +645,8 @@ class Exists(Term):
     def variables(self) -> tuple[str, ...]:
         return self._args[0]  # type: ignore[no-any-return]
 
-    def free_variables(self) -> frozenset[str]:
-        return self._args[1].free_variables() - set(self.variables)  # type: ignore[no-any-return]
+    def _find_free(self, kids: list[Term]) -> frozenset[str]:
+        return kids[0]._free - set(self._args[0])
 
 
 class Scoped(Term):

@@ -276,6 +276,41 @@ def test_after_each_through_a_correlation_variable(history_text: str) -> None:
         assert native == via, (f, e)
 
 
+# Rule 6: exists w binds w in its body, so an inner exists reusing an enclosing
+# variable's name shadows it there (issue 28, item 3: these resolved to the outer
+# binding). Each expression's history and the points where it holds.
+SHADOWED = [
+    ("exists u: prior(u, exists u: u) over (b)", "b b", [2]),
+    ("exists u: !u ^ (exists u: u) over (b)", "b b", [2]),
+    ("exists w: !(exists w: a = w) over (a)", "a a", []),
+    ("exists u: <1> (exists u: u) over (c)", "c c", [1]),
+    ("exists w: relative(w, exists w: w) over (a)", "a a", [2]),
+]
+
+
+@pytest.mark.parametrize(("text", "history_text", "points"), SHADOWED)
+def test_an_inner_exists_shadows_an_outer_variable_of_the_same_name(
+    text: str, history_text: str, points: list[int]
+) -> None:
+    assert detect(text, history_text) == points
+    # The definitions say the same (the evaluator shares no code with the compiler).
+    term = ode.parse_term(text.rsplit(" over ", 1)[0])
+    names = history_text.split()
+    assert sorted(p + 1 for p in evaluate(term, history(names))) == points
+
+
+def test_a_shadowed_variable_is_the_inner_one_in_python_too() -> None:
+    u = ode.var("u")
+    term = ode.exists("u", ode.prior(u, ode.exists("u", u)))
+    assert term == ode.parse_term("exists u: prior(u, exists u: u)")
+    h = History(["b"])
+    found = h.watch("e", ode.event(term, over=[h.ev["b"]]))
+    h.run(["b", "b"])
+    # The outer u names the first b; the inner one, the second (the point of
+    # detection), where prior's second operand holds.
+    assert [d.t_occ for d in found] == [2]
+
+
 # -- 6.2 complete(I) on a brokerage history ----------------------------------------------
 
 BROKERAGE = [

@@ -9,6 +9,7 @@ the history the evaluator reads.
 
 from __future__ import annotations
 
+import typing as t
 from typing import Any
 
 import hypothesis
@@ -151,6 +152,67 @@ simple = st.recursive(
 small = st.recursive(letters, _extend, max_leaves=3)
 
 
+# Each operator at the top, its operands drawn both at random and from terms that
+# tell operators apart: ones that hold at several points (so "after the first E"
+# differs from "after some E", and every <n> from <n>) and ones that depend on
+# where the history starts (first, sequence, <n>, !before). test_online_... draws
+# nested terms whose sub-terms a swapped operator rarely changes the answer of
+# (computing F / E as relative(E, F) showed in about one expression in a
+# thousand); here every operator meets operands that show it.
+TELLING = [
+    parse_term(text)
+    for text in (
+        "a",
+        "any",
+        "!b",
+        "a[x > 1]",
+        "first",
+        "sequence(a, b)",
+        "sequence(any, a)",
+        "<2> any",
+        "every <2> a",
+        "!before(b)",
+        "a * b",
+        "prior(a, b)",
+        "relative(a, first)",
+        "b / a",
+        "c /+ a",
+    )
+]
+operands = st.one_of(st.sampled_from(TELLING), letters, small)
+counts = st.integers(1, 3)
+OPERATORS: dict[str, st.SearchStrategy[tm.Term]] = {
+    "^": st.builds(tm.Conj, operands, operands),
+    "||": st.builds(tm.Disj, operands, operands),
+    "!": st.builds(tm.Neg, operands),
+    "relative": st.builds(tm.Rel, operands, operands),
+    "relative+": st.builds(tm.RelPlus, operands),
+    "prior": st.lists(operands, min_size=2, max_size=3).map(lambda xs: tm.Prior(*xs)),
+    "sequence": st.lists(operands, min_size=2, max_size=3).map(lambda xs: tm.Sequence(*xs)),
+    "|": st.builds(tm.Pipe, operands, operands),
+    "<n>": st.builds(tm.Nth, counts, operands),
+    "every": st.builds(tm.Every, counts, operands),
+    "/": st.builds(tm.After, operands, operands),
+    "/+": st.builds(tm.AfterEach, operands, operands),
+    "firstAfter": st.builds(tm.FirstAfter, operands, operands, operands),
+    "before": st.builds(tm.Before, operands),
+    "happened": st.builds(tm.Happened, operands),
+    "*": st.builds(tm.Star, operands, operands),
+}
+# Histories long enough for an operand to hold at several points, and to hold
+# again after that.
+long_histories = st.lists(points, min_size=3, max_size=9)
+
+
+@pytest.mark.parametrize("op", list(OPERATORS))
+@settings(max_examples=40, deadline=None, suppress_health_check=QUIET)
+@given(data=st.data())
+def test_each_operator_equals_its_definition(op: str, data: st.DataObject) -> None:
+    term = data.draw(OPERATORS[op], label="term")
+    hist = data.draw(long_histories, label="history")
+    assert [d.t_occ for d in detect(term, hist)] == expected(term, hist)
+
+
 def _latest_split(term: tm.Rel, h: Any, p: int) -> int:
     e, f = term.children
     works = [i for i in evaluate(e, h) if p in evaluate(f, tuple(pt for pt in h if pt[0] > i))]
@@ -226,6 +288,113 @@ correlated = st.sampled_from(
 @given(correlated, st.lists(points, min_size=1, max_size=8))
 def test_correlation_variables_equal_the_definitions(text: str, hist: Any) -> None:
     term = parse_term(text)
+    assert [d.t_occ for d in detect(term, hist)] == expected(term, hist)
+
+
+# Random terms with correlation variables, from a pool of two names so that an
+# exists often rebinds a name an enclosing one binds (the inner one shadows it,
+# rule 6) while the outer one is still used beside it. Variables are leaves as
+# often as events; whatever is left free is bound at the top.
+VARIABLES = ("u", "w")
+
+
+def _marked(inner: tm.Term, name: str) -> tm.Term:
+    # E = x where x is not free in E (rule 7); E ∧ x, which means the same, where it is.
+    if name in inner.free_variables():
+        return tm.Conj(inner, tm.Var(name))
+    return tm.Mark(inner, name)
+
+
+def _repeated(inner: tm.Term) -> tm.Term:
+    # relative+ of free variables is refused (rule 3); relative(E, E) instead.
+    return tm.Rel(inner, inner) if inner.free_variables() else tm.RelPlus(inner)
+
+
+def _bound(name: str, inner: tm.Term) -> tm.Term:
+    # An exists binds a variable its body uses when there is one (a vacuous one
+    # shadows nothing).
+    free = sorted(inner.free_variables())
+    return tm.Exists(name if name in free or not free else free[0], inner)
+
+
+def _extend_correlated(kids: st.SearchStrategy[tm.Term]) -> st.SearchStrategy[tm.Term]:
+    two = st.tuples(kids, kids)
+    return st.one_of(
+        st.builds(_bound, st.sampled_from(VARIABLES), kids),
+        st.builds(_marked, kids, st.sampled_from(VARIABLES)),
+        two.map(lambda p: tm.Conj(*p)),
+        kids.map(tm.Neg),
+        two.map(lambda p: tm.Rel(*p)),
+        kids.map(_repeated),
+        two.map(lambda p: tm.Disj(*p)),
+        two.map(lambda p: tm.Prior(*p)),
+        two.map(lambda p: tm.Sequence(*p)),
+        st.builds(tm.Nth, st.integers(1, 2), kids),
+        two.map(lambda p: tm.After(*p)),
+        two.map(lambda p: tm.AfterEach(*p)),
+        kids.map(tm.Before),
+    )
+
+
+def _closed(term: tm.Term) -> tm.Term:
+    free = term.free_variables()
+    return tm.Exists(sorted(free), term) if free else term
+
+
+_BINARY: list[t.Callable[[tm.Term, tm.Term], tm.Term]] = [
+    tm.Conj,
+    tm.Disj,
+    tm.Rel,
+    lambda e, f: tm.Rel(f, e),
+    tm.Prior,
+    lambda e, f: tm.Prior(f, e),
+    tm.Sequence,
+    tm.After,
+    lambda e, f: tm.After(f, e),
+    tm.AfterEach,
+    lambda e, f: tm.Conj(e, tm.Neg(f)),
+]
+
+
+def _shadowing(
+    name: str, op: t.Callable[[tm.Term, tm.Term], tm.Term], outer: tm.Term, inner: tm.Term
+) -> tm.Term:
+    """exists name: op(outer, exists name: inner), outer and inner both using
+    ``name`` (a variable is added where one does not)."""
+    v = tm.Var(name)
+    if name not in outer.free_variables():
+        outer = tm.Conj(outer, v)
+    if name not in inner.free_variables():
+        inner = tm.Rel(v, inner)
+    return _closed(op(outer, tm.Exists(name, inner)))
+
+
+_correlated_parts = st.recursive(
+    st.one_of(st.sampled_from(VARIABLES).map(tm.Var), letters),
+    _extend_correlated,
+    max_leaves=3,
+)
+correlated_terms = st.one_of(
+    st.recursive(
+        st.one_of(st.sampled_from(VARIABLES).map(tm.Var), letters),
+        _extend_correlated,
+        max_leaves=5,
+    ).map(_closed),
+    st.builds(
+        _shadowing,
+        st.sampled_from(VARIABLES),
+        st.sampled_from(_BINARY),
+        _correlated_parts,
+        _correlated_parts,
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=QUIET)
+@given(correlated_terms, st.lists(points, min_size=1, max_size=6))
+def test_random_correlation_variables_equal_the_definitions(
+    term: tm.Term, hist: list[tuple[str, int]]
+) -> None:
     assert [d.t_occ for d in detect(term, hist)] == expected(term, hist)
 
 

@@ -90,6 +90,11 @@ def test_a_mask_treats_missing_and_incomparable_values_as_false() -> None:
         ("foo(a, b)", 1, 1, "unknown operator foo"),
         ("relative+(a, b)", 1, 1, "one expression"),
         ("prior(a)", 1, 1, "at least two"),
+        ("firstAfter(a)", 1, 1, "firstAfter takes three expressions, got 1"),
+        ("relative(a)", 1, 1, "relative takes two expressions, got 1"),
+        ("b ^ rel(a, b, c)", 1, 5, "rel takes two expressions, got 3"),
+        ("before(a, b)", 1, 1, "before takes one expression, got 2"),
+        ("X := a;\n  Y := happened(X, a); Y", 2, 8, "happened takes one expression"),
         ("any[x > 1]", 1, 1, "only events take masks"),
         ("a ^\n  b[x ==]", 2, 9, "end of mask"),
     ],
@@ -102,10 +107,45 @@ def test_malformed_text_says_where(text: str, line: int, column: int, part: str)
     assert part in str(e)
 
 
+@pytest.mark.parametrize(
+    ("name", "takes"),
+    [
+        ("relative", [2]),
+        ("rel", [2]),
+        ("prior", [2, 3, 4, 5]),
+        ("seq", [2, 3, 4, 5]),
+        ("sequence", [2, 3, 4, 5]),
+        ("firstAfter", [3]),
+        ("before", [1]),
+        ("happened", [1]),
+        ("prefix", [1]),
+        ("relative+", [1]),
+        ("rel+", [1]),
+    ],
+)
+def test_a_wrong_number_of_operands_is_a_syntax_error_naming_the_operator(
+    name: str, takes: list[int]
+) -> None:
+    # Issue 29 item 8: firstAfter(a) and relative(a) raised lark's VisitError
+    # around a TypeError.
+    for n in range(1, 6):
+        text = f"a || {name}({', '.join(['b'] * n)})"
+        if n in takes:
+            ode.parse_term(text)
+            continue
+        with pytest.raises(SnoopSyntaxError) as info:
+            ode.parse_term(text)
+        assert (info.value.line, info.value.column) == (1, 6), str(info.value)
+        assert name.rstrip("+") in str(info.value) and f"got {n}" in str(info.value)
+
+
 def test_errors_inside_ode_blocks_point_into_the_snoop_text() -> None:
     with pytest.raises(SnoopSyntaxError) as info:
         parse("E1 ; ode{prior(E1, E2) ^ foo(E1)}")
     assert (info.value.line, info.value.column) == (1, 26)
+    with pytest.raises(SnoopSyntaxError, match="firstAfter takes three") as info:
+        parse("E1 ; ode{firstAfter(E1)}")
+    assert (info.value.line, info.value.column) == (1, 10)
     with pytest.raises(SnoopSyntaxError) as info:
         parse("E1[v >] ; E2")
     assert (info.value.line, info.value.column) == (1, 7)
