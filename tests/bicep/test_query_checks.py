@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 
 from sentinel.bicep import Processor, compile_program
 from sentinel.cli import main
-from sentinel.errors import BicepProgramError
+from sentinel.errors import BicepProgramError, BicepTickError
 
 T = 1_400_000_400  # a tick of 15-minute chronons
 
@@ -250,3 +251,77 @@ def test_the_allowed_functions_compile_on_every_dialect() -> None:
     columns = "resource VARCHAR(30), " + ", ".join(f"c{i} INTEGER" for i in range(10))
     for dialect in ("sqlite", "postgresql", "mysql"):
         compile_program(_program(query, columns=columns), dialect=dialect)
+
+
+# -- 28.7: a read-only transaction around the query ----------------------------------------------
+# The allow-list is the first guard; the database is the second, for a function
+# the list lets through by mistake. These tests let one through on purpose.
+_TOUCHING = _program(
+    "SELECT resource FROM Delivery WHERE app_touch() = 1 OCCURRING AT Delivery.occTime"
+)
+
+
+def _let_through(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    from sentinel.bicep import sqlcheck
+
+    monkeypatch.setattr(sqlcheck, "ALLOWED_NAMES", sqlcheck.ALLOWED_NAMES | {name})
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_the_query_runs_read_only_on_postgresql(
+    make: Callable[..., Processor], migrated: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's setval(): the application's next INSERT would have failed."""
+    _let_through(monkeypatch, "setval")
+    with migrated.begin() as conn:
+        conn.exec_driver_sql("CREATE SEQUENCE app_seq")
+    proc = make(
+        _program(
+            "SELECT resource FROM Delivery WHERE setval('app_seq', 1000) > 0 "
+            "OCCURRING AT Delivery.occTime"
+        ),
+        name="p",
+    )
+    proc.announce("Delivery", resource="Milk", amount=1, occ=T, det=T)
+    with pytest.raises(BicepTickError) as info:
+        proc.run_until(T)
+    assert "read-only transaction" in str(info.value.__cause__)
+    assert info.value.event_class == "Late"
+    with migrated.begin() as conn:
+        assert conn.exec_driver_sql("SELECT nextval('app_seq')").scalar() == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_query_runs_with_query_only_on_sqlite(
+    make: Callable[..., Processor], migrated: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function of the connection's that writes fails inside the query, and
+    the connection can write again after it."""
+    _let_through(monkeypatch, "app_touch")
+    refused: list[str] = []
+
+    @sa.event.listens_for(migrated, "connect")
+    def _register(dbapi_conn: Any, _record: Any) -> None:
+        def touch() -> int:
+            try:
+                dbapi_conn.execute("INSERT INTO app_log (n) VALUES (1)")
+            except Exception as err:
+                refused.append(str(err))
+                raise
+            return 1
+
+        dbapi_conn.create_function("app_touch", 0, touch)
+
+    migrated.dispose()
+    with migrated.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE app_log (n INTEGER)")
+    proc = make(_TOUCHING, name="p")
+    proc.announce("Delivery", resource="Milk", amount=1, occ=T, det=T)
+    with pytest.raises(BicepTickError) as info:
+        proc.run_until(T)
+    assert "user-defined function raised exception" in str(info.value.__cause__)
+    assert refused == ["attempt to write a readonly database"]
+    with migrated.begin() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM app_log").scalar() == 0
+        assert conn.exec_driver_sql("PRAGMA query_only").scalar() == 0
+        conn.exec_driver_sql("INSERT INTO app_log (n) VALUES (2)")  # it may write again
