@@ -240,13 +240,13 @@ def test_functions_outside_the_allow_list_are_refused_on_every_dialect(
 
 def test_the_allowed_functions_compile_on_every_dialect() -> None:
     query = (
-        "SELECT d.resource, COUNT(*), SUM(d.amount), ROUND(AVG(d.amount), 2), "
-        "COALESCE(MAX(d.amount), 0), ABS(MIN(d.amount)), LOWER(MAX(d.resource)), "
-        "CASE WHEN COUNT(*) > 1 THEN 1 ELSE 0 END, CAST(MAX(d.amount) AS INTEGER), "
-        "NULLIF(MAX(d.amount), 0), LENGTH(MAX(d.resource)) "
-        "FROM Delivery d WHERE EXISTS (SELECT 1 FROM Delivery e WHERE e.resource = "
-        "d.resource) AND d.amount % 2 = 0 OR d.resource LIKE 'M%' GROUP BY d.resource "
-        "OCCURRING AT NOW"
+        "SELECT t.resource, t.n, t.total, ROUND(t.mean, 2), COALESCE(t.most, 0), ABS(t.least), "
+        "LOWER(t.resource), CASE WHEN t.n > 1 THEN 1 ELSE 0 END, CAST(t.most AS INTEGER), "
+        "NULLIF(t.most, 0), LENGTH(t.resource) FROM (SELECT d.resource, MAX(d.occTime) AS "
+        "occTime, COUNT(*) AS n, SUM(d.amount) AS total, AVG(d.amount) AS mean, MAX(d.amount) "
+        "AS most, MIN(d.amount) AS least FROM Delivery d WHERE EXISTS (SELECT 1 FROM Delivery "
+        "e WHERE e.resource = d.resource) AND d.amount % 2 = 0 OR d.resource LIKE 'M%' "
+        "GROUP BY d.resource) t OCCURRING AT t.occTime"
     )
     columns = "resource VARCHAR(30), " + ", ".join(f"c{i} INTEGER" for i in range(10))
     for dialect in ("sqlite", "postgresql", "mysql"):
