@@ -104,6 +104,9 @@ class ActionSignature:
     uses: tuple[tuple[str, int], ...]  # (class ident, statement index)
     #: Which parameters are times (seconds in the tables, datetimes for callables).
     times: tuple[bool, ...] = ()
+    #: Which parameters are exact decimals: a ``NUMERIC(p, s)`` attribute
+    #: (``NEW.x``, ``OLD.x``, negated or not) at every use.
+    decimals: tuple[bool, ...] = ()
 
     @property
     def ident(self) -> str:
@@ -642,8 +645,9 @@ def _record_action(
     a = st.action
     known = actions.get(a.ident)
     times = tuple(is_time(v) for v in a.params)
+    decimals = tuple(_is_decimal(cls, v) for v in a.params)
     if known is None:
-        actions[a.ident] = ActionSignature(a.name, kinds, ((cls.ident, index),), times)
+        actions[a.ident] = ActionSignature(a.name, kinds, ((cls.ident, index),), times, decimals)
         return
     if len(known.kinds) != len(kinds):
         raise error_at(
@@ -672,7 +676,17 @@ def _record_action(
         tuple(merged),
         (*known.uses, (cls.ident, index)),
         tuple(x and y for x, y in zip(known.times, times, strict=True)),
+        tuple(x and y for x, y in zip(known.decimals, decimals, strict=True)),
     )
+
+
+def _is_decimal(cls: CompiledClass, v: m.Value) -> bool:
+    if isinstance(v, m.Neg):
+        return _is_decimal(cls, v.value)
+    if not isinstance(v, m.Ref):
+        return False
+    a = cls.definition.attribute(v.ident)
+    return a is not None and a.type.kind == "numeric" and a.type.precision is not None
 
 
 def _digest(program: m.Program) -> str:

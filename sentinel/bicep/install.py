@@ -39,6 +39,7 @@ from sentinel.bicep.compiler import (
     name_offset,
 )
 from sentinel.bicep.parser import error_at
+from sentinel.bicep.readonly import read_only_for
 from sentinel.bicep.sqlpart import locate_database_error
 from sentinel.bicep.tables import (
     MAX_NAME,
@@ -386,7 +387,7 @@ def _validate(conn: Connection, program: CompiledProgram, tables: ProgramTables,
     sql, lineage = tables.physical_query(cls)
     probe = f"SELECT * FROM ({sql}) bicep_q LIMIT 0"
     try:
-        with conn.begin_nested():
+        with conn.begin_nested(), read_only_for(program.dialect).reading(conn):
             result = conn.execute(sa.text(probe), {"bicep_now": 0})
             width = len(result.keys())
             result.close()

@@ -40,6 +40,7 @@ from sqlalchemy.engine import Connection
 from sentinel.bicep import model as m
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram
 from sentinel.bicep.conditions import StatementSQL, mentions_ontime, statement_sql
+from sentinel.bicep.readonly import read_only_for
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ClassTables, ProgramTables, SystemTables
 from sentinel.bicep.times import MAX_TIME
@@ -88,6 +89,9 @@ class _ClassSQL:
     potential: str | None
     due: str | None
     derive: list[str]
+    #: The query's rows for the staging table (fetched under a read-only guard,
+    #: see :mod:`sentinel.bicep.readonly`), and the start of their INSERT.
+    derive_rows: tuple[str, str] | None
     new: str | None
     changed: str | None
     removed: str | None
@@ -117,6 +121,7 @@ class Pipeline:
         self.archive = archive
         self.purge_enabled = purge
         self.dialect = dialect = program.dialect
+        self.read_only = read_only_for(dialect)
         self.order = [c.ident for c in program]
         self.sql: dict[str, _ClassSQL] = {}
         for cls in program:
@@ -181,7 +186,7 @@ class Pipeline:
                 f"(SELECT 1 FROM {c} y WHERE y.{EID} = x.{EID})"
             )
         derive: list[str] = []
-        new = changed = removed = None
+        derive_rows = new = changed = removed = None
         lineage: list[str] = []
         lineage_classes: tuple[str, ...] = ()
         always = False
@@ -205,12 +210,16 @@ class Pipeline:
                 [f"q.occtime BETWEEN 0 AND {MAX_TIME}"] + [f"q.{k} IS NOT NULL" for k in keys]
             )
             s_cols = ", ".join(["occtime", *attrs, *deps, "bicep_rn"])
-            q_cols = ", ".join(["q.occtime", *(f"q.{a}" for a in attrs), *(f"q.{d}" for d in deps)])
-            derive = [
-                f"DELETE FROM {s}",
-                f"INSERT INTO {s} ({s_cols}) SELECT {q_cols}, ROW_NUMBER() OVER "
-                f"(PARTITION BY {part} ORDER BY {order}) FROM ({query}) q WHERE {not_null}",
-            ]
+            q_cols = ", ".join(f"q.{c} AS {c}" for c in ["occtime", *attrs, *deps])
+            rows = (
+                f"SELECT {q_cols}, ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {order}) "
+                f"AS bicep_rn FROM ({query}) q WHERE {not_null}"
+            )
+            if self.read_only.fetches:
+                derive = [f"DELETE FROM {s}"]
+                derive_rows = (rows, f"INSERT INTO {s} ({s_cols}) VALUES ")
+            else:
+                derive = [f"DELETE FROM {s}", f"INSERT INTO {s} ({s_cols}) {rows}"]
             on_keys = " AND ".join(f"x.{k} = s.{k}" for k in keys)
             o_cols = ", ".join(f"o_{a}" for a in attrs)
             nn_cols = ", ".join(f"n_{a}" for a in attrs)
@@ -262,6 +271,7 @@ class Pipeline:
             potential=potential,
             due=due,
             derive=derive,
+            derive_rows=derive_rows,
             new=new,
             changed=changed,
             removed=removed,
@@ -475,6 +485,17 @@ class Pipeline:
         params = {"bicep_tick": tick, "bicep_now": tick, "bicep_base": next_eid - 1}
         for sql in cs.derive:
             conn.execute(sa.text(sql), params)
+        if cs.derive_rows is not None:
+            assert cs.t.staging is not None
+            with self.read_only.reading(conn):
+                rows = conn.execute(sa.text(cs.derive_rows[0]), params).all()
+            if rows:
+                # The rows go back as the driver read them, without conversions
+                # either way (the staging table's columns are the query's), in
+                # one executemany: the cost of the round trip stays small.
+                mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+                marks = ", ".join([mark] * len(rows[0]))
+                conn.exec_driver_sql(f"{cs.derive_rows[1]}({marks})", [tuple(r) for r in rows])
         assert cs.new and cs.changed and cs.removed
         added = conn.execute(sa.text(cs.new), params).rowcount or 0
         changed = conn.execute(sa.text(cs.changed), params).rowcount or 0

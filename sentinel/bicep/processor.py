@@ -636,10 +636,7 @@ class Processor:
                         action=sig.name,
                         args=_args(r, sig),
                         event_class=cls.name,
-                        key={
-                            k_name: _plain(r[f"key_{k_name.lower()}"])
-                            for k_name in cls.definition.keys
-                        },
+                        key={k_name: r[f"key_{k_name.lower()}"] for k_name in cls.definition.keys},
                         tick=as_datetime(tick),  # type: ignore[arg-type]
                         occ_time=as_datetime(r["occtime"]),
                         det_time=as_datetime(r["dettime"]),
@@ -682,7 +679,7 @@ class Processor:
             rows = conn.execute(sa.select(t).order_by(*order)).mappings().all()
         out = []
         for r in rows:
-            d = {a.name: _plain(r[a.ident]) for a in cls.definition.attributes}
+            d = {a.name: r[a.ident] for a in cls.definition.attributes}
             d["occTime"] = as_datetime(r["occtime"])
             d["detTime"] = as_datetime(r["dettime"])
             if which != "now":
@@ -732,7 +729,7 @@ class Processor:
                 found: dict[tuple[Any, ...], datetime | None] = {}
                 for r in conn.execute(sa.select(t.now.c.bicep_exp, *kcols)):
                     exp = None if r[0] >= UNBOUNDED else as_datetime(r[0])
-                    found[tuple(_plain(v) for v in r[1:])] = exp
+                    found[tuple(r[1:])] = exp
                 out[cls.name] = found
         return out
 
@@ -740,19 +737,11 @@ class Processor:
 def _args(row: Any, sig: Any) -> tuple[Any, ...]:
     out = []
     for i in range(len(sig.kinds)):
-        v = _plain(row[f"p{i + 1}"])
+        v = row[f"p{i + 1}"]
         if sig.times and sig.times[i] and isinstance(v, int) and 0 <= v <= MAX_TIME:
             v = as_datetime(v)  # (a time no datetime holds stays seconds)
         out.append(v)
     return tuple(out)
-
-
-def _plain(v: Any) -> Any:
-    from decimal import Decimal
-
-    if isinstance(v, Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
-    return v
 
 
 def _bound_engine(factory: Any) -> Engine | None:

@@ -36,6 +36,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from sentinel.bicep import model as m
 from sentinel.bicep.parser import UNIT_SECONDS, error_at
+from sentinel.bicep.sqlcheck import check_names
 from sentinel.errors import BicepProgramError, BicepSyntaxError
 
 __all__ = [
@@ -251,6 +252,11 @@ def parse_query(
                 f"{len(cls.attributes)} attribute(s) ({', '.join(a.name for a in cls.attributes)})",
             )
         _check_time_refs(text, cls, leaf, cls.occurring)
+
+    def refuse(new_offset: int, message: str) -> BicepProgramError:
+        return error_at(text, base + _to_old(edits, new_offset), message, cls=BicepProgramError)
+
+    check_names(tree, cls, known, refuse)
     return ParsedQuery(cls, tree, dialect, tuple(classes), tuple(tables), uses_now, identifiers)
 
 

@@ -44,6 +44,7 @@ Times are integer seconds since the epoch (UTC) in every dialect.
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -171,7 +172,7 @@ def sa_type(
         return sa.BigInteger()
     if kind == "numeric":
         if t is not None and t.precision is not None:
-            return sa.Numeric(t.precision, t.scale or 0, asdecimal=False)
+            return ExactDecimal(t.precision, t.scale or 0)
         # A double everywhere: MariaDB's plain FLOAT has single precision, and
         # PostgreSQL's NUMERIC keeps 15 of a float's 17 digits.
         return sa.Double()
@@ -183,6 +184,82 @@ def sa_type(
     if length is None:
         return ExactText(KEY_TEXT_LENGTH, indexed=True) if key else ExactText()
     return ExactText(length, indexed=key)
+
+
+#: The most significant digits a double holds exactly, decimal to double and back.
+_DOUBLE_DIGITS: Final = 15
+_WIDE: Final = decimal.Context(prec=200)
+
+
+class ExactDecimal(sa.types.TypeDecorator[decimal.Decimal]):
+    """``NUMERIC(p, s)``, exact on every backend: a :class:`~decimal.Decimal`
+    of ``scale`` decimals in, the same out, zero never negative.
+
+    PostgreSQL and MariaDB store a ``DECIMAL(p, s)``. SQLite has no decimal
+    type: a value of at most 15 digits is a ``REAL`` there (every such number
+    survives a double, and reading it rounds it to ``scale`` decimals again),
+    so SQLite computes and compares with it as a number; a wider one is stored
+    as its text, exact, which SQLite compares as text (``docs/bicepl.md``,
+    *Limits*). ``precision=None``: any number a backend holds exactly (an
+    action's parameter: PostgreSQL's ``NUMERIC``, text elsewhere; it is never
+    compared in SQL).
+    """
+
+    impl = sa.Numeric
+    cache_ok = True
+
+    def __init__(self, precision: int | None = None, scale: int | None = None) -> None:
+        super().__init__(precision, scale, asdecimal=True)
+        self.precision = precision
+        self.scale = scale
+
+    def _as_text(self, dialect: sa.Dialect) -> bool:
+        if self.precision is None:
+            return dialect.name != "postgresql"
+        return dialect.name == "sqlite" and self.precision > _DOUBLE_DIGITS
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if self._as_text(dialect):
+            return dialect.type_descriptor(sa.Text())
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(sa.Double())
+        return dialect.type_descriptor(sa.Numeric(self.precision, self.scale, asdecimal=True))
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        exact = self._exact(value)
+        if exact is None:
+            return value  # not a number: the database says what it thinks of it
+        if self._as_text(dialect):
+            return str(exact)
+        return float(exact) if dialect.name == "sqlite" else exact
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        exact = self._exact(value)
+        # (what is not a number, written into an inbox by hand, is rejected by
+        # the tick that reads it)
+        return value if exact is None else exact
+
+    def _exact(self, value: Any) -> decimal.Decimal | None:
+        try:
+            if isinstance(value, float):
+                exact = decimal.Decimal(repr(value))
+            elif isinstance(value, (int, str, decimal.Decimal)):
+                exact = decimal.Decimal(value)
+            else:
+                return None
+        except decimal.InvalidOperation:
+            return None
+        if not exact.is_finite():
+            return None
+        if self.scale is not None:
+            exact = exact.quantize(
+                decimal.Decimal(1).scaleb(-self.scale), decimal.ROUND_HALF_UP, _WIDE
+            )
+        return exact.copy_abs() if exact.is_zero() else exact
 
 
 class ExactText(sa.types.TypeDecorator[str]):
@@ -274,7 +351,12 @@ class ProgramTables:
         self.actions: dict[str, sa.Table] = {}
         for ident, sig in program.actions.items():
             cols = [
-                sa.Column(f"p{i + 1}", sa_type(k), nullable=True) for i, k in enumerate(sig.kinds)
+                sa.Column(
+                    f"p{i + 1}",
+                    ExactDecimal() if sig.decimals and sig.decimals[i] else sa_type(k),
+                    nullable=True,
+                )
+                for i, k in enumerate(sig.kinds)
             ]
             self.actions[ident] = sa.Table(
                 self.name("x", ident),

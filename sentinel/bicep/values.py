@@ -13,6 +13,7 @@ turns NaN into NULL) or that would break a later tick (a time after the year
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Context, Decimal
@@ -32,10 +33,12 @@ _WIDE = Context(prec=200)
 
 
 def check_value(cls: str, attr: m.Attribute, value: Any, *, key: bool, stored: bool = False) -> Any:
-    """``value`` as the attribute ``attr`` of class ``cls`` stores it (numbers
-    as ``float`` for NUMERIC and REAL); raise :class:`ValueError` saying what is
+    """``value`` as the attribute ``attr`` of class ``cls`` stores it (a
+    :class:`~decimal.Decimal` for ``NUMERIC(p, s)``, ``float`` for ``REAL``
+    and plain ``NUMERIC``); raise :class:`ValueError` saying what is
     wrong. ``stored``: the value was read from a table (booleans may come back as
-    0 or 1, numbers as :class:`~decimal.Decimal`)."""
+    0 or 1, numbers as :class:`~decimal.Decimal` or, a wide ``NUMERIC(p, s)``
+    on SQLite, as text)."""
     if value is None:
         return None
     kind = attr.type.kind
@@ -54,6 +57,10 @@ def check_value(cls: str, attr: m.Attribute, value: Any, *, key: bool, stored: b
                 )
             return value
     elif kind in ("numeric", "real"):
+        if stored and isinstance(value, str) and attr.type.precision is not None:
+            # SQLite holds a wide NUMERIC(p, s) as its text (tables.ExactDecimal)
+            with contextlib.suppress(ArithmeticError):  # (not a number: refused below)
+                value = Decimal(value.strip())
         if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
             return _number(where, attr.type, value)
     elif isinstance(value, str):
@@ -61,29 +68,42 @@ def check_value(cls: str, attr: m.Attribute, value: Any, *, key: bool, stored: b
     raise ValueError(f"{where} is {kind}, not {type(value).__name__} {value!r}")
 
 
-def _number(where: str, t: m.SqlType, value: int | float | Decimal) -> float:
+def _number(where: str, t: m.SqlType, value: int | float | Decimal) -> float | Decimal:
+    if t.kind == "numeric" and t.precision is not None:
+        return _decimal(where, t, value)
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
         raise ValueError(f"{where}: {value!r} is not a finite number")
-    if t.kind == "numeric" and t.precision is not None:
-        # Rounded here, half away from zero as PostgreSQL and MariaDB round a
-        # decimal, because SQLite would keep every digit: the same value, then,
-        # on every backend.
-        scale = t.scale or 0
-        digits = Decimal(repr(number))
-        limit = Decimal(10) ** (t.precision - scale)
-        exact = (
-            digits
-            if abs(digits) >= limit
-            else digits.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _WIDE)
-        )
-        if abs(exact) >= limit:
-            raise ValueError(f"{where}: {value!r} does not fit {t.text}")
-        return float(exact)
-    return number
+    # (SQLite and MariaDB would store -0.0 as 0.0: zero is zero everywhere)
+    return 0.0 if number == 0 else number
+
+
+def _decimal(where: str, t: m.SqlType, value: int | float | Decimal) -> Decimal:
+    """``value`` as a ``NUMERIC(p, s)`` stores it: exact, rounded to ``s``
+    decimals here, half away from zero as PostgreSQL and MariaDB round a
+    decimal, because SQLite would keep every digit (the same value, then, on
+    every backend); a float is taken as the decimal it prints as."""
+    assert t.precision is not None
+    exact = (
+        value
+        if isinstance(value, Decimal)
+        else Decimal(value)
+        if isinstance(value, int)
+        else Decimal(repr(value))
+    )
+    if not exact.is_finite():
+        raise ValueError(f"{where}: {value!r} is not a finite number")
+    scale = t.scale or 0
+    limit = Decimal(10) ** (t.precision - scale)
+    # (copy_abs and comparisons are exact; abs() would round to 28 digits)
+    if exact.copy_abs() < limit:
+        exact = exact.quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _WIDE)
+    if exact.copy_abs() >= limit:
+        raise ValueError(f"{where}: {value!r} does not fit {t.text}")
+    return exact.copy_abs() if exact.is_zero() else exact
 
 
 def _text(where: str, t: m.SqlType, value: str, *, key: bool) -> str:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def test_values_a_backend_refuses_are_refused_on_every_backend(
         "ü" * 5,
         2**63 - 1,
         1e308,
-        999.99,
+        Decimal("999.99"),
         True,
         5000,
     )
@@ -445,9 +446,10 @@ def test_a_number_is_stored_the_same_on_every_backend(make: Callable[..., Proces
         proc.announce("D", k=k, m=m, u=u, occ=T, det=T)
     calls = sorted(c.args for r in proc.run_until(T) for c in r.actions)
     assert calls == [
-        (0, 1.23, 123456789.12345679),
-        (1, 1.24, 0.30000000000000004),
-        (2, -999.99, -1e-300),
-        (3, 0.02, 2.5),
+        (0, Decimal("1.23"), 123456789.12345679),
+        (1, Decimal("1.24"), 0.30000000000000004),
+        (2, Decimal("-999.99"), -1e-300),
+        (3, Decimal("0.02"), 2.5),
     ]
+    assert all(type(m) is Decimal for _, m, _ in calls)  # NUMERIC(p, s) is exact (issue 28.8)
     assert sorted((r["k"], r["m"], r["u"]) for r in proc.live("D")) == [c for c in calls]
