@@ -24,6 +24,7 @@ from sentinel.detector.contexts import Context
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import (
+    AmbiguousScopeError,
     BitemporalError,
     DuplicateEventError,
     ExpressionError,
@@ -113,6 +114,11 @@ class EventDetector:
         self.graph = EventGraph(self._channels, self._sink, self._triggered)
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
+        )
+        #: The scopes made current by :meth:`enter_ambient` in this thread (or
+        #: task), oldest first.
+        self._ambient_var: ContextVar[tuple[Scope, ...]] = ContextVar(
+            f"sentinel_ambient_{id(self)}", default=()
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self.process_scope.process = True
@@ -351,6 +357,8 @@ class EventDetector:
             return None
         if scope is None:
             scope = self._scope_var.get() or self._process_view()
+            if scope.status != "active":  # an ambient scope that ended, or several
+                scope = self._settle(scope)
         # The hot path of every signal: one lock, one tuple, one call per leaf
         # target. Rules run after the lock is released. The targets are read under
         # the lock: a rule deleted meanwhile must not leave a stale target.
@@ -668,8 +676,80 @@ class EventDetector:
             yield s.store
 
     def current_scope(self) -> Scope:
-        """The scope signals of this thread (or task) go to."""
-        return self._scope_var.get() or self._process_view()
+        """The scope signals of this thread (or task) go to. Raises
+        :class:`~sentinel.errors.AmbiguousScopeError` when several ambient
+        scopes are current (see :meth:`enter_ambient`)."""
+        scope = self._scope_var.get() or self._process_view()
+        if scope.status != "active":
+            scope = self._settle(scope)
+        return scope
+
+    # The current scope of a thread (or task) is, in order: the scope of a
+    # use_scope() block, of the rule running, of a transaction() block; else
+    # the one ambient scope (a session transaction begun in the thread); else
+    # the process scope. The ambient scopes are kept in _ambient_var, and the
+    # one in force is written into _scope_var itself (when no explicit scope
+    # is), so that a signal costs no more than before: one context-variable
+    # lookup, and one comparison that sends the unusual cases (an ambient scope
+    # that ended elsewhere, several at once) to _settle().
+
+    def enter_ambient(self, scope: Scope) -> None:
+        """Make ``scope`` (a transaction begun in this thread or asyncio task)
+        current for the signals of this thread or task that name no scope, until
+        :meth:`leave_ambient` or its end (commit or abort). A scope made current
+        explicitly (:meth:`use_scope`, a rule's run, :meth:`transaction`) takes
+        precedence. While several ambient scopes are current, such a signal
+        raises :class:`~sentinel.errors.AmbiguousScopeError`.
+
+        The ORM layer calls this for every root transaction of an attached
+        session (``docs/orm.md``)."""
+        scope.ambient = True
+        scopes = (*self._ambient_var.get(), scope)
+        self._ambient_var.set(scopes)
+        current = self._scope_var.get()
+        if current is None or current.process or current.ambient:
+            self._scope_var.set(self._ambient(scopes))
+
+    def leave_ambient(self, scope: Scope) -> None:
+        """Undo :meth:`enter_ambient` for ``scope`` in this thread or task
+        (nothing if it is not current here)."""
+        scopes = self._ambient_var.get()
+        if any(s is scope for s in scopes):
+            scopes = tuple(s for s in scopes if s is not scope)
+            self._ambient_var.set(scopes)
+        current = self._scope_var.get()
+        if current is not None and current.ambient:
+            self._scope_var.set(self._ambient(scopes))
+
+    def _ambient(self, scopes: tuple[Scope, ...]) -> Scope | None:
+        """What stands for the active ones of ``scopes`` in ``_scope_var``: the
+        one, ``None`` (the process scope) for none, a marker for several."""
+        live = tuple(s for s in scopes if s.status == "active")
+        if len(live) != len(scopes):
+            self._ambient_var.set(live)
+        if len(live) == 1:
+            return live[0]
+        if not live:
+            return None
+        marker = Scope.__new__(Scope)
+        marker.id, marker.status, marker.ambient, marker.process = None, "ambiguous", True, False
+        marker.info = {"scopes": live}
+        return marker
+
+    def _settle(self, scope: Scope) -> Scope:
+        """The scope a signal goes to when ``_scope_var`` holds one that is not
+        active: an explicit scope that ended is used as it is (as always); an
+        ambient one is replaced by what is current now. Raises
+        :class:`~sentinel.errors.AmbiguousScopeError` for several."""
+        if not scope.ambient:
+            return scope
+        value = self._ambient(self._ambient_var.get())
+        self._scope_var.set(value)
+        if value is None:
+            return self._process_view()
+        if value.status != "active":
+            raise AmbiguousScopeError(tuple(s.id for s in value.info["scopes"]))
+        return value
 
     def _process_view(self) -> Scope:
         """This thread's (or task's) view of the process scope: the same id and

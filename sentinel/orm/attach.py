@@ -611,6 +611,8 @@ class Attachment:
                 st = ref()
                 if st is not None and st.attachment is self:
                     unregister(st)
+                    if st.scope is not None:
+                        self.detector.leave_ambient(st.scope)
                     sess = st.session
                     if sess is not None:
                         sess.info.pop(KEY, None)
@@ -661,6 +663,8 @@ class Attachment:
             st.scope = det.scope(st.scope_id)
             register(st)
             session.info[KEY] = st
+            # explicit signals of this thread (or task) go to the transaction
+            det.enter_ambient(st.scope)
             try:
                 det.notify(det.channel("txn:begin"), {}, scope=st.scope)
             except SentinelError as err:
@@ -786,6 +790,8 @@ class Attachment:
         finally:
             unregister(st)
             st.ended = True
+            if st.scope is not None:
+                self.detector.leave_ambient(st.scope)
             if in_rule:  # after the rules on txn:abort: the running rule's run fails
                 integ = _INTEGRATIONS.get(self.detector)
                 if integ is not None and st.scope is not None:
@@ -867,7 +873,7 @@ class Attachment:
         without ``txn:abort``: no rule runs for a garbage collection) and what it
         signalled is logged as aborted, with the late rows."""
         scope = None if scope_ref is None else scope_ref()
-        if scope is not None and scope.active:
+        if scope is not None and scope.status in ("active", "abandoned"):
             scope.status = "aborted"
             self.detector.flush(scope)
         log.warning(
