@@ -48,6 +48,10 @@ TXN_ABORT = ex.Primitive("txn:abort")
 _TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
 
 _new: Any = tuple.__new__
+#: ``Scope.status`` of an active scope: the signal path compares by identity
+#: (the literal is interned); a scope whose status is not this object takes the
+#: slow path, which compares by value.
+_ACTIVE = "active"
 OccurrenceListener = Callable[[Occurrence], None]
 #: Routes a logged occurrence that no channel carries to the entries it reaches
 #: (see :meth:`EventDetector.route_injected`).
@@ -116,9 +120,10 @@ class EventDetector:
             f"sentinel_scope_{id(self)}", default=None
         )
         #: The scopes made current by :meth:`enter_ambient` in this thread (or
-        #: task), oldest first.
-        self._ambient_var: ContextVar[tuple[Scope, ...]] = ContextVar(
-            f"sentinel_ambient_{id(self)}", default=()
+        #: task), oldest first, and what stands for them in ``_scope_var`` (the
+        #: value last written there by this mechanism, or None).
+        self._ambient_var: ContextVar[tuple[tuple[Scope, ...], Scope | None]] = ContextVar(
+            f"sentinel_ambient_{id(self)}", default=((), None)
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self.process_scope.process = True
@@ -357,7 +362,7 @@ class EventDetector:
             return None
         if scope is None:
             scope = self._scope_var.get() or self._process_view()
-            if scope.status != "active":  # an ambient scope that ended, or several
+            if scope.status is not _ACTIVE:  # an ambient scope that ended, or several
                 scope = self._settle(scope)
         # The hot path of every signal: one lock, one tuple, one call per leaf
         # target. Rules run after the lock is released. The targets are read under
@@ -680,7 +685,7 @@ class EventDetector:
         :class:`~sentinel.errors.AmbiguousScopeError` when several ambient
         scopes are current (see :meth:`enter_ambient`)."""
         scope = self._scope_var.get() or self._process_view()
-        if scope.status != "active":
+        if scope.status is not _ACTIVE:
             scope = self._settle(scope)
         return scope
 
@@ -703,53 +708,58 @@ class EventDetector:
 
         The ORM layer calls this for every root transaction of an attached
         session (``docs/orm.md``)."""
-        scope.ambient = True
-        scopes = (*self._ambient_var.get(), scope)
-        self._ambient_var.set(scopes)
+        scopes, written = self._ambient_var.get()
+        scopes = (*scopes, scope)
         current = self._scope_var.get()
-        if current is None or current.process or current.ambient:
-            self._scope_var.set(self._ambient(scopes))
+        # not while a rule runs here: what its action signals belongs to the
+        # transaction that triggered it, even if the action opens another
+        if current is None or ((current.process or current is written) and not current.depth):
+            scopes, written = self._ambient(scopes)
+            self._scope_var.set(written)
+        self._ambient_var.set((scopes, written))
 
     def leave_ambient(self, scope: Scope) -> None:
         """Undo :meth:`enter_ambient` for ``scope`` in this thread or task
         (nothing if it is not current here)."""
-        scopes = self._ambient_var.get()
-        if any(s is scope for s in scopes):
-            scopes = tuple(s for s in scopes if s is not scope)
-            self._ambient_var.set(scopes)
-        current = self._scope_var.get()
-        if current is not None and current.ambient:
-            self._scope_var.set(self._ambient(scopes))
+        scopes, written = self._ambient_var.get()
+        scopes = tuple(s for s in scopes if s is not scope)
+        if written is not None and self._scope_var.get() is written:
+            scopes, written = self._ambient(scopes)
+            self._scope_var.set(written)
+        self._ambient_var.set((scopes, written))
 
-    def _ambient(self, scopes: tuple[Scope, ...]) -> Scope | None:
-        """What stands for the active ones of ``scopes`` in ``_scope_var``: the
-        one, ``None`` (the process scope) for none, a marker for several."""
+    @staticmethod
+    def _ambient(scopes: tuple[Scope, ...]) -> tuple[tuple[Scope, ...], Scope | None]:
+        """The active ones of ``scopes``, and what stands for them in
+        ``_scope_var``: the one, ``None`` (the process scope) for none, a
+        marker scope for several."""
         live = tuple(s for s in scopes if s.status == "active")
-        if len(live) != len(scopes):
-            self._ambient_var.set(live)
         if len(live) == 1:
-            return live[0]
+            return live, live[0]
         if not live:
-            return None
+            return live, None
         marker = Scope.__new__(Scope)
-        marker.id, marker.status, marker.ambient, marker.process = None, "ambiguous", True, False
+        marker.id, marker.status, marker.process, marker.depth = None, "ambiguous", False, 0
         marker.info = {"scopes": live}
-        return marker
+        return live, marker
 
     def _settle(self, scope: Scope) -> Scope:
         """The scope a signal goes to when ``_scope_var`` holds one that is not
-        active: an explicit scope that ended is used as it is (as always); an
-        ambient one is replaced by what is current now. Raises
+        active: an explicit scope that ended is used as it is (as always); what
+        :meth:`enter_ambient` wrote is replaced by what is current now (an
+        ambient scope may end in another thread or task). Raises
         :class:`~sentinel.errors.AmbiguousScopeError` for several."""
-        if not scope.ambient:
+        scopes, written = self._ambient_var.get()
+        if scope is not written:
             return scope
-        value = self._ambient(self._ambient_var.get())
-        self._scope_var.set(value)
-        if value is None:
+        scopes, written = self._ambient(scopes)
+        self._ambient_var.set((scopes, written))
+        self._scope_var.set(written)
+        if written is None:
             return self._process_view()
-        if value.status != "active":
-            raise AmbiguousScopeError(tuple(s.id for s in value.info["scopes"]))
-        return value
+        if written.status != "active":
+            raise AmbiguousScopeError(tuple(s.id for s in written.info["scopes"]))
+        return written
 
     def _process_view(self) -> Scope:
         """This thread's (or task's) view of the process scope: the same id and

@@ -125,7 +125,6 @@ class Scope:
     __slots__ = (
         "__weakref__",
         "_savepoints",
-        "ambient",
         "depth",
         "id",
         "info",
@@ -150,10 +149,6 @@ class Scope:
         #: True for the process scope (events outside any transaction) and the
         #: per-thread views of it that carry their own cascade depth.
         self.process = False
-        #: True for a scope made current by :meth:`EventDetector.enter_ambient`
-        #: (a session transaction begun in the thread), and for the marker that
-        #: stands for several such scopes at once.
-        self.ambient = False
         self.info: dict[str, Any] = {}
         self._savepoints: list[tuple[object, dict[int, list[Any]]]] = []
 
@@ -164,7 +159,6 @@ class Scope:
         v = Scope.__new__(Scope)
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
         v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
-        v.ambient = self.ambient
         return v
 
     @property

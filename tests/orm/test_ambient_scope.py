@@ -140,6 +140,29 @@ def test_two_sessions_open_at_once_need_use_scope(world: World) -> None:
     assert sorted(world.unpaid) == [(9,), (10,)]
 
 
+def test_a_rules_action_signals_into_its_transaction_even_with_another_open(
+    world: World,
+) -> None:
+    """What an action signals belongs to the triggering transaction, also when
+    the action opens a session of its own (as before: a rule's run takes
+    precedence over the thread's transactions)."""
+
+    def audit(occ: Any) -> None:
+        if occ.params["order_id"] == 8:
+            with world.Session.begin():
+                world.det.signal("payment", order_id=8)
+
+    world.det.rule("audit", "order", action=audit)
+    with world.Session.begin() as session:
+        scope = sentinel.scope_of(session)
+        assert scope is not None
+        world.det.signal("order", order_id=8)
+        world.det.signal("order", order_id=1)  # the thread's transaction again
+    assert world.scope_of_event("payment", order_id=8) == (scope.id, "committed")
+    assert world.scope_of_event("order", order_id=1) == (scope.id, "committed")
+    assert world.unpaid == [(1,)]  # order 8 was paid in its transaction
+
+
 def test_each_thread_has_its_own_current_transaction(world: World) -> None:
     import threading
 
