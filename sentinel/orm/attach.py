@@ -79,7 +79,14 @@ from sentinel.orm.state import (
     unregister,
 )
 from sentinel.orm.worker import DrainReport, Runner
-from sentinel.params import MAX_STRING, UnloggableParameter, normalize, unstorable_text
+from sentinel.params import (
+    MAX_INT_BITS,
+    MAX_STRING,
+    UnloggableParameter,
+    normalize,
+    too_large,
+    unstorable_text,
+)
 from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
 from sentinel.reactive.classes import PLAIN
 from sentinel.rules import LocalEventDetector, Rule
@@ -97,6 +104,11 @@ _INTEGRATIONS: weakref.WeakKeyDictionary[LocalEventDetector, _Integration] = (
 
 #: Parameter value types the log listener takes as they are (already loggable).
 _LOGGABLE = PLAIN | {MappingProxyType}
+#: Types of database events' column values passed as they are, and capped by
+#: the log (``sentinel.params.too_large``) besides strings.
+_CAPPED = frozenset({bytes, int})
+#: The integers the log takes: those in (-_INT_CAP, _INT_CAP).
+_INT_CAP = 1 << MAX_INT_BITS
 #: Parameter names seen to be storable (names recur: one set lookup each).
 _NAMES_OK: set[str] = set()
 
@@ -136,8 +148,8 @@ def _kept(
 def _refuse_logged(
     policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
 ) -> None:
-    """Raise for the too-long string at ``path`` of ``params``, unless the log
-    leaves it out."""
+    """Raise for the value over its type's cap (a string too long, bytes, an
+    integer too large) at ``path`` of ``params``, unless the log leaves it out."""
     if _kept(policy, event, params, path):
         value: Any = params
         for p in path:
@@ -286,6 +298,9 @@ class _Integration:
                 if t is str:
                     if len(v) > MAX_STRING:
                         _refuse_logged(sink.writer.policy, occ[0], params, (k,))
+                elif t is int:
+                    if not -_INT_CAP < v < _INT_CAP:
+                        _refuse_logged(sink.writer.policy, occ[0], params, (k,))
                 elif t is MappingProxyType:
                     if occ[4] is None:
                         # an explicit event's own mapping (a database event's
@@ -294,7 +309,10 @@ class _Integration:
                         continue
                     # a database event's column values (``new``, ``old``)
                     for k2, v2 in v.items():
-                        if type(v2) is str and len(v2) > MAX_STRING:
+                        t2 = type(v2)
+                        if (t2 is str and len(v2) > MAX_STRING) or (
+                            t2 in _CAPPED and too_large(v2)
+                        ):
                             _refuse_logged(sink.writer.policy, occ[0], params, (k, k2))
                 elif t not in _LOGGABLE:
                     _make_loggable(sink.writer.policy, occ[0], params)
