@@ -630,6 +630,10 @@ class Attachment:
                 if st is not None and st.attachment is self:
                     unregister(st)
                     if st.scope is not None:
+                        # no longer followed: its thread's signals go elsewhere
+                        # (EventDetector._settle; here at once)
+                        if st.scope.status == "active":
+                            st.scope.status = "detached"
                         self.detector.leave_ambient(st.scope)
                     sess = st.session
                     if sess is not None:

@@ -189,6 +189,33 @@ def test_each_thread_has_its_own_current_transaction(world: World) -> None:
     assert world.scope_of_event("order", order_id=99) == (main.id, "committed")
 
 
+def test_a_transaction_in_progress_at_detach_is_no_longer_current(world: World) -> None:
+    """A transaction that another thread has open when the attachment is
+    detached is no longer followed: that thread's signals go to the process
+    scope again, not to a scope nobody ends."""
+    import threading
+
+    begun, detached = threading.Event(), threading.Event()
+    got: list[Any] = []
+
+    def work() -> None:
+        with world.Session() as session:
+            session.begin()
+            begun.set()
+            detached.wait(10)
+            got.append(world.det.signal("order", order_id=1))
+            session.rollback()
+
+    t = threading.Thread(target=work)
+    t.start()
+    begun.wait(10)
+    world.att.detach()
+    detached.set()
+    t.join(10)
+    (occ,) = got
+    assert occ.scope == world.det.process_scope.id
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_each_asyncio_task_has_its_own_current_transaction(tmp_path: Any, backend: str) -> None:
     pytest.importorskip("aiosqlite")
