@@ -148,6 +148,23 @@ class ScopeError(SentinelError):
     """A transaction hook used out of order (commit of a finished scope, and so on)."""
 
 
+class AmbiguousScopeError(ScopeError):
+    """A signal that names no scope, made while several transactions are current
+    in its thread (or asyncio task): two sessions' transactions open at once.
+    ``scopes`` are their scope ids. Choose one with
+    ``with detector.use_scope(sentinel.scope_of(session)): ...``."""
+
+    def __init__(self, scopes: tuple[Any, ...]) -> None:
+        self.scopes = scopes
+        super().__init__(
+            f"{len(scopes)} transactions are current in this thread (scopes "
+            f"{', '.join(repr(s) for s in scopes[:4])}{', ...' if len(scopes) > 4 else ''}): "
+            "an event signalled without a scope could belong to any of them; signal it "
+            "inside `with detector.use_scope(sentinel.scope_of(session)):` for the "
+            "session it belongs to"
+        )
+
+
 class EventLogError(SentinelError):
     """A problem with the persisted event log (its tables, its schema, a write)."""
 

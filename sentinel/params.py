@@ -13,10 +13,17 @@ to *loggable* values:
 :func:`normalize` converts what it can (lists to tuples, sets to frozensets,
 ``enum.Enum`` members to their value, dicts to read-only mappings) and raises
 :class:`UnloggableParameter` for anything else, and for what no backend's JSON
-column could keep: strings longer than :data:`MAX_STRING` characters, tuples and
-mappings nested deeper than :data:`MAX_DEPTH` levels (MariaDB keeps at most 32
-levels of JSON, and a value sits a few levels down in the outbox's payload), and
-mapping keys that hold a NUL character or a lone surrogate.
+column could keep: strings longer than :data:`MAX_STRING` characters, ``bytes``
+longer than :data:`MAX_BYTES`, integers of more than :data:`MAX_INT_BITS` bits,
+decimals of more than :data:`MAX_DECIMAL_DIGITS` digits, tuples and mappings
+nested deeper than :data:`MAX_DEPTH` levels (MariaDB keeps at most 32 levels of
+JSON, and a value sits a few levels down in the outbox's payload), and mapping
+keys that hold a NUL character or a lone surrogate. Each cap keeps one value's
+JSON text well below MariaDB's default 16 MiB packet; what the caps cannot
+bound (many large values in one occurrence) the log's writer bounds: an
+occurrence whose parameters would take more than :data:`MAX_PARAMS` bytes as
+sent is logged with its largest values replaced by a marker
+(``sentinel.log.TOO_LARGE``), never refused with its neighbours.
 
 :func:`to_json` and :func:`from_json` round-trip loggable values through JSON text
 with type tags for what JSON lacks, exactly, on every backend: besides the
@@ -46,7 +53,11 @@ from sentinel.errors import SentinelError
 from sentinel.occurrence import ObjectRef
 
 __all__ = [
+    "MAX_BYTES",
+    "MAX_DECIMAL_DIGITS",
     "MAX_DEPTH",
+    "MAX_INT_BITS",
+    "MAX_PARAMS",
     "MAX_STRING",
     "UnloggableParameter",
     "dumps",
@@ -55,6 +66,7 @@ __all__ = [
     "normalize",
     "storable_text",
     "to_json",
+    "too_large",
     "unstorable_text",
 ]
 
@@ -64,8 +76,24 @@ _TAGGED = (dt.datetime, dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID, byte
 #: The longest string (in characters) a parameter may hold: escaped as JSON text
 #: (up to 12 bytes a character) it stays below MariaDB's default 16 MiB packet.
 MAX_STRING = 1_000_000
+#: The longest ``bytes`` value a parameter may hold (base64 in the log: 4/3 as
+#: many characters).
+MAX_BYTES = 1_000_000
+#: The largest integer a parameter may hold, in bits (beyond 64 bits the log
+#: writes an integer in hexadecimal: at most 1,000,000 digits).
+MAX_INT_BITS = 4_000_000
+#: The most digits a ``Decimal`` parameter may hold.
+MAX_DECIMAL_DIGITS = 1_000_000
+#: The most bytes one occurrence's parameters may take in the log, counted as
+#: sent (their JSON text, plus one byte for each quote and backslash, which
+#: MariaDB's and MySQL's drivers escape): below MariaDB's default 16 MiB packet
+#: with the rest of the row. Checked when the row is written: the writer
+#: replaces the largest values with a marker until the rest fits.
+MAX_PARAMS = 15 * 2**20
 #: How deep tuples, frozensets and mappings may nest in one parameter value.
 MAX_DEPTH = 10
+#: The integers of at most MAX_INT_BITS bits are those in (-_INT_CAP, _INT_CAP).
+_INT_CAP = 1 << MAX_INT_BITS
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
 #: A lone surrogate (one not part of a high-low pair).
@@ -146,15 +174,23 @@ def normalize(
         if len(value) > MAX_STRING:
             raise _too_long(event, param, value)
         return value
+    if t is int:
+        if not -_INT_CAP < value < _INT_CAP:
+            raise _too_large(event, param, value)
+        return value
     if t in _SIMPLE or t is ObjectRef:
         return value
     if isinstance(value, enum.Enum):
         return normalize(value.value, event=event, param=param, ref=ref, _depth=_depth)
     if isinstance(value, _TAGGED):
+        if too_large(value):
+            raise _too_large(event, param, value)
         return value
     if isinstance(value, _SIMPLE):  # subclasses of int, str, float
         if isinstance(value, str) and len(value) > MAX_STRING:
             raise _too_long(event, param, value)
+        if isinstance(value, int) and not -_INT_CAP < value < _INT_CAP:
+            raise _too_large(event, param, value)
         return value
     if isinstance(value, (Mapping, list, tuple, set, frozenset)) and _depth >= MAX_DEPTH:
         raise UnloggableParameter(
@@ -199,6 +235,44 @@ def normalize(
         if r is not None:
             return r
     raise UnloggableParameter(event, param, value)
+
+
+def too_large(value: Any) -> bool:
+    """True when ``value`` (a ``str``, ``bytes``, ``int`` or ``Decimal``, or a
+    subclass) is over its type's cap (see the module docs); False for any other
+    value."""
+    if isinstance(value, str):
+        return len(value) > MAX_STRING
+    if isinstance(value, bytes):
+        return len(value) > MAX_BYTES
+    if isinstance(value, int):
+        return not -_INT_CAP < value < _INT_CAP
+    if isinstance(value, Decimal):
+        return len(value.as_tuple().digits) > MAX_DECIMAL_DIGITS
+    return False
+
+
+def _too_large(event: str, param: str, value: Any) -> UnloggableParameter:
+    if isinstance(value, str):
+        return _too_long(event, param, value)
+    if isinstance(value, bytes):
+        what = f"bytes values may hold at most {MAX_BYTES:,} bytes (this one holds {len(value):,})"
+    elif isinstance(value, int):
+        what = (
+            f"integers may hold at most {MAX_INT_BITS:,} bits "
+            f"(this one holds {value.bit_length():,})"
+        )
+    else:
+        what = (
+            f"decimals may hold at most {MAX_DECIMAL_DIGITS:,} digits "
+            f"(this one holds {len(value.as_tuple().digits):,})"
+        )
+    return UnloggableParameter(
+        event,
+        param,
+        value,
+        f"{what}; exclude the parameter from the event, or pass a digest or a reference instead",
+    )
 
 
 def _too_long(event: str, param: str, value: str) -> UnloggableParameter:

@@ -24,6 +24,7 @@ from sentinel.detector.contexts import Context
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import (
+    AmbiguousScopeError,
     BitemporalError,
     DuplicateEventError,
     ExpressionError,
@@ -47,6 +48,10 @@ TXN_ABORT = ex.Primitive("txn:abort")
 _TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
 
 _new: Any = tuple.__new__
+#: ``Scope.status`` of an active scope: the signal path compares by identity
+#: (the literal is interned); a scope whose status is not this object takes the
+#: slow path, which compares by value.
+_ACTIVE = "active"
 OccurrenceListener = Callable[[Occurrence], None]
 #: Routes a logged occurrence that no channel carries to the entries it reaches
 #: (see :meth:`EventDetector.route_injected`).
@@ -113,6 +118,12 @@ class EventDetector:
         self.graph = EventGraph(self._channels, self._sink, self._triggered)
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
+        )
+        #: The scopes made current by :meth:`enter_ambient` in this thread (or
+        #: task), oldest first, and what stands for them in ``_scope_var`` (the
+        #: value last written there by this mechanism, or None).
+        self._ambient_var: ContextVar[tuple[tuple[Scope, ...], Scope | None]] = ContextVar(
+            f"sentinel_ambient_{id(self)}", default=((), None)
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self.process_scope.process = True
@@ -351,6 +362,8 @@ class EventDetector:
             return None
         if scope is None:
             scope = self._scope_var.get() or self._process_view()
+            if scope.status is not _ACTIVE:  # an ambient scope that ended, or several
+                scope = self._settle(scope)
         # The hot path of every signal: one lock, one tuple, one call per leaf
         # target. Rules run after the lock is released. The targets are read under
         # the lock: a rule deleted meanwhile must not leave a stale target.
@@ -668,8 +681,85 @@ class EventDetector:
             yield s.store
 
     def current_scope(self) -> Scope:
-        """The scope signals of this thread (or task) go to."""
-        return self._scope_var.get() or self._process_view()
+        """The scope signals of this thread (or task) go to. Raises
+        :class:`~sentinel.errors.AmbiguousScopeError` when several ambient
+        scopes are current (see :meth:`enter_ambient`)."""
+        scope = self._scope_var.get() or self._process_view()
+        if scope.status is not _ACTIVE:
+            scope = self._settle(scope)
+        return scope
+
+    # The current scope of a thread (or task) is, in order: the scope of a
+    # use_scope() block, of the rule running, of a transaction() block; else
+    # the one ambient scope (a session transaction begun in the thread); else
+    # the process scope. The ambient scopes are kept in _ambient_var, and the
+    # one in force is written into _scope_var itself (when no explicit scope
+    # is), so that a signal costs no more than before: one context-variable
+    # lookup, and one comparison that sends the unusual cases (an ambient scope
+    # that ended elsewhere, several at once) to _settle().
+
+    def enter_ambient(self, scope: Scope) -> None:
+        """Make ``scope`` (a transaction begun in this thread or asyncio task)
+        current for the signals of this thread or task that name no scope, until
+        :meth:`leave_ambient` or its end (commit or abort). A scope made current
+        explicitly (:meth:`use_scope`, a rule's run, :meth:`transaction`) takes
+        precedence. While several ambient scopes are current, such a signal
+        raises :class:`~sentinel.errors.AmbiguousScopeError`.
+
+        The ORM layer calls this for every root transaction of an attached
+        session (``docs/orm.md``)."""
+        scopes, written = self._ambient_var.get()
+        scopes = (*scopes, scope)
+        current = self._scope_var.get()
+        # not while a rule runs here: what its action signals belongs to the
+        # transaction that triggered it, even if the action opens another
+        if current is None or ((current.process or current is written) and not current.depth):
+            scopes, written = self._ambient(scopes)
+            self._scope_var.set(written)
+        self._ambient_var.set((scopes, written))
+
+    def leave_ambient(self, scope: Scope) -> None:
+        """Undo :meth:`enter_ambient` for ``scope`` in this thread or task
+        (nothing if it is not current here)."""
+        scopes, written = self._ambient_var.get()
+        scopes = tuple(s for s in scopes if s is not scope)
+        if written is not None and self._scope_var.get() is written:
+            scopes, written = self._ambient(scopes)
+            self._scope_var.set(written)
+        self._ambient_var.set((scopes, written))
+
+    @staticmethod
+    def _ambient(scopes: tuple[Scope, ...]) -> tuple[tuple[Scope, ...], Scope | None]:
+        """The active ones of ``scopes``, and what stands for them in
+        ``_scope_var``: the one, ``None`` (the process scope) for none, a
+        marker scope for several."""
+        live = tuple(s for s in scopes if s.status == "active")
+        if len(live) == 1:
+            return live, live[0]
+        if not live:
+            return live, None
+        marker = Scope.__new__(Scope)
+        marker.id, marker.status, marker.process, marker.depth = None, "ambiguous", False, 0
+        marker.info = {"scopes": live}
+        return live, marker
+
+    def _settle(self, scope: Scope) -> Scope:
+        """The scope a signal goes to when ``_scope_var`` holds one that is not
+        active: an explicit scope that ended is used as it is (as always); what
+        :meth:`enter_ambient` wrote is replaced by what is current now (an
+        ambient scope may end in another thread or task). Raises
+        :class:`~sentinel.errors.AmbiguousScopeError` for several."""
+        scopes, written = self._ambient_var.get()
+        if scope is not written:
+            return scope
+        scopes, written = self._ambient(scopes)
+        self._ambient_var.set((scopes, written))
+        self._scope_var.set(written)
+        if written is None:
+            return self._process_view()
+        if written.status != "active":
+            raise AmbiguousScopeError(tuple(s.id for s in written.info["scopes"]))
+        return written
 
     def _process_view(self) -> Scope:
         """This thread's (or task's) view of the process scope: the same id and

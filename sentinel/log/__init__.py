@@ -13,7 +13,7 @@
 This layer depends on :mod:`sentinel.occurrence` and :mod:`sentinel.params` only.
 """
 
-from sentinel.log.policy import REDACTED, LogPolicy
+from sentinel.log.policy import REDACTED, TOO_LARGE, LogPolicy
 from sentinel.log.reader import LogReader, read_occurrences
 from sentinel.log.records import (
     Firing,
@@ -37,6 +37,7 @@ from sentinel.log.writer import LogWriter
 __all__ = [
     "REDACTED",
     "SCHEMA_VERSION",
+    "TOO_LARGE",
     "Firing",
     "FiringStatus",
     "LogPolicy",

@@ -19,10 +19,14 @@ from typing import Any, Final
 from sentinel.errors import LogConfigError
 from sentinel.params import to_json
 
-__all__ = ["REDACTED", "LogPolicy"]
+__all__ = ["REDACTED", "TOO_LARGE", "LogPolicy"]
 
 #: What a redacted parameter's value becomes in the log.
 REDACTED: Final = "<redacted>"
+#: What a parameter's value becomes in the log when the log cannot hold it: an
+#: occurrence whose parameters together are over ``sentinel.params.MAX_PARAMS``
+#: (its largest values), or one the database refused on its own (every value).
+TOO_LARGE: Final = "<too large for the log>"
 
 _GLOB = frozenset("*?[")
 _ACTIONS = ("exclude", "redact")

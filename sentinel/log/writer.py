@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import threading
 import time
@@ -45,7 +46,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
-from sentinel.log.policy import LogPolicy
+from sentinel.log.policy import TOO_LARGE, LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
 from sentinel.log.schema import check_schema
 from sentinel.log.signing import OutboxSigner
@@ -60,9 +61,11 @@ from sentinel.log.tables import (
     log_tables,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
-from sentinel.params import storable_text
+from sentinel.params import MAX_PARAMS, storable_text, to_json
 
 __all__ = ["LogWriter"]
+
+log = logging.getLogger("sentinel.log")
 
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
@@ -286,6 +289,54 @@ def _mapping_text(value: Any) -> str | None:
     return "{" + ",".join(parts) + "}"
 
 
+#: A params text at most this long is within MAX_PARAMS whatever it holds (as
+#: sent, a character takes at most two bytes): only longer ones are measured.
+_SURELY_FITS = MAX_PARAMS // 2
+
+
+def _sent_size(text: str) -> int:
+    """The bytes JSON ``text`` (ASCII: every encoder here escapes to ASCII)
+    takes as sent: MySQL's and MariaDB's drivers escape quotes and
+    backslashes inside the statement."""
+    return len(text) + text.count('"') + text.count("\\")
+
+
+def _fit(text: str, params: Any, event: str) -> str:
+    """``text`` (``params`` as JSON), or when it takes more than
+    :data:`~sentinel.params.MAX_PARAMS` bytes as sent, the JSON of ``params``
+    with its largest values replaced by :data:`~sentinel.log.TOO_LARGE` until
+    the rest fits (reported on the ``sentinel.log`` logger): one occurrence's
+    values never make its row, and the rows sent with it, fail."""
+    if len(text) <= _SURELY_FITS:
+        return text
+    size = _sent_size(text)
+    if size <= MAX_PARAMS:
+        return text
+    sizes = sorted(
+        ((_sent_size(_dumps(to_json(v))), k) for k, v in params.items()),
+        key=lambda item: item[0],
+        reverse=True,
+    )
+    marker = _sent_size(_esc(TOO_LARGE))
+    out = dict(params)
+    replaced = []
+    for n, k in sizes:
+        if size <= MAX_PARAMS:
+            break
+        out[k] = TOO_LARGE
+        replaced.append(k)
+        size -= n - marker
+    log.warning(
+        "sentinel's event log: the parameters of an occurrence of %s take more than %d bytes; "
+        "logged with %s replaced by %r",
+        event[:80],
+        MAX_PARAMS,
+        ", ".join(repr(k)[:80] for k in replaced),
+        TOO_LARGE,
+    )
+    return _dumps(encode_params(out, event=event))
+
+
 def _params_text(params: Any, event: str) -> str:
     """Parameters as the JSON text of the ``params`` column, exactly as
     :func:`_dumps` writes :func:`~sentinel.log.records.encode_params`' result.
@@ -329,14 +380,16 @@ def _params_text(params: Any, event: str) -> str:
             if text is not None:
                 append(text)
                 continue
-        return _dumps(encode_params(params, event=event))
+        return _fit(_dumps(encode_params(params, event=event)), params, event)
     names = tuple(params)
     template = _TEMPLATES.get(names) or _template(names)
     if template is None:
-        return _dumps(encode_params(params, event=event))
+        return _fit(_dumps(encode_params(params, event=event)), params, event)
     text = template % tuple(parts)
     if "\\u0000" in text or "\\ud" in text:
-        return _dumps(encode_params(params, event=event))
+        return _fit(_dumps(encode_params(params, event=event)), params, event)
+    if len(text) > _SURELY_FITS:
+        return _fit(text, params, event)
     return text
 
 
@@ -480,7 +533,15 @@ class _EventsInsert:
         else:
 
             def generic_params(params: Any, event: str) -> Any:
-                value = encode_params(params, event=event) if params else {}
+                if not params:
+                    value: Any = {}
+                else:
+                    value = encode_params(params, event=event)
+                    text = _dumps(value)
+                    if len(text) > _SURELY_FITS:
+                        fitted = _fit(text, params, event)
+                        if fitted is not text:
+                            value = json.loads(fitted)
                 return json_proc(value) if json_proc is not None else value
 
             self.params = generic_params

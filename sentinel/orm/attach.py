@@ -79,7 +79,14 @@ from sentinel.orm.state import (
     unregister,
 )
 from sentinel.orm.worker import DrainReport, Runner
-from sentinel.params import MAX_STRING, UnloggableParameter, normalize, unstorable_text
+from sentinel.params import (
+    MAX_INT_BITS,
+    MAX_STRING,
+    UnloggableParameter,
+    normalize,
+    too_large,
+    unstorable_text,
+)
 from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
 from sentinel.reactive.classes import PLAIN
 from sentinel.rules import LocalEventDetector, Rule
@@ -97,6 +104,11 @@ _INTEGRATIONS: weakref.WeakKeyDictionary[LocalEventDetector, _Integration] = (
 
 #: Parameter value types the log listener takes as they are (already loggable).
 _LOGGABLE = PLAIN | {MappingProxyType}
+#: Types of database events' column values passed as they are, and capped by
+#: the log (``sentinel.params.too_large``) besides strings.
+_CAPPED = frozenset({bytes, int})
+#: The integers the log takes: those in (-_INT_CAP, _INT_CAP).
+_INT_CAP = 1 << MAX_INT_BITS
 #: Parameter names seen to be storable (names recur: one set lookup each).
 _NAMES_OK: set[str] = set()
 
@@ -136,8 +148,8 @@ def _kept(
 def _refuse_logged(
     policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
 ) -> None:
-    """Raise for the too-long string at ``path`` of ``params``, unless the log
-    leaves it out."""
+    """Raise for the value over its type's cap (a string too long, bytes, an
+    integer too large) at ``path`` of ``params``, unless the log leaves it out."""
     if _kept(policy, event, params, path):
         value: Any = params
         for p in path:
@@ -286,6 +298,9 @@ class _Integration:
                 if t is str:
                     if len(v) > MAX_STRING:
                         _refuse_logged(sink.writer.policy, occ[0], params, (k,))
+                elif t is int:
+                    if not -_INT_CAP < v < _INT_CAP:
+                        _refuse_logged(sink.writer.policy, occ[0], params, (k,))
                 elif t is MappingProxyType:
                     if occ[4] is None:
                         # an explicit event's own mapping (a database event's
@@ -294,7 +309,10 @@ class _Integration:
                         continue
                     # a database event's column values (``new``, ``old``)
                     for k2, v2 in v.items():
-                        if type(v2) is str and len(v2) > MAX_STRING:
+                        t2 = type(v2)
+                        if (t2 is str and len(v2) > MAX_STRING) or (
+                            t2 in _CAPPED and too_large(v2)
+                        ):
                             _refuse_logged(sink.writer.policy, occ[0], params, (k, k2))
                 elif t not in _LOGGABLE:
                     _make_loggable(sink.writer.policy, occ[0], params)
@@ -611,6 +629,12 @@ class Attachment:
                 st = ref()
                 if st is not None and st.attachment is self:
                     unregister(st)
+                    if st.scope is not None:
+                        # no longer followed: its thread's signals go elsewhere
+                        # (EventDetector._settle; here at once)
+                        if st.scope.status == "active":
+                            st.scope.status = "detached"
+                        self.detector.leave_ambient(st.scope)
                     sess = st.session
                     if sess is not None:
                         sess.info.pop(KEY, None)
@@ -661,6 +685,8 @@ class Attachment:
             st.scope = det.scope(st.scope_id)
             register(st)
             session.info[KEY] = st
+            # explicit signals of this thread (or task) go to the transaction
+            det.enter_ambient(st.scope)
             try:
                 det.notify(det.channel("txn:begin"), {}, scope=st.scope)
             except SentinelError as err:
@@ -786,6 +812,8 @@ class Attachment:
         finally:
             unregister(st)
             st.ended = True
+            if st.scope is not None:
+                self.detector.leave_ambient(st.scope)
             if in_rule:  # after the rules on txn:abort: the running rule's run fails
                 integ = _INTEGRATIONS.get(self.detector)
                 if integ is not None and st.scope is not None:
@@ -867,7 +895,7 @@ class Attachment:
         without ``txn:abort``: no rule runs for a garbage collection) and what it
         signalled is logged as aborted, with the late rows."""
         scope = None if scope_ref is None else scope_ref()
-        if scope is not None and scope.active:
+        if scope is not None and scope.status in ("active", "abandoned"):
             scope.status = "aborted"
             self.detector.flush(scope)
         log.warning(

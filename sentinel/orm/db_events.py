@@ -299,9 +299,10 @@ def _when(plan: _Plan, values: dict[str, Any], event: str) -> float | None:
 
 
 def _value(v: Any, event: str, param: str) -> Any:
-    # A string too long for the log passes: the log's listener refuses it
-    # unless the attachment's log policy leaves the column out.
-    if type(v) in PLAIN:
+    # A string (or bytes, or int) too large for the log passes: the log's
+    # listener refuses it unless the attachment's log policy leaves the
+    # column out.
+    if type(v) in PLAIN or type(v) is bytes:
         return v
     return normalize(v, event=event, param=param)
 

@@ -32,9 +32,10 @@
 One transaction's rows never travel with another's, so a write that fails fails
 only for the transaction that made the rows: a transaction's own write fails its
 commit (nothing of it is written); late rows that cannot be written are retried
-one origin (one transaction or scope) at a time, and an origin whose rows the
-database refuses on their own is dropped and reported to the ``sentinel.orm``
-logger, while the others are written (see :meth:`LogSink.flush`).
+one origin (one transaction or scope) at a time, then in halves down to the row
+the database refuses, which is written with its values replaced by a marker (or
+dropped) and reported to the ``sentinel.orm`` logger, while the others are
+written (see :meth:`LogSink.flush`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
-from sentinel.log import Firing, LogWriter, OutboxEntry, Outcome
+from sentinel.log import TOO_LARGE, Firing, LogWriter, OutboxEntry, Outcome
 from sentinel.occurrence import Occurrence
 
 if TYPE_CHECKING:
@@ -210,10 +211,15 @@ class LogSink:
 
         All in one transaction first. If that fails, one origin at a time (the
         rows of one transaction, its rolled-back savepoints' included, or of one
-        other scope): an origin the database refuses while it still answers
-        (``SELECT 1``) is dropped, the others are written, and
-        :class:`~sentinel.errors.LogWriteError` names what was dropped (the
-        first refusal as its cause). While the database does not answer, or
+        other scope), and an origin the database refuses while it still
+        answers (``SELECT 1``) in halves, down to single rows: a row refused on
+        its own costs only itself. An occurrence's row is written again with
+        every parameter's value replaced by :data:`~sentinel.log.TOO_LARGE`
+        (reported to the ``sentinel.orm`` logger); a row refused even so, or a
+        rule firing or archive mark refused on its own, is dropped, and
+        :class:`~sentinel.errors.LogWriteError` names the origins of what was
+        dropped (the first refusal as its cause) once the others are written.
+        While the database does not answer, or
         the log's tables are missing or at another revision
         (:class:`~sentinel.errors.LogSchemaError`), nothing is dropped: the
         rows not written are kept and the error is raised."""
@@ -234,33 +240,60 @@ class LogSink:
         for item in items:
             origins.setdefault(_origin(item), []).append(item)
         written = 0
-        dropped: list[str] = []
+        dropped: dict[str, int] = {}
         cause: BaseException | None = None
-        queue = list(origins.items())
-        for i, (origin, batch) in enumerate(queue):
+        marked: set[int] = set()  # ids of occurrence items rewritten with the marker
+        # Batches still to write, the next one last: an origin at a time, then
+        # halves of a refused batch, down to single rows.
+        todo = [(origin, batch) for origin, batch in reversed(origins.items())]
+        while todo:
+            origin, batch = todo.pop()
             try:
                 written += self._write_late(engine, batch)
+                continue
             except Exception as err:
                 if isinstance(err, LogSchemaError) or not _answers(engine):
-                    self.give_back([it for _, b in queue[i:] for it in b])
+                    self.give_back([*batch, *(it for _, b in reversed(todo) for it in b)])
                     raise
-                dropped.append(origin)
                 cause = cause or err
-                log.error(
-                    "sentinel's event log: %d late row(s) of %s refused by the database "
-                    "and dropped: %s",
-                    len(batch),
-                    origin,
-                    err,
-                )
+                refusal = err
             except BaseException:
-                self.give_back([it for _, b in queue[i:] for it in b])
+                self.give_back([*batch, *(it for _, b in reversed(todo) for it in b)])
                 raise
+            if len(batch) > 1:
+                half = len(batch) // 2
+                todo.append((origin, batch[half:]))
+                todo.append((origin, batch[:half]))
+                continue
+            (item,) = batch
+            if item[0] == "occ" and item[1][5] and id(item) not in marked:
+                # refused on its own: the occurrence stays, its values do not
+                occ = item[1]
+                again = ("occ", _marked(occ), *item[2:])
+                marked.add(id(again))
+                log.error(
+                    "sentinel's event log: the late row of %s@%s (%s) was refused by the "
+                    "database; it is written with its parameters replaced by %r: %s",
+                    occ[0][:80],
+                    occ[1],
+                    origin,
+                    TOO_LARGE,
+                    refusal,
+                )
+                todo.append((origin, [again]))
+                continue
+            dropped[origin] = dropped.get(origin, 0) + 1
+            log.error(
+                "sentinel's event log: a late row of %s refused by the database and dropped: %s",
+                origin,
+                refusal,
+            )
         if dropped:
+            names = list(dropped)
             raise LogWriteError(
-                f"late rows of {len(dropped)} origin(s) could not be written and were "
-                f"dropped ({', '.join(dropped[:5])}{', ...' if len(dropped) > 5 else ''}); "
-                f"the other late rows were written"
+                f"{sum(dropped.values())} late row(s) of {len(names)} origin(s) could not be "
+                f"written and were dropped ({', '.join(names[:5])}"
+                f"{', ...' if len(names) > 5 else ''}); the other late rows were written"
             ) from cause
         return written
 
@@ -414,6 +447,13 @@ def _origin(item: Late) -> str:
     else:
         scope = str(what.scope)
     return scope
+
+
+def _marked(occ: Occurrence) -> Occurrence:
+    """``occ`` with every parameter's value replaced by the marker."""
+    occ_type: Any = Occurrence
+    params = {k: TOO_LARGE for k in occ[5]}
+    return _new(occ_type, (*occ[:5], params, occ[6]))  # type: ignore[no-any-return]
 
 
 def _answers(engine: Engine) -> bool:

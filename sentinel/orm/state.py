@@ -200,6 +200,15 @@ def register(st: TxnState) -> None:
     def lost(ref: weakref.ref[TxnState], _append: Callable[..., None] = ABANDONED.append) -> None:
         if LIVE.get(scope_id) is ref:
             del LIVE[scope_id]
+        # The scope is the ambient scope of the thread (or task) that began the
+        # transaction: let it go with the session where this runs (usually that
+        # thread), and mark it so that signals elsewhere go to the next one
+        # (EventDetector._settle).
+        gone = None if abandoned[2] is None else abandoned[2]()
+        if gone is not None:
+            if gone.status == "active":
+                gone.status = "abandoned"
+            abandoned[0].detector.leave_ambient(gone)
         _append(abandoned)
 
     LIVE[scope_id] = weakref.ref(st, lost)
