@@ -126,7 +126,7 @@ class OdeEvent(Expression):
                 "primitive events (combine the Ode event with Snoop operators instead)"
             )
 
-        term = _rebuild(self.term, fn)
+        term = tm.rebuild(self.term, fn)
         over = self.over
         if over is not None:
             resolved: list[Primitive] = []
@@ -234,30 +234,7 @@ def _strip_scoped(term: tm.Term) -> tuple[tm.Term, list[Primitive]]:
     def fn(x: tm.Term) -> tm.Term | None:
         if isinstance(x, tm.Scoped):
             extra.extend(x.universe)
-            return _rebuild(x.children[0], fn)
+            return tm.rebuild(x.children[0], fn)
         return None
 
-    return _rebuild(term, fn), extra
-
-
-def _rebuild(
-    term: tm.Term,
-    fn: t.Callable[[tm.Term], tm.Term | None],
-    memo: dict[int, tm.Term] | None = None,
-) -> tm.Term:
-    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
-    None; a sub-term shared by several operands is rebuilt once (``memo``, by
-    identity), and stays shared."""
-    if memo is None:
-        memo = {}
-    done = memo.get(id(term))
-    if done is not None:
-        return done
-    out = fn(term)
-    if out is None:
-        kids = term.children
-        new = [_rebuild(k, fn, memo) for k in kids]
-        same = all(a is b for a, b in zip(new, kids, strict=True))
-        out = term if same else term.with_children(new)
-    memo[id(term)] = out
-    return out
+    return tm.rebuild(term, fn), extra

@@ -364,29 +364,6 @@ def _offset(text: str, line: int, column: int) -> int:
     return pos + column - 1
 
 
-def _rebuild(
-    term: tm.Term,
-    fn: t.Callable[[tm.Term], tm.Term | None],
-    memo: dict[int, tm.Term] | None = None,
-) -> tm.Term:
-    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
-    None; a sub-term shared by several operands is rebuilt once (``memo``, by
-    identity), and stays shared."""
-    if memo is None:
-        memo = {}
-    done = memo.get(id(term))
-    if done is not None:
-        return done
-    out = fn(term)
-    if out is None:
-        kids = term.children
-        new = [_rebuild(k, fn, memo) for k in kids]
-        same = all(a is b for a, b in zip(new, kids, strict=True))
-        out = term if same else term.with_children(new)
-    memo[id(term)] = out
-    return out
-
-
 def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:
     """Plain events named like the variables of an enclosing exists are the
     variables."""
@@ -400,7 +377,7 @@ def _bind_vars(term: tm.Term, names: set[str]) -> tm.Term:
             return x.with_children([_bind_vars(x.children[0], inner)]) if inner else x
         return None
 
-    return _rebuild(term, fn)
+    return tm.rebuild(term, fn)
 
 
 def _substitute(term: tm.Term, named: dict[str, tm.Term]) -> tm.Term:
@@ -416,7 +393,7 @@ def _substitute(term: tm.Term, named: dict[str, tm.Term]) -> tm.Term:
             return named[x.event.name]
         return None
 
-    return _rebuild(term, fn)
+    return tm.rebuild(term, fn)
 
 
 def _parse_tree(text: str) -> _Body:

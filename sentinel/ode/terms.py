@@ -55,6 +55,7 @@ __all__ = [
     "Term",
     "Var",
     "as_term",
+    "rebuild",
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -691,3 +692,26 @@ class OdePart(Expression):
 
     def to_text(self, text: t.Callable[[Expression], str]) -> str:
         return str(self.term)
+
+
+def rebuild(
+    term: Term,
+    fn: t.Callable[[Term], Term | None],
+    memo: dict[int, Term] | None = None,
+) -> Term:
+    """``term`` with ``fn(x)`` in place of each sub-term x for which it is not
+    None; a sub-term shared by several operands is rebuilt once (``memo``, by
+    identity), and stays shared."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(term))
+    if done is not None:
+        return done
+    out = fn(term)
+    if out is None:
+        kids = term.children
+        new = [rebuild(k, fn, memo) for k in kids]
+        same = all(a is b for a, b in zip(new, kids, strict=True))
+        out = term if same else term.with_children(new)
+    memo[id(term)] = out
+    return out
