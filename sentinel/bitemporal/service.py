@@ -213,12 +213,22 @@ class BitemporalService:
         return cls
 
     def _current(self, name: str, key: tuple[Hashable, ...]) -> tuple[bool, float | None]:
-        """Whether the instance exists once the queued requests are applied."""
+        """Whether the instance exists once the queued requests are applied, and
+        its occurrence time then. An instance past its expiration time (``o +``
+        the class's lifespan, before the detector's time) does not: the tick that
+        forgets it may not have come yet."""
         op = self._pending.get((name, key))
         if op is not None:
-            return op.ts is not None, op.ts
-        inst = self.instances[name].get(key)
-        return inst is not None, None if inst is None else inst.ts
+            ts = op.ts
+        else:
+            inst = self.instances[name].get(key)
+            ts = None if inst is None else inst.ts
+        if ts is None:
+            return False, None
+        life = self.classes[name].lifespan
+        if life is not None and ts + life < self._now():
+            return False, ts
+        return True, ts
 
     def announce(self, name: str, at: Any, attrs: dict[str, Any]) -> Occurrence | None:
         """Announce an instance of ``name`` (see :func:`sentinel.bitemporal.announce`)."""
@@ -459,8 +469,7 @@ class BitemporalService:
         expired: list[Expired] = []
         with det._lock:
             expired = self.lifespans.purge(now)
-            if live:
-                self._expire_instances(now)
+            gone = self._expire_instances(now) if live else {}
             released = self.orderer.release(now)
         scope = det.process_scope
         propagate, deliver, lock = det._propagate, det._deliver, det._lock
@@ -473,14 +482,16 @@ class BitemporalService:
             for listener in self._archive:
                 listener(expired)
         if live:
-            self._process_queue(now)
+            self._process_queue(now, gone)
             self._signal_dues(now)
 
-    def _expire_instances(self, now: float) -> None:
+    def _expire_instances(self, now: float) -> dict[tuple[str, tuple[Hashable, ...]], _Versioned]:
         """Forget the instances whose lifespan is over (the as-of-now view: a later
-        announcement of the key is a new instance). What detection state holds of
-        them is purged by the lifespans, with the extension of 2.5."""
+        announcement of the key is a new instance), and return them. What
+        detection state holds of them is purged by the lifespans, with the
+        extension of 2.5."""
         heap = self._expiries
+        gone: dict[tuple[str, tuple[Hashable, ...]], _Versioned] = {}
         while heap and heap[0][0] <= now:
             _t, _s, name, key, version = heapq.heappop(heap)
             inst = self.instances[name].get(key)
@@ -488,8 +499,16 @@ class BitemporalService:
                 continue
             del self.instances[name][key]
             self._forget(name, key, inst.gen)
+            gone[(name, key)] = inst
+        return gone
 
-    def _process_queue(self, now: float) -> None:
+    def _process_queue(
+        self, now: float, gone: Mapping[tuple[str, tuple[Hashable, ...]], _Versioned]
+    ) -> None:
+        """Process the announcements and revocations of the chronons before
+        ``now``. ``gone``: the instances this tick expired; a revocation detected
+        before its instance's expiration still cancels it (``revoke`` refused
+        those detected after)."""
         det = self.det
         with det._lock:
             ready = [op for op in self._queue if op.detected < now]
@@ -514,6 +533,8 @@ class BitemporalService:
                 cls = self.classes[name]
                 inst = self.instances[name].get(key)
                 if op.ts is None:
+                    if inst is None:
+                        inst = gone.get((name, key))
                     if inst is None:
                         continue  # announced and revoked within the chronon: nothing happened
                     params = self._revocation(cls, key, inst)
