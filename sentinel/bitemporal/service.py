@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from math import floor
+from numbers import Real
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -519,13 +520,15 @@ class BitemporalService:
             for op in ready:
                 last[(op.name, op.key)] = op
             self._pending = {(op.name, op.key): op for op in self._queue}
+            c: float = det.chronon  # type: ignore[assignment]
             plan: list[
                 tuple[
-                    tuple[float, str, str],
+                    tuple[float, str, tuple[tuple[int, str, Any], ...]],
                     EventClass,
                     tuple[Hashable, ...],
                     dict[str, Any],
                     _Versioned | None,
+                    float,
                     _Op,
                 ]
             ] = []
@@ -538,16 +541,19 @@ class BitemporalService:
                     if inst is None:
                         continue  # announced and revoked within the chronon: nothing happened
                     params = self._revocation(cls, key, inst)
-                    plan.append(((inst.ts, name, repr(key)), cls, key, params, None, op))
+                    # A revocation has no occurrence time of its own: it occurs at
+                    # the chronon it was detected in (all of a chronon is one
+                    # instant), and takes its place by that time.
+                    ts = floor(op.detected / c) * c
+                    plan.append(((ts, name, key_order(key)), cls, key, params, None, ts, op))
                 else:
                     params, new = self._version(cls, key, inst, op.ts, op.attrs or {})
-                    plan.append(((op.ts, name, repr(key)), cls, key, params, new, op))
-            plan.sort(key=lambda p: p[0])
-        c: float = det.chronon  # type: ignore[assignment]
-        for _order, cls, key, params, version, op in plan:
-            # A revocation has no occurrence time of its own: it occurs at the
-            # chronon it was detected in (all of a chronon is one instant).
-            ts = op.ts if op.ts is not None else floor(op.detected / c) * c
+                    plan.append(((op.ts, name, key_order(key)), cls, key, params, new, op.ts, op))
+            try:
+                plan.sort(key=lambda p: p[0])
+            except TypeError:  # values of one type that order only some pairs
+                plan.sort(key=lambda p: (p[0][0], p[0][1], _by_repr(p[0][2])))
+        for _order, cls, key, params, version, ts, op in plan:
             self._signal(cls, key, params, version, ts, op.detected)
 
     def _signal_dues(self, now: float) -> None:
@@ -582,6 +588,37 @@ def occurrence_order(occ: Any) -> tuple[float, int]:
     while type(t) is not Occurrence:
         t = t[2][-1]
     return (t[2], occ[1])
+
+
+def key_order(key: tuple[Hashable, ...]) -> tuple[tuple[int, str, Any], ...]:
+    """How instances with the same occurrence time and class are ordered within
+    a tick: by their key values, one after the other. Numbers (but NaN) come
+    first, by value (1, 2, 10); then every other value grouped by its type's
+    name, values of one type by value ("a", "b"), or by ``repr`` where that type
+    does not order its values (and, for every value that is not a number, when
+    two values of one type refuse to be compared: mixed tuples, naive and aware
+    datetimes). Total and independent of arrival order."""
+    out: list[tuple[int, str, Any]] = []
+    v: Any
+    for v in key:
+        if isinstance(v, Real) and v == v:  # NaN is not equal to itself
+            out.append((0, "", v))
+            continue
+        t = type(v)
+        name = f"{t.__module__}.{t.__qualname__}"
+        try:
+            v < v  # noqa: B015 (does the type order its values?)
+        except TypeError:
+            out.append((2, name, repr(v)))
+        else:
+            out.append((1, name, v))
+    return tuple(out)
+
+
+def _by_repr(order: tuple[tuple[int, str, Any], ...]) -> tuple[tuple[int, str, Any], ...]:
+    """:func:`key_order` with every value that is not a number read by ``repr``:
+    the order when some values of one type refuse to be compared."""
+    return tuple(x if x[0] == 0 else (x[0], x[1], repr(x[2])) for x in order)
 
 
 def _key_text(cls: EventClass, key: tuple[Hashable, ...]) -> str:
