@@ -2,7 +2,8 @@
 
 A rule in occurrence-time order with an allowed lateness ``L`` detects over its
 primitive events sorted by occurrence time: each arriving occurrence waits in a
-buffer (one per mode, shared by the rules of that mode) until a clock tick ``T``
+buffer (one per mode; an ordered rule's mode names the rule, so one per rule,
+and the watermark is the rule's own) until a clock tick ``T``
 with ``o + L <= T`` releases it; released occurrences go through the rule's
 expression one at a time, in ``(o, t_occ)`` order. The *watermark* is the time
 of the last tick that released something, minus ``L``; an occurrence whose
