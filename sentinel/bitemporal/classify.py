@@ -24,7 +24,8 @@ due           a FUTURE occurrence's        ONTIME
 ============  ===========================  ===========================================
 
 LATE's delay is ``d - o``; with a chronon, the number of chronons between them
-times the chronon (what ``LATE(E, [min], [max])`` compares, bounds included).
+times the chronon (what ``LATE(E, [min], [max])`` compares, bounds included, in
+arrival order and in occurrence-time order alike: :func:`late_delay`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sentinel.algebra.bitemporal import BIT, TimingSelector
 from sentinel.detector.operators import Entry
 from sentinel.detector.scopes import Store
 
-__all__ = ["REVISION", "classify", "make_dispatcher"]
+__all__ = ["REVISION", "classify", "late_delay", "make_dispatcher"]
 
 #: The parameter holding an event class occurrence's revision.
 REVISION: Final = "$revision"
@@ -77,14 +78,24 @@ def classify(occ: Any, chronon: float | None) -> tuple[int, int | None]:
             return first | FUT, None
         if co == cd:
             return first | ONT, None
-        delay = (cd - co) * chronon if chronon else d - o
-        return first | LAT, round(delay * 1_000_000)
+        return first | LAT, late_delay(occ, chronon)
     if kind == "revise":
         return CHG | (POS if co > cd else RET), None
     if kind == "revoke":
         past = _chronon(rev["old_ts"], chronon) <= cd
         return CAN | (REV if past else 0), None
     return 0, None  # an unknown kind (a newer log): matches no primitive
+
+
+def late_delay(occ: Any, chronon: float | None) -> int:
+    """The delay ``LATE(E, [min], [max])`` compares, in microseconds: ``d - o``;
+    with a chronon, the number of chronons between them times the chronon. The
+    one definition for both orders (occurrence-time order hands LATE the
+    occurrences too late for its watermark, and bounds them by this too)."""
+    o: float = occ[2]
+    d: float = occ[3]
+    delay = (floor(d / chronon) - floor(o / chronon)) * chronon if chronon else d - o
+    return round(delay * 1_000_000)
 
 
 def _chronon(t: float, chronon: float | None) -> float:

@@ -2,7 +2,8 @@
 
 A rule in occurrence-time order with an allowed lateness ``L`` detects over its
 primitive events sorted by occurrence time: each arriving occurrence waits in a
-buffer (one per mode, shared by the rules of that mode) until a clock tick ``T``
+buffer (one per mode; an ordered rule's mode names the rule, so one per rule,
+and the watermark is the rule's own) until a clock tick ``T``
 with ``o + L <= T`` releases it; released occurrences go through the rule's
 expression one at a time, in ``(o, t_occ)`` order. The *watermark* is the time
 of the last tick that released something, minus ``L``; an occurrence whose
@@ -10,7 +11,9 @@ occurrence time is behind it when it arrives is *too late*: it can no longer
 take its place. It is then not fed to the rule's expression; it is counted (per
 event, :meth:`Buffer.too_late`) and, at once, handed to the rule's ``LATE(E)``
 leaves, which in occurrence-time order receive exactly these (their delay
-bounds compare ``d - o``). Nothing is dropped silently.
+bounds compare the delay arrival order compares,
+:func:`~sentinel.bitemporal.classify.late_delay`: in chronons with a chronon).
+Nothing is dropped silently.
 
 The graph's leaf hook takes every leaf edge of such a mode; after each wiring an
 *observer* per mode and channel (and per object selector) is installed on the
@@ -28,7 +31,7 @@ from math import ceil, floor, inf, isinf, nextafter
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra.bitemporal import BIT, TimingSelector
-from sentinel.bitemporal.classify import classify
+from sentinel.bitemporal.classify import classify, late_delay
 from sentinel.detector.graph import EventGraph, Mode
 from sentinel.detector.operators import Entry
 from sentinel.detector.scopes import Store
@@ -225,7 +228,7 @@ class Orderer:
         if not late:
             return
         bits, _ = classify(occ, chronon)
-        delay = round((occ[3] - occ[2]) * 1_000_000)
+        delay = late_delay(occ, chronon)
         for mask, lo, hi, fns in late:
             if bits & mask == mask and (lo is None or lo <= delay <= hi):
                 for f in fns:

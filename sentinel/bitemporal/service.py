@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from math import floor
+from numbers import Real
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -213,12 +214,22 @@ class BitemporalService:
         return cls
 
     def _current(self, name: str, key: tuple[Hashable, ...]) -> tuple[bool, float | None]:
-        """Whether the instance exists once the queued requests are applied."""
+        """Whether the instance exists once the queued requests are applied, and
+        its occurrence time then. An instance past its expiration time (``o +``
+        the class's lifespan, before the detector's time) does not: the tick that
+        forgets it may not have come yet."""
         op = self._pending.get((name, key))
         if op is not None:
-            return op.ts is not None, op.ts
-        inst = self.instances[name].get(key)
-        return inst is not None, None if inst is None else inst.ts
+            ts = op.ts
+        else:
+            inst = self.instances[name].get(key)
+            ts = None if inst is None else inst.ts
+        if ts is None:
+            return False, None
+        life = self.classes[name].lifespan
+        if life is not None and ts + life < self._now():
+            return False, ts
+        return True, ts
 
     def announce(self, name: str, at: Any, attrs: dict[str, Any]) -> Occurrence | None:
         """Announce an instance of ``name`` (see :func:`sentinel.bitemporal.announce`)."""
@@ -459,8 +470,7 @@ class BitemporalService:
         expired: list[Expired] = []
         with det._lock:
             expired = self.lifespans.purge(now)
-            if live:
-                self._expire_instances(now)
+            gone = self._expire_instances(now) if live else {}
             released = self.orderer.release(now)
         scope = det.process_scope
         propagate, deliver, lock = det._propagate, det._deliver, det._lock
@@ -473,14 +483,16 @@ class BitemporalService:
             for listener in self._archive:
                 listener(expired)
         if live:
-            self._process_queue(now)
+            self._process_queue(now, gone)
             self._signal_dues(now)
 
-    def _expire_instances(self, now: float) -> None:
+    def _expire_instances(self, now: float) -> dict[tuple[str, tuple[Hashable, ...]], _Versioned]:
         """Forget the instances whose lifespan is over (the as-of-now view: a later
-        announcement of the key is a new instance). What detection state holds of
-        them is purged by the lifespans, with the extension of 2.5."""
+        announcement of the key is a new instance), and return them. What
+        detection state holds of them is purged by the lifespans, with the
+        extension of 2.5."""
         heap = self._expiries
+        gone: dict[tuple[str, tuple[Hashable, ...]], _Versioned] = {}
         while heap and heap[0][0] <= now:
             _t, _s, name, key, version = heapq.heappop(heap)
             inst = self.instances[name].get(key)
@@ -488,8 +500,16 @@ class BitemporalService:
                 continue
             del self.instances[name][key]
             self._forget(name, key, inst.gen)
+            gone[(name, key)] = inst
+        return gone
 
-    def _process_queue(self, now: float) -> None:
+    def _process_queue(
+        self, now: float, gone: Mapping[tuple[str, tuple[Hashable, ...]], _Versioned]
+    ) -> None:
+        """Process the announcements and revocations of the chronons before
+        ``now``. ``gone``: the instances this tick expired; a revocation detected
+        before its instance's expiration still cancels it (``revoke`` refused
+        those detected after)."""
         det = self.det
         with det._lock:
             ready = [op for op in self._queue if op.detected < now]
@@ -500,13 +520,15 @@ class BitemporalService:
             for op in ready:
                 last[(op.name, op.key)] = op
             self._pending = {(op.name, op.key): op for op in self._queue}
+            c: float = det.chronon  # type: ignore[assignment]
             plan: list[
                 tuple[
-                    tuple[float, str, str],
+                    tuple[float, str, tuple[tuple[int, str, Any], ...]],
                     EventClass,
                     tuple[Hashable, ...],
                     dict[str, Any],
                     _Versioned | None,
+                    float,
                     _Op,
                 ]
             ] = []
@@ -515,18 +537,23 @@ class BitemporalService:
                 inst = self.instances[name].get(key)
                 if op.ts is None:
                     if inst is None:
+                        inst = gone.get((name, key))
+                    if inst is None:
                         continue  # announced and revoked within the chronon: nothing happened
                     params = self._revocation(cls, key, inst)
-                    plan.append(((inst.ts, name, repr(key)), cls, key, params, None, op))
+                    # A revocation has no occurrence time of its own: it occurs at
+                    # the chronon it was detected in (all of a chronon is one
+                    # instant), and takes its place by that time.
+                    ts = floor(op.detected / c) * c
+                    plan.append(((ts, name, key_order(key)), cls, key, params, None, ts, op))
                 else:
                     params, new = self._version(cls, key, inst, op.ts, op.attrs or {})
-                    plan.append(((op.ts, name, repr(key)), cls, key, params, new, op))
-            plan.sort(key=lambda p: p[0])
-        c: float = det.chronon  # type: ignore[assignment]
-        for _order, cls, key, params, version, op in plan:
-            # A revocation has no occurrence time of its own: it occurs at the
-            # chronon it was detected in (all of a chronon is one instant).
-            ts = op.ts if op.ts is not None else floor(op.detected / c) * c
+                    plan.append(((op.ts, name, key_order(key)), cls, key, params, new, op.ts, op))
+            try:
+                plan.sort(key=lambda p: p[0])
+            except TypeError:  # values of one type that order only some pairs
+                plan.sort(key=lambda p: (p[0][0], p[0][1], _by_repr(p[0][2])))
+        for _order, cls, key, params, version, ts, op in plan:
             self._signal(cls, key, params, version, ts, op.detected)
 
     def _signal_dues(self, now: float) -> None:
@@ -561,6 +588,37 @@ def occurrence_order(occ: Any) -> tuple[float, int]:
     while type(t) is not Occurrence:
         t = t[2][-1]
     return (t[2], occ[1])
+
+
+def key_order(key: tuple[Hashable, ...]) -> tuple[tuple[int, str, Any], ...]:
+    """How instances with the same occurrence time and class are ordered within
+    a tick: by their key values, one after the other. Numbers (but NaN) come
+    first, by value (1, 2, 10); then every other value grouped by its type's
+    name, values of one type by value ("a", "b"), or by ``repr`` where that type
+    does not order its values (and, for every value that is not a number, when
+    two values of one type refuse to be compared: mixed tuples, naive and aware
+    datetimes). Total and independent of arrival order."""
+    out: list[tuple[int, str, Any]] = []
+    v: Any
+    for v in key:
+        if isinstance(v, Real) and v == v:  # NaN is not equal to itself
+            out.append((0, "", v))
+            continue
+        t = type(v)
+        name = f"{t.__module__}.{t.__qualname__}"
+        try:
+            v < v  # noqa: B015 (does the type order its values?)
+        except TypeError:
+            out.append((2, name, repr(v)))
+        else:
+            out.append((1, name, v))
+    return tuple(out)
+
+
+def _by_repr(order: tuple[tuple[int, str, Any], ...]) -> tuple[tuple[int, str, Any], ...]:
+    """:func:`key_order` with every value that is not a number read by ``repr``:
+    the order when some values of one type refuse to be compared."""
+    return tuple(x if x[0] == 0 else (x[0], x[1], repr(x[2])) for x in order)
 
 
 def _key_text(cls: EventClass, key: tuple[Hashable, ...]) -> str:

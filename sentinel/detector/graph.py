@@ -59,6 +59,10 @@ class Mode(NamedTuple):
     ``None``), ``lateness`` (``None``: arrival order; seconds: occurrence-time
     order with that allowed lateness) and ``archive`` (expired occurrences are
     handed to the archive listeners). Nodes are shared only between equal modes.
+    A rule in occurrence-time order also names itself (``watermark``): its
+    watermark is its own, advanced only by the events its expression reads, so
+    it shares neither nodes nor a buffer with another rule, and adding a rule
+    never changes what another detects.
     """
 
     context: Context
@@ -66,6 +70,7 @@ class Mode(NamedTuple):
     lifespan: float | None = None
     lateness: float | None = None
     archive: bool = False
+    watermark: str | None = None
 
     @property
     def plain(self) -> bool:
@@ -824,6 +829,8 @@ class EventGraph:
                 scope += f" lifespan={mode.lifespan:g}s"
             if mode.lateness is not None:
                 scope += f" occurrence-order lateness={mode.lateness:g}s"
+            if mode.watermark is not None:
+                scope += f" watermark of {mode.watermark!r}"
             lines.append(
                 f"#{h.hid} {type(h).__name__} h={h.height}{tag}{scope}{where}: "
                 f"{self.text(expr, mode, region)} (refs {self.refs[(expr, mode, region)]}){sizes}"

@@ -116,7 +116,9 @@ class Rule:
         self.archive = archive
         self._subscription = Subscription(
             self.strategy.detected_expression(event),
-            Mode(context, flush, lifespan, lateness, archive),
+            # In occurrence-time order the rule's name makes its mode its own: one
+            # buffer and one watermark per rule (issue 29.1).
+            Mode(context, flush, lifespan, lateness, archive, None if lateness is None else name),
             _unbound,
             priority=priority,
             owner=self,

@@ -120,3 +120,56 @@ def test_ticks_run_on_the_system_clock() -> None:
             time.sleep(0.01)
     assert len(seen) == 2
     assert seen[0] - start < 0.5 and seen[1] >= start + 0.15
+
+
+def kinds_in_order(keys: list[Any], ops: list[tuple[str, Any, float]]) -> list[tuple[str, Any]]:
+    """Announce ``keys`` in the chronon [0, 10) at occurrence time 1, then, in
+    the chronon [100, 110), apply ``ops`` (``("set", key, o)`` or
+    ``("revoke", key, _)``): the class's occurrences at the 110 tick, in order."""
+    clock = VirtualClock(0.0)
+    det = LocalEventDetector(clock=clock, chronon=CHRONON)
+    event_class(det, "D", key="k")
+    out: list[tuple[str, Any]] = []
+    det.rule(
+        "all", "D", action=lambda o: out.append((o.params["$revision"]["kind"], o.params["k"]))
+    )
+    for k in keys:
+        announce(det, "D", 1.0, k=k)
+    clock.set(105.0)
+    out.clear()
+    for op, k, o in ops:
+        if op == "revoke":
+            revoke(det, "D", k=k)
+        else:
+            announce(det, "D", o, k=k)
+    clock.set(110.0)
+    return out
+
+
+def test_a_revocation_takes_its_place_by_its_own_time() -> None:
+    """Issue 29.4: a revocation occurs at its chronon's start (100), so an
+    announcement occurring at 50 in the same chronon comes first, whatever the
+    revoked instance's time (1)."""
+    for ops in (
+        [("revoke", "a", 0.0), ("set", "b", 50.0)],
+        [("set", "b", 50.0), ("revoke", "a", 0.0)],
+    ):
+        assert kinds_in_order(["a"], ops) == [("announce", "b"), ("revoke", "a")]
+
+
+def test_keys_sort_by_value() -> None:
+    """Issue 29.4: keys 1, 2, 10 in that order, not "1", "10", "2"."""
+    ops = [("set", k, 50.0) for k in (10, 2, 1)]
+    assert kinds_in_order([], ops) == [("announce", 1), ("announce", 2), ("announce", 10)]
+    ops = [("set", k, 50.0) for k in (1.5, 10, -3)]
+    assert kinds_in_order([], ops) == [("announce", -3), ("announce", 1.5), ("announce", 10)]
+
+
+def test_keys_that_cannot_be_compared_sort_numbers_first_then_by_type() -> None:
+    """Numbers by value, then every other type by its name, values of a type by
+    value (1, 2, 10, then the strings "a", "b"), whatever the arrival order."""
+    want = [("announce", k) for k in (1, 2, 10, "a", "b")]
+    keys: list[Any] = ["b", 10, "a", 2, 1]
+    for shift in range(len(keys)):
+        order = keys[shift:] + keys[:shift]
+        assert kinds_in_order([], [("set", k, 50.0) for k in order]) == want

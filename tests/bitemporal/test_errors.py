@@ -247,3 +247,45 @@ def test_the_boundary_after_a_time_is_the_old_one_where_that_one_ended() -> None
         for t in (0.0, 59.999, 60.0, 1396861200.0, 1396861200.05, -61.0, 253402300799.0):
             assert boundary_after(t, c) == stepped_after(t, c) > t, (t, c)
             assert release_tick(t, c) == stepped_release(t, c) >= t, (t, c)
+
+
+@pytest.mark.parametrize("chronon", [None, 1.0, 5.0])
+def test_a_revocation_after_the_expiration_is_refused_before_the_tick(
+    chronon: float | None,
+) -> None:
+    """Issue 29.3: lifespan 2, an instance at 1000, revoked at 1002.5 (after its
+    expiration, before the tick that purges it): refused as an unknown key is,
+    nothing logged, no CANCELLATION."""
+    clock = VirtualClock(1000.0)
+    det = LocalEventDetector(clock=clock, chronon=chronon)
+    event_class(det, "Delivery", key="resource", lifespan=2)
+    logged: list[Occurrence] = []
+    det.add_listener(logged.append)
+    cancelled: list[Any] = []
+    det.rule("cancelled", "CANCELLATION(Delivery)", action=cancelled.append)
+    announce(det, "Delivery", 1000.0, resource="milk")
+    clock.set(1002.5)
+    with pytest.raises(
+        BitemporalError, match=r"revocation of Delivery \(resource='milk'\): no such instance"
+    ) as info:
+        revoke(det, "Delivery", resource="milk")
+    assert info.value.event == "Delivery"
+    clock.set(1010.0)
+    assert [o.params["$revision"]["kind"] for o in logged if o.event == "Delivery"] == ["announce"]
+    assert cancelled == []
+    assert ("milk",) not in bitemporal(det).instances["Delivery"]
+
+
+def test_a_revocation_before_the_expiration_cancels_in_the_tick_that_purges() -> None:
+    """A revocation detected before the expiration (1002.2 < 1002.5) and processed
+    at the tick that also expires the instance (1003) is a CANCELLATION still."""
+    clock = VirtualClock(1000.0)
+    det = LocalEventDetector(clock=clock, chronon=1.0)
+    event_class(det, "Delivery", key="resource", lifespan=2.5)
+    cancelled: list[Any] = []
+    det.rule("cancelled", "CANCELLATION(Delivery)", action=cancelled.append)
+    announce(det, "Delivery", 1000.0, resource="milk")
+    clock.set(1002.2)
+    revoke(det, "Delivery", resource="milk")
+    clock.set(1010.0)
+    assert [o.detected_timestamp for o in cancelled] == [1002.2]

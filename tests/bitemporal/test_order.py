@@ -137,3 +137,73 @@ def test_arrival_order_stays_the_default_and_unhooked() -> None:
     assert r.lateness is None and r.lifespan is None
     det.signal("A")
     assert not det.graph.leaf_hooks  # no bitemporal service was needed
+
+
+def test_late_bounds_mean_the_same_delay_in_both_orders() -> None:
+    """Issue 29.2: ``LATE(E, min, max)`` compares the delay in chronons in
+    occurrence-time order too, as in arrival order (chronon 1 s: A occurring at
+    1001.9 and arriving at 1003 is 2 chronons late, not 1.1 s)."""
+    clock = VirtualClock(1000.0)
+    det = LocalEventDetector(clock=clock, chronon=1)
+    det.explicit("A")
+    det.explicit("X")
+    late = "LATE(A, [00:00:02], [00:00:03])"
+    by_arrival: list[float] = []
+    by_occurrence: list[float] = []
+    det.rule("arrival", late, action=lambda o: by_arrival.append(o.timestamp))
+    det.rule(
+        "occurrence",
+        f"X | {late}",
+        flush=False,
+        order="occurrence",
+        lateness=1,
+        action=lambda o: by_occurrence.append(o.timestamp) if str(o.event) != "X" else None,
+    )
+    clock.set(1002.0)
+    det.signal_at("X", 1002.0)  # released at the 1003 tick: the watermark is then 1002
+    clock.set(1003.0)
+    det.signal_at("A", 1001.9)  # behind the watermark: too late, 2 chronons
+    assert too_late(det, "occurrence") == {"A": 1}
+    assert by_arrival == by_occurrence == [1001.9]
+
+
+@pytest.mark.parametrize("with_c", [False, True], ids=["alone", "with an unrelated rule"])
+def test_an_unrelated_rule_never_moves_a_rules_watermark(with_c: bool) -> None:
+    """Issue 29.1: lateness 1, A at 1000, C occurring at 1004 arriving at 1005, B
+    occurring at 1002 arriving at 1006. "A ; B" detects whether or not a rule
+    over C (same context and lateness) exists: C does not advance its watermark,
+    and is not counted as too late for it."""
+    clock = VirtualClock(1000.0)
+    det = LocalEventDetector(clock=clock)
+    for e in "ABC":
+        det.explicit(e)
+    seen: list[tuple[str, ...]] = []
+    det.rule(
+        "pairs",
+        "(A ; B) | LATE(B)",
+        flush=False,
+        order="occurrence",
+        lateness=1,
+        action=lambda o: seen.append((str(o.event), *(str(c.event) for c in o.constituents))),
+    )
+    cs: list[float] = []
+    if with_c:
+        det.rule(
+            "cs",
+            "C",
+            flush=False,
+            order="occurrence",
+            lateness=1,
+            action=lambda o: cs.append(o.timestamp),
+        )
+    det.signal_at("A", 1000.0)
+    clock.set(1005.0)
+    det.signal_at("C", 1004.0)
+    clock.set(1006.0)
+    det.signal_at("B", 1002.0)
+    clock.set(1010.0)
+    assert seen == [("A ; B", "A", "B")]
+    assert too_late(det, "pairs") == {}
+    if with_c:
+        assert cs == [1004.0]
+        assert too_late(det, "cs") == {}
