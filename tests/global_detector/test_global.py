@@ -197,7 +197,9 @@ def test_two_instances_one_acts(log_db: sa.Engine) -> None:
     with log_db.begin() as conn:
         writer.write(conn, [_occ("order", 1, "t1", customer=1)])
     first = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
-    second = GlobalDetector(rules.detector, log_db, lease=0.5, run_actions=False)
+    # second's lease outlives the test: on a loaded machine a short one could
+    # lapse between its steps, and first would take the lead back
+    second = GlobalDetector(rules.detector, log_db, lease=60, run_actions=False)
     assert first.step().leader
     assert not second.step().leader  # the lease is first's
     # first stops renewing; once its lease ends, second takes over

@@ -477,8 +477,13 @@ def test_a_payload_that_cannot_be_decoded_fails_and_the_worker_goes_on(
     assert (report.done, report.failed) == (1, len(payloads))
     rows = _rows(orm)
     assert [r[:3] for r in rows] == [("R", "failed", 1)] * len(payloads) + [("R", "done", 1)]
+    reasons = ["payload cannot be read", "payload is not a JSON"]
+    if signed:
+        # Python 3.12's JSON encoder writes the 900 levels that 3.11's cannot: the
+        # payload is then read, and refused by its (forged) signature.
+        reasons.append("refused: its signature does not match")
     for row in rows[:-1]:
-        assert "payload cannot be read" in row[3] or "payload is not a JSON" in row[3], row
+        assert any(reason in row[3] for reason in reasons), row
     assert [e[2] for e in orm.effects()] == [5.0]
 
 
