@@ -260,7 +260,7 @@ def test_the_processor_fires_what_the_reference_fires_in_any_chunking(
     _check(migrated, program, stream, cuts)
 
 
-@pytest.mark.slow
+@pytest.mark.explore
 @settings(max_examples=60, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_SETTINGS)  # type: ignore[arg-type]
 @given(program=programs(), stream=streams(), cuts=st.lists(st.integers(0, 20), max_size=4))
 @pytest.mark.parametrize("backend", ["sqlite"])

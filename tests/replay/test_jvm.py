@@ -230,6 +230,15 @@ def _session_process(cache: Path) -> str:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rows: 3" in proc.stdout
+    # The driver JVM's start-up warnings and log4j lines (and, with a damaged
+    # archive, the failed first start's) go to a file, not to standard error;
+    # what is left there is sentinel's own (the archive being saved, or damaged).
+    left = [
+        line
+        for line in proc.stderr.splitlines()
+        if not line.startswith("sentinel: ") and "did not start with" not in line
+    ]
+    assert left == [], proc.stderr[-3000:]
     return proc.stdout
 
 
@@ -251,35 +260,3 @@ def test_a_local_session_writes_uses_and_drops_a_damaged_class_archive(tmp_path:
     archive.write_bytes(good[: len(good) // 100])  # damaged: the JVM would not start
     out = _session_process(cache)  # started without it
     assert "SharedArchiveFile" not in out and not archive.exists()
-
-
-@pytest.mark.spark
-def test_a_session_keeps_the_jvms_output_out_of_standard_error(tmp_path: Path) -> None:
-    """The driver JVM's start-up warnings and log4j lines go to a file, not to the
-    application's standard error (``sentinel replay --engine spark``, the demo)."""
-    program = textwrap.dedent(
-        """
-        import logging, sys
-        logging.basicConfig(level=logging.INFO, stream=sys.stdout)
-        from sentinel.replay.spark import session
-        spark = session("local[1]", cache_dir=sys.argv[1])
-        print("rows:", spark.range(3).count())
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
-    proc = subprocess.run(
-        [sys.executable, "-c", program, str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rows: 3" in proc.stdout
-    assert proc.stderr == ""
-    (named,) = [
-        line for line in proc.stdout.splitlines() if "the Spark driver's own output" in line
-    ]
-    assert Path(named.rsplit(" ", 1)[1]).is_file()
