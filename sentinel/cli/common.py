@@ -48,13 +48,13 @@ def errors(fn: F) -> F:
             raise click.ClickException(f"cannot use the database: {orig}") from err
         except sqlalchemy.exc.ArgumentError as err:
             raise click.ClickException(f"bad database URL: {err}") from err
-        except OSError as err:  # a file or directory the user named (too long, missing, ...)
+        except OSError as err:  # a file the user named (too long, missing, ...), a socket
             name = str(err.filename or "")
+            if not name:
+                raise click.ClickException(f"{type(err).__name__}: {err}") from err
             if len(name) > 80:
                 name = f"{name[:60]}... ({len(name):,} characters)"
-            raise click.ClickException(
-                f"cannot use {name or 'a file'}: {err.strerror or err}"
-            ) from err
+            raise click.ClickException(f"cannot use {name}: {err.strerror or err}") from err
 
     return wrapper  # type: ignore[return-value]
 
