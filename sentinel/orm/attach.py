@@ -50,6 +50,7 @@ from contextlib import AbstractContextManager
 from types import MappingProxyType, TracebackType
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
@@ -763,13 +764,19 @@ class Attachment:
             return
         if session.get_transaction() is not st.transaction or not st.scope.active:
             return
-        st.committed = True
         if not st.pre_committed:
             log.warning(
                 "sentinel: transaction %s committed without its pre-commit step (deferred "
                 "rules did not run; its log rows are written after the commit)",
                 st.scope_id,
             )
+        self._committed(st)
+
+    def _committed(self, st: TxnState) -> None:
+        """``st``'s transaction committed: ``txn:commit``, then what came after
+        the commit (``txn:commit`` and the rules it ran) to the late rows."""
+        assert st.scope is not None
+        st.committed = True
         try:
             # Rules on txn:commit run after the commit: their failure cannot undo it,
             # and raising out of after_commit would leave the session half-closed.
@@ -808,7 +815,13 @@ class Attachment:
         session.info.pop(KEY, None)
         try:
             if not st.committed:
-                self._abort(session, st)
+                outcome = False if st.witness is None else self._resolve(st)
+                if outcome is True:
+                    self._committed(st)
+                elif outcome is False:
+                    self._abort(session, st)
+                else:
+                    self._in_doubt(st)
         finally:
             unregister(st)
             st.ended = True
@@ -848,6 +861,59 @@ class Attachment:
                     st.doomed = None
             del st.savepoints[i:]
             return
+
+    def _resolve(self, st: TxnState) -> bool | None:
+        """Did the transaction of ``st``, which ended without SQLAlchemy's
+        ``after_commit``, commit after all? Only asked of a transaction whose
+        pre-commit step wrote rows in it (``st.witness``): a commit whose reply
+        was lost (the connection cut after COMMIT reached the database) leaves
+        them in the database, a rollback does not. True or False as the
+        database answers (three tries, on fresh connections); None when it
+        does not answer."""
+        assert st.witness is not None
+        engine, key = st.witness
+        tables = self.writer.tables
+        if key is None:
+            ev = tables.events
+            query = sa.select(ev.c.scope).where(ev.c.scope == st.scope_id).limit(1)
+        else:
+            ob = tables.outbox
+            query = sa.select(ob.c.idempotency_key).where(ob.c.idempotency_key == key)
+        for delay in (0.0, 0.05, 0.25):
+            time.sleep(delay)
+            try:
+                with engine.connect() as conn:
+                    found = conn.execute(query).first() is not None
+            except Exception as err:
+                error: Exception = err
+                continue
+            if found:
+                log.warning(
+                    "sentinel: the commit of transaction %s failed in the driver, but the "
+                    "database holds its rows: it committed (the reply to COMMIT was "
+                    "lost); txn:commit is signalled",
+                    st.scope_id,
+                )
+            return found
+        log.error(
+            "sentinel: the commit of transaction %s failed and the database does not "
+            "answer (%s): whether it committed is unknown; see 'A commit whose reply is "
+            "lost' in docs/operations.md",
+            st.scope_id,
+            error,
+        )
+        return None
+
+    def _in_doubt(self, st: TxnState) -> None:
+        """The transaction of ``st`` ended without a commit that sentinel saw,
+        and the database could not say whether it committed: its scope ends
+        without ``txn:commit`` or ``txn:abort`` (no rule runs on a guess), and
+        nothing more is logged for it (its rows written in the transaction are
+        in the log exactly if it committed)."""
+        scope = st.scope
+        if scope is not None and scope.active:
+            scope.status = "aborted"
+            self.detector.flush(scope)
 
     def _abort(self, session: Session, st: TxnState) -> None:
         scope = st.scope

@@ -171,7 +171,13 @@ class PreCommit:
             home_conn = None
             if home in st.engines:
                 home_conn = session.connection(bind_arguments={"bind": home})
-            att.sink.write_transaction(conns, st, entries, pending, home=home_conn)
+            rows = att.sink.write_transaction(conns, st, entries, pending, home=home_conn)
+            if rows and st.witness is None:
+                # the proof of the commit, should its reply be lost (see
+                # Attachment._resolve): the transaction's log rows
+                st.witness = (home_conn.engine if home_conn is not None else conns[0].engine, None)
+        if entries and st.witness is None:
+            st.witness = (home, entries[0].idempotency_key)  # or an outbox entry
         st.outbox_keys.update(e.idempotency_key for e in entries)
 
     def connections(self, session: Session, st: TxnState, also: Engine | None) -> list[Connection]:

@@ -313,12 +313,13 @@ class LogSink:
         pending: list[Firing],
         *,
         home: Connection | None = None,
-    ) -> None:
+    ) -> int:
         """Write ``st``'s unwritten occurrences and firings (``committed``) and
         what its rolled-back savepoints took (``aborted``) on each of ``conns``
         (the transaction's connections to every database it used), and the
         ``outbox`` entries and their ``pending`` firings on ``home`` if it is one
-        of them (else the first). Only ``st``'s own rows: on failure nothing is
+        of them (else the first); return how many events rows were written on
+        ``home`` (else the first). Only ``st``'s own rows: on failure nothing is
         taken from ``st`` and the error fails its commit, nobody else's."""
         occs = st.occurrences[st.written :]
         groups: list[Any] = [(occs, Outcome.COMMITTED)]
@@ -333,9 +334,10 @@ class LogSink:
         # Each write takes its database's commit-number lock until the commit: in
         # one order (by URL), so two transactions using the same databases never
         # wait for each other's lock on two databases at once.
+        rows = 0
         for conn in conns if len(conns) == 1 else sorted(conns, key=_lock_order):
             if conn is main:
-                self.writer.write_groups(
+                rows = self.writer.write_groups(
                     main, groups, firings=main_firings, outbox=outbox, restamp=restamp
                 )
             else:
@@ -345,6 +347,7 @@ class LogSink:
         # Kept, not cleared: should the commit fail now, the aborted transaction's
         # log holds them again (write_aborted).
         st.rolled_back_written = len(st.rolled_back)
+        return rows
 
     def write_partial(self, conns: list[Connection], st: TxnState) -> None:
         """Write what ``st`` buffered so far (a long transaction, at a flush), on
@@ -353,9 +356,11 @@ class LogSink:
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
         for conn in conns:
             # no commit number yet: taking it would hold its lock until the commit
-            self.writer.write_groups(
+            rows = self.writer.write_groups(
                 conn, [(occs, Outcome.COMMITTED)], firings=firings, sequence=False
             )
+            if rows and st.witness is None:
+                st.witness = (conn.engine, None)
         st.written += len(occs)
         st.firings_written = len(st.firings)
 

@@ -147,6 +147,12 @@ class TxnState:
     aborted_outbox: list[OutboxEntry] = field(default_factory=list)
     #: Their ``pending`` firings (written with them, as a commit writes its own).
     aborted_pending: list[Firing] = field(default_factory=list)
+    #: Where the database keeps proof that the transaction committed, once its
+    #: pre-commit step wrote rows in it: ``(engine, None)`` for its log rows
+    #: (its scope's rows in the events table), ``(engine, key)`` for an outbox
+    #: entry when it has no log. A commit that raised is looked up there (see
+    #: :meth:`~sentinel.orm.Attachment` "A commit whose reply is lost").
+    witness: tuple[Any, str | None] | None = None
 
     @property
     def session(self) -> Session | None:
