@@ -28,8 +28,8 @@ from typing import Literal
 from sentinel.bicep import model as m
 from sentinel.bicep.parser import error_at, parse_program
 from sentinel.bicep.sqlpart import ParsedQuery, parse_query, render_query
-from sentinel.errors import BicepCycleError, BicepProgramError
-from sentinel.log.tables import DEFAULT_PREFIX
+from sentinel.errors import BicepCycleError, BicepProgramError, shortened
+from sentinel.log.tables import DEFAULT_PREFIX, MAX_PREFIX
 
 __all__ = [
     "ActionSignature",
@@ -54,6 +54,24 @@ MAX_ATTRIBUTE = 60
 #: page, of which a column may take up to 30 (a DECIMAL(65, s); a TEXT's
 #: pointer takes 20).
 MAX_ATTRIBUTES = 100
+#: The most attributes a class may have on PostgreSQL and SQLite: its change
+#: table has ``10 + 2n`` columns, within PostgreSQL's 1600 and, each an 8-byte
+#: number, its row of at most 8160 bytes (SQLite's limit is 2000 columns).
+MAX_ATTRIBUTES_ELSEWHERE = 400
+#: The most parameters an action may have, on every database (its table has a
+#: column for each).
+MAX_PARAMETERS = 100
+#: The most lineage columns a complex class's result table may have, on every
+#: database: one per use of a class in its query's FROM clauses (each branch of
+#: a UNION counts its own), an 8-byte number each.
+MAX_LINEAGE = 100
+#: The longest ``VARCHAR(n)`` (and ``CHAR(n)``): no text value has more than
+#: :data:`sentinel.bicep.values.MAX_TEXT_VALUE_BYTES` bytes anyway.
+MAX_VARCHAR = 65_535
+#: The most digits of a ``NUMERIC(p, s)`` (MariaDB's and MySQL's limit; PostgreSQL's is 1000).
+MAX_PRECISION = 65
+#: The most decimals of a ``NUMERIC(p, s)`` (MySQL's limit; MariaDB's is 38).
+MAX_SCALE = 30
 #: The most bytes MariaDB and MySQL index for a class's key (InnoDB's limit;
 #: text takes four bytes a character, utf8mb4).
 MAX_KEY_BYTES = 3072
@@ -87,7 +105,14 @@ def _reserved(dialect: str) -> frozenset[str]:
     return frozenset(SQLiteIdentifierPreparer.reserved_words)
 
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
+#: A program's name (matched in full: ``$`` would let a trailing newline in).
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,23}")
+#: A table-name prefix: ASCII only, so that a character is a byte in every
+#: database's limit on names (``sentinel.log.tables.log_tables`` checks the same).
+_PREFIX = re.compile(rf"[A-Za-z0-9_]{{1,{MAX_PREFIX}}}")
+#: What no installed program's text may hold: NUL (PostgreSQL's text cannot
+#: hold it) and lone surrogates (not text any database stores).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 #: Primitives that never hold for an event that cannot change.
 _CHANGE_ONLY = ("CHANGE", "CANCELLATION", "RETROACTIVECHANGE", "REVOCATION", "POSTPONE")
 
@@ -226,10 +251,15 @@ def compile_program(
     >>> [c.name for c in p], list(p.actions)
     (['Delivery'], ['informowner'])
     """
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise BicepProgramError(
             f"a program's name is a lower-case identifier of at most 24 characters "
-            f"(letters, digits, '_'), not {name!r}"
+            f"(ASCII letters, digits, '_'), not {shortened(repr(name))}"
+        )
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise BicepProgramError(
+            f"a table-name prefix is 1 to {MAX_PREFIX} ASCII letters, digits and '_', "
+            f"not {shortened(repr(prefix))}"
         )
     program = parse_program(text)
     if not program.classes:
@@ -295,33 +325,101 @@ def check_storage(program: CompiledProgram) -> None:
     """Refuse what the database of ``program.dialect`` could not hold as the
     program's tables and row (:func:`compile_program` checks it unless told
     not to; :func:`sentinel.bicep.install.install` checks it before creating
-    tables). Only MariaDB and MySQL limit what BiCEPL may define: at most
-    :data:`MAX_ATTRIBUTES` attributes a class, a key of at most
+    tables).
+
+    On every database: a text without NUL characters and lone surrogates,
+    ``VARCHAR(n)`` with ``1 <= n <=`` :data:`MAX_VARCHAR`, ``NUMERIC(p, s)``
+    with ``1 <= p <=`` :data:`MAX_PRECISION` and ``s <= min(p,``
+    :data:`MAX_SCALE```)``, at most :data:`MAX_ATTRIBUTES_ELSEWHERE` attributes a
+    class, :data:`MAX_PARAMETERS` parameters an action and
+    :data:`MAX_LINEAGE` lineage columns a complex class. On MariaDB and MySQL
+    also at most :data:`MAX_ATTRIBUTES` attributes a class, a key of at most
     :data:`MAX_KEY_BYTES` bytes in their index, a program's text of at most
-    :data:`MAX_TEXT_BYTES` bytes. PostgreSQL and SQLite hold all of these.
+    :data:`MAX_TEXT_BYTES` bytes.
 
     Raises :class:`~sentinel.errors.BicepProgramError` at the place of the
     first thing too large.
     """
-    if program.dialect not in ("mysql", "mariadb"):
-        return
     text = program.text
+    _check_storable(text)
+    mariadb = program.dialect in ("mysql", "mariadb")
     for cls in program.program.classes:
-        _check_width(text, cls)
-    _check_size(text)
+        _check_types(text, cls)
+        _check_width(text, cls, mariadb)
+    _check_parameters(program)
+    _check_lineage(program)
+    if mariadb:
+        _check_size(text)
 
 
-def _check_width(text: str, cls: m.ClassDef) -> None:
-    if len(cls.attributes) > MAX_ATTRIBUTES:
-        extra = cls.attributes[MAX_ATTRIBUTES]
+def _check_storable(text: str) -> None:
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return
+    if found.group() == "\x00":
+        what = "a NUL character (\\x00), which PostgreSQL cannot store"
+    else:
+        what = f"a lone surrogate ({found.group()!r}), which is not text a database can store"
+    # (shown as U+FFFD: the message must print)
+    raise error_at(
+        _UNSTORABLE.sub("\ufffd", text),
+        found.start(),
+        f"the program's text holds {what} (the installed program's text is stored); "
+        "remove it, or write it as an SQL expression in a query",
+        cls=BicepProgramError,
+    )
+
+
+def _type_offset(text: str, a: m.Attribute) -> int:
+    """Where the type of attribute ``a`` is written."""
+    at = text.find(a.type.text, a.pos.offset + len(a.name))
+    return at if at >= 0 else a.pos.offset
+
+
+def _check_types(text: str, cls: m.ClassDef) -> None:
+    for a in cls.attributes:
+        t = a.type
+        problem = ""
+        if t.kind == "text" and t.length is not None and not 1 <= t.length <= MAX_VARCHAR:
+            problem = f"a length from 1 to {MAX_VARCHAR} characters"
+        elif t.kind == "numeric" and t.precision is not None:
+            scale = t.scale or 0
+            if not 1 <= t.precision <= MAX_PRECISION:
+                problem = f"a precision from 1 to {MAX_PRECISION} digits (MariaDB's limit)"
+            elif scale > min(t.precision, MAX_SCALE):
+                problem = (
+                    f"a scale from 0 to its precision and at most {MAX_SCALE} decimals "
+                    "(MySQL's limit; MariaDB's is 38)"
+                )
+        if problem:
+            raise error_at(
+                text,
+                _type_offset(text, a),
+                f"attribute {a.name} of {cls.name}: {shortened(' '.join(t.text.split()), 40)} "
+                f"needs {problem}",
+                cls=BicepProgramError,
+            )
+
+
+def _check_width(text: str, cls: m.ClassDef, mariadb: bool) -> None:
+    limit = MAX_ATTRIBUTES if mariadb else MAX_ATTRIBUTES_ELSEWHERE
+    if len(cls.attributes) > limit:
+        extra = cls.attributes[limit]
+        where = (
+            "on MariaDB and MySQL (its tables would be wider than they store a row)"
+            if mariadb
+            else "(its change table has two columns for each, within PostgreSQL's 1600 "
+            "columns and 8160 bytes a row; MariaDB and MySQL allow 100)"
+        )
         raise error_at(
             text,
             extra.pos.offset,
-            f"{cls.name} has {len(cls.attributes)} attributes, more than the "
-            f"{MAX_ATTRIBUTES} a class may have on MariaDB and MySQL (its tables would be "
-            "wider than they store a row)",
+            f"{cls.name} has {len(cls.attributes)} attributes, more than the {limit} a class "
+            f"may have {where}",
             cls=BicepProgramError,
         )
+    if not mariadb:
+        return
     types = {a.ident: a.type for a in cls.attributes}
     size = sum(_key_bytes(types[k.lower()]) for k in cls.keys)  # keys are attributes
     if size > MAX_KEY_BYTES:
@@ -333,6 +431,37 @@ def _check_width(text: str, cls: m.ClassDef) -> None:
             "key 191 characters); give its text a shorter VARCHAR(n)",
             cls=BicepProgramError,
         )
+
+
+def _check_parameters(program: CompiledProgram) -> None:
+    for sig in program.actions.values():
+        if len(sig.kinds) <= MAX_PARAMETERS:
+            continue
+        cls_ident, index = sig.uses[0]
+        action = program.classes[cls_ident].definition.statements[index].action
+        raise error_at(
+            program.text,
+            action.params[MAX_PARAMETERS].pos.offset,
+            f"action {action.name} has {len(sig.kinds)} parameters, more than the "
+            f"{MAX_PARAMETERS} an action may have (its table has a column for each)",
+            cls=BicepProgramError,
+        )
+
+
+def _check_lineage(program: CompiledProgram) -> None:
+    for cls in program:
+        if cls.query is None:
+            continue
+        lineage = render_query(cls.query, physical=True, table_of=lambda c: c).lineage
+        if lineage is not None and len(lineage) > MAX_LINEAGE:
+            raise error_at(
+                program.text,
+                cls.query.cls.query_pos.offset,
+                f"the query of {cls.name} reads classes {len(lineage)} times (in its FROM "
+                f"clauses, each branch of a UNION its own), more than the {MAX_LINEAGE} its "
+                "result table has lineage columns for; join fewer classes",
+                cls=BicepProgramError,
+            )
 
 
 def _check_size(text: str) -> None:

@@ -23,10 +23,14 @@ from sentinel.bicep import model as m
 from sentinel.bicep.tables import KEY_TEXT_LENGTH
 from sentinel.bicep.times import MAX_TIME
 
-__all__ = ["INT_MAX", "INT_MIN", "check_value", "inbox_row"]
+__all__ = ["INT_MAX", "INT_MIN", "MAX_TEXT_VALUE_BYTES", "check_value", "inbox_row"]
 
 #: The integers every backend stores (a 64-bit BIGINT).
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+#: The most bytes (UTF-8) of a text value, on every backend: MariaDB's and
+#: MySQL's ``TEXT`` column, which holds an attribute that is not a key, holds
+#: 65,535.
+MAX_TEXT_VALUE_BYTES = 65_535
 
 #: Room for any NUMERIC(p, s) a backend holds (MariaDB: p up to 65).
 _WIDE = Context(prec=200)
@@ -110,12 +114,17 @@ def _text(where: str, t: m.SqlType, value: str, *, key: bool) -> str:
     if "\x00" in value:
         raise ValueError(f"{where}: a NUL character (\\x00), which PostgreSQL cannot store")
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError as err:
         bad = value[err.start : err.end]
         raise ValueError(
             f"{where}: a lone surrogate ({bad!r}), which is not text a database can store"
         ) from None
+    if size > MAX_TEXT_VALUE_BYTES:
+        raise ValueError(
+            f"{where}: {size} bytes (UTF-8), more than the {MAX_TEXT_VALUE_BYTES} a text "
+            "value may have (MariaDB's and MySQL's TEXT column)"
+        )
     limit = t.length if t.length is not None else (KEY_TEXT_LENGTH if key else None)
     if limit is not None and len(value) > limit:
         holds = t.text if t.length is not None else f"a key of TEXT ({limit} characters)"

@@ -335,8 +335,14 @@ def log_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> LogTa
     >>> log_tables(prefix="audit_").version_table
     'audit_alembic_version'
     """
-    if not prefix or len(prefix) > MAX_PREFIX or not prefix.replace("_", "").isalnum():
+    if (
+        not prefix
+        or len(prefix) > MAX_PREFIX
+        or not prefix.isascii()
+        or not prefix.replace("_", "").isalnum()
+    ):
         raise LogConfigError(
-            f"a table-name prefix must be 1 to {MAX_PREFIX} letters, digits and '_', not {prefix!r}"
+            f"a table-name prefix must be 1 to {MAX_PREFIX} ASCII letters, digits and '_', "
+            f"not {prefix!r}"
         )
     return LogTables(schema, prefix)
