@@ -5,8 +5,9 @@
 
 1. **read**: the announcements in the inboxes detected up to the tick. Several
    announcements of one key in one chronon collapse to the last (the first, for an
-   immutable class); a revision of an immutable class's event and a revocation of
-   an unknown key are rejected. Each key's old and new version goes into its
+   immutable class); a revision of an immutable class's event, a revocation of
+   an unknown key and an announcement detected before the version already read
+   are rejected. Each key's old and new version goes into its
    class's change table.
 2. **derive**: each complex class, in dependency order, whose constituents
    changed (or which reads ``NOW`` or application tables): its query's rows,
