@@ -542,6 +542,24 @@ class OccurrenceTimeError(BitemporalError, TypeError):
         super().__init__(msg, event=event)
 
 
+class SentinelWarning(UserWarning):
+    """The warnings sentinel issues: something that works, but is probably not
+    what was meant. Silence one kind with :func:`warnings.filterwarnings` and its
+    class, or by saying what you mean (each subclass says how)."""
+
+
+class LifespanWarning(SentinelWarning):
+    """An event class defined without saying how long its occurrences live: the
+    thesis makes a lifespan mandatory, sentinel keeps every occurrence and
+    instance for ever. ``lifespan="14d"`` (or any lifespan) bounds them;
+    ``lifespan=None``, given explicitly, keeps them for ever without the
+    warning. ``event`` names the class."""
+
+    def __init__(self, message: str, *, event: str | None = None) -> None:
+        self.event = event
+        super().__init__(message)
+
+
 class GlobalDetectorError(SentinelError):
     """The global event detector cannot run as asked: a rule that is not
     detached, a log without commit order, a bad option."""

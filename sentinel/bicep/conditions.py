@@ -16,7 +16,9 @@ ANNOUNCEMENT           touched, no version before, a version after
 CHANGE                 touched, a version before and a different one after
 REVOCATION             touched, a version before, none after
 ONTIME                 a version after whose tick(occTime) = T
-FUTURE                 touched, a version after whose tick(occTime) > T
+FUTURE                 touched, a version after with tick(occTime) > T, and before it no
+                       version or one with tick(occTime) > T (a POSTPONE is not FUTURE,
+                       as a RETROACTIVECHANGE is not LATE)
 LATE                   touched, a version after with tick(occTime) < T, and before it no
                        version or one with tick(occTime) > T (the event became known
                        only after it happened)
@@ -74,7 +76,10 @@ def _primitive(p: m.Timing, tick: str) -> str:
         "CHANGE": change,
         "REVOCATION": f"{touched} AND {before} AND c.n_present = 0",
         "ONTIME": f"{after} AND c.n_occ_tick = {tick}",
-        "FUTURE": f"{touched} AND {after} AND c.n_occ_tick > {tick}",
+        "FUTURE": (
+            f"{touched} AND {after} AND c.n_occ_tick > {tick} "
+            f"AND (c.o_present = 0 OR c.o_occ_tick > {tick})"
+        ),
         "LATE": (
             f"{touched} AND {after} AND c.n_occ_tick < {tick} "
             f"AND (c.o_present = 0 OR c.o_occ_tick > {tick})"

@@ -5,8 +5,9 @@
 
 1. **read**: the announcements in the inboxes detected up to the tick. Several
    announcements of one key in one chronon collapse to the last (the first, for an
-   immutable class); a revision of an immutable class's event and a revocation of
-   an unknown key are rejected. Each key's old and new version goes into its
+   immutable class); a revision of an immutable class's event, a revocation of
+   an unknown key and an announcement detected before the version already read
+   are rejected. Each key's old and new version goes into its
    class's change table.
 2. **derive**: each complex class, in dependency order, whose constituents
    changed (or which reads ``NOW`` or application tables): its query's rows,
@@ -47,7 +48,23 @@ from sentinel.bicep.times import MAX_TIME
 from sentinel.bicep.values import inbox_row
 from sentinel.errors import BicepTickError
 
-__all__ = ["Pipeline", "Rejected", "TickOutcome", "tick_of"]
+__all__ = ["Pipeline", "Rejected", "TickOutcome", "older_than_read", "tick_of"]
+
+
+def older_than_read(det: int, read: int) -> str:
+    """Why an announcement detected at ``det`` is refused when the version of its
+    event already read was detected at ``read``, a later time."""
+    return (
+        f"detected at {_shown(det)}, before the version already read (detected at "
+        f"{_shown(read)}): an older version cannot replace a newer one"
+    )
+
+
+def _shown(t: int) -> str:
+    try:
+        return f"{datetime.fromtimestamp(t, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    except (OverflowError, OSError, ValueError):
+        return f"{t} s"
 
 
 def tick_of(t: int, chronon: int) -> int:
@@ -436,6 +453,12 @@ class Pipeline:
             keyd = dict(zip(cs.keys, key, strict=True))
             if not mutable and o is not None:
                 out.rejected.append(Rejected(name, keyd, _IMMUTABLE))
+                continue
+            if o is not None and a["dettime"] < o["dettime"]:
+                # The version read is newer than this one: applying it would
+                # turn the event back and its detection time backwards.
+                why = older_than_read(a["dettime"], o["dettime"])
+                out.rejected.append(Rejected(name, keyd, why))
                 continue
             if a["revoked"]:
                 if o is None:

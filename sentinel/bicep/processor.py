@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sentinel.bicep import actions as act
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram, compile_program
 from sentinel.bicep.install import Installed, install, installed
-from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome
+from sentinel.bicep.pipeline import Pipeline, Rejected, TickOutcome, older_than_read
 from sentinel.bicep.sqlpart import EID
 from sentinel.bicep.tables import UNBOUNDED, ProgramTables, system_tables
 from sentinel.bicep.times import MAX_TIME, TimeLike, as_datetime, duration, seconds
@@ -386,7 +386,9 @@ class Processor:
         :class:`~sentinel.errors.BicepAnnouncementError` (nothing written) for
         an unknown class or attribute, a missing key or time, a value of the
         wrong kind, a revision or revocation of an IMMUTABLE class's event, a
-        revocation of a key that is not live or announced.
+        revocation of a key that is not live or announced, and a revision or
+        revocation detected before the version of the event already read (its
+        detection time would go backwards).
         """
         cls = self._class(event_class)
         row = self._row(cls, occ, det, revoke, attributes)
@@ -403,8 +405,9 @@ class Processor:
     ) -> int:
         """Announce many events of one class (each a mapping with ``occ``,
         optionally ``det`` and ``revoke``, and the attributes). Values are
-        checked as by :meth:`announce`; revisions of IMMUTABLE events and
-        revocations of unknown keys are rejected at the tick instead (see
+        checked as by :meth:`announce`; revisions of IMMUTABLE events,
+        revocations of unknown keys and announcements detected before the
+        version already read are rejected at the tick instead (see
         :attr:`TickResult.rejected`). Returns the number written."""
         cls = self._class(event_class)
         batch: list[dict[str, Any]] = []
@@ -418,15 +421,21 @@ class Processor:
         return len(batch)
 
     def _check_key(self, conn: Connection, cls: CompiledClass, row: Mapping[str, Any]) -> None:
-        if cls.mutable and not row["revoked"]:
-            return
         t = self.tables.classes[cls.ident]
         keys = [k.lower() for k in cls.definition.keys]
-        live = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(t.now)
-            .where(*(t.now.c[k] == row[k] for k in keys))
+        read: int | None = conn.execute(
+            sa.select(t.now.c.dettime).where(*(t.now.c[k] == row[k] for k in keys))
         ).scalar()
+        live = read is not None
+        if read is not None and cls.mutable and row["dettime"] < read:
+            shown = ", ".join(f"{k}={row[k]!r}" for k in keys)
+            what = "revocation" if row["revoked"] else "announcement"
+            raise BicepAnnouncementError(
+                f"{what} of {cls.name} {shown}: {older_than_read(row['dettime'], read)}",
+                event_class=cls.name,
+            )
+        if cls.mutable and not row["revoked"]:
+            return
         assert t.inbox is not None
         pending = conn.execute(
             sa.select(sa.func.count())

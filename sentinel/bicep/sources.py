@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sentinel.bicep.pipeline import older_than_read
 from sentinel.errors import BicepAnnouncementError
 
 if TYPE_CHECKING:
@@ -130,8 +131,11 @@ def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
     """Write announcements (as :func:`read_stream` yields them) into the
     processor's inboxes, in batches per class; return how many. A record that
     cannot be announced raises :class:`~sentinel.errors.BicepAnnouncementError`
-    naming its file and line, and nothing of the batch is written."""
+    naming its file and line, and nothing of the batch is written; so does a
+    revision or revocation detected before the version of its event already
+    read (with both detection times)."""
     batches: dict[str, list[dict[str, Any]]] = {}
+    checked: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for rec in records:
         rec = dict(rec)
         where = rec.pop("_where", "")
@@ -140,8 +144,9 @@ def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
             row = _convert(proc, cls, rec)
             batches.setdefault(cls, [])
             # check each record now, so the error names its line
-            proc._row(
-                proc._class(cls),
+            compiled = proc._class(cls)
+            stored = proc._row(
+                compiled,
                 row.get("occ"),
                 row.get("det"),
                 bool(row.get("revoke")),
@@ -150,11 +155,40 @@ def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
         except (BicepAnnouncementError, ValueError) as err:
             raise BicepAnnouncementError(f"{where}: {err}", event_class=cls) from None
         batches[cls].append(row)
+        checked.setdefault(compiled.ident, []).append((where, stored))
     total = 0
     with proc.engine.begin() as conn:
-        for cls, rows in batches.items():
-            total += proc.announce_many(cls, rows, connection=conn)
+        for ident, rows in checked.items():
+            _check_read(proc, conn, ident, rows)
+        for cls, batch in batches.items():
+            total += proc.announce_many(cls, batch, connection=conn)
     return total
+
+
+def _check_read(
+    proc: Processor, conn: Any, ident: str, rows: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Refuse a record detected before the version of its event the processor
+    has already read (a revision would turn the event back, its detection time
+    backwards), naming its place and both times."""
+    pipeline = proc.pipeline
+    cs = pipeline.sql[ident]
+    if not cs.cls.mutable:
+        return  # a second announcement of an IMMUTABLE event is rejected at the tick
+    keys = cs.keys
+    current = pipeline._current(conn, cs, list({tuple(r[k] for k in keys) for _, r in rows}))
+    if not current:
+        return
+    for where, r in rows:
+        now = current.get(tuple(r[k] for k in keys))
+        if now is not None and r["dettime"] < now["dettime"]:
+            shown = ", ".join(f"{k}={r[k]!r}" for k in keys)
+            what = "revocation" if r["revoked"] else "announcement"
+            raise BicepAnnouncementError(
+                f"{where}: {what} of {cs.cls.name} {shown}: "
+                + older_than_read(r["dettime"], now["dettime"]),
+                event_class=cs.cls.name,
+            )
 
 
 def connect_event(

@@ -22,6 +22,7 @@ reads, and what sentinel decided where the thesis is vague.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from sentinel.algebra.bitemporal import (
@@ -46,6 +47,7 @@ from sentinel.bitemporal.fired import FIRED, Condition
 from sentinel.bitemporal.lifespan import Expired
 from sentinel.bitemporal.service import TICK, BitemporalService, service
 from sentinel.detector import EventDetector, Mode
+from sentinel.errors import LifespanWarning
 from sentinel.occurrence import Occurrence
 
 del _window
@@ -93,13 +95,18 @@ def bitemporal(detector: EventDetector) -> BitemporalService:
     return service(detector)
 
 
+#: ``event_class``'s default lifespan: none was given (kept for ever, with a
+#: :class:`~sentinel.errors.LifespanWarning`), unlike an explicit ``None``.
+_UNSAID: Any = object()
+
+
 def event_class(
     detector: EventDetector,
     name: str,
     *,
     key: str | tuple[str, ...] | list[str] | None,
     mutable: bool = True,
-    lifespan: Any = None,
+    lifespan: Any = _UNSAID,
     archive: bool = False,
 ) -> Primitive:
     """Define the keyed event class ``name`` on ``detector`` and return its event.
@@ -109,7 +116,10 @@ def event_class(
     accepts revisions and revocations; an ``IMMUTABLE`` one refuses them.
     ``lifespan`` (a timedelta, seconds, or a time string: ``"14d"``, ``"5h"``,
     ``"00:10:00"``) bounds how long its occurrences take part in detections and
-    how long an instance is kept;
+    how long an instance is kept. Without it, every occurrence and instance is
+    kept for ever, and a :class:`~sentinel.errors.LifespanWarning` says so (the
+    thesis makes a lifespan mandatory); ``lifespan=None`` keeps them for ever
+    without the warning.
     ``archive=True`` hands expired occurrences to the archive listeners.
 
     Raises :class:`~sentinel.errors.BitemporalError` for a bad name, key or
@@ -121,6 +131,17 @@ def event_class(
     >>> event_class(det, "Delivery", key="resource", lifespan="14d")
     <Primitive Delivery>
     """
+    if lifespan is _UNSAID:
+        lifespan = None
+        warnings.warn(
+            LifespanWarning(
+                f"event class {name} has no lifespan: every occurrence and instance of it is "
+                f"kept for ever (memory grows with them); give it one "
+                f"(event_class(..., lifespan='14d')), or lifespan=None to keep them on purpose",
+                event=name,
+            ),
+            stacklevel=2,
+        )
     return (
         service(detector)
         .event_class(name, key=key, mutable=mutable, lifespan=lifespan, archive=archive)

@@ -7,6 +7,7 @@ at module level so ``sentinel --help`` stays fast.
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +207,8 @@ def _until(value: str | None) -> int | None:
     "--until",
     default=None,
     help=(
-        "Process ticks up to this time (ISO 8601; default: the latest occurrence or"
-        " detection time in the stream file)."
+        "Process the ticks up to this time (ISO 8601; default: the tick of the latest"
+        " occurrence or detection time in the stream file, so that all of it is acted on)."
     ),
 )
 @click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
@@ -230,9 +231,10 @@ def run(
     from rich.console import Console
     from rich.table import Table
 
+    from sentinel.bicep.pipeline import tick_of
     from sentinel.bicep.processor import Processor
     from sentinel.bicep.sources import load_stream, read_stream
-    from sentinel.bicep.times import seconds
+    from sentinel.bicep.times import MAX_TIME, seconds
     from sentinel.cli.common import progress as _progress
     from sentinel.log import migrate
     from sentinel.rules import LocalEventDetector
@@ -255,16 +257,21 @@ def run(
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))
         count = load_stream(proc, records)
+        c = proc.chronon
         if until_value is None:
-            # The latest instant the stream names: an announcement of the future
-            # (an expiry, a delivery) is acted on at its tick, not dropped.
+            # The tick of the latest instant the stream names (rounded up: a time
+            # within a chronon is processed at the tick that ends it), so that
+            # everything it announces is read and what it announces for the
+            # future (an expiry, a delivery) is acted on at its tick.
             times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
-            end = max(times) if times else 0
+            # (no tick falls after 9999-12-31: the last one before it)
+            end = min(tick_of(max(times), c), (MAX_TIME // c) * c) if times else 0
         else:
-            end = until_value
+            end = (until_value // c) * c  # what run_until processes: the ticks up to it
+        # what the stream holds that the ticks up to ``end`` leave out
+        unread = sum(1 for r in records if r.get("det") is not None and seconds(r["det"]) > end)
         console = Console(stderr=True)
         first = proc.next_tick()
-        c = proc.chronon
         total = 0 if first is None else max(0, (end - int(first.timestamp())) // c + 1)
         results: list[Any] = []
         with _progress(console) as bar:
@@ -296,8 +303,15 @@ def run(
             )
     Console().print(table)
     rejected = sum(len(r.rejected) for r in results)
+    last = datetime.fromtimestamp(end, UTC)
     click.echo(
-        f"{count} announcement(s), {len(results)} tick(s) with work, {fired} action(s)"
-        + (f", {rejected} announcement(s) rejected" if rejected else ""),
+        f"{count} announcement(s), ticks up to {last:%Y-%m-%d %H:%M:%S} UTC, "
+        f"{len(results)} tick(s) with work, {fired} action(s)"
+        + (f", {rejected} announcement(s) rejected" if rejected else "")
+        + (
+            f", {unread} announcement(s) detected after the last tick not read yet"
+            if unread
+            else ""
+        ),
         file=sys.stdout,
     )

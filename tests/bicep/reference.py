@@ -200,6 +200,9 @@ class Reference:
             if not cls.mutable and old is not None:
                 self.rejected.append((T, cls.name, key))
                 continue
+            if old is not None and row["det"] < old.version.det:
+                self.rejected.append((T, cls.name, key))  # older than the version read
+                continue
             attrs = {a: row[a] for a in cls.attrs}
             if row["revoke"]:
                 if old is None:
@@ -353,7 +356,12 @@ class Reference:
         if p == "ONTIME":
             return n is not None and n_tick == T
         if p == "FUTURE":
-            return touched and n is not None and n_tick > T  # type: ignore[operator]
+            return (
+                touched
+                and n is not None
+                and n_tick > T  # type: ignore[operator]
+                and (o is None or o_tick > T)  # type: ignore[operator]
+            )
         if p == "LATE":
             late = (
                 touched

@@ -128,8 +128,8 @@ def test_sentinel_bicep_run_prints_the_actions(db_url: str, tmp_path: Path) -> N
     )
     assert result.exit_code == 0, result.output
     assert (
-        "13 announcement(s), 52 tick(s) with work, 6 action(s), 1 announcement(s) rejected"
-        in result.output
+        "13 announcement(s), ticks up to 2014-04-07 21:00:00 UTC, 52 tick(s) with work, "
+        "6 action(s), 1 announcement(s) rejected" in result.output
     )
     for _, action in EXPECTED[:6]:
         assert action in result.output

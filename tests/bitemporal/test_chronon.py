@@ -55,7 +55,7 @@ def feed(items: list[tuple[int, int, str, int]], shuffle: random.Random | None) 
     a random order (each instance's own requests keep their order)."""
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock, chronon=CHRONON)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     out = actions(det)
     alive: set[int] = set()
     for c in range(6):
@@ -95,7 +95,7 @@ def test_any_chunking_within_chronons_gives_the_same_actions(
 def test_within_a_chronon_only_the_net_effect_of_an_instance_counts() -> None:
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock, chronon=CHRONON)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     out = actions(det)
     announce(det, "D", 50.0, k=1)
     announce(det, "D", 60.0, k=1)  # same chronon: one announcement, at 60
@@ -109,7 +109,7 @@ def test_within_a_chronon_only_the_net_effect_of_an_instance_counts() -> None:
 def test_ticks_run_on_the_system_clock() -> None:
     with SystemClock() as clock:
         det = LocalEventDetector(clock=clock, chronon=0.05)
-        event_class(det, "D", key="k")
+        event_class(det, "D", key="k", lifespan=None)
         seen: list[float] = []
         det.rule("on time", "ONTIME(D)", action=lambda o: seen.append(time.time()))
         start = time.time()
@@ -128,7 +128,7 @@ def kinds_in_order(keys: list[Any], ops: list[tuple[str, Any, float]]) -> list[t
     ``("revoke", key, _)``): the class's occurrences at the 110 tick, in order."""
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock, chronon=CHRONON)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     out: list[tuple[str, Any]] = []
     det.rule(
         "all", "D", action=lambda o: out.append((o.params["$revision"]["kind"], o.params["k"]))

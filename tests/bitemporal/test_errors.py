@@ -32,8 +32,8 @@ class Setup:
         self.clock = VirtualClock(datetime(2024, 1, 1, tzinfo=UTC))
         self.det = LocalEventDetector(clock=self.clock, chronon=chronon)
         self.det.explicit("E")
-        event_class(self.det, "Delivery", key="resource")
-        event_class(self.det, "ResourceLow", key="resource", mutable=False)
+        event_class(self.det, "Delivery", key="resource", lifespan=None)
+        event_class(self.det, "ResourceLow", key="resource", mutable=False, lifespan=None)
         self.logged: list[Occurrence] = []
         self.det.add_listener(self.logged.append)
         self.detected: list[Any] = []
@@ -127,7 +127,7 @@ def test_other_bad_announcements() -> None:
     with pytest.raises(BitemporalError, match="reserved"):
         announce(s.det, "Delivery", s.clock.now(), resource="milk", **{"$revision": 1})
     with pytest.raises(DuplicateEventError):
-        event_class(s.det, "E", key="k")
+        event_class(s.det, "E", key="k", lifespan=None)
     with pytest.raises(BitemporalError, match="bad chronon"):
         LocalEventDetector(chronon=-1)
     with pytest.raises(BitemporalError, match="lateness"):

@@ -5,6 +5,7 @@ memory stays flat."""
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from math import floor
 from typing import Any
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from sentinel import Context, LocalEventDetector, VirtualClock, announce, event_class
 from sentinel.bitemporal import bitemporal
 from sentinel.bitemporal.lifespan import expirations
+from sentinel.errors import LifespanWarning, SentinelWarning
 from sentinel.occurrence import Occurrence
 
 CONTEXTS = list(Context)
@@ -301,3 +303,30 @@ def test_memory_stays_flat_under_a_lifespan() -> None:
     assert unbounded == [100 * n for n in range(1, 7)]
     # 5 to 6 s of pending As (a lifespan, plus at most a chronon) at 100 events/s, 10%
     assert all(50 <= n <= 60 for n in bounded), bounded
+
+
+# -- an event class without a lifespan: the thesis makes one mandatory -----------------------
+
+
+def test_an_event_class_without_a_lifespan_warns_that_it_keeps_everything() -> None:
+    det = LocalEventDetector()
+    with pytest.warns(LifespanWarning) as caught:
+        event_class(det, "Delivery", key="resource")
+    (w,) = caught
+    assert str(w.message) == (
+        "event class Delivery has no lifespan: every occurrence and instance of it is kept for "
+        "ever (memory grows with them); give it one (event_class(..., lifespan='14d')), or "
+        "lifespan=None to keep them on purpose"
+    )
+    assert isinstance(w.message, SentinelWarning) and w.message.event == "Delivery"
+    assert w.filename == __file__  # it points at the definition
+    assert bitemporal(det).classes["Delivery"].lifespan is None  # kept for ever, as before
+
+
+def test_an_explicit_lifespan_or_lifespan_none_does_not_warn() -> None:
+    det = LocalEventDetector()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        event_class(det, "Delivery", key="resource", lifespan="14d")
+        event_class(det, "Forever", key="resource", lifespan=None)  # on purpose
+    assert bitemporal(det).classes["Forever"].lifespan is None

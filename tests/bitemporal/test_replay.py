@@ -54,7 +54,7 @@ def online(
     clock = VirtualClock(1000.0)
     det = LocalEventDetector(clock=clock, chronon=chronon)
     event_class(det, "D", key="k", lifespan=30)
-    event_class(det, "R", key=None, mutable=False)
+    event_class(det, "R", key=None, mutable=False, lifespan=None)
     det.explicit("E")
     log: list[Occurrence] = []
     det.add_listener(log.append)

@@ -52,8 +52,8 @@ def test_example_2_2_timing_primitives() -> None:
     standing FUTURE time becomes ONTIME when it comes."""
     clock = VirtualClock(at(7, 16, 50))
     det = LocalEventDetector(clock=clock, chronon=QUARTER)
-    event_class(det, "ResourceLow", key="resource", mutable=False)
-    event_class(det, "Delivery", key="resource")
+    event_class(det, "ResourceLow", key="resource", mutable=False, lifespan=None)
+    event_class(det, "Delivery", key="resource", lifespan=None)
     low = watch_all(det, clock, "ResourceLow")
     delivery = watch_all(det, clock, "Delivery")
 
@@ -170,7 +170,7 @@ def test_example_4_5_a_future_resource_low_changed_to_on_time_orders() -> None:
     10:45, detected at 10:45 (CHANGE, ONTIME): orderResource, once."""
     clock = VirtualClock(at(7, 10, 20))
     det = LocalEventDetector(clock=clock, chronon=QUARTER)
-    event_class(det, "ResourceLow", key="resource")
+    event_class(det, "ResourceLow", key="resource", lifespan=None)
     orders: list[tuple[str, Any, str]] = []
     det.rule(
         "orderResource",

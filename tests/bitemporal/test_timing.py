@@ -156,7 +156,7 @@ def test_announcements_reach_the_primitives_they_match(ops: list[Any]) -> None:
     and due notice reaches exactly the rules of the primitives the model gives."""
     clock = VirtualClock(1000.0)
     det = LocalEventDetector(clock=clock)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     seen: list[tuple[int, str]] = []
     for kind in KINDS:
         det.rule(kind, f"{kind}(D)", action=lambda o, kind=kind: seen.append((o.t_occ, kind)))
@@ -207,7 +207,7 @@ def test_announcements_reach_the_primitives_they_match(ops: list[Any]) -> None:
 def test_a_future_instance_becomes_ontime_when_its_time_comes() -> None:
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     got: list[tuple[float, str, Any]] = []
     det.rule("on time", ONTIME(D), action=lambda o: got.append((clock.now(), o.params["k"], o.at)))
     announce(det, "D", 10.0, k="a")  # FUTURE
@@ -224,7 +224,7 @@ def test_a_future_instance_becomes_ontime_when_its_time_comes() -> None:
 def test_several_primitives_in_one_leaf() -> None:
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     got: list[str] = []
     det.rule("delayed", "CHANGE(FUTURE(D))", action=lambda o: got.append(o.params["k"]))
     announce(det, "D", 10.0, k="a")  # an announcement, not a change
@@ -271,7 +271,7 @@ def test_timing_primitives_detect_like_the_events_they_stand_for(
     explicit events signalled exactly when the primitives match (by the model)."""
     clock = VirtualClock(0.0)
     det = LocalEventDetector(clock=clock)
-    event_class(det, "D", key="k")
+    event_class(det, "D", key="k", lifespan=None)
     for s in SHADOWS.values():
         det.explicit(s)
     real: list[Any] = []
