@@ -1,9 +1,11 @@
 """Operating the global detector: a lease taken over mid-step surfaces as
 ``LeaseLost`` (logged without a traceback) and the detection is acted on once;
-the lag reads 0 after a clean stop."""
+the lag reads 0 after a clean stop; a method event called before the flush
+has a process-local source."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import UTC, datetime
@@ -11,9 +13,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+import sentinel
+from sentinel import SOURCE, LocalEventDetector, ObjectRef, Reactive, event
 from sentinel.errors import LeaseLost, LogWriteError
-from sentinel.global_detector import GlobalDetector
+from sentinel.global_detector import GlobalDetector, replay_committed
 from sentinel.log import LogWriter, migrate
 from sentinel.log.tables import log_tables
 from sentinel.occurrence import Occurrence
@@ -192,3 +197,70 @@ def test_the_lag_reads_0_after_a_clean_stop(log_db: sa.Engine, workers: int) -> 
     with GlobalDetector(rules.detector, log_db, lease=60) as again:
         assert again.step().rows == 0
     assert _count(log_db, "gd_effects") == 1
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+_app = LocalEventDetector()
+
+
+class _Item(_Base, Reactive, detector=_app):
+    __tablename__ = "gd_item"
+    id: Mapped[int] = mapped_column(primary_key=True)
+
+    @event
+    def touch(self, n: int) -> None:
+        pass
+
+
+def _touched_twice() -> LocalEventDetector:
+    det = LocalEventDetector()
+    touch = det.explicit("_Item.touch:end")
+    det.rule(
+        "twice", touch >> touch, action=rules.record, key=SOURCE, coupling="detached", flush=False
+    )
+    return det
+
+
+def test_a_method_event_before_the_flush_has_a_local_source_globally(log_db: sa.Engine) -> None:
+    """docs/global.md, "Objects as keys": a method called on an object not yet
+    flushed is logged with the object's process-local reference, so a global
+    rule ``by @source`` does not pair it with the calls made on the same row
+    once it has its primary key (in this transaction or another process's)."""
+    _Base.metadata.create_all(log_db)
+    session = sessionmaker(log_db)
+    attachment = sentinel.attach(session, detector=_app, commit_order=True)
+    try:
+        with session.begin() as s:
+            item = _Item()
+            s.add(item)
+            item.touch(1)  # before the flush: <_Item ~n>
+            s.flush()
+            item.touch(2)  # <_Item 1>
+        with session.begin() as s:
+            got = s.get(_Item, 1)
+            assert got is not None
+            got.touch(3)
+    finally:
+        attachment.detach()
+    with log_db.connect() as conn:
+        keys = conn.execute(
+            sa.text(
+                "SELECT source_key FROM sentinel_events WHERE event = '_Item.touch:end' ORDER BY id"
+            )
+        ).scalars()
+        before, *after = (json.loads(k) for k in keys)
+    assert before[0] == "local"
+    assert after == [[1], [1]]
+    service = GlobalDetector(_touched_twice(), log_db, lease=60, run_actions=False)
+    try:
+        assert service.step().detections == 1
+    finally:
+        service.close()
+    [d] = replay_committed(_touched_twice(), log_db)
+    assert [(c.params["n"], c.source) for c in d.occurrence.constituents] == [
+        (2, ObjectRef("_Item", (1,))),
+        (3, ObjectRef("_Item", (1,))),
+    ]
