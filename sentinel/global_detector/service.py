@@ -325,10 +325,9 @@ class GlobalDetector:
         locks the cursor's row until the commit, so no other instance takes
         the lease over (nor writes these detections' entries) meanwhile. A
         failure after it (an entry with the same idempotency key, a deadlock)
-        is reported as :class:`LeaseLost` when the cursor is no longer this
-        instance's at the old position. Whatever fails, nothing was written and
-        the feeder is dropped (its memory is ahead of the committed
-        position)."""
+        is reported as :class:`LeaseLost` when the cursor's lease is another
+        instance's by then. Whatever fails, the feeder is dropped (its memory
+        may be ahead of the committed position: the next step rebuilds it)."""
         old = feeder.position
         claims: list[tuple[str, Any]] = []
         try:
@@ -349,7 +348,7 @@ class GlobalDetector:
             except LeaseLost:
                 raise
             except Exception as err:
-                if self._still_holds(old):
+                if self._still_holds():
                     raise
                 raise self.cursor.lost(self.id, old) from err
             self._renew_at = time.monotonic() + self.lease / 3
@@ -360,16 +359,17 @@ class GlobalDetector:
             raise
         return entries, claims
 
-    def _still_holds(self, position: int) -> bool:
-        """Whether the cursor is still this instance's at ``position`` (read
-        after a batch failed; ``True`` when it cannot be read: the failure is
-        then reported as it is)."""
+    def _still_holds(self) -> bool:
+        """Whether the cursor's lease is still this instance's, read after a
+        batch failed (``True`` when it cannot be read: the failure is then
+        reported as it is; so is one after which the cursor is still this
+        instance's at another position, a commit whose outcome was lost)."""
         try:
             with self.engine.connect() as conn:
                 state = self.cursor.read(conn)
         except Exception:
             return True
-        return state is not None and state.holder == self.id and state.position == position
+        return state is not None and state.holder == self.id
 
     def _catch_up(self) -> None:
         """At a clean stop, after the actions' late log rows were written (their
