@@ -9,9 +9,11 @@ One row of ``<prefix>global_cursors`` per global detector (by ``name``):
   free, expired, or already this instance's.
 - :meth:`Cursor.advance` moves the position, *in the transaction that writes the
   outbox entries of the detections it caused*, with an ``UPDATE`` that names
-  the holder and the position it expects. If another instance took the lease
-  meanwhile the ``UPDATE`` matches nothing and :class:`~sentinel.errors.LeaseLost`
-  is raised: the caller rolls back, so the entries are not written twice. Entries
+  the holder and the position it expects, before the entries: if another
+  instance took the lease meanwhile the ``UPDATE`` matches nothing and
+  :class:`~sentinel.errors.LeaseLost` is raised before any entry is written
+  (the caller rolls back); if not, the row stays locked until the commit, so
+  no instance takes the lease over while the entries are written. Entries
   and position commit together or not at all: a ``kill -9`` anywhere loses no
   detection and repeats none.
 """
@@ -135,10 +137,16 @@ class Cursor:
             .values(**values)
         )
         if res.rowcount != 1:
-            raise LeaseLost(
-                f"global detector {self.name!r}: instance {holder!r} lost its lease at "
-                f"position {old} (another instance took it over); its batch is rolled back"
-            )
+            raise self.lost(holder, old)
+
+    def lost(self, holder: str, old: int) -> LeaseLost:
+        """The :class:`~sentinel.errors.LeaseLost` of ``holder``, whose batch
+        after ``old`` could not commit."""
+        return LeaseLost(
+            f"sentinel global {self.name!r}: instance {holder!r} lost the cursor's lease at "
+            f"position {old} (another instance took it over): its batch was rolled back, "
+            "no entry written, and it stands by"
+        )
 
     def release(self, conn: Connection, holder: str) -> None:
         """Give the lease up (a clean stop), so a standby takes over at once."""

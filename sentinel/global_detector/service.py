@@ -12,8 +12,10 @@ One iteration (:meth:`GlobalDetector.step`):
    (:attr:`GlobalDetector.ahead`), so the cursor never passes a number no
    genuine commit has reached;
 3. feed them to the detector (:class:`~sentinel.global_detector.detect.CommitFeeder`);
-4. in **one transaction**: write an outbox entry per detection and move the
-   cursor past the rows (only if the lease is still this instance's);
+4. in **one transaction**: move the cursor past the rows (only if the lease is
+   still this instance's, else :class:`~sentinel.errors.LeaseLost` and the
+   instance stands by; the cursor's row then stays locked until the commit)
+   and write an outbox entry per detection;
 5. after the commit, hand the entries to the outbox runner, which runs each
    rule's condition and action in a transaction of its own that also marks the
    entry done (:mod:`sentinel.orm.worker`): database effects exactly once.
@@ -296,25 +298,7 @@ class GlobalDetector:
         # crash after it leaves them claimed, and run again once the claim
         # expires, as after any claim).
         inline = runner is not None and runner.workers == 0
-        claims: list[tuple[str, Any]] = []
-        try:
-            detections = feeder.feed(rows)
-            entries = [self._entry(d) for d in detections]
-            with self.engine.begin() as conn:
-                if entries:
-                    self.writer.enqueue(conn, entries)
-                    if inline:
-                        claims = [
-                            (e.idempotency_key, runner.claim_in(conn, e.idempotency_key))
-                            for e in entries
-                        ]
-                self.cursor.advance(
-                    conn, self.id, old, feeder.position, self.lease, feeder.log_time
-                )
-            self._renew_at = time.monotonic() + self.lease / 3
-        except BaseException:
-            self._feeder = None  # its memory is ahead of the committed position
-            raise
+        entries, claims = self._commit_batch(feeder, rows, claim=runner if inline else None)
         report.rows = len(rows)
         report.detections = len(entries)
         report.position = feeder.position
@@ -328,6 +312,83 @@ class GlobalDetector:
         elif self.run_actions and entries:
             self._act(report.keys)
         return report
+
+    def _commit_batch(
+        self, feeder: CommitFeeder, rows: list[LogRow], *, claim: Any = None
+    ) -> tuple[list[Any], list[tuple[str, Any]]]:
+        """Feed ``rows`` to ``feeder`` and, in one transaction, move the cursor
+        past them and write an outbox entry per detection (claimed for
+        ``claim``, an outbox runner, when given); return the entries and the
+        claims. The cursor's ``UPDATE`` comes first: it names this instance and
+        the position it expects, so it fails (:class:`LeaseLost`) before any
+        entry is written when another instance took the lease over, and it
+        locks the cursor's row until the commit, so no other instance takes
+        the lease over (nor writes these detections' entries) meanwhile. A
+        failure after it (an entry with the same idempotency key, a deadlock)
+        is reported as :class:`LeaseLost` when the cursor's lease is another
+        instance's by then. Whatever fails, the feeder is dropped (its memory
+        may be ahead of the committed position: the next step rebuilds it)."""
+        old = feeder.position
+        claims: list[tuple[str, Any]] = []
+        try:
+            detections = feeder.feed(rows)
+            entries = [self._entry(d) for d in detections]
+            try:
+                with self.engine.begin() as conn:
+                    self.cursor.advance(
+                        conn, self.id, old, feeder.position, self.lease, feeder.log_time
+                    )
+                    if entries:
+                        self.writer.enqueue(conn, entries)
+                        if claim is not None:
+                            claims = [
+                                (e.idempotency_key, claim.claim_in(conn, e.idempotency_key))
+                                for e in entries
+                            ]
+            except LeaseLost:
+                raise
+            except Exception as err:
+                if self._still_holds():
+                    raise
+                raise self.cursor.lost(self.id, old) from err
+            self._renew_at = time.monotonic() + self.lease / 3
+        except BaseException as err:
+            self._feeder = None  # its memory is ahead of the committed position
+            if isinstance(err, LeaseLost):
+                self._leader = False
+            raise
+        return entries, claims
+
+    def _still_holds(self) -> bool:
+        """Whether the cursor's lease is still this instance's, read after a
+        batch failed (``True`` when it cannot be read: the failure is then
+        reported as it is; so is one after which the cursor is still this
+        instance's at another position, a commit whose outcome was lost)."""
+        try:
+            with self.engine.connect() as conn:
+                state = self.cursor.read(conn)
+        except Exception:
+            return True
+        return state is not None and state.holder == self.id
+
+    def _catch_up(self) -> None:
+        """At a clean stop, after the actions' late log rows were written (their
+        ``txn:commit``): read the commits numbered up to the last number handed
+        out, as a step does, writing their entries without acting (the next
+        instance, or a ``sentinel worker``, runs them), so that the lag reads 0
+        when nothing else committed."""
+        feeder = self._feeder
+        if feeder is None or not self._leader:
+            return
+        with self.engine.connect() as conn:
+            handed = self.reader.handed_out(conn)
+            rows = [
+                r
+                for r in self.reader.read(conn, feeder.position, limit=self.batch)
+                if r.commit_seq <= handed
+            ]
+        if rows:
+            self._commit_batch(feeder, rows)
 
     def _refuse_ahead(self, rows: list[LogRow]) -> list[LogRow]:
         """The rows of ``rows`` numbered at most the last commit number handed
@@ -481,7 +542,7 @@ class GlobalDetector:
         while not stop.is_set():
             try:
                 r = self.step()
-            except LeaseLost as err:
+            except LeaseLost as err:  # not a failure: another instance leads now
                 log.warning("%s", err)
                 continue
             except Exception:
@@ -512,9 +573,22 @@ class GlobalDetector:
         self._stop.set()
 
     def close(self) -> None:
-        """Release the lease (a standby takes over at once), stop the action
-        runner and the listener."""
+        """Stop the action runner (writing its late log rows) and the listener,
+        read past the commits handed out so far (the actions' own, see
+        :meth:`_catch_up`), and release the lease (a standby takes over at once)."""
         self.waiter.close()
+        if self.attachment is not None:
+            # writes the actions' late log rows (their txn:commit), read below
+            self.attachment.detach()
+        if self._leader:
+            try:
+                self._catch_up()
+            except LeaseLost as err:
+                log.warning("%s", err)
+            except Exception:
+                log.exception(
+                    "sentinel global %r: the last commits were not read at the stop", self.name
+                )
         if self._leader:
             try:
                 with self.engine.begin() as conn:
@@ -522,8 +596,6 @@ class GlobalDetector:
             except Exception:
                 log.exception("sentinel global %r: the lease was not released", self.name)
             self._leader = False
-        if self.attachment is not None:
-            self.attachment.detach()
         if self._owns_engine:
             self.engine.dispose()
 
@@ -531,6 +603,8 @@ class GlobalDetector:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:
+            self._feeder = None  # a failure: read nothing more at the close
         self.close()
 
 
