@@ -147,6 +147,15 @@ class TxnState:
     aborted_outbox: list[OutboxEntry] = field(default_factory=list)
     #: Their ``pending`` firings (written with them, as a commit writes its own).
     aborted_pending: list[Firing] = field(default_factory=list)
+    #: The session's connections whose transaction is not its own: it joined a
+    #: transaction begun outside it (``Session(bind=connection)`` with
+    #: ``join_transaction_mode`` ``"create_savepoint"`` or ``"rollback_only"``,
+    #: or a savepoint already open): its commit is not the database's.
+    outer: list[Any] = field(default_factory=list)
+    #: The session committed into ``outer``: the outcome is theirs (see
+    #: ``Attachment._hand_over``); how many of them still have to commit.
+    handed_over: bool = False
+    outer_waiting: int = 0
 
     @property
     def session(self) -> Session | None:
