@@ -363,6 +363,8 @@ class _Integration:
             return
         ref = LIVE.get(scope)
         st = None if ref is None else ref()
+        if st is not None and st.commit_refused is not None:
+            error, status = self._refused_commit(rule, st), "failed"
         att = st.attachment if st is not None else self.primary
         if att is None:
             return
@@ -407,6 +409,20 @@ class _Integration:
             "the call that triggered it would go on in the session's next transaction. "
             "To abort the transaction, raise an exception in the action"
         )
+        err = RuleError(rule.name, "action", cause)
+        err.__cause__ = cause
+        err.ended_transaction = True  # type: ignore[attr-defined]
+        return err
+
+    @staticmethod
+    def _refused_commit(rule: Rule, st: TxnState) -> RuleError:
+        """The error of a rule run that called ``session.commit()`` while its
+        transaction committed (a deferred rule; see
+        :func:`sentinel.orm.commit.commit_refused`): it fails, naming the rule,
+        whatever it did with the refusal."""
+        cause = st.commit_refused
+        assert cause is not None
+        st.commit_refused = None
         err = RuleError(rule.name, "action", cause)
         err.__cause__ = cause
         err.ended_transaction = True  # type: ignore[attr-defined]
@@ -949,9 +965,7 @@ class Attachment:
         finally:
             unregister(st)
         sink = self.sink
-        if sink is None or (
-            not self.log_empty and st.written == 0 and only_transaction_events(st)
-        ):
+        if sink is None or (not self.log_empty and st.written == 0 and only_transaction_events(st)):
             return
         sink.write_transaction([conn], st, [], [])
 

@@ -135,6 +135,9 @@ class TxnState:
     commit_seen: bool = False
     #: The deferred rules are running (``txn:pre_commit``).
     pre_committing: bool = False
+    #: A ``session.commit()`` refused while they ran, until a rule run takes
+    #: it (see :func:`sentinel.orm.commit.commit_refused`).
+    commit_refused: SentinelError | None = None
     pre_committed: bool = False
     #: Something happened in the transaction after its pre-commit step and
     #: outside a commit (a commit attempt failed after the step and the
