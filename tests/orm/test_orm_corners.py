@@ -209,9 +209,11 @@ def test_a_deferred_action_that_commits_fails_the_commit_naming_the_rule(
     orm: ORM, flushed: bool, caught: bool
 ) -> None:
     """A deferred rule runs inside ``session.commit()``: a ``commit()`` in its
-    action is refused at once with a :class:`RuleError` naming the rule (it
-    surfaced as SQLAlchemy's ``ResourceClosedError``, naming nothing), even
-    if the action catches the refusal; nothing is committed."""
+    action is refused at once, and the commit fails with a :class:`RuleError`
+    naming the rule and saying why (it surfaced as SQLAlchemy's
+    ``ResourceClosedError``, naming nothing, when the step ran in the commit's
+    flush; as an ``IllegalStateChangeError`` otherwise), even if the action
+    catches the refusal; nothing is committed."""
     (ms,) = orm.add_stocks("MS")
     orm.attach()
 
@@ -229,9 +231,10 @@ def test_a_deferred_action_that_commits_fails_the_commit_naming_the_rule(
     s.get(orm.model.Stock, ms).set_price(5.0)
     if flushed:
         s.flush()  # the step runs in sentinel's before_commit, else in the commit's flush
-    with pytest.raises(RuleError, match=r"rule 'audit' failed in its action: .*commit\(\)") as exc:
+    with pytest.raises(
+        RuleError, match=r"'audit' failed in its action: ScopeError: it called commit"
+    ):
         s.commit()
-    assert exc.value.rule == "audit"
     s.rollback()
     s.close()
     with orm.Session() as s2:
