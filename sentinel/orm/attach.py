@@ -18,7 +18,10 @@ SQLAlchemy                           sentinel
 (a savepoint released at commit)     ``txn:pre_commit`` (deferred rules), then the
                                      log and the outbox written in the transaction
 ``after_commit`` (root)              ``txn:commit``; flush the scope; detached
-                                     rules to the worker pool
+                                     rules to the worker pool (a session that
+                                     joined a transaction begun outside it: at
+                                     that transaction's commit, see
+                                     :meth:`Attachment._hand_over`)
 ``after_commit`` (``begin_nested``)  release the savepoint
 ``after_transaction_end``            savepoint not released: roll detection back
                                      to it; root not committed: ``txn:abort``,
@@ -47,6 +50,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from functools import partial
 from types import MappingProxyType, TracebackType
 from typing import Any
 
@@ -360,6 +364,8 @@ class _Integration:
             return
         ref = LIVE.get(scope)
         st = None if ref is None else ref()
+        if st is not None and st.commit_refused is not None:
+            error, status = self._refused_commit(rule, st), "failed"
         att = st.attachment if st is not None else self.primary
         if att is None:
             return
@@ -409,6 +415,20 @@ class _Integration:
         err.ended_transaction = True  # type: ignore[attr-defined]
         return err
 
+    @staticmethod
+    def _refused_commit(rule: Rule, st: TxnState) -> RuleError:
+        """The error of a rule run that called ``session.commit()`` while its
+        transaction committed (a deferred rule; see
+        :func:`sentinel.orm.commit.commit_refused`): it fails, naming the rule,
+        whatever it did with the refusal."""
+        cause = st.commit_refused
+        assert cause is not None
+        st.commit_refused = None
+        err = RuleError(rule.name, "action", cause)
+        err.__cause__ = cause
+        err.ended_transaction = True  # type: ignore[attr-defined]
+        return err
+
     def execute_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """The detector's detached executor: after a transaction ended (or at
         once, for a trigger outside any transaction)."""
@@ -434,6 +454,70 @@ def _attachment_of(session: Session) -> Attachment | None:
         if att is not None:
             return att
     return None
+
+
+#: Seconds before a worker looks for the outbox entry of a detached rule that
+#: an outer transaction's commit triggered (its ``commit`` event comes just
+#: before the database commit, which makes the entry visible).
+_OUTER_SUBMIT_DELAY = 0.5
+
+#: Connections whose transaction sessions committed into (see
+#: :meth:`Attachment._hand_over`), with what waits for its end. Each gets one
+#: pair of listeners, for its life (a listener cannot be removed while its
+#: event runs).
+_OUTER: weakref.WeakKeyDictionary[Connection, list[Callable[[Connection, bool], None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _joins_outer(transaction: SessionTransaction, connection: Connection) -> bool:
+    """True when the root session transaction ``transaction`` uses ``connection``
+    inside a transaction begun outside the session, so that its commit is not
+    the database's: a savepoint of its own (``join_transaction_mode=
+    "create_savepoint"``), or the connection's transaction joined without
+    committing it (``"rollback_only"``), or its open savepoint."""
+    entry = transaction._connections.get(connection)
+    if entry is None:  # pragma: no cover - after_begin registers it first
+        return False
+    _, trans, should_commit, _ = entry
+    return not should_commit or trans is not connection.get_transaction()
+
+
+def _await_outer(conn: Connection, callback: Callable[[Connection, bool], None]) -> None:
+    """Call ``callback(conn, committed)`` when ``conn``'s transaction commits
+    (in its ``commit`` event) or rolls back (``rollback``)."""
+    with _LOCK:
+        waiting = _OUTER.get(conn)
+        if waiting is None:
+            waiting = _OUTER[conn] = []
+            sa_event.listen(conn, "commit", _outer_committed)
+            sa_event.listen(conn, "rollback", _outer_rolled_back)
+        waiting.append(callback)
+
+
+def _outer_committed(conn: Connection) -> None:
+    _outer_ended(conn, True)
+
+
+def _outer_rolled_back(conn: Connection) -> None:
+    _outer_ended(conn, False)
+
+
+def _outer_ended(conn: Connection, committed: bool) -> None:
+    with _LOCK:
+        waiting = _OUTER.get(conn)
+        if not waiting:
+            return
+        todo = waiting[:]
+        waiting.clear()
+    error: BaseException | None = None
+    for callback in todo:
+        try:
+            callback(conn, committed)
+        except BaseException as err:  # the others still end; the first one fails the commit
+            error = error or err
+    if error is not None:
+        raise error
 
 
 # -- the attachment --------------------------------------------------------------------
@@ -735,6 +819,8 @@ class Attachment:
         engine = connection.engine
         if engine not in st.engines:
             st.engines.append(engine)
+        if transaction is st.transaction and _joins_outer(transaction, connection):
+            st.outer.append(connection)
 
     def _on_flush_postexec(self, session: Session, flush_context: Any) -> None:
         st = session.info.get(KEY)
@@ -764,6 +850,8 @@ class Attachment:
             return
         if session.get_transaction() is not st.transaction or not st.scope.active:
             return
+        if st.outer and self._hand_over(st):
+            return  # not the database's commit: txn:commit waits for it
         if not st.pre_committed:
             log.warning(
                 "sentinel: transaction %s committed without its pre-commit step (deferred "
@@ -814,7 +902,7 @@ class Attachment:
         in_rule = st.scope is not None and st.scope.depth > 0
         session.info.pop(KEY, None)
         try:
-            if not st.committed:
+            if not st.committed and not st.handed_over:
                 outcome = False if st.witness is None else self._resolve(st)
                 if outcome is True:
                     self._committed(st)
@@ -823,7 +911,8 @@ class Attachment:
                 else:
                     self._in_doubt(st)
         finally:
-            unregister(st)
+            if not st.handed_over:  # else live until the outer transaction ends
+                unregister(st)
             st.ended = True
             if st.scope is not None:
                 self.detector.leave_ambient(st.scope)
@@ -839,6 +928,96 @@ class Attachment:
                 log.exception("sentinel's event log: no database for the late rows (kept)")
                 return
             sink.flush_quietly(home)
+
+    # -- a session inside a transaction begun outside it -------------------------------
+    def _hand_over(self, st: TxnState) -> bool:
+        """The session committed, but into transactions begun outside it
+        (``st.outer``: it joined a connection's transaction with
+        ``join_transaction_mode="create_savepoint"`` or ``"rollback_only"``, or
+        inside a savepoint): its commit released a savepoint, or did nothing, and
+        its work commits or rolls back with theirs. Its log rows are written in
+        them already (the pre-commit step). ``txn:commit`` (and the rules it
+        triggers, the detached rules handed to the workers) waits for their
+        commit and is written in it (:meth:`_outer_commit`); their rollback
+        aborts the transaction (:meth:`_outer_rollback`). Until then the state
+        stays live and its scope active. False (nothing handed over) when none of
+        them is still in a transaction."""
+        outer = [c for c in st.outer if not c.closed and c.in_transaction()]
+        if not outer:
+            return False
+        st.handed_over = True
+        st.outer_waiting = len(outer)
+        for conn in outer:
+            _await_outer(conn, partial(self._outer_ended, st))
+        return True
+
+    def _outer_ended(self, st: TxnState, conn: Connection, committed: bool) -> None:
+        """A connection ``st`` was handed over to commits (in its ``commit``
+        event: before the database commit) or rolls back."""
+        scope = st.scope
+        if scope is None or not scope.active or not st.handed_over:
+            return  # ended already (another connection rolled back; detached)
+        if not committed:
+            self._outer_rollback(st)
+            return
+        st.outer_waiting -= 1
+        if st.outer_waiting <= 0:
+            self._outer_commit(st, conn)
+
+    def _outer_commit(self, st: TxnState, conn: Connection) -> None:
+        """The outer transaction commits: ``txn:commit`` now, its rows and the
+        rows of the rules it ran written on ``conn``, in that transaction, so
+        that they commit with it. A failed write fails that commit (raised
+        from the connection's ``commit`` event, before the database commit)."""
+        assert st.scope is not None
+        st.committed = True
+        try:
+            self.detector.commit(st.scope)
+        except Exception:
+            log.exception("sentinel: a rule on txn:commit of %s failed", st.scope_id)
+        finally:
+            unregister(st)
+        sink = self.sink
+        if sink is None or (not self.log_empty and st.written == 0 and only_transaction_events(st)):
+            return
+        sink.write_transaction([conn], st, [], [])
+
+    def _outer_rollback(self, st: TxnState) -> None:
+        """The outer transaction rolls back (in its ``rollback`` event, before the
+        database rollback): the transaction aborts; what it logged goes with the
+        rollback and is logged again as aborted, with the late rows (written
+        later, in transactions of their own)."""
+        scope = st.scope
+        assert scope is not None
+        st.ended = True  # detached rules of an abort are enqueued at once
+        try:
+            self.detector.abort(scope)
+        except Exception:
+            log.exception("sentinel: a rule on txn:abort of %s failed", st.scope_id)
+        finally:
+            unregister(st)
+        if self.sink is not None and not self._skip(st):
+            self._late_aborted(st.occurrences, st.firings, st.rolled_back)
+
+    def _late_aborted(
+        self,
+        occs: list[Occurrence],
+        firings: list[Any],
+        rolled_back: list[tuple[str, list[Occurrence], list[Any]]],
+    ) -> None:
+        """Log a transaction's occurrences and rule runs as aborted, with the
+        late rows."""
+        sink = self.sink
+        assert sink is not None
+        for occ in occs:
+            sink.add_late(("occ", occ, "aborted"))
+        for r in firings:
+            sink.add_late(("firing", firing_of(r)))
+        for path, sp_occs, sp_firings in rolled_back:
+            for occ in sp_occs:
+                sink.add_late(("occ", occ, "aborted", path))
+            for r in sp_firings:
+                sink.add_late(("firing", firing_of(r, savepoint=path)))
 
     def _savepoint_ended(self, st: TxnState, nested: SessionTransaction) -> None:
         for i, sp in enumerate(st.savepoints):
@@ -979,15 +1158,7 @@ class Attachment:
             and all(o[0] in TXN_EVENTS for o in occs)
         ):
             return
-        for occ in occs:
-            sink.add_late(("occ", occ, "aborted"))
-        for r in firings:
-            sink.add_late(("firing", firing_of(r)))
-        for path, sp_occs, sp_firings in rolled_back:
-            for occ in sp_occs:
-                sink.add_late(("occ", occ, "aborted", path))
-            for r in sp_firings:
-                sink.add_late(("firing", firing_of(r, savepoint=path)))
+        self._late_aborted(occs, firings, rolled_back)
 
     # -- detached rules ----------------------------------------------------------------
     def _detached(self, rule: Rule, occ: Any, committed: bool, st: TxnState | None) -> None:
@@ -1003,7 +1174,9 @@ class Attachment:
             return
         key = idempotency_key(rule.name, occ)
         if st is not None and committed and key in st.outbox_keys:
-            self.runner.submit(key)  # written in the trigger's commit
+            # written in the trigger's commit; an outer transaction's commit
+            # signals txn:commit just before the database commits
+            self.runner.submit(key, _OUTER_SUBMIT_DELAY if st.handed_over else 0.0)
             return
         entry = entry_for(rule, occ, committed=committed)
         pending = (

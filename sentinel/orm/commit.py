@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.errors import RollbackOnlyError
+from sentinel.errors import RollbackOnlyError, ScopeError
 from sentinel.log import OutboxEntry
 from sentinel.log.records import Firing
 from sentinel.log.tables import FiringStatus
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PreCommit",
+    "commit_refused",
     "committing",
     "flushing_released",
     "in_commit",
@@ -137,10 +138,12 @@ class PreCommit:
         assert scope is not None
         st.pre_committing = True
         try:
-            with det.use_scope(scope):
+            with det.use_scope(scope), commit_refused(session, st):
                 det.pre_commit(scope)  # deferred rules
         finally:
             st.pre_committing = False
+        if st.commit_refused is not None:  # no rule run took it (a subscriber's, caught)
+            raise st.commit_refused
         st.pre_committed = True
         if is_clean(session):
             self.write(session, st)
@@ -308,6 +311,47 @@ def roll_back_now(session: Session) -> None:
     if begin is None:  # pragma: no cover - guards a SQLAlchemy change
         return
     begin()._begin().rollback(_capture_exception=True)
+
+
+@contextmanager
+def commit_refused(session: Session, st: TxnState) -> Iterator[None]:
+    """While the deferred rules run (inside SQLAlchemy's commit): a
+    ``session.commit()`` raises :class:`~sentinel.errors.ScopeError` at once,
+    before anything is committed, and is remembered in ``st.commit_refused``
+    (the rule observer fails the rule run with it, naming the rule, even if
+    the action caught it; see ``sentinel.orm.attach``).
+
+    SQLAlchemy sends no event for that call: inside the commit's flush it would
+    commit (close) the flush's own subtransaction, then fail on the root
+    (``IllegalStateChangeError``), and the flush's rollback of the closed
+    subtransaction would fail with ``ResourceClosedError``, naming no rule. So
+    the session's ``commit`` is shadowed by an instance attribute for the step,
+    and put back after it."""
+    own = vars(session)
+    had = "commit" in own
+    previous = own.get("commit")
+
+    def refuse() -> None:
+        err = ScopeError(
+            "it called commit() on the session of the transaction it runs in while that "
+            "transaction commits (a deferred rule runs inside session.commit()); nothing "
+            "was committed and the commit fails. Leave the commit to the code that "
+            "called it (session.flush() sends changes early); to abort it, raise an "
+            "exception"
+        )
+        if st.commit_refused is None:
+            st.commit_refused = err
+        raise err
+
+    own["commit"] = refuse
+    try:
+        yield
+    finally:
+        if own.get("commit") is refuse:
+            if had:
+                own["commit"] = previous
+            else:
+                del own["commit"]
 
 
 @contextmanager

@@ -31,7 +31,11 @@ Parameters:
 ``update``
     ``old`` and ``new``: the column attributes whose value changed, before and
     after (an old value that was never loaded is absent from ``old``). Only rows
-    with a net change of a column attribute signal.
+    with a net change of a column attribute signal. ``new`` also holds the
+    values SQLAlchemy wrote itself in the UPDATE (a ``version_id_col``'s new
+    version, ``onupdate=`` values of the updated tables' columns the flush did
+    not set), as the object holds them after it (see :func:`_add_generated`);
+    their previous values, which the flush overwrote, are not in ``old``.
 ``delete``
     ``old``: the column attributes' values the object held.
 
@@ -251,7 +255,19 @@ def db_events(target: Any) -> DBEvents:
 class _Plan:
     """What signalling the database events of one class needs (cached)."""
 
-    __slots__ = ("channels", "keys", "mapper", "name", "occurred_at", "selectors")
+    __slots__ = (
+        "channels",
+        "generated",
+        "keys",
+        "mapper",
+        "name",
+        "occurred_at",
+        "onupdate",
+        "selectors",
+        "tables_of",
+        "version_key",
+        "version_table",
+    )
 
     def __init__(self, detector: EventDetector, cls: type, root: type) -> None:
         info, root_info = class_info(cls), class_info(root)
@@ -273,6 +289,30 @@ class _Plan:
                 "a column attribute of the class",
                 owner=cls.__qualname__,
             )
+        # Values SQLAlchemy writes itself in an UPDATE (into the object once the
+        # statement ran): the version counter, and the onupdate= values of the
+        # updated tables' columns the flush did not set.
+        self.version_key: str | None = None
+        self.version_table: Any = None
+        vcol = mapper.version_id_col
+        if vcol is not None and mapper.version_id_generator is not False:
+            self.version_key = mapper.get_property_by_column(vcol).key
+            self.version_table = vcol.table
+        #: (attribute, table) of the columns with an onupdate= (or a
+        #: server_onupdate= fetched at the flush).
+        self.onupdate: tuple[tuple[str, Any], ...] = tuple(
+            (p.key, c.table)
+            for p in mapper.column_attrs
+            for c in p.columns
+            if isinstance(c, sa.Column)
+            and (c.onupdate is not None or c.server_onupdate is not None)
+        )
+        self.generated = self.version_key is not None or bool(self.onupdate)
+        #: The tables each column attribute is written to.
+        self.tables_of: dict[str, frozenset[Any]] = {
+            p.key: frozenset(c.table for c in p.columns if isinstance(c, sa.Column))
+            for p in mapper.column_attrs
+        }
 
 
 def _plan(plans: dict[type, _Plan | None], detector: EventDetector, cls: type) -> _Plan | None:
@@ -425,6 +465,8 @@ def signal_flush(
             new[k] = _value(hist.added[0], event, f"new.{k}") if hist.added else None
         if not new:
             continue  # no column changed (a collection, or the same value set again)
+        if plan.generated:
+            _add_generated(plan, new, current, event)
         when = None
         if plan.occurred_at is not None:
             when = _when(plan, {plan.occurred_at: current.get(plan.occurred_at)}, event)
@@ -437,6 +479,28 @@ def signal_flush(
             timestamp=when,
         )
     _signal_deletes(detector, plans, deleted, scope, always)
+
+
+def _add_generated(plan: _Plan, new: dict[str, Any], current: Any, event: str) -> None:
+    """Add to ``new`` (an updated row's changed columns) the values SQLAlchemy
+    wrote itself in the flush's UPDATE, as the object holds them now: the new
+    version of a ``version_id_col`` (the statement updated the row: SQLAlchemy
+    bumps it at every UPDATE of the row), and the ``onupdate=`` values of the
+    columns the flush did not set, in the tables it updated (one with a changed
+    column, and the version's). A value not in the object (a SQL expression's,
+    expired until reloaded) stays out."""
+    tables: set[Any] = set()
+    tables_of = plan.tables_of
+    for k in new:
+        tables.update(tables_of.get(k, ()))
+    key = plan.version_key
+    if key is not None:
+        tables.add(plan.version_table)
+        if key not in new and key in current:
+            new[key] = _value(current[key], event, f"new.{key}")
+    for key, table in plan.onupdate:
+        if key not in new and table in tables and key in current:
+            new[key] = _value(current[key], event, f"new.{key}")
 
 
 def _signal_deletes(

@@ -135,6 +135,9 @@ class TxnState:
     commit_seen: bool = False
     #: The deferred rules are running (``txn:pre_commit``).
     pre_committing: bool = False
+    #: A ``session.commit()`` refused while they ran, until a rule run takes
+    #: it (see :func:`sentinel.orm.commit.commit_refused`).
+    commit_refused: SentinelError | None = None
     pre_committed: bool = False
     #: Something happened in the transaction after its pre-commit step and
     #: outside a commit (a commit attempt failed after the step and the
@@ -153,6 +156,15 @@ class TxnState:
     #: entry when it has no log. A commit that raised is looked up there (see
     #: :meth:`~sentinel.orm.Attachment` "A commit whose reply is lost").
     witness: tuple[Any, str | None] | None = None
+    #: The session's connections whose transaction is not its own: it joined a
+    #: transaction begun outside it (``Session(bind=connection)`` with
+    #: ``join_transaction_mode`` ``"create_savepoint"`` or ``"rollback_only"``,
+    #: or a savepoint already open): its commit is not the database's.
+    outer: list[Any] = field(default_factory=list)
+    #: The session committed into ``outer``: the outcome is theirs (see
+    #: ``Attachment._hand_over``); how many of them still have to commit.
+    handed_over: bool = False
+    outer_waiting: int = 0
 
     @property
     def session(self) -> Session | None:

@@ -24,7 +24,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from sentinel.detector import Scope, Subscription, t_init
-from sentinel.errors import CascadeLimitError, RuleError, SentinelError
+from sentinel.errors import CascadeLimitError, RuleError, ScopeError, SentinelError
 
 if TYPE_CHECKING:
     from sentinel.rules.local import LocalEventDetector
@@ -110,6 +110,7 @@ class Scheduler:
         # the thread's current scope may be another one).
         var = self._scope_var
         token = var.set(scope) if var.get() is not scope else None
+        status = scope.status
         try:
             if len(items) > 1 and self._graph.mixed_priorities:
                 items.sort(key=_by_priority)
@@ -118,6 +119,8 @@ class Scheduler:
                 if since and t_init(occ) < since:
                     continue
                 sub.deliver(occ, scope)
+                if scope.status is not status:
+                    _ended_by_subscriber(sub, scope)
         finally:
             depth_of.depth = depth
             if token is not None:
@@ -227,6 +230,41 @@ class Scheduler:
             raise err from e
         if observer is not None:
             observer(rule, occ, "fired", None)
+
+
+def _ended_by_subscriber(sub: Subscription, scope: Scope) -> None:
+    """A subscriber ended the transaction (scope) it was called in: the code
+    that signalled the event would go on outside it (with the ORM, in the
+    session's next transaction). Raises :class:`~sentinel.errors.ScopeError`
+    naming it. A rule's run reports this itself (the ORM's rule observer fails
+    it with a :class:`~sentinel.errors.RuleError`), so rules pass here."""
+    from sentinel.rules.rule import Rule
+
+    if isinstance(sub.owner, Rule) or scope.status not in ("committed", "aborted"):
+        return  # (detached, or abandoned: not the subscriber's doing)
+    name = _subscriber_name(sub)
+    err = ScopeError(
+        f"subscriber {name} of {sub.expression} ended the transaction it was called in "
+        f"(scope {scope.id!r} is {scope.status} now: session.rollback(), commit() or "
+        "close() in it); the call that signalled the event would go on outside that "
+        "transaction (with the ORM, in the session's next one). To abort the "
+        "transaction, raise an exception in the subscriber"
+    )
+    err.subscriber = name  # type: ignore[attr-defined]
+    raise err
+
+
+def _subscriber_name(sub: Subscription) -> str:
+    """The owner of ``sub``, else the function ``detector.subscribe`` was given."""
+    if sub.owner is not None:
+        return repr(getattr(sub.owner, "name", sub.owner))
+    fn: Any = sub.deliver
+    for cell in getattr(fn, "__closure__", None) or ():
+        inner = cell.cell_contents
+        if callable(inner):
+            fn = inner
+            break
+    return repr(getattr(fn, "__qualname__", fn))
 
 
 def _by_priority(item: tuple[Subscription, Any]) -> int:

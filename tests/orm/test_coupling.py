@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import PendingRollbackError
 
 import sentinel
-from sentinel.errors import RollbackOnlyError, RuleError
+from sentinel.errors import RollbackOnlyError, RuleError, ScopeError
 
 from . import actions
 from .conftest import ORM
@@ -418,7 +418,8 @@ def test_a_transaction_a_subscriber_ended_leaves_nothing_behind(orm: ORM) -> Non
     orm.det.subscribe("Stock.e2", end_it)
     for _ in range(3):
         s = orm.Session()
-        s.get(orm.model.Stock, ms).set_price(9.0)
+        with pytest.raises(ScopeError, match="end_it"):  # the call fails
+            s.get(orm.model.Stock, ms).set_price(9.0)
         s.close()
     gc.collect()
     integ = _INTEGRATIONS.get(orm.det)
