@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from sentinel import ObjectRef, Occurrence, UnloggableParameter
 from sentinel.log import LogReader, LogWriter, migrate
+from sentinel.log.encoding import _dumps, _params_text
 from sentinel.log.records import encode_params
-from sentinel.log.writer import _dumps, _params_text
 from sentinel.params import MAX_DEPTH, dumps, from_json, loads, normalize, to_json
 from tests.orm.test_bad_values import canon
 

@@ -32,12 +32,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sentinel.bicep.compiler import (
-    CompiledProgram,
-    check_storage,
-    compile_program,
-    name_offset,
-)
+from sentinel.bicep.compiler import CompiledProgram, check_storage, compile_program
+from sentinel.bicep.limits import name_offset
 from sentinel.bicep.parser import error_at
 from sentinel.bicep.readonly import read_only_for
 from sentinel.bicep.sqlpart import locate_database_error

@@ -1,6 +1,7 @@
 """One clock tick of an installed program, as SQL on its tables.
 
-:class:`Pipeline` prepares every statement once per program and dialect; a tick
+:class:`Pipeline` prepares every statement once per program and dialect (each
+class's with :func:`~sentinel.bicep.classsql.class_sql`); a tick
 (:meth:`Pipeline.run`) then runs, in one transaction:
 
 1. **read**: the announcements in the inboxes detected up to the tick. Several
@@ -39,11 +40,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sentinel.bicep import model as m
+from sentinel.bicep.classsql import ClassSQL, class_sql
 from sentinel.bicep.compiler import CompiledClass, CompiledProgram
-from sentinel.bicep.conditions import StatementSQL, mentions_ontime, statement_sql
 from sentinel.bicep.readonly import read_only_for
 from sentinel.bicep.sqlpart import EID
-from sentinel.bicep.tables import UNBOUNDED, ClassTables, ProgramTables, SystemTables
+from sentinel.bicep.tables import UNBOUNDED, ProgramTables, SystemTables
 from sentinel.bicep.times import MAX_TIME
 from sentinel.bicep.values import inbox_row
 from sentinel.errors import BicepTickError
@@ -96,28 +97,6 @@ class TickOutcome:
     potential: bool = False
 
 
-@dataclass
-class _ClassSQL:
-    cls: CompiledClass
-    t: ClassTables
-    keys: list[str]
-    attrs: list[str]
-    apply: list[str]
-    potential: str | None
-    due: str | None
-    derive: list[str]
-    #: The query's rows for the staging table (fetched under a read-only guard,
-    #: see :mod:`sentinel.bicep.readonly`), and the start of their INSERT.
-    derive_rows: tuple[str, str] | None
-    new: str | None
-    changed: str | None
-    removed: str | None
-    lineage: list[str]
-    statements: list[StatementSQL]
-    lineage_classes: tuple[str, ...] = ()
-    always_derive: bool = False
-
-
 class Pipeline:
     """The SQL of one program on one database (see the module docs)."""
 
@@ -140,163 +119,23 @@ class Pipeline:
         self.dialect = dialect = program.dialect
         self.read_only = read_only_for(dialect)
         self.order = [c.ident for c in program]
-        self.sql: dict[str, _ClassSQL] = {}
+        self.sql: dict[str, ClassSQL] = {}
         for cls in program:
-            self.sql[cls.ident] = self._prepare(cls, tables.classes[cls.ident], dialect)
+            self.sql[cls.ident] = class_sql(
+                cls,
+                tables.classes[cls.ident],
+                tables=tables,
+                system=system,
+                chronon=chronon,
+                dialect=dialect,
+                read_only=self.read_only,
+            )
         self._prepare_edges()
         self._prepare_schedule()
 
     # -- preparation --------------------------------------------------------------------------
     def q(self, table: sa.Table) -> str:
         return self.tables.qualified(table)
-
-    def _tick_sql(self, expr: str) -> str:
-        c = self.chronon
-        div = "DIV" if self.dialect in ("mysql", "mariadb") else "/"
-        return f"((({expr}) + {c - 1}) {div} {c}) * {c}"
-
-    def _same(self, a: str, b: str) -> str:
-        if self.dialect == "sqlite":
-            return f"{a} IS {b}"
-        if self.dialect == "postgresql":
-            return f"{a} IS NOT DISTINCT FROM {b}"
-        return f"{a} <=> {b}"
-
-    def _prepare(self, cls: CompiledClass, t: ClassTables, dialect: str) -> _ClassSQL:
-        keys = [k.lower() for k in cls.definition.keys]
-        attrs = [a.ident for a in cls.definition.attributes]
-        n, h, c = self.q(t.now), self.q(t.history), self.q(t.changes)
-        ls = cls.definition.lifespan
-        base_exp = f"c.n_occtime + {ls}" if ls is not None else str(UNBOUNDED)
-        a_cols = ", ".join(attrs)
-        n_attrs = ", ".join(f"c.n_{a}" for a in attrs)
-        apply = [
-            f"DELETE FROM {n} WHERE {EID} IN (SELECT {EID} FROM {c} WHERE touched = 1)",
-            f"INSERT INTO {n} ({EID}, occtime, dettime, bicep_occ_tick, bicep_base_exp, bicep_exp, "
-            f"{a_cols}) SELECT c.{EID}, c.n_occtime, c.n_dettime, c.n_occ_tick, {base_exp}, "
-            f"{base_exp}, {n_attrs} "
-            f"FROM {c} c WHERE c.touched = 1 AND c.n_present = 1",
-            f"INSERT INTO {h} ({EID}, bicep_tick, occtime, dettime, revoked, {a_cols}) "
-            f"SELECT c.{EID}, :bicep_tick, c.n_occtime, c.n_dettime, 1 - c.n_present, {n_attrs} "
-            f"FROM {c} c WHERE c.touched = 1",
-        ]
-        has_ontime = any(mentions_ontime(st.condition) for st in cls.definition.statements)
-        potential = due = None
-        pot = self.q(self.system.potential_ticks)
-        if has_ontime:
-            potential = (
-                f"INSERT INTO {pot} (program, class_ident, tick) "
-                f"SELECT DISTINCT :bicep_program, :bicep_class, c.n_occ_tick FROM {c} c "
-                f"WHERE c.touched = 1 AND c.n_present = 1 AND c.n_occ_tick > :bicep_tick "
-                f"AND NOT EXISTS (SELECT 1 FROM {pot} p WHERE p.program = :bicep_program "
-                f"AND p.class_ident = :bicep_class AND p.tick = c.n_occ_tick)"
-            )
-            o_cols = ", ".join(f"o_{a}" for a in attrs)
-            nn_cols = ", ".join(f"n_{a}" for a in attrs)
-            x_attrs = ", ".join(f"x.{a}" for a in attrs)
-            due = (
-                f"INSERT INTO {c} ({EID}, touched, o_present, n_present, o_occtime, o_dettime, "
-                f"o_occ_tick, n_occtime, n_dettime, n_occ_tick, {o_cols}, {nn_cols}) "
-                f"SELECT x.{EID}, 0, 1, 1, x.occtime, x.dettime, x.bicep_occ_tick, x.occtime, "
-                f"x.dettime, x.bicep_occ_tick, {x_attrs}, {x_attrs} FROM {n} x "
-                f"WHERE x.bicep_occ_tick = :bicep_tick AND NOT EXISTS "
-                f"(SELECT 1 FROM {c} y WHERE y.{EID} = x.{EID})"
-            )
-        derive: list[str] = []
-        derive_rows = new = changed = removed = None
-        lineage: list[str] = []
-        lineage_classes: tuple[str, ...] = ()
-        always = False
-        if cls.complex:
-            assert t.staging is not None and t.lineage is not None and cls.query is not None
-            s, lt = self.q(t.staging), self.q(t.lineage)
-            query, lin = self.tables.physical_query(cls)
-            lineage_classes = lin or ()
-            deps = [f"bicep_dep_{i}" for i in range(len(lineage_classes))]
-            order = ", ".join(
-                ["q.occtime"]
-                + [
-                    x
-                    for a in attrs
-                    for x in (f"CASE WHEN q.{a} IS NULL THEN 1 ELSE 0 END", f"q.{a}")
-                ]
-            )
-            part = ", ".join(f"q.{k}" for k in keys)
-            # (a time no datetime holds is left out like a missing one)
-            not_null = " AND ".join(
-                [f"q.occtime BETWEEN 0 AND {MAX_TIME}"] + [f"q.{k} IS NOT NULL" for k in keys]
-            )
-            s_cols = ", ".join(["occtime", *attrs, *deps, "bicep_rn"])
-            q_cols = ", ".join(f"q.{c} AS {c}" for c in ["occtime", *attrs, *deps])
-            rows = (
-                f"SELECT {q_cols}, ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {order}) "
-                f"AS bicep_rn FROM ({query}) q WHERE {not_null}"
-            )
-            if self.read_only.fetches:
-                derive = [f"DELETE FROM {s}"]
-                derive_rows = (rows, f"INSERT INTO {s} ({s_cols}) VALUES ")
-            else:
-                derive = [f"DELETE FROM {s}", f"INSERT INTO {s} ({s_cols}) {rows}"]
-            on_keys = " AND ".join(f"x.{k} = s.{k}" for k in keys)
-            o_cols = ", ".join(f"o_{a}" for a in attrs)
-            nn_cols = ", ".join(f"n_{a}" for a in attrs)
-            s_attrs = ", ".join(f"s.{a}" for a in attrs)
-            x_attrs = ", ".join(f"x.{a}" for a in attrs)
-            key_order = ", ".join(f"s.{k}" for k in keys)
-            new = (
-                f"INSERT INTO {c} ({EID}, touched, o_present, n_present, n_occtime, n_dettime, "
-                f"n_occ_tick, {nn_cols}) "
-                f"SELECT :bicep_base + ROW_NUMBER() OVER (ORDER BY {key_order}), 1, 0, 1, "
-                f"s.occtime, :bicep_tick, {self._tick_sql('s.occtime')}, {s_attrs} FROM {s} s "
-                f"WHERE s.bicep_rn = 1 AND NOT EXISTS (SELECT 1 FROM {n} x WHERE {on_keys})"
-            )
-            differs = " AND ".join(
-                ["s.occtime = x.occtime", *(self._same(f"s.{a}", f"x.{a}") for a in attrs)]
-            )
-            changed = (
-                f"INSERT INTO {c} ({EID}, touched, o_present, n_present, o_occtime, o_dettime, "
-                f"o_occ_tick, n_occtime, n_dettime, n_occ_tick, {o_cols}, {nn_cols}) "
-                f"SELECT x.{EID}, 1, 1, 1, x.occtime, x.dettime, x.bicep_occ_tick, s.occtime, "
-                f":bicep_tick, {self._tick_sql('s.occtime')}, {x_attrs}, {s_attrs} "
-                f"FROM {s} s JOIN {n} x ON {on_keys} WHERE s.bicep_rn = 1 AND NOT ({differs})"
-            )
-            removed = (
-                f"INSERT INTO {c} ({EID}, touched, o_present, n_present, o_occtime, o_dettime, "
-                f"o_occ_tick, n_occtime, n_dettime, n_occ_tick, {o_cols}, {nn_cols}) "
-                f"SELECT x.{EID}, 1, 1, 0, x.occtime, x.dettime, x.bicep_occ_tick, NULL, "
-                f":bicep_tick, NULL, {x_attrs}, {x_attrs} FROM {n} x "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {s} s WHERE s.bicep_rn = 1 AND {on_keys})"
-            )
-            lineage = [f"DELETE FROM {lt}"]
-            for i, dep_cls in enumerate(lineage_classes):
-                lineage.append(
-                    f"INSERT INTO {lt} ({EID}, dep_class, dep_eid) "
-                    f"SELECT DISTINCT x.{EID}, '{dep_cls}', s.bicep_dep_{i} FROM {s} s "
-                    f"JOIN {n} x ON {on_keys} WHERE s.bicep_dep_{i} IS NOT NULL"
-                )
-            always = cls.query.uses_now or bool(cls.query.tables)
-        statements = [
-            statement_sql(cls, i, c, self.q(self.tables.actions[st.action.ident]), dialect)
-            for i, st in enumerate(cls.definition.statements)
-        ]
-        return _ClassSQL(
-            cls=cls,
-            t=t,
-            keys=keys,
-            attrs=attrs,
-            apply=apply,
-            potential=potential,
-            due=due,
-            derive=derive,
-            derive_rows=derive_rows,
-            new=new,
-            changed=changed,
-            removed=removed,
-            lineage=lineage,
-            statements=statements,
-            lineage_classes=lineage_classes,
-            always_derive=always,
-        )
 
     # -- a tick ---------------------------------------------------------------------------------
     def run(
@@ -409,7 +248,7 @@ class Pipeline:
 
     # -- read -----------------------------------------------------------------------------------
     def _read(
-        self, conn: Connection, cs: _ClassSQL, tick: int, next_eid: int, out: TickOutcome
+        self, conn: Connection, cs: ClassSQL, tick: int, next_eid: int, out: TickOutcome
     ) -> tuple[int, int]:
         inbox = cs.t.inbox
         assert inbox is not None
@@ -489,7 +328,7 @@ class Pipeline:
         return len(changes), next_eid
 
     def _current(
-        self, conn: Connection, cs: _ClassSQL, keys: Sequence[tuple[Any, ...]]
+        self, conn: Connection, cs: ClassSQL, keys: Sequence[tuple[Any, ...]]
     ) -> dict[tuple[Any, ...], Any]:
         n = cs.t.now
         cols = [n.c[k] for k in cs.keys]
@@ -504,7 +343,7 @@ class Pipeline:
         return out
 
     # -- derive ---------------------------------------------------------------------------------
-    def _derive(self, conn: Connection, cs: _ClassSQL, tick: int, next_eid: int) -> tuple[int, int]:
+    def _derive(self, conn: Connection, cs: ClassSQL, tick: int, next_eid: int) -> tuple[int, int]:
         params = {"bicep_tick": tick, "bicep_now": tick, "bicep_base": next_eid - 1}
         for sql in cs.derive:
             conn.execute(sa.text(sql), params)
@@ -633,7 +472,7 @@ class Pipeline:
             )
         return total
 
-    def _drop_events(self, conn: Connection, cs: _ClassSQL, sub: str, p: dict[str, Any]) -> None:
+    def _drop_events(self, conn: Connection, cs: ClassSQL, sub: str, p: dict[str, Any]) -> None:
         h = self.q(cs.t.history)
         if self.archive and cs.t.archive is not None:
             a = self.q(cs.t.archive)
@@ -758,7 +597,7 @@ class Pipeline:
 _IMMUTABLE = "a second announcement of an IMMUTABLE class's event (its first is final)"
 
 
-def sql_potential(cs: _ClassSQL) -> str:
+def sql_potential(cs: ClassSQL) -> str:
     assert cs.potential is not None
     return cs.potential
 

@@ -17,9 +17,10 @@ revision once (see :func:`~sentinel.log.schema.check_schema`) and remembers the
 answer for that engine.
 
 The inserts skip SQLAlchemy's per-statement compilation and per-row parameter
-handling: each table's ``INSERT`` is compiled once per dialect (an
-:class:`_InsertPlan`), rows are built as tuples (or dicts, for drivers with named
-parameters) with the columns' own bind processors applied, and the batch goes to
+handling: each table's ``INSERT`` is compiled once per dialect
+(:mod:`sentinel.log.inserts`), rows are built as tuples (or dicts, for drivers
+with named parameters) with the columns' own bind processors applied (the
+parameters' JSON text made by :mod:`sentinel.log.encoding`), and the batch goes to
 the driver's ``executemany`` through ``Connection.exec_driver_sql`` (so the
 connection's transaction, events and error wrapping still apply). This is what
 makes logging cheap enough to run inside every transaction of an ORM
@@ -30,23 +31,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
-import logging
-import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from functools import partial
-from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
-from sentinel.log.policy import TOO_LARGE, LogPolicy
+from sentinel.log.encoding import _key_text
+from sentinel.log.inserts import EVENT_COLUMNS as EVENT_COLUMNS
+from sentinel.log.inserts import _EventsInsert, _InsertPlan
+from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
 from sentinel.log.schema import check_schema
 from sentinel.log.signing import OutboxSigner
@@ -54,343 +53,17 @@ from sentinel.log.tables import (
     DEFAULT_PREFIX,
     NAME_LENGTH,
     SCOPE_LENGTH,
-    LogJSON,
     LogTables,
     Outcome,
-    UTCDateTime,
     log_tables,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
-from sentinel.params import MAX_PARAMS, storable_text, to_json
+from sentinel.params import storable_text
 
 __all__ = ["LogWriter"]
 
-log = logging.getLogger("sentinel.log")
-
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
-_DATETIME_TZ = sa.DateTime(timezone=True)
-#: The ``events`` columns the writer fills, in the order of its rows.
-EVENT_COLUMNS: tuple[str, ...] = (
-    "scope",
-    "t_occ",
-    "event",
-    "at",
-    "detected_at",
-    "ts",
-    "detected_ts",
-    "source_class",
-    "source_key",
-    "params",
-    "outcome",
-    "savepoint",
-    "commit_seq",
-)
-
-
-def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
-    """The bind processor of ``column`` on ``dialect`` (``None``: values go to the
-    driver as they are), with shortcuts for the log's own types where they
-    provably give the same result: a UTC datetime as the text or naive datetime
-    SQLite and MySQL store, JSON through :func:`json.dumps` when the engine has
-    no serializer of its own, floats as they are."""
-    generic = column.type.dialect_impl(dialect).bind_processor(dialect)
-    if generic is None:
-        return None
-    ctype = column.type
-    name = dialect.name
-    if isinstance(ctype, UTCDateTime) and name in ("sqlite", "mysql", "mariadb"):
-        as_text = name == "sqlite"
-
-        def utc(value: Any, _generic: Any = generic, _utc: Any = UTC) -> Any:
-            if value.tzinfo is not _utc:
-                return _generic(value)
-            naive = value.replace(tzinfo=None)
-            return naive.isoformat(" ", "microseconds") if as_text else naive
-
-        return utc
-    if isinstance(ctype, LogJSON) and name in ("sqlite", "mysql", "mariadb"):
-        if getattr(dialect, "_json_serializer", None) is None:
-            return json.dumps
-        return generic
-    if isinstance(ctype, sa.Double):
-
-        def as_float(value: Any, _generic: Any = generic) -> Any:
-            return value if type(value) is float else _generic(value)
-
-        return as_float
-    return generic
-
-
-class _InsertPlan:
-    """One table's ``INSERT`` compiled for one dialect, with the bind processors
-    of its columns: what :meth:`LogWriter._insert` sends through the driver's
-    ``executemany``.
-
-    ``columns`` are the columns the rows carry, in row order; ``convert`` turns a
-    row (a sequence in that order) into the driver's parameters: a tuple, or a
-    dict for drivers with named parameters, with each column's bind processor
-    applied (generated once per plan, so a row costs one call).
-    """
-
-    __slots__ = ("columns", "convert", "sql")
-
-    def __init__(self, table: sa.Table, columns: Sequence[str], dialect: sa.Dialect) -> None:
-        compiled = table.insert().compile(dialect=dialect, column_keys=list(columns))
-        self.sql: str = compiled.string
-        self.columns = tuple(columns)
-        if compiled.positional:
-            order = tuple(compiled.positiontup or ())
-            if order != self.columns:
-                raise LogWriteError(  # pragma: no cover - a dialect we do not know
-                    f"cannot prepare the insert into {table.name} for {dialect.name}: "
-                    f"parameters come in the order {order}",
-                    table=table.name,
-                )
-            names = None
-        else:
-            names = tuple(compiled.binds[c].key for c in columns)
-        env: dict[str, Any] = {}
-        parts = []
-        for i, c in enumerate(columns):
-            proc = _processor(table.c[c], dialect)
-            if proc is None:
-                parts.append(f"v[{i}]")
-                continue
-            env[f"p{i}"] = proc
-            if table.c[c].nullable:
-                parts.append(f"(None if v[{i}] is None else p{i}(v[{i}]))")
-            else:
-                parts.append(f"p{i}(v[{i}])")
-        if names is None:
-            body = "(" + ", ".join(parts) + ",)"
-        else:
-            body = "{" + ", ".join(f"{n!r}: {x}" for n, x in zip(names, parts, strict=True)) + "}"
-        src = f"def convert(v):\n    return {body}\n"
-        exec(compile(src, f"<sentinel insert {table.name}>", "exec"), env)
-        self.convert = env["convert"]
-
-    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
-        """Driver parameters for ``values`` (each a sequence in column order)."""
-        return list(map(self.convert, values))
-
-
-_KEYS: dict[tuple[Any, ...], str] = {}
-_STAMPS: dict[int, str] = {}
-
-
-def _key_text(key: tuple[Any, ...]) -> str:
-    """:func:`~sentinel.log.records.encode_key`, remembered (objects recur)."""
-    try:
-        return _KEYS[key]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable key part: encoded each time
-        return encode_key(key)
-    if len(_KEYS) > 50_000:
-        _KEYS.clear()
-    text = _KEYS[key] = encode_key(key)
-    return text
-
-
-def _sqlite_stamp(ts: float) -> str:
-    """``datetime.fromtimestamp(ts, UTC)`` as the text SQLAlchemy stores for it
-    on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``), without making the datetime: the
-    microseconds are rounded as ``datetime`` rounds them (half to even)."""
-    secs = int(ts // 1)
-    us = round((ts - secs) * 1e6)
-    if us >= 1_000_000:
-        secs += 1
-        us -= 1_000_000
-    return f"{_stamp_prefix(secs)}.{us:06d}"
-
-
-_INT_MIN = -(2**63)
-_INT_MAX = 2**63 - 1
-
-
-def _json_encoder() -> Callable[[Any], str]:
-    """A compact JSON encoder for plain values (no NaN: callers check). The C
-    encoder is made once and reused: ``JSONEncoder.encode`` makes one per call,
-    which costs as much as the encoding of a small mapping."""
-    import json.encoder as impl
-
-    c_make_encoder: Any = getattr(impl, "c_make_encoder", None)
-    if c_make_encoder is None:  # pragma: no cover - not CPython
-        return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-    encode_basestring_ascii = impl.encode_basestring_ascii
-
-    def reject(value: Any) -> Any:
-        raise TypeError(f"not JSON: {value!r}")
-
-    make = c_make_encoder(
-        None, reject, encode_basestring_ascii, None, ":", ",", False, False, False
-    )
-    join = "".join
-
-    def dumps(value: Any) -> str:
-        return join(make(value, 0))
-
-    return dumps
-
-
-_dumps = _json_encoder()
-_copysign = math.copysign
-
-
-_esc: Callable[[str], str] = json.encoder.encode_basestring_ascii  # C when there is C
-_float_text = float.__repr__
-_int_text = int.__repr__
-#: parameter names (in order) -> the params object's JSON text with ``%s`` for
-#: each value: the names of one event's parameters recur in every row.
-_TEMPLATES: dict[tuple[Any, ...], str] = {}
-
-
-def _template(names: tuple[Any, ...]) -> str | None:
-    """The ``%``-template of a params object with these names (``None`` when a
-    name is not a string: :func:`~sentinel.log.records.encode_params` refuses it)."""
-    if not all(type(n) is str for n in names):
-        return None
-    if len(_TEMPLATES) > 10_000:
-        _TEMPLATES.clear()
-    text = _TEMPLATES[names] = (
-        "{" + ",".join(_esc(n).replace("%", "%%") + ":%s" for n in names) + "}"
-    )
-    return text
-
-
-def _mapping_text(value: Any) -> str | None:
-    """A read-only mapping of plain values (as database events carry) as the
-    JSON object :func:`~sentinel.params.to_json` makes of it, or ``None`` when
-    it needs more than that (a key that is not a string or starts with ``$``,
-    a value that is not plain)."""
-    parts: list[str] = []
-    for k, v in value.items():
-        if type(k) is not str or k.startswith("$"):
-            return None
-        t = type(v)
-        if t is str:
-            text = _esc(v)
-        elif t is float:
-            if not (-1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0)):
-                return None
-            text = _float_text(v)
-        elif t is int:
-            if not _INT_MIN <= v <= _INT_MAX:
-                return None
-            text = _int_text(v)
-        elif v is None:
-            text = "null"
-        elif t is bool:
-            text = "true" if v else "false"
-        else:
-            return None
-        parts.append(_esc(k) + ":" + text)
-    return "{" + ",".join(parts) + "}"
-
-
-#: A params text at most this long is within MAX_PARAMS whatever it holds (as
-#: sent, a character takes at most two bytes): only longer ones are measured.
-_SURELY_FITS = MAX_PARAMS // 2
-
-
-def _sent_size(text: str) -> int:
-    """The bytes JSON ``text`` (ASCII: every encoder here escapes to ASCII)
-    takes as sent: MySQL's and MariaDB's drivers escape quotes and
-    backslashes inside the statement."""
-    return len(text) + text.count('"') + text.count("\\")
-
-
-def _fit(text: str, params: Any, event: str) -> str:
-    """``text`` (``params`` as JSON), or when it takes more than
-    :data:`~sentinel.params.MAX_PARAMS` bytes as sent, the JSON of ``params``
-    with its largest values replaced by :data:`~sentinel.log.TOO_LARGE` until
-    the rest fits (reported on the ``sentinel.log`` logger): one occurrence's
-    values never make its row, and the rows sent with it, fail."""
-    if len(text) <= _SURELY_FITS:
-        return text
-    size = _sent_size(text)
-    if size <= MAX_PARAMS:
-        return text
-    sizes = sorted(
-        ((_sent_size(_dumps(to_json(v))), k) for k, v in params.items()),
-        key=lambda item: item[0],
-        reverse=True,
-    )
-    marker = _sent_size(_esc(TOO_LARGE))
-    out = dict(params)
-    replaced = []
-    for n, k in sizes:
-        if size <= MAX_PARAMS:
-            break
-        out[k] = TOO_LARGE
-        replaced.append(k)
-        size -= n - marker
-    log.warning(
-        "sentinel's event log: the parameters of an occurrence of %s take more than %d bytes; "
-        "logged with %s replaced by %r",
-        event[:80],
-        MAX_PARAMS,
-        ", ".join(repr(k)[:80] for k in replaced),
-        TOO_LARGE,
-    )
-    return _dumps(encode_params(out, event=event))
-
-
-def _params_text(params: Any, event: str) -> str:
-    """Parameters as the JSON text of the ``params`` column, exactly as
-    :func:`_dumps` writes :func:`~sentinel.log.records.encode_params`' result.
-
-    Plain values (strings, finite floats without a positive exponent and not
-    ``-0.0``, 64-bit integers, booleans, ``None``, and read-only mappings of
-    such, as database events carry) are written here, each with the C
-    function the JSON encoder itself uses for it, into a template of the
-    parameter names made once per set of names; anything else goes through
-    :func:`~sentinel.log.records.encode_params` (tagged values; raises
-    :class:`~sentinel.params.UnloggableParameter`). Strings are escaped to
-    ASCII, so one that needs the ``$str`` tag (a NUL, a lone surrogate) shows in
-    the text as ``\\u0000`` or ``\\udXXX``: only then are the values looked at
-    one by one. This costs about half of one call of the C encoder, whose
-    fixed cost per call dominates for the few values a method has."""
-    if not params:
-        return "{}"
-    parts: list[str] = []
-    append = parts.append
-    for v in params.values():
-        t = type(v)
-        if t is float:
-            if -1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0):
-                append(_float_text(v))
-                continue
-        elif t is str:
-            append(_esc(v))
-            continue
-        elif t is int:
-            if _INT_MIN <= v <= _INT_MAX:
-                append(_int_text(v))
-                continue
-        elif v is None:
-            append("null")
-            continue
-        elif t is bool:
-            append("true" if v else "false")
-            continue
-        elif t is MappingProxyType:
-            text = _mapping_text(v)
-            if text is not None:
-                append(text)
-                continue
-        return _fit(_dumps(encode_params(params, event=event)), params, event)
-    names = tuple(params)
-    template = _TEMPLATES.get(names) or _template(names)
-    if template is None:
-        return _fit(_dumps(encode_params(params, event=event)), params, event)
-    text = template % tuple(parts)
-    if "\\u0000" in text or "\\ud" in text:
-        return _fit(_dumps(encode_params(params, event=event)), params, event)
-    if len(text) > _SURELY_FITS:
-        return _fit(text, params, event)
-    return text
 
 
 def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
@@ -404,190 +77,6 @@ def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
 
 
 _new_occ: Any = tuple.__new__
-
-
-#: The POSIX seconds of the first and the last second a ``datetime`` holds
-#: (0001-01-01 00:00:00 and 9999-12-31 23:59:59 UTC).
-_FIRST_SECOND = -62_135_596_800
-_LAST_SECOND = 253_402_300_799
-
-
-def _stamp_prefix(secs: int) -> str:
-    """``YYYY-MM-DD HH:MM:SS`` of the POSIX second ``secs`` (UTC), remembered.
-    Raises :class:`ValueError` for a second outside the years 1 to 9999, as
-    ``datetime.fromtimestamp`` does (``strftime`` would write the year 10000,
-    and a year before 1000 without its leading zeros)."""
-    prefix = _STAMPS.get(secs)
-    if prefix is None:
-        if not _FIRST_SECOND <= secs <= _LAST_SECOND:
-            raise ValueError(f"the POSIX second {secs} is outside the years 1 to 9999")
-        if len(_STAMPS) > 10_000:
-            _STAMPS.clear()
-        tm = time.gmtime(secs)
-        prefix = _STAMPS[secs] = (
-            f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d} "
-            f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
-        )
-    return prefix
-
-
-def _sqlite_rows(values: Iterable[Sequence[Any]]) -> list[Any]:
-    """:meth:`_EventsInsert.rows` on SQLite: :func:`_sqlite_stamp` and
-    :func:`_params_text` inlined where rows share a second or have no
-    parameters (a Python call per row and value less: this loop runs for every
-    logged occurrence)."""
-    encode = _params_text
-    out: list[Any] = []
-    append = out.append
-    last: float | None = None  # the second of the previous row's stamp
-    prefix = ""
-    for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
-        secs = ts // 1
-        us = round((ts - secs) * 1e6)
-        if us >= 1_000_000:
-            secs += 1
-            us -= 1_000_000
-        if secs != last:
-            prefix = _stamp_prefix(int(secs))
-            last = secs
-        at = f"{prefix}.{us:06d}"
-        append(
-            (
-                scope,
-                t_occ,
-                event,
-                at,
-                at if dts == ts else _sqlite_stamp(dts),
-                ts,
-                dts,
-                sclass,
-                skey,
-                encode(params, event) if params else "{}",
-                outcome,
-                sp,
-                None,
-            )
-        )
-    return out
-
-
-class _EventsInsert:
-    """The ``events`` insert for one dialect: :meth:`rows` turns
-    :meth:`LogWriter.event_values` rows into driver parameters, making the
-    datetimes and the parameters' JSON the way the columns' types would
-    (directly as text on SQLite, naive UTC datetimes on MySQL/MariaDB, through
-    the columns' own bind processors elsewhere)."""
-
-    __slots__ = ("at", "names", "params", "sql", "sqlite_text")
-
-    def __init__(self, table: sa.Table, dialect: sa.Dialect) -> None:
-        compiled = table.insert().compile(dialect=dialect, column_keys=list(EVENT_COLUMNS))
-        self.sql: str = compiled.string
-        if compiled.positional:
-            if tuple(compiled.positiontup or ()) != EVENT_COLUMNS:  # pragma: no cover
-                raise LogWriteError(
-                    f"cannot prepare the insert into {table.name} for {dialect.name}",
-                    table=table.name,
-                )
-            self.names: tuple[str, ...] | None = None
-        else:
-            self.names = tuple(compiled.binds[c].key for c in EVENT_COLUMNS)
-        name = dialect.name
-        at_proc = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
-        json_proc = table.c.params.type.dialect_impl(dialect).bind_processor(dialect)
-        plain_json = getattr(dialect, "_json_serializer", None) is None
-        fromts, utc = _fromtimestamp, UTC
-        if name == "sqlite":
-            self.at: Any = _sqlite_stamp
-        elif name in ("mysql", "mariadb"):
-
-            def naive(ts: float) -> Any:
-                return fromts(ts, utc).replace(tzinfo=None)
-
-            self.at = naive
-        elif (
-            name == "postgresql"
-            and _DATETIME_TZ.dialect_impl(dialect).bind_processor(dialect) is None
-        ):
-            # UTCDateTime binds an aware UTC datetime as it is on PostgreSQL
-            self.at = partial(fromts, tz=utc)
-        else:
-
-            def generic_at(ts: float) -> Any:
-                value = fromts(ts, utc)
-                return at_proc(value) if at_proc is not None else value
-
-            self.at = generic_at
-        if name in ("sqlite", "mysql", "mariadb") and plain_json:
-            self.params: Any = _params_text
-        elif name == "postgresql" and dialect.driver == "psycopg" and plain_json:
-            # what LogJSON binds (psycopg's Jsonb of the tagged form), with the
-            # text made by _params_text: JSONB keeps no formatting, and the
-            # floats LogJSON tags on PostgreSQL are tagged by to_json already
-            jsonb = dialect._psycopg_Jsonb  # type: ignore[attr-defined]
-
-            def psycopg_params(params: Any, event: str) -> Any:
-                return jsonb(_params_text(params, event), str)
-
-            self.params = psycopg_params
-        else:
-
-            def generic_params(params: Any, event: str) -> Any:
-                if not params:
-                    value: Any = {}
-                else:
-                    value = encode_params(params, event=event)
-                    text = _dumps(value)
-                    if len(text) > _SURELY_FITS:
-                        fitted = _fit(text, params, event)
-                        if fitted is not text:
-                            value = json.loads(fitted)
-                return json_proc(value) if json_proc is not None else value
-
-            self.params = generic_params
-        #: SQLite with plain JSON: rows made by :func:`_sqlite_rows`
-        self.sqlite_text = (
-            self.names is None and self.at is _sqlite_stamp and self.params is _params_text
-        )
-
-    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
-        if self.sqlite_text:
-            return _sqlite_rows(values)
-        stamp, encode, names = self.at, self.params, self.names
-        seq = None
-        out: list[Any] = []
-        append = out.append
-        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
-            at = stamp(ts)
-            row = (
-                scope,
-                t_occ,
-                event,
-                at,
-                at if dts == ts else stamp(dts),
-                ts,
-                dts,
-                sclass,
-                skey,
-                encode(params, event),
-                outcome,
-                sp,
-                seq,
-            )
-            append(row if names is None else dict(zip(names, row, strict=True)))
-        return out
-
-    def stamp(self, rows: list[Any], seq: int) -> list[Any]:
-        """Rows made by :meth:`rows` with their commit number (the last column)
-        set (made before the number is taken, so a bad value raises before any
-        SQL is sent)."""
-        names = self.names
-        if names is None:
-            return [(*row[:-1], seq) for row in rows]
-        key = names[-1]
-        for row in rows:
-            row[key] = seq
-        return rows
 
 
 class LogWriter:

@@ -26,7 +26,7 @@ import typing as t
 from itertools import count
 
 from sentinel.errors import ExpressionError
-from sentinel.ode.automata import CUR, Automaton, Template, liveness
+from sentinel.ode.machines import CUR, Automaton, Template, liveness
 
 __all__ = ["Program", "materialize", "program"]
 

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from sentinel.bicep import Processor, compile_program
-from sentinel.bicep import compiler as bicep_compiler
+from sentinel.bicep import limits as bicep_limits
 from sentinel.errors import BicepAnnouncementError, BicepProgramError, LogConfigError
 from sentinel.log import migrate
 from sentinel.rules import LocalEventDetector
@@ -281,7 +281,7 @@ def test_a_program_installed_before_the_type_limits_runs_after_a_restart(
     a VARCHAR(100000) an older sentinel installed (PostgreSQL and SQLite hold
     it) runs after the upgrade."""
     text = _class("k INTEGER, v VARCHAR(100000)")
-    monkeypatch.setattr(bicep_compiler, "MAX_VARCHAR", 10**7)
+    monkeypatch.setattr(bicep_limits, "MAX_VARCHAR", 10**7)
     before = _processor(migrated, text)
     assert before.install() == 1
     before.close()

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from sentinel.bicep import Processor, compile_program
-from sentinel.bicep import compiler as bicep_compiler
+from sentinel.bicep import limits as bicep_limits
 from sentinel.bicep.compiler import name_limit
 from sentinel.errors import BicepProgramError
 from sentinel.log import migrate
@@ -46,8 +46,8 @@ def old_sentinel(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]
     """Within the block, sentinel as it was before it limited attributes and a
     program's size on every backend (the same code without those limits); the
     callable given ends the block (sentinel is upgraded)."""
-    monkeypatch.setattr(bicep_compiler, "MAX_ATTRIBUTES", 10**6)
-    monkeypatch.setattr(bicep_compiler, "MAX_TEXT_BYTES", 10**9)
+    monkeypatch.setattr(bicep_limits, "MAX_ATTRIBUTES", 10**6)
+    monkeypatch.setattr(bicep_limits, "MAX_TEXT_BYTES", 10**9)
     yield monkeypatch.undo
     monkeypatch.undo()
 

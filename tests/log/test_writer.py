@@ -242,8 +242,8 @@ def test_sqlite_rows_are_what_the_columns_types_bind() -> None:
     import random
     from types import MappingProxyType
 
+    from sentinel.log.inserts import EVENT_COLUMNS, _EventsInsert
     from sentinel.log.records import encode_params
-    from sentinel.log.writer import EVENT_COLUMNS, _EventsInsert
 
     dialect = sa.create_engine("sqlite://").dialect
     table = log_tables().events
@@ -299,8 +299,8 @@ def test_psycopg_rows_are_what_the_columns_types_bind() -> None:
     import json
     from types import MappingProxyType
 
+    from sentinel.log.inserts import _EventsInsert
     from sentinel.log.records import encode_params
-    from sentinel.log.writer import _EventsInsert
 
     pytest.importorskip("psycopg")
     dialect = sa.create_engine("postgresql+psycopg://").dialect

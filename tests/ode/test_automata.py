@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from sentinel import ode
 from sentinel.ode import automata as au
 from sentinel.ode import compile as compile_module
+from sentinel.ode import machines
 from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
 from sentinel.ode.compile import _Compiler
@@ -100,7 +101,7 @@ def test_compiled_automata_are_finished(term: tm.Term) -> None:
     and minimizing again changes nothing (an assignment kept for a register no
     record reads would show here as fewer states or registers)."""
     m = ode.event(term, over=UNIVERSE).automaton
-    again = au.minimize(au._compact(m))
+    again = au.minimize(machines._compact(m))
     assert (again.n, again.nregs) == (m.n, m.nregs)
 
 

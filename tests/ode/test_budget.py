@@ -15,6 +15,7 @@ from sentinel import LocalEventDetector, ode
 from sentinel.errors import ExpressionError
 from sentinel.ode import automata as au
 from sentinel.ode import compile as compile_module
+from sentinel.ode import machines
 from sentinel.ode.automata import Automaton, reads
 from tests.ode.test_properties import EVENTS, NAMES, terms
 
@@ -315,7 +316,7 @@ def _members(bits: int) -> set[int]:
 def reference_live_bits(m: Automaton) -> list[int]:
     """``_live_bits`` as first written: each transition's assignments read anew."""
     n, k = m.n, m.k
-    live = [au._bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
+    live = [machines._bits(reads(m.rec[q])) if m.acc[q] else 0 for q in range(n)]
     # Per state, its outgoing transitions that touch registers or lead on:
     # (target, bits written, ((destination bit, bits read), ...)).
     moves: list[list[tuple[int, int, tuple[tuple[int, int], ...]]]] = []
@@ -330,8 +331,8 @@ def reference_live_bits(m: Automaton) -> list[int]:
                 row.append(
                     (
                         target,
-                        au._bits(d for d, _ in o),
-                        tuple((1 << d, au._bits(reads(s))) for d, s in o),
+                        machines._bits(d for d, _ in o),
+                        tuple((1 << d, machines._bits(reads(s))) for d, s in o),
                     )
                 )
             else:
@@ -419,7 +420,11 @@ def reference_compact(m: Automaton) -> Automaton:
 
 @given(st.sets(st.integers(0, 3000), max_size=40))
 def test_members_lists_the_bits_set(registers: set[int]) -> None:
-    assert au._members(au._bits(registers)) == registers == _members(au._bits(registers))
+    assert (
+        machines._members(machines._bits(registers))
+        == registers
+        == _members(machines._bits(registers))
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -437,7 +442,7 @@ def test_compiled_automata_are_the_ones_the_first_colouring_made(
         except ode.AutomatonTooLarge:
             return
         patch.setattr(compile_module, "_CACHE", compile_module.OrderedDict())
-        patch.setattr(au, "_compact", reference_compact)
+        patch.setattr(machines, "_compact", reference_compact)
         old = ode.event(term, over=over).automaton
     assert (new.delta, new.acc, new.ops, new.rec, new.nregs) == (
         old.delta,
