@@ -35,7 +35,7 @@ class Timeline:
         self._counts: dict[str, int] = {}
         self.log: list[Occurrence] = []
         self.detections: dict[str, list[Any]] = {}
-        self.det.add_listener(self._record)
+        events.listen(self.det, "occurrence", self._record)
 
     def _record(self, occ: Occurrence) -> None:
         self.log.append(occ)
