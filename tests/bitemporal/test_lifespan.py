@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sentinel import Context, LocalEventDetector, VirtualClock, announce, event_class
 from sentinel.bitemporal import bitemporal
 from sentinel.bitemporal.lifespan import expirations
-from sentinel.detector import events
+from sentinel.detector.events import listen
 from sentinel.errors import LifespanWarning, SentinelWarning
 from sentinel.occurrence import Occurrence
 
@@ -117,7 +117,7 @@ def run_with_lifespans(
     )
     ticks: list[tuple[float, list[Any], list[Any]]] = []
     # Called right after each purge: what it removed, and what is still stored.
-    events.listen(
+    listen(
         det,
         "expired",
         lambda items: ticks.append((clock.now(), [e.occurrence for e in items], stored(det))),
@@ -210,7 +210,7 @@ def test_archive_marks_only_archiving_rules() -> None:
     det.rule("kept", "A ; B", flush=False, lifespan=2, action=lambda o: None, archive=True)
     det.rule("lost", "B ; A", flush=False, lifespan=2, action=lambda o: None)
     seen: list[tuple[str, float, str]] = []
-    events.listen(
+    listen(
         det,
         "expired",
         lambda items: seen.extend((e.occurrence.event, e.at, e.where) for e in items),

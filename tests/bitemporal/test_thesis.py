@@ -18,7 +18,7 @@ from sentinel import (
 )
 from sentinel.bitemporal import KINDS, bitemporal
 from sentinel.bitemporal.lifespan import expirations
-from sentinel.detector import events
+from sentinel.detector.events import listen
 from sentinel.occurrence import Occurrence
 
 QUARTER = timedelta(minutes=15)
@@ -148,7 +148,7 @@ def test_example_4_3_the_purge_keeps_what_a_stored_detection_depends_on() -> Non
         archive=True,
     )
     expired: list[tuple[str, str]] = []
-    events.listen(
+    listen(
         det,
         "expired",
         lambda items: expired.extend((e.occurrence.event, hhmm(clock)) for e in items),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sentinel import LocalEventDetector, Reactive, event
-from sentinel.detector import events
+from sentinel.detector.events import listen, remove
 from sentinel.errors import RollbackOnlyError, RuleDefinitionError, RuleError
 from sentinel.reactive import attached_classes
 
@@ -24,7 +24,7 @@ def test_the_rule_observer_sees_every_run() -> None:
     def observe(rule: Any, occ: Any, status: str, err: BaseException | None) -> None:
         seen.append((rule.name, status, type(err).__name__ if err else None))
 
-    events.listen(det, "rule_run", observe)
+    listen(det, "rule_run", observe)
     det.rule("yes", "E", lambda o: True, action=lambda o: None)
     det.rule("no", "E", lambda o: False, action=lambda o: None)
     det.rule("plain", "E", action=lambda o: None)  # no condition: the fast runner
@@ -43,7 +43,7 @@ def test_the_rule_observer_sees_every_run() -> None:
     ]
     failing.delete()
     seen.clear()
-    events.remove(det, "rule_run", observe)
+    remove(det, "rule_run", observe)
     det.signal("E")
     assert seen == []
 
@@ -56,13 +56,13 @@ def test_a_rule_check_rejects_before_anything_is_applied() -> None:
         if str(rule.coupling) == "deferred":
             raise RuleDefinitionError(f"{rule.name}: no deferred rules here")
 
-    events.listen(det, "define_rule", no_deferred)
+    listen(det, "define_rule", no_deferred)
     with pytest.raises(RuleDefinitionError, match="no deferred"):
         det.rule("r", "E", action=print, coupling="deferred")
     assert "r" not in det.rules
     assert not det.channel("E").listened
     det.rule("r", "E", action=print)
-    events.remove(det, "define_rule", no_deferred)
+    remove(det, "define_rule", no_deferred)
     det.rule("r2", "E", action=print, coupling="deferred")
 
 
@@ -75,14 +75,14 @@ def test_class_watchers() -> None:
         def go(self) -> None: ...
 
     assert Early in attached_classes(det)
-    events.listen(det, "classes_attached", got.append)
+    listen(det, "classes_attached", got.append)
 
     class Late(Reactive, detector=det):
         @event
         def go(self) -> None: ...
 
     assert got == [[Late]]
-    events.remove(det, "classes_attached", got.append)
+    remove(det, "classes_attached", got.append)
 
     class Later(Reactive, detector=det):
         pass

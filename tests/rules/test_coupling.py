@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sentinel import Context, LocalEventDetector, RuleError, ScopeError
-from sentinel.detector import events
+from sentinel.detector.events import listen
 
 
 @pytest.fixture
@@ -168,7 +168,7 @@ class TestDetached:
 
     def test_executor_is_pluggable(self, det: LocalEventDetector) -> None:
         calls: list[tuple[str, bool]] = []
-        events.listen(
+        listen(
             det, "run_detached", lambda rule, occ, committed: calls.append((rule.name, committed))
         )
         det.rule("dep", "E1", action=print, coupling="detached")
