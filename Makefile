@@ -37,6 +37,7 @@ test: $(VENV)/.installed-dev lint typecheck pytest
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache --no-logo  # the layers as contracts: pyproject's [tool.importlinter]
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy

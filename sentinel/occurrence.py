@@ -38,10 +38,12 @@ from collections.abc import Hashable, Iterator, Mapping
 from datetime import UTC, datetime
 from operator import itemgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, TypeAlias
 
-if TYPE_CHECKING:
-    from sentinel.algebra.expressions import Expression
+#: The event expression a composite occurrence detected: an
+#: :class:`~sentinel.algebra.expressions.Expression`. Typed loosely: this module
+#: sits below the algebra and imports nothing of it, not even for typing.
+DetectedExpression: TypeAlias = Any
 
 __all__ = [
     "AnyOccurrence",
@@ -199,11 +201,11 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     __slots__ = ()
 
     def __new__(
-        cls, expression: Expression, t_occ: int, parts: tuple[AnyOccurrence, ...]
+        cls, expression: DetectedExpression, t_occ: int, parts: tuple[AnyOccurrence, ...]
     ) -> CompositeOccurrence:
         return _new(cls, (expression, t_occ, tuple(parts)))  # type: ignore[no-any-return]
 
-    expression: Expression = property(itemgetter(0))  # type: ignore[assignment]
+    expression: DetectedExpression = property(itemgetter(0))
     t_occ: int = property(itemgetter(1))  # type: ignore[assignment]
 
     @property

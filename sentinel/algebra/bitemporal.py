@@ -25,7 +25,7 @@ import re
 import typing as t
 from itertools import combinations
 
-from sentinel.algebra.expressions import Expression, Primitive, _check
+from sentinel.algebra.expressions import Call, Expression, Interval, Primitive, _check
 from sentinel.algebra.temporal import Duration
 from sentinel.errors import ExpressionError
 
@@ -146,6 +146,7 @@ class Timing(Primitive):
     """
 
     __slots__ = ("event", "kinds", "late")
+    keywords = KINDS
     event: Primitive
     kinds: frozenset[str]
     late: tuple[Duration, Duration] | None
@@ -240,6 +241,10 @@ class Timing(Primitive):
     def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
         return (Timing, (self.event, self.kinds, self.late))
 
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        return _from_call(call)
+
 
 def _label(e: Expression) -> str:
     from sentinel.algebra.syntax import to_text
@@ -307,6 +312,7 @@ class Within(Expression):
 
     __slots__ = ()
     op = "WITHIN"
+    keywords = ("WITHIN",)
 
     def __init__(self, start: Expression, middle: Expression, window: t.Any) -> None:
         self._init(_check(start, "WITHIN"), _check(middle, "WITHIN"), _window(window))
@@ -328,6 +334,27 @@ class Within(Expression):
 
     def text_parts(self) -> list[Expression | str]:
         return ["WITHIN(", self.start, ", ", self.middle, f", {self.window})"]
+
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        return _from_call(call)
+
+
+def _from_call(call: Call) -> Expression:
+    """A timing primitive or WITHIN from Snoop text: its intervals are plain
+    durations (no parameter after them)."""
+    call.refuse_bracket()
+    plain: list[t.Any] = []
+    for a in call.args:
+        if isinstance(a, Interval):
+            if a.name is not None:
+                raise a.error(f"only P* takes a parameter after its interval ({a.name!r})")
+            plain.append(a.duration)
+        else:
+            plain.append(a)
+    built = build_call(call.keyword, plain)
+    assert built is not None
+    return built
 
 
 def _window(value: t.Any) -> Duration:

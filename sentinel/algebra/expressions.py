@@ -31,13 +31,17 @@ __all__ = [
     "And",
     "Any",
     "Astar",
+    "Call",
     "Expression",
+    "Interval",
     "KeySpec",
     "Keyed",
     "Not",
     "Or",
     "Primitive",
     "Seq",
+    "call_form",
+    "call_keywords",
 ]
 
 
@@ -64,6 +68,88 @@ SOURCE: t.Final = _Source()
 KeySpec = str | _Source
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?\Z")
+
+#: The call-form operators of Snoop text: keyword -> the expression class that
+#: declares it in ``keywords`` (filled when such a class is defined).
+_CALL_FORMS: dict[str, type[Expression]] = {}
+
+
+def call_form(keyword: str) -> type[Expression] | None:
+    """The expression class written ``keyword(...)`` in Snoop text (``"A*"`` for
+    A*), or ``None``."""
+    return _CALL_FORMS.get(keyword)
+
+
+def call_keywords() -> tuple[str, ...]:
+    """Every call-form keyword, in the order the classes were defined."""
+    return tuple(_CALL_FORMS)
+
+
+class Interval(t.NamedTuple):
+    """``[t] name`` among a call's arguments in Snoop text (``P(E1, [t], E3)``,
+    ``P*(E1, [t] price, E3)``): the duration read from ``[t]``, the name after it
+    (or ``None``), and where ``[t]`` starts in the text (1-based)."""
+
+    duration: t.Any  # a sentinel.algebra.temporal.Duration
+    name: str | None
+    line: int
+    column: int
+
+    def error(self, message: str) -> ExpressionError:
+        """An error the parser reports at this interval rather than at the
+        operator's name."""
+        e = ExpressionError(message)
+        e.position = (self.line, self.column)  # type: ignore[attr-defined]
+        return e
+
+
+class Call(t.NamedTuple):
+    """A call-form operator as Snoop text writes it, ``OP(args)[bracket]``,
+    handed to the class's :meth:`Expression.from_call`.
+
+    ``args`` holds event expressions, counts (``int``, as ANY's first argument)
+    and :class:`Interval` values, in the order written; ``bracket`` is the pair
+    of expressions in square brackets after the call (NOT's interval), or
+    ``None``.
+    """
+
+    keyword: str
+    args: tuple[t.Any, ...]
+    bracket: tuple[Expression, Expression] | None = None
+
+    def expressions(self, n: int | None = None) -> tuple[Expression, ...]:
+        """The arguments, which must be ``n`` event expressions (any number of
+        them, at least one, when ``n`` is ``None``)."""
+        args = self.args
+        count_ok = len(args) == n if n is not None else len(args) >= 1
+        if not count_ok or not all(isinstance(a, Expression) for a in args):
+            many = n if n is not None else "one or more"
+            raise ExpressionError(
+                f"{self.keyword} takes {many} event expression(s), got {self.described()}"
+            )
+        return args
+
+    def refuse_bracket(self) -> None:
+        """Raise unless the call has no interval in brackets after it."""
+        if self.bracket is not None:
+            takes = [k for k, c in _CALL_FORMS.items() if c.call_bracket]
+            who = " or ".join(takes) or "no operator"
+            raise ExpressionError(f"only {who} takes an interval in brackets, not {self.keyword}")
+
+    def described(self) -> str:
+        """The arguments' kinds, for an error: ``2 argument(s): an event, a count``."""
+        if not self.args:
+            return "none"
+        kinds = [
+            "an interval"
+            if isinstance(a, Interval)
+            else "a count"
+            if isinstance(a, int)
+            else "an event"
+            for a in self.args
+        ]
+        return f"{len(self.args)} argument(s): " + ", ".join(kinds)
 
 
 class Expression:
@@ -75,6 +161,73 @@ class Expression:
 
     #: Operator name used in errors and by the printer.
     op: t.ClassVar[str] = "?"
+
+    # -- what an operator says about itself -----------------------------------------
+    # Everything the rest of sentinel needs to know about an operator is on its
+    # class: how Snoop text writes it (``keywords``, :meth:`from_call`,
+    # :meth:`text_parts`), whether detecting it reads parameters
+    # (``reads_parameters``, :meth:`parameters_read`) and which module holds its
+    # detection strategies (``strategies``). docs/architecture.md, "To add an
+    # operator", walks through one.
+
+    #: The keywords Snoop text calls this operator by (``("A",)``: ``A(E1, E2,
+    #: E3)``; a trailing ``*`` as in ``"A*"``). Defining a class with keywords
+    #: makes the parser read them (see :func:`call_form`).
+    keywords: t.ClassVar[tuple[str, ...]] = ()
+    #: How many event expressions the call takes (the default :meth:`from_call`);
+    #: ``None``: one or more.
+    call_arity: t.ClassVar[int | None] = None
+    #: Whether the call takes an interval in brackets after it (NOT).
+    call_bracket: t.ClassVar[bool] = False
+    #: Whether detecting this operator reads its occurrences' parameters. True
+    #: unless the class says otherwise, so that replay keeps every parameter of
+    #: an operator it knows nothing about (``sentinel.replay.rules``).
+    reads_parameters: t.ClassVar[bool] = True
+    #: The module whose import registers this operator's detection strategies
+    #: (``sentinel.detector.operators.strategy``); the detector imports it the
+    #: first time it wires the operator. ``None``: registered some other way.
+    strategies: t.ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: t.Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for keyword in cls.__dict__.get("keywords", ()):
+            if not isinstance(keyword, str) or not _KEYWORD.match(keyword):
+                raise ExpressionError(
+                    f"{cls.__name__}.keywords: {keyword!r} is not a keyword Snoop text can "
+                    "call (a name, optionally followed by '*')"
+                )
+            known = _CALL_FORMS.get(keyword)
+            if known is not None and _qualname(known) != _qualname(cls):
+                raise ExpressionError(
+                    f"{cls.__name__}.keywords: {keyword} already names {_qualname(known)}"
+                )
+            _CALL_FORMS[keyword] = cls
+
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        """The expression Snoop text ``call`` (``KEYWORD(args)``) stands for. The
+        default takes ``call_arity`` event expressions and no brackets; raise
+        :class:`~sentinel.errors.ExpressionError` for arguments that do not fit
+        (the parser reports it at the keyword, or at an :class:`Interval` whose
+        :meth:`~Interval.error` made it)."""
+        call.refuse_bracket()
+        return cls(*call.expressions(cls.call_arity))
+
+    def text_parts(self) -> list[Expression | str] | None:
+        """How the printer writes this expression: pieces of text and operands,
+        in order (the printer prints the operands, so any depth prints without
+        recursion). The default writes a call-form operator's first keyword
+        with its arguments; ``None`` leaves it to :meth:`to_text` (or to the
+        printer's own rules: names, infix operators, ``by``)."""
+        if not self.keywords:
+            return None
+        return [f"{self.keywords[0]}(", *_listed(self._args), ")"]
+
+    def parameters_read(self) -> tuple[str, ...] | None:
+        """Which parameters of its primitive events' occurrences detecting this
+        operator reads: ``()`` none, names, or ``None`` for every one. Operands
+        answer for themselves."""
+        return None if self.reads_parameters else ()
 
     def _init(self, *args: t.Any) -> None:
         object.__setattr__(self, "_args", args)
@@ -206,6 +359,21 @@ class Expression:
         return f"<{type(self).__name__} {self}>"
 
 
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _listed(args: t.Sequence[t.Any]) -> list[t.Any]:
+    """``args`` with ``", "`` between them (operands stay expressions, for the
+    printer; other values become their text)."""
+    items: list[t.Any] = []
+    for i, a in enumerate(args):
+        if i:
+            items.append(", ")
+        items.append(a if isinstance(a, Expression) else str(a))
+    return items
+
+
 #: One row of a flattened expression: ``(rebuild, args, operands)``, where
 #: ``args[i]`` for each ``i`` in ``operands`` is the row number of an operand.
 _Row = tuple[t.Callable[..., Expression], tuple[t.Any, ...], tuple[int, ...]]
@@ -281,6 +449,8 @@ class Primitive(Expression):
 
     __slots__ = ("label",)
     op = "primitive"
+    reads_parameters = False
+    strategies = None  # a leaf of the event graph, no strategy
     label: str
 
     def __init__(self, name: str, selector: t.Hashable | None = None, label: str | None = None):
@@ -334,6 +504,8 @@ class Or(_Binary):
 
     __slots__ = ()
     op = "OR"
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.disj"
 
 
 class And(_Binary):
@@ -342,6 +514,8 @@ class And(_Binary):
 
     __slots__ = ()
     op = "AND"
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.conj"
 
 
 class Seq(_Binary):
@@ -349,6 +523,8 @@ class Seq(_Binary):
 
     __slots__ = ()
     op = "SEQ"
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.seq"
 
 
 class Any(Expression):
@@ -357,6 +533,9 @@ class Any(Expression):
 
     __slots__ = ()
     op = "ANY"
+    keywords = ("ANY",)
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.conj"
 
     def __init__(self, m: int, *events: Expression) -> None:
         if isinstance(m, bool) or not isinstance(m, int):
@@ -380,9 +559,23 @@ class Any(Expression):
     def m(self) -> int:
         return self._args[0]  # type: ignore[no-any-return]
 
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        call.refuse_bracket()
+        args = call.args
+        if not args or not isinstance(args[0], int):
+            raise ExpressionError("ANY takes a count first: ANY(m, E1, ..., En)")
+        rest = args[1:]
+        if not all(isinstance(a, Expression) for a in rest):
+            raise ExpressionError("ANY takes one count and then event expressions")
+        return cls(args[0], *rest)
+
 
 class _Ternary(Expression):
     __slots__ = ()
+    call_arity = 3
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.aperiodic"
 
     def __init__(self, start: Expression, middle: Expression, end: Expression) -> None:
         self._init(_check(start, self.op), _check(middle, self.op), _check(end, self.op))
@@ -406,6 +599,7 @@ class A(_Ternary):
 
     __slots__ = ()
     op = "A"
+    keywords = ("A",)
 
 
 class Astar(_Ternary):
@@ -414,6 +608,7 @@ class Astar(_Ternary):
 
     __slots__ = ()
     op = "A*"
+    keywords = ("A*",)
 
 
 class Not(Expression):
@@ -422,6 +617,10 @@ class Not(Expression):
 
     __slots__ = ()
     op = "NOT"
+    keywords = ("NOT",)
+    call_bracket = True
+    reads_parameters = False
+    strategies = "sentinel.detector.operators.negation"
 
     def __init__(self, middle: Expression, start: Expression, end: Expression) -> None:
         # Stored in interval order (start, middle, end) like A and A*.
@@ -444,6 +643,16 @@ class Not(Expression):
         start, middle, end = args
         return cls(middle, start, end)
 
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        (middle,) = call.expressions(1)
+        if call.bracket is None:
+            raise ExpressionError("NOT needs its interval: NOT(E2)[E1, E3]")
+        return cls(middle, call.bracket[0], call.bracket[1])
+
+    def text_parts(self) -> list[Expression | str]:
+        return ["NOT(", self.middle, ")[", self.start, ", ", self.end, "]"]
+
 
 class Keyed(Expression):
     """``E by key``: E detected separately for each value of ``key`` (see
@@ -451,6 +660,7 @@ class Keyed(Expression):
 
     __slots__ = ()
     op = "BY"
+    strategies = None  # a region of the graph (detector/regions.py), no strategy
 
     def __init__(self, expression: Expression, key: KeySpec) -> None:
         _check(expression, "by")
@@ -465,3 +675,7 @@ class Keyed(Expression):
     @property
     def key(self) -> KeySpec:
         return self._args[1]  # type: ignore[no-any-return]
+
+    def parameters_read(self) -> tuple[str, ...] | None:
+        """The key, read from every occurrence inside (none for ``by @source``)."""
+        return () if self.key is SOURCE else (str(self.key),)

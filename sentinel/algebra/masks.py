@@ -35,10 +35,10 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
 from sentinel.algebra.expressions import Expression, Primitive, _check
-from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context, shortened
+from sentinel.errors import ExpressionError, SnoopSyntaxError, shortened
 
 __all__ = [
     "MAX_MASK_DEPTH",
@@ -574,9 +574,11 @@ def _unquote(s: str) -> str:
     return re.sub(r"\\(.)", r"\1", s[1:-1])
 
 
-class _Positioned(Exception):
+class _Positioned(Positioned):
+    """A problem at ``column`` (1-based) of a mask's text."""
+
     def __init__(self, message: str, column: int) -> None:
-        self.message, self.column = message, column
+        super().__init__(message, offset=column - 1)
 
 
 def _at(meta: t.Any, build: t.Callable[..., Predicate], *args: Predicate) -> Predicate:
@@ -670,51 +672,27 @@ def parse_predicate(text: str, *, offset: int = 0, source: str | None = None) ->
     """
     if not isinstance(text, str):
         raise ExpressionError(f"a mask's text is a string, not {type(text).__name__}")
-    full = source if source is not None else text
-    try:
+    with _ERRORS.reading(text, source=source, offset=offset):
         tree = _parser().parse(text)
         result = _ToPredicate().transform(tree)
-    except UnexpectedInput as e:
-        pos = getattr(e, "pos_in_stream", None)
-        tok = getattr(e, "token", None)
-        at_end = tok is not None and tok.type == "$END"
-        if isinstance(e, UnexpectedEOF) or pos is None or pos < 0 or at_end:
-            pos = len(text)
-        expected = getattr(e, "expected", None) or getattr(e, "allowed", None) or ()
-        if isinstance(e, UnexpectedCharacters):
-            msg = f"unexpected character {text[pos]!r} in mask"
-        elif pos >= len(text):
-            msg = "unexpected end of mask"
-        else:
-            msg = f"unexpected {str(tok)!r} in mask" if tok is not None else "malformed mask"
-        raise _syntax_error(
-            msg, full, offset + pos, sorted({_TOKENS.get(n, n.lower()) for n in expected})
-        ) from None
-    except VisitError as e:
-        orig = e.orig_exc
-        if isinstance(orig, _Positioned):
-            raise _syntax_error(orig.message, full, offset + orig.column - 1, ()) from None
-        if isinstance(orig, ExpressionError):
-            raise orig from None
-        raise
     if not isinstance(result, Predicate):
-        raise _syntax_error("a mask is a predicate, not a bare value", full, offset, ())
+        full = source if source is not None else text
+        raise _ERRORS.at(full, "a mask is a predicate, not a bare value", offset=offset)
     return result
 
 
-def _syntax_error(msg: str, text: str, pos: int, expected: t.Iterable[str]) -> SnoopSyntaxError:
-    line = text.count("\n", 0, pos) + 1
-    start = text.rfind("\n", 0, pos) + 1
-    column = pos - start + 1
-    src = text.splitlines()[line - 1] if text.splitlines() else ""
-    return SnoopSyntaxError(
-        msg,
-        text=text,
-        line=line,
-        column=column,
-        expected=expected,
-        context=caret_context(src, column),
-    )
+def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
+    """A syntax error's message, place and what was expected there."""
+    if u.kind == "character":
+        msg = f"unexpected character {text[u.offset]!r} in mask"
+    elif u.kind == "end":
+        msg = "unexpected end of mask"
+    else:
+        msg = f"unexpected {str(u.token)!r} in mask"
+    return msg, u.offset, sorted({_TOKENS.get(n, n.lower()) for n in u.expected})
+
+
+_ERRORS = TextErrors(SnoopSyntaxError, _describe, passthrough=(ExpressionError,))
 
 
 # -- the masked primitive event ---------------------------------------------------------
@@ -730,6 +708,7 @@ class Masked(Expression):
 
     __slots__ = ()
     op = "mask"
+    strategies = "sentinel.detector.operators.mask"
 
     def __init__(self, event: Primitive, mask: Predicate) -> None:
         if not isinstance(_check(event, "a mask"), Primitive):

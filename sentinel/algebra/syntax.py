@@ -34,16 +34,16 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedInput
 
 from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
 from sentinel.errors import (
     ExpressionError,
     SnoopSyntaxError,
     TimeStringError,
-    caret_context,
     shortened,
 )
 
@@ -84,11 +84,11 @@ def _unquote(s: str) -> str:
     return re.sub(r"\\(.)", r"\1", s[1:-1])
 
 
-class _Positioned(Exception):
+class _Positioned(Positioned):
     """An ExpressionError raised while transforming, with the node's position."""
 
     def __init__(self, error: ExpressionError, line: int, column: int) -> None:
-        self.error, self.line, self.column = error, line, column
+        super().__init__(str(error), line=line, column=column)
 
 
 @v_args(meta=True)
@@ -143,9 +143,9 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
     def absolute(self, meta: t.Any, c: list[Token]) -> ex.Expression:
         return tm.Absolute(_time_string(tm.parse_absolute, c[0]))
 
-    def interval(self, meta: t.Any, c: list[Token]) -> _Interval:
+    def interval(self, meta: t.Any, c: list[Token]) -> ex.Interval:
         duration = _time_string(tm.parse_duration, c[0], what="periodic interval")
-        return _Interval(duration, str(c[1]) if len(c) > 1 else None, c[0])
+        return ex.Interval(duration, str(c[1]) if len(c) > 1 else None, *_at(c[0]))
 
     def args(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
         return c
@@ -164,14 +164,6 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
             return _build_call(op, args, bracket)
         except ExpressionError as e:
             raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
-
-
-class _Interval(t.NamedTuple):
-    """``[t] arg`` inside a call's arguments (P and P*)."""
-
-    duration: tm.Duration
-    arg: str | None
-    token: Token
 
 
 def _at(tok: Token) -> tuple[int, int]:
@@ -241,98 +233,32 @@ def _block(tok: Token) -> ex.Expression:
 
 
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
-    if op in ("P", "P*"):
-        return _periodic(op, args, bracket)
-    if op in bt.BIT or op == "WITHIN":
-        return _bitemporal(op, args, bracket)
-
-    def exprs(n: int) -> list[ex.Expression]:
-        if len(args) != n or not all(isinstance(a, ex.Expression) for a in args):
-            raise ExpressionError(f"{op} takes {n} event expression(s), got {_describe(args)}")
-        return args
-
-    if op != "NOT" and bracket is not None:
-        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
-    if op == "ANY":
-        if not args or not isinstance(args[0], int):
-            raise ExpressionError("ANY takes a count first: ANY(m, E1, ..., En)")
-        rest = args[1:]
-        if not all(isinstance(a, ex.Expression) for a in rest):
-            raise ExpressionError("ANY takes one count and then event expressions")
-        return ex.Any(args[0], *rest)
-    if op == "A":
-        return ex.A(*exprs(3))
-    if op == "A*":
-        return ex.Astar(*exprs(3))
-    if op == "NOT":
-        (middle,) = exprs(1)
-        if bracket is None:
-            raise ExpressionError("NOT needs its interval: NOT(E2)[E1, E3]")
-        return ex.Not(middle, bracket[0], bracket[1])
-    raise ExpressionError(
-        f"unknown operator {op}(...); expected ANY, A, A*, NOT, P or P* (or WITHIN, or a "
-        "timing primitive: " + ", ".join(bt.KINDS) + ")"
-    )
+    """The call-form operator ``op`` (its class declares the keyword: see
+    :func:`sentinel.algebra.expressions.call_form`) built from its arguments."""
+    cls = ex.call_form(op)
+    if cls is None:
+        raise ExpressionError(f"unknown operator {op}(...); expected {_known_calls()}")
+    try:
+        return cls.from_call(ex.Call(op, tuple(args), bracket))
+    except ExpressionError as e:
+        position = getattr(e, "position", None)
+        if position is not None:  # made by Interval.error: reported there
+            raise _Positioned(e, *position) from None
+        raise
 
 
-def _periodic(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
-    shape = "P(E1, [t], E3)" if op == "P" else "P*(E1, [t] arg, E3) or P*(E1, [t], E3)"
-    if bracket is not None:
-        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
-    ok = (
-        len(args) == 3
-        and isinstance(args[0], ex.Expression)
-        and isinstance(args[1], _Interval)
-        and isinstance(args[2], ex.Expression)
-    )
-    if not ok:
-        raise ExpressionError(f"{op} is written {shape}, got {_describe(args)}")
-    start, iv, end = args
-    if op == "P":
-        if iv.arg is not None:
-            raise _Positioned(
-                ExpressionError(
-                    f"only P* takes a parameter after its interval ({iv.arg!r}); "
-                    "P's ticks carry their times"
-                ),
-                iv.token.line or 1,
-                iv.token.column or 1,
-            )
-        return tm.P(start, iv.duration, end)
-    return tm.Pstar(start, iv.duration, end, iv.arg)
+#: Where the Snoop paper's own call-form operators are defined (listed first).
+_SNOOP_MODULES = ("sentinel.algebra.expressions", "sentinel.algebra.temporal")
 
 
-def _bitemporal(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
-    """Timing primitives (``ONTIME(E)``, ``LATE(E, [min], [max])``) and WITHIN."""
-    if bracket is not None:
-        raise ExpressionError(f"only NOT takes an interval in brackets, not {op}")
-    plain: list[t.Any] = []
-    for a in args:
-        if isinstance(a, _Interval):
-            if a.arg is not None:
-                raise _Positioned(
-                    ExpressionError(f"only P* takes a parameter after its interval ({a.arg!r})"),
-                    a.token.line or 1,
-                    a.token.column or 1,
-                )
-            plain.append(a.duration)
-        else:
-            plain.append(a)
-    built = bt.build_call(op, plain)
-    assert built is not None
-    return built
-
-
-def _describe(args: list[t.Any]) -> str:
-    if not args:
-        return "none"
-    kinds = [
-        ("an interval" if isinstance(a, _Interval) else "a count")
-        if isinstance(a, (_Interval, int))
-        else "an event"
-        for a in args
-    ]
-    return f"{len(args)} argument(s): " + ", ".join(kinds)
+def _known_calls() -> str:
+    """The call-form keywords, for an error: Snoop's, then the others (operators
+    defined elsewhere, the timing primitives last)."""
+    keywords = ex.call_keywords()
+    snoop = [k for k in keywords if ex.call_form(k).__module__ in _SNOOP_MODULES]
+    others = [k for k in keywords if k not in snoop and k not in bt.KINDS]
+    extra = [*others, "a timing primitive: " + ", ".join(bt.KINDS)]
+    return ", ".join(snoop[:-1]) + " or " + snoop[-1] + " (or " + ", or ".join(extra) + ")"
 
 
 def _expected_text(names: t.Iterable[str]) -> list[str]:
@@ -352,39 +278,12 @@ def parse(text: str) -> ex.Expression:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse() takes Snoop text, not {type(text).__name__}")
-    try:
+    with _ERRORS.reading(text):
         tree = _parser().parse(text)
         result = _ToExpression().transform(tree)
-    except UnexpectedInput as e:
-        raise _syntax_error(text, e) from None
-    except VisitError as e:
-        orig = e.orig_exc
-        if isinstance(orig, _Positioned):
-            raise SnoopSyntaxError(
-                str(orig.error),
-                text=text,
-                line=orig.line,
-                column=orig.column,
-                context=_caret(text, orig.line, orig.column),
-            ) from None
-        if isinstance(orig, ExpressionError):
-            raise orig from None
-        raise
     if not isinstance(result, ex.Expression):  # pragma: no cover - the grammar's start
         raise ExpressionError(f"could not read {text!r} as an expression")
     return result
-
-
-def _caret(text: str, line: int, column: int) -> str:
-    lines = text.split("\n")
-    return caret_context(lines[min(line, len(lines)) - 1], column)
-
-
-def _position(text: str, pos: int) -> tuple[int, int]:
-    """1-based line and column of offset ``pos`` (lines end at ``\\n``, as the
-    lexer counts them)."""
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
 #: Python's spellings of the algebra, which Snoop text writes otherwise.
@@ -401,17 +300,15 @@ _CLOSED = {
 }
 
 
-def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
-    tok = getattr(e, "token", None)
-    if isinstance(e, UnexpectedCharacters):
-        pos = e.pos_in_stream or 0
+def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
+    """A syntax error's message, place and what was expected there."""
+    pos = u.offset
+    if u.kind == "character":
         msg = f"unexpected character {text[pos]!r}"
-    elif isinstance(e, UnexpectedEOF) or tok is None or tok.type == "$END":
-        pos = len(text)
+    elif u.kind == "end":
         msg = "unexpected end of text"
     else:
-        pos = tok.start_pos if tok.start_pos is not None else 0
-        msg = f"unexpected {shortened(repr(str(tok)))}"
+        msg = f"unexpected {shortened(repr(str(u.token)))}"
     expected = _expected_at(text[:pos])
     for python, hint in _PYTHON_SPELLINGS.items():
         if text.startswith(python, pos):
@@ -424,20 +321,10 @@ def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
                 where = "" if closing == "'" else " on its line"
                 msg = f"unterminated {what} (no closing {closing}{where})"
                 expected = []
-    line, column = _position(text, pos)
-    return SnoopSyntaxError(
-        msg,
-        text=text,
-        line=line,
-        column=column,
-        expected=expected,
-        context=_caret(text, line, column),
-    )
+    return msg, pos, expected
 
 
-#: Operators written like calls; "*" only after A and P (A*, P*).
-_CALLS = {"ANY": False, "A": True, "NOT": False, "P": True}
-_CALLS.update(dict.fromkeys((*bt.KINDS, "WITHIN"), False))  # the bitemporal operators
+_ERRORS = TextErrors(SnoopSyntaxError, _describe, passthrough=(ExpressionError,))
 
 
 @cache
@@ -465,10 +352,10 @@ def _expected_at(prefix: str) -> list[str]:
     if last is not None and last.type == "NAME":
         # Any name may be followed by "(" in the grammar, but only operators take
         # arguments; offering "(" after E1 would mislead.
-        star = _CALLS.get(str(last))
-        if star is None:
+        name = str(last)
+        if ex.call_form(name) is None and ex.call_form(name + "*") is None:
             accepted -= {"LPAR", "STAR"}
-        elif not star:
+        elif ex.call_form(name + "*") is None:
             accepted.discard("STAR")
     return _expected_text(accepted)
 
@@ -563,36 +450,19 @@ def _print(
             assert isinstance(e, ex.Keyed)
             key = "@source" if e.key is ex.SOURCE else str(e.key)
             todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
-        elif cls is ex.Any:
-            assert isinstance(e, ex.Any)
-            todo.extend(reversed([f"ANY({e.m}, ", *_listed(e.children), ")"]))
-        elif cls is ex.Not:
-            assert isinstance(e, ex.Not)
-            todo.extend(reversed(["NOT(", e.middle, ")[", e.start, ", ", e.end, "]"]))
-        elif cls in (ex.A, ex.Astar):
-            todo.extend(reversed([f"{e.op}(", *_listed(e.children), ")"]))
         else:
-            # Other operators say how they print: text and operands (temporal
-            # ones), or their whole text given a printer for their operands
-            # (embedded languages: Ode, masks).
-            text_parts = getattr(e, "text_parts", None)
-            if text_parts is not None:
-                todo.extend(reversed(text_parts()))
+            # Other operators say how they print: text and operands (call-form
+            # and temporal ones), or their whole text given a printer for their
+            # operands (embedded languages: Ode, masks).
+            pieces = e.text_parts()
+            if pieces is not None:
+                todo.extend(reversed(pieces))
                 continue
             whole = getattr(e, "to_text", None)
             if whole is None:
                 raise TypeError(f"cannot print {cls.__name__}")
             out.append(whole(to_text))
     return "".join(out), True
-
-
-def _listed(children: t.Sequence[ex.Expression]) -> list[ex.Expression | str]:
-    items: list[ex.Expression | str] = []
-    for i, c in enumerate(children):
-        if i:
-            items.append(", ")
-        items.append(c)
-    return items
 
 
 def _wrap(

@@ -36,7 +36,7 @@ import re
 import typing as t
 from datetime import timedelta
 
-from sentinel.algebra.expressions import And, Expression, Or, Primitive, Seq, _check
+from sentinel.algebra.expressions import And, Call, Expression, Interval, Or, Primitive, Seq, _check
 from sentinel.errors import ExpressionError, TimeStringError
 
 __all__ = ["Absolute", "AbsoluteTime", "Duration", "P", "Pstar", "Relative"]
@@ -509,6 +509,7 @@ class P(Expression):
 
     __slots__ = ()
     op = "P"
+    keywords = ("P",)
 
     def __init__(
         self, start: Expression, interval: Duration | timedelta | str | float, end: Expression
@@ -534,6 +535,16 @@ class P(Expression):
     def text_parts(self) -> list[Expression | str]:
         return ["P(", self.start, f", {self.interval}, ", self.end, ")"]
 
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        start, iv, end = _periodic_args(call, "P(E1, [t], E3)")
+        if iv.name is not None:
+            raise iv.error(
+                f"only P* takes a parameter after its interval ({iv.name!r}); "
+                "P's ticks carry their times"
+            )
+        return cls(start, iv.duration, end)
+
 
 class Pstar(Expression):
     """``P*(E1, [t] arg, E3)``: once, at E3, with every tick of the interval.
@@ -546,6 +557,7 @@ class Pstar(Expression):
 
     __slots__ = ()
     op = "P*"
+    keywords = ("P*",)
 
     def __init__(
         self,
@@ -584,6 +596,26 @@ class Pstar(Expression):
     def text_parts(self) -> list[Expression | str]:
         arg = f" {self.arg}" if self.arg else ""
         return ["P*(", self.start, f", {self.interval}{arg}, ", self.end, ")"]
+
+    @classmethod
+    def from_call(cls, call: Call) -> Expression:
+        start, iv, end = _periodic_args(call, "P*(E1, [t] arg, E3) or P*(E1, [t], E3)")
+        return cls(start, iv.duration, end, iv.name)
+
+
+def _periodic_args(call: Call, shape: str) -> tuple[Expression, Interval, Expression]:
+    """P's and P*'s arguments: an event, an interval, an event."""
+    call.refuse_bracket()
+    args = call.args
+    ok = (
+        len(args) == 3
+        and isinstance(args[0], Expression)
+        and isinstance(args[1], Interval)
+        and isinstance(args[2], Expression)
+    )
+    if not ok:
+        raise ExpressionError(f"{call.keyword} is written {shape}, got {call.described()}")
+    return args[0], args[1], args[2]
 
 
 _SAMPLER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")

@@ -14,8 +14,9 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected, caret
+from sentinel.algebra._errors import position as _position
 from sentinel.bicep import model as m
 from sentinel.errors import BicepProgramError, BicepSyntaxError
 
@@ -82,25 +83,7 @@ def _parser() -> Lark:
 def position(text: str, offset: int) -> m.Pos:
     """The :class:`Pos` of ``offset`` in ``text``."""
     offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset) + 1
-    start = text.rfind("\n", 0, offset) + 1
-    return m.Pos(line, offset - start + 1, offset)
-
-
-def _caret(text: str, pos: m.Pos) -> str:
-    lines = text.splitlines() or [""]
-    src = lines[min(pos.line, len(lines)) - 1] if lines else ""
-    column = pos.column - 1
-    if len(src) > 2 * _WIDTH:  # a long line: the part around the column
-        start = max(0, column - _WIDTH)
-        shown = src[start : column + _WIDTH]
-        prefix = "..." if start else ""
-        suffix = "..." if column + _WIDTH < len(src) else ""
-        src, column = prefix + shown + suffix, column - start + len(prefix)
-    return f"    {src}\n    {' ' * column}^"
-
-
-_WIDTH = 60
+    return m.Pos(*_position(text, offset), offset)
 
 
 E = t.TypeVar("E", bound=BicepProgramError)
@@ -120,7 +103,7 @@ def error_at(
         line=pos.line,
         column=pos.column,
         expected=expected,
-        context=_caret(text, pos),
+        context=caret(text, pos.line, pos.column),
     )
 
 
@@ -137,9 +120,11 @@ MAX_SPAN: t.Final = 253_402_300_799
 _INT_MAX: t.Final = 2**63 - 1
 
 
-class _Positioned(Exception):
+class _Positioned(Positioned):
+    """A problem at ``offset`` of the program's text."""
+
     def __init__(self, message: str, offset: int) -> None:
-        self.message, self.offset = message, offset
+        super().__init__(message, offset=offset)
 
 
 def _pos(text: str, meta_or_token: t.Any) -> m.Pos:
@@ -357,16 +342,11 @@ def parse_program(text: str) -> m.Program:
     """
     if not isinstance(text, str):
         raise TypeError(f"a BiCEPL program is text, not {type(text).__name__}")
-    try:
+    with _ERRORS.reading(text):
         tree = _parser().parse(text)
         _check_depth(text, tree)
-        return t.cast(m.Program, _ToProgram(text).transform(tree))
-    except UnexpectedInput as e:
-        raise _syntax_error(text, e) from None
-    except VisitError as e:
-        if isinstance(e.orig_exc, _Positioned):
-            raise error_at(text, e.orig_exc.offset, e.orig_exc.message) from None
-        raise
+        program = _ToProgram(text).transform(tree)
+    return t.cast(m.Program, program)
 
 
 def _check_depth(text: str, tree: Tree[Token]) -> None:
@@ -386,34 +366,33 @@ def _check_depth(text: str, tree: Tree[Token]) -> None:
         stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
 
 
-def _syntax_error(text: str, e: UnexpectedInput) -> BicepSyntaxError:
-    if isinstance(e, UnexpectedEOF):
-        return error_at(text, len(text), "unexpected end of program", _expected(e.expected))
-    if isinstance(e, UnexpectedCharacters):
-        offset = e.pos_in_stream or 0
-        allowed = set(e.allowed or ())
-        if "SQL_QUERY" in allowed:
+_OCCURRING = "a complex class's query must end with OCCURRING AT <time>, and none was found"
+
+
+def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
+    """A syntax error's message, place and what was expected there."""
+    if u.kind == "character":
+        offset = u.offset
+        if "SQL_QUERY" in u.expected:
             head = text[offset : offset + 6].upper()
             if head.startswith(("SELECT", "WITH", "(")):
-                return error_at(
-                    text,
-                    offset,
-                    "a complex class's query must end with OCCURRING AT <time>, and none was found",
-                )
+                return _OCCURRING, offset, []
         word = text[offset:].split(None, 1)[0][:20] if text[offset:].strip() else text[offset]
-        return error_at(text, offset, f"unexpected {word!r}", _expected(allowed))
-    tok = getattr(e, "token", None)
-    raw_expected = set(getattr(e, "expected", ()) or ())
-    expected = _expected(raw_expected)
-    if tok is not None and "SQL_QUERY" in raw_expected and str(tok).upper() in ("SELECT", "WITH"):
-        return error_at(
-            text,
-            tok.start_pos or 0,
-            "a complex class's query must end with OCCURRING AT <time>, and none was found",
-        )
-    if tok is None or tok.type == "$END":
-        return error_at(text, len(text.rstrip()), "unexpected end of program", expected)
-    return error_at(text, tok.start_pos or 0, f"unexpected {str(tok)!r}", expected)
+        return f"unexpected {word!r}", offset, _expected(u.expected)
+    expected = _expected(u.expected)
+    if u.kind == "end":
+        return "unexpected end of program", len(text.rstrip()), expected
+    tok = u.token
+    if "SQL_QUERY" in u.expected and str(tok).upper() in ("SELECT", "WITH"):
+        return _OCCURRING, u.offset, []
+    return f"unexpected {str(tok)!r}", u.offset, expected
+
+
+def _syntax_error(message: str, *, text: str, **where: t.Any) -> BicepSyntaxError:
+    return BicepSyntaxError(message, **where)
+
+
+_ERRORS = TextErrors(_syntax_error, _describe)
 
 
 def _expected(names: t.Iterable[str]) -> list[str]:

@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sentinel.errors import LeaseLost
+from sentinel.log.outbox import server_later, server_now
 from sentinel.log.tables import LogTables
-from sentinel.orm.outbox import _server_later, _server_now
 
 __all__ = ["Cursor", "CursorState"]
 
@@ -59,13 +59,13 @@ class Cursor:
         self.name = name
 
     def _now(self, conn: Connection) -> sa.ColumnElement[datetime] | datetime:
-        server = _server_now(conn.dialect.name)
+        server = server_now(conn.dialect.name)
         return datetime.now(UTC) if server is None else server
 
     def _later(self, conn: Connection, lease: float) -> sa.ColumnElement[datetime] | datetime:
         from datetime import timedelta
 
-        later = _server_later(conn.dialect.name, lease)
+        later = server_later(conn.dialect.name, lease)
         return datetime.now(UTC) + timedelta(seconds=lease) if later is None else later
 
     def read(self, conn: Connection) -> CursorState | None:

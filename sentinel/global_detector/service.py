@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -50,10 +50,11 @@ from sentinel.global_detector.cursor import Cursor
 from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
 from sentinel.global_detector.order import CommitReader, LogRow, Poller, waiter
 from sentinel.log import LogWriter
+from sentinel.log.outbox import entry_for
 from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
 from sentinel.occurrence import Occurrence
-from sentinel.orm.outbox import entry_for
 from sentinel.rules import LocalEventDetector
+from sentinel.rules.reference import import_reference
 
 __all__ = ["GlobalDetector", "StepReport"]
 
@@ -75,12 +76,22 @@ class StepReport:
     keys: list[str] = field(default_factory=list)
 
 
+@runtime_checkable
+class Attachment(Protocol):
+    """An attachment (:class:`sentinel.orm.Attachment`) as far as the service
+    reads one: the detector holding its rules."""
+
+    @property
+    def detector(self) -> Any: ...
+
+
 def _resolve(rules: Any) -> LocalEventDetector:
     if isinstance(rules, LocalEventDetector):
         return rules
-    from sentinel.orm.worker import load_target
-
-    target = load_target(rules) if isinstance(rules, str) else rules
+    if isinstance(rules, str):  # what ``sentinel worker --rules`` takes too
+        target = import_reference(rules, (LocalEventDetector, Attachment))
+    else:
+        target = rules
     if not isinstance(target, LocalEventDetector):
         target = target.detector  # an Attachment
     det: LocalEventDetector = target

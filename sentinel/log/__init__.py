@@ -6,6 +6,9 @@
   transaction's separately;
 - :class:`LogPolicy`: per-event exclusion and redaction of parameters;
 - :class:`LogReader`: streams occurrences back in replay order, in chunks;
+- :mod:`sentinel.log.outbox`: the detached-rule outbox's store (entries, claims,
+  leases timed by the database server's clock), for the ORM layer's workers and
+  the global detector;
 - :mod:`sentinel.log.migrate` (imported on demand: it loads alembic): upgrade,
   downgrade and inspect the tables with the migrations shipped in
   ``migrations/`` (top level; ``sentinel/migrations`` when installed).

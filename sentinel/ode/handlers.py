@@ -1,4 +1,4 @@
-"""Detection strategies for Ode events and masked primitive events.
+"""Detection strategies for Ode events (and the check of masks' variables).
 
 :class:`OdeHandler` is the node of an :class:`~sentinel.ode.event.OdeEvent` in
 the event graph: one input slot per universe event, and its state in the store
@@ -10,8 +10,8 @@ events of one channel (a class-level and an instance-level event of one call)
 make the node buffered: their arrivals of one instant are one point, read once.
 
 The same in every parameter context: an automaton has no initiators to choose
-between. :class:`MaskHandler` passes on the occurrences whose parameters satisfy
-the mask.
+between. Masks outside Ode expressions have their own strategy in the detector
+(:class:`sentinel.detector.operators.mask.MaskHandler`, re-exported here).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sentinel.algebra.masks import Masked
 from sentinel.detector import Context, EventDetector
 from sentinel.detector.events import listen
 from sentinel.detector.operators import Entry, Handler, register
+from sentinel.detector.operators.mask import MaskHandler
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError
 from sentinel.ode.event import OdeEvent
@@ -198,37 +199,6 @@ class OdeHandler(Handler):
         return self.expr.describe()
 
 
-class MaskHandler(Handler):
-    """``E[predicate]``: passes on E's occurrences whose parameters satisfy the
-    mask, unchanged."""
-
-    __slots__ = ("test",)
-    arity = 1
-    role_order = (0,)
-
-    def __init__(self, hid: int, expr: Any) -> None:
-        super().__init__(hid, expr)
-        assert isinstance(expr, Masked)
-        self.test = expr.mask.compiled()
-
-    def new_state(self) -> list[Any]:
-        return []
-
-    def on0(self, store: Store, occ: Any) -> None:
-        if self.test(occ[5]):
-            for f in self.out:
-                f(store, occ)
-
-    def on0_batch(self, store: Store, occs: list[Any]) -> None:
-        self.emit_batch(store, [o for o in occs if self.test(o[5])])
-
-    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        g.line(f"if {g.const(self.test)}({occ}[5]):")
-        with g.block():
-            g.emit(self, store, occ)
-            g.line("pass")
-
-
 def _check_mask(det: EventDetector, expr: Any) -> None:
     assert isinstance(expr, Masked)
     if expr.mask.variables():
@@ -253,4 +223,3 @@ def install(det: EventDetector) -> None:
 
 
 register(OdeEvent, dict.fromkeys(Context, OdeHandler))
-register(Masked, dict.fromkeys(Context, MaskHandler))

@@ -31,11 +31,11 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
 from sentinel.algebra.expressions import Primitive
 from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
-from sentinel.errors import ExpressionError, SnoopSyntaxError, caret_context
+from sentinel.errors import ExpressionError, SnoopSyntaxError
 from sentinel.ode import terms as tm
 
 if t.TYPE_CHECKING:
@@ -111,9 +111,11 @@ def _unquote(s: str) -> str:
     return re.sub(r"\\(.)", r"\1", s[1:-1])
 
 
-class _Positioned(Exception):
+class _Positioned(Positioned):
+    """An ExpressionError raised while transforming, with the node's position."""
+
     def __init__(self, error: ExpressionError, line: int, column: int) -> None:
-        self.error, self.line, self.column = error, line, column
+        super().__init__(str(error), line=line, column=column)
 
 
 class _Value(t.NamedTuple):
@@ -399,25 +401,10 @@ def _substitute(term: tm.Term, named: dict[str, tm.Term]) -> tm.Term:
 def _parse_tree(text: str) -> _Body:
     if not isinstance(text, str):
         raise TypeError(f"expected Ode text, not {type(text).__name__}")
-    try:
+    with _ERRORS.reading(text):
         tree = _parser().parse(text)
         _check_depth(text, tree)
         result = _ToTerm(text).transform(tree)
-    except UnexpectedInput as e:
-        raise _syntax_error(text, e) from None
-    except VisitError as e:
-        orig = e.orig_exc
-        if isinstance(orig, _Positioned):
-            raise SnoopSyntaxError(
-                str(orig.error),
-                text=text,
-                line=orig.line,
-                column=orig.column,
-                context=_caret(text, orig.line, orig.column),
-            ) from None
-        if isinstance(orig, ExpressionError):
-            raise orig from None
-        raise
     if isinstance(result, Tree) or not isinstance(result, _Body):  # pragma: no cover
         raise ExpressionError(f"could not read {text!r} as an Ode expression")
     return result
@@ -434,13 +421,12 @@ def _check_depth(text: str, tree: Tree[Token]) -> None:
         if depth > MAX_DEPTH:
             line = getattr(node.meta, "line", 1) or 1
             column = getattr(node.meta, "column", 1) or 1
-            raise SnoopSyntaxError(
+            raise _ERRORS.at(
+                text,
                 f"the expression nests more than {MAX_DEPTH} levels of operators here "
                 "(sentinel.ode.syntax.MAX_DEPTH); split it into several events",
-                text=text,
                 line=line,
                 column=column,
-                context=_caret(text, line, column),
             )
         stack.extend((c, depth) for c in node.children if isinstance(c, Tree))
 
@@ -465,40 +451,22 @@ def parse(text: str) -> OdeEvent:
     return OdeEvent(body.term, over=body.over)
 
 
-def _caret(text: str, line: int, column: int) -> str:
-    lines = text.splitlines() or [""]
-    return caret_context(lines[min(line, len(lines)) - 1], column)
-
-
-def _syntax_error(text: str, e: UnexpectedInput) -> SnoopSyntaxError:
-    line = getattr(e, "line", 1) or 1
-    column = getattr(e, "column", 1) or 1
-    expected_names: t.Iterable[str] = (
-        getattr(e, "expected", None) or getattr(e, "allowed", ()) or ()
-    )
-    tok = getattr(e, "token", None)
-    if (
-        isinstance(e, UnexpectedEOF)
-        or line < 0
-        or column < 0
-        or (tok is not None and tok.type == "$END")
-    ):
-        lines = text.splitlines() or [""]
-        line, column = len(lines), len(lines[-1]) + 1
-        msg = "unexpected end of text"
-    elif isinstance(e, UnexpectedCharacters):
-        msg = f"unexpected character {text[e.pos_in_stream or 0]!r}"
+def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
+    """A syntax error's message, place and what was expected there."""
+    if u.kind == "end":
+        # At the end of the last line that has text (a final line break ignored).
+        end = len(text)
+        end -= 2 if text.endswith("\r\n") else 1 if text.endswith(("\n", "\r")) else 0
+        msg, pos = "unexpected end of text", end
+    elif u.kind == "character":
+        msg, pos = f"unexpected character {text[u.offset]!r}", u.offset
     else:
-        msg = f"unexpected {str(tok)!r}"
-    expected = sorted({_TOKENS.get(n, n.lower()) for n in expected_names if not n.startswith("__")})
-    return SnoopSyntaxError(
-        msg,
-        text=text,
-        line=line,
-        column=column,
-        expected=expected,
-        context=_caret(text, line, column),
-    )
+        msg, pos = f"unexpected {str(u.token)!r}", u.offset
+    expected = sorted({_TOKENS.get(n, n.lower()) for n in u.expected if not n.startswith("__")})
+    return msg, pos, expected
+
+
+_ERRORS = TextErrors(SnoopSyntaxError, _describe, passthrough=(ExpressionError,))
 
 
 # -- printing ------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ events, the event log and the detached-rule outbox.
 
 Modules: :mod:`.attach` (attaching, the session events), :mod:`.db_events`
 (insert/update/delete events), :mod:`.logsink` (when the log is written),
-:mod:`.outbox` and :mod:`.worker` (detached rules), :mod:`.state` (per-transaction
+:mod:`.outbox` and :mod:`.worker` (detached rules; the outbox's store is
+:mod:`sentinel.log.outbox`), :mod:`.state` (per-transaction
 state). Depends on the rules, reactive and log layers; nothing below imports it.
 See ``docs/orm.md``.
 """

@@ -4,7 +4,7 @@ A worker claims an outbox entry for a *lease* (``lease`` seconds); while the
 rule's condition and action run, one thread per :class:`~sentinel.orm.worker.Runner`
 renews the lease of every entry the runner is running, every ``lease / 3``
 seconds, each renewal a short transaction of its own
-(:meth:`~sentinel.orm.outbox.OutboxStore.renew`). So a slow action keeps its
+(:meth:`~sentinel.log.outbox.OutboxStore.renew`). So a slow action keeps its
 entry however long it takes, and only an entry whose worker stopped renewing
 (the process died, hung, or lost the database for longer than the lease) can be
 taken over by another worker.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Engine
 
 if TYPE_CHECKING:
-    from sentinel.orm.outbox import Claimed, OutboxStore
+    from sentinel.log.outbox import Claimed, OutboxStore
 
 __all__ = ["Heartbeat", "Lease"]
 

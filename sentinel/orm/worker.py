@@ -4,7 +4,7 @@
 commits, the attachment hands the entry's idempotency key to the runner's
 bounded pool of threads; :meth:`Runner.drain` runs every due entry in the
 calling thread (after a restart, or from ``sentinel worker``). Running one entry
-(:meth:`Runner.run_one`) follows :mod:`sentinel.orm.outbox`: claim (an
+(:meth:`Runner.run_one`) follows :mod:`sentinel.log.outbox`: claim (an
 attempt, refused once ``max_attempts`` were made), run in a new session and
 transaction from the attachment's session factory while a heartbeat
 (:mod:`sentinel.orm.heartbeat`) keeps the claim, and mark the row done in that
@@ -56,10 +56,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from sentinel.errors import OutboxError, RuleError, ScopeError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
-from sentinel.orm.commit import committing, roll_back_now
-from sentinel.orm.heartbeat import Heartbeat, Lease
-from sentinel.orm.outbox import (
-    DETACHED,
+from sentinel.log.outbox import (
     Claimed,
     ClaimLost,
     Exhausted,
@@ -67,6 +64,9 @@ from sentinel.orm.outbox import (
     Unreadable,
     rebuild,
 )
+from sentinel.orm.commit import committing, roll_back_now
+from sentinel.orm.heartbeat import Heartbeat, Lease
+from sentinel.orm.outbox import DETACHED
 from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
@@ -351,7 +351,7 @@ class Runner:
 
     def claim_in(self, conn: Connection, key: str) -> Claimed | Exhausted | None:
         """Claim the entry ``key`` for this runner in the caller's transaction
-        (:meth:`~sentinel.orm.outbox.OutboxStore.claim`; the claim holds once
+        (:meth:`~sentinel.log.outbox.OutboxStore.claim`; the claim holds once
         that transaction commits): a caller that enqueues entries and runs them
         itself saves the claim's own commit. Pass the result, after the commit,
         to :meth:`run_claimed`."""

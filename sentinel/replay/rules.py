@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 
-from sentinel.algebra import expressions as ex
 from sentinel.errors import RuleReferenceError
 from sentinel.rules import LocalEventDetector, Rule
 from sentinel.rules.reference import import_reference
@@ -108,8 +107,10 @@ def rule_events(
 
     Occurrences of other events cannot change a detection of these rules; events
     outside ``keyed`` need their parameters only when a condition or action
-    looks at them. Operators this function does not know count as reading every
-    parameter (safe for operators added later).
+    looks at them. Each operator says what it reads
+    (:meth:`~sentinel.algebra.expressions.Expression.parameters_read`); one that
+    does not say counts as reading every parameter (safe for operators added
+    later).
     """
     listened: set[str] = set()
     keyed: dict[str, tuple[str, ...] | None] = {}
@@ -126,13 +127,10 @@ def rule_events(
         expr = r.detected_expression
         listened.update(p.name for p in expr.primitives())
         for node in expr.walk():
-            if isinstance(node, ex.Keyed):
-                if node.key is not ex.SOURCE:
-                    need((p.name for p in node.primitives()), str(node.key))
-            elif not isinstance(node, _PARAMETER_FREE):
+            read = node.parameters_read()
+            if read is None:
                 need((p.name for p in node.primitives()), None)
+            else:
+                for key in read:
+                    need((p.name for p in node.primitives()), key)
     return frozenset(listened), keyed
-
-
-# Operators whose detection never reads an occurrence's parameters.
-_PARAMETER_FREE = (ex.Primitive, ex.Or, ex.And, ex.Seq, ex.Any, ex.A, ex.Astar, ex.Not)

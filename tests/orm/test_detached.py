@@ -21,8 +21,8 @@ from sqlalchemy.orm import sessionmaker
 from sentinel import LocalEventDetector
 from sentinel.cli import main as cli
 from sentinel.errors import OutboxError
+from sentinel.log.outbox import OutboxStore
 from sentinel.orm import attach, detached_context
-from sentinel.orm.outbox import OutboxStore
 
 from . import actions
 from .conftest import ORM, make_model

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from sentinel.log import LogWriter, OutboxEntry
+from sentinel.log.outbox import Exhausted
 from sentinel.occurrence import Occurrence
-from sentinel.orm.outbox import Exhausted
 
 from . import actions
 from .conftest import ORM

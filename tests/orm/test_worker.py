@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from sentinel import LocalEventDetector
 from sentinel.errors import AttachError
 from sentinel.log import LogWriter, OutboxEntry
+from sentinel.log.outbox import Claimed, Exhausted, OutboxStore
 from sentinel.log.signing import OUTBOX_KEY_ENV, OutboxSigner
 from sentinel.occurrence import Occurrence
 from sentinel.orm import attach
-from sentinel.orm.outbox import Claimed, Exhausted, OutboxStore
 
 from . import actions
 from .conftest import ORM, make_model

@@ -18,7 +18,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sentinel.detector.operators.base import Handler, instant_order
+from sentinel.algebra import expressions as ex
+from sentinel.detector.contexts import Context
+from sentinel.detector.operators.base import Handler, instant_order, strategy
 from sentinel.detector.scopes import Store
 
 
@@ -76,6 +78,7 @@ class _ManyIntervals(_Interval):
 # -- A ----------------------------------------------------------------------------------
 
 
+@strategy(ex.A, Context.RECENT)
 class ARecent(_Interval):
     """The most recent E1 pairs with each E2 until E3 closes it."""
 
@@ -109,6 +112,7 @@ class ARecent(_Interval):
             g.line(f"{st}[0] = None")
 
 
+@strategy(ex.A, Context.CHRONICLE)
 class AChronicle(_Interval):
     """Each E2 pairs with the oldest open E1, consuming it."""
 
@@ -142,6 +146,7 @@ class AChronicle(_Interval):
             g.line(f"{st}[0].clear()")
 
 
+@strategy(ex.A, Context.CONTINUOUS)
 class AContinuous(_Interval):
     """Each E2 pairs with every open E1; E3 closes them all."""
 
@@ -166,6 +171,7 @@ class AContinuous(_Interval):
         store[self.hid][0] = []
 
 
+@strategy(ex.A, Context.CUMULATIVE)
 class ACumulative(_Interval):
     """The first E1 of an interval pairs with the first E2; both are discarded."""
 
@@ -190,6 +196,7 @@ class ACumulative(_Interval):
         store[self.hid][0] = None
 
 
+@strategy(ex.A, Context.UNRESTRICTED)
 class AUnrestricted(AContinuous):
     """Every open E1 with every E2 (intervals stay open until E3)."""
 
@@ -199,6 +206,7 @@ class AUnrestricted(AContinuous):
 # -- A* ---------------------------------------------------------------------------------
 
 
+@strategy(ex.Astar, Context.RECENT)
 class AstarRecent(_OneInterval):
     """The most recent E1 collects E2s; E3 emits them together (E1 replaced: the
     collection starts again)."""
@@ -247,6 +255,7 @@ class AstarRecent(_OneInterval):
                 self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
+@strategy(ex.Astar, Context.CHRONICLE)
 class AstarChronicle(_ManyIntervals):
     """E3 closes the oldest E1's interval with every E2 collected; E2s older than
     the next E1 are dropped."""
@@ -291,6 +300,7 @@ class AstarChronicle(_ManyIntervals):
                 g.line(f"{st}[1].append({occ})")
 
 
+@strategy(ex.Astar, Context.CONTINUOUS)
 class AstarContinuous(_ManyIntervals):
     """E3 closes every open interval, each with the E2s after its own E1."""
 
@@ -335,6 +345,7 @@ class AstarContinuous(_ManyIntervals):
         )
 
 
+@strategy(ex.Astar, Context.CUMULATIVE)
 class AstarCumulative(_OneInterval):
     """One interval at a time (the first E1); E3 emits it with every E2."""
 
@@ -383,6 +394,7 @@ class AstarCumulative(_OneInterval):
                 self.gen_detect(g, store, occ, f"{e1}, *{e2s}, {occ}")
 
 
+@strategy(ex.Astar, Context.UNRESTRICTED)
 class AstarUnrestricted(_ManyIntervals):
     """Every E1 with every later E3, each with the E2s between them (2.2.1 item 8)."""
 

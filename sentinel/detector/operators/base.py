@@ -27,15 +27,26 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import cmp_to_key
+from importlib import import_module
 from itertools import zip_longest
 from operator import itemgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from sentinel.algebra.expressions import Expression
+from sentinel.detector.contexts import Context
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import CompositeOccurrence, Occurrence
 
-__all__ = ["Detection", "Entry", "Handler", "composite", "instant_order"]
+__all__ = [
+    "Detection",
+    "Entry",
+    "Handler",
+    "composite",
+    "handler_class",
+    "instant_order",
+    "register",
+    "strategy",
+]
 
 Entry = Callable[[Store, Any], None]
 
@@ -172,6 +183,58 @@ class Handler:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} #{self.hid} {self.expr}>"
+
+
+# -- which strategy detects which operator -----------------------------------------------
+
+#: operator (expression class) -> context -> strategy class.
+_STRATEGIES: dict[type[Expression], dict[Context, type[Handler]]] = {}
+
+H = TypeVar("H", bound=type[Handler])
+
+
+def strategy(operator: type[Expression], *contexts: Context) -> Callable[[H], H]:
+    """Class decorator: the decorated handler class detects ``operator`` in
+    ``contexts`` (in every context when none is given). Written on the strategy
+    class itself, so the class says what it detects::
+
+        @strategy(ex.Seq, Context.RECENT)
+        class SeqRecent(Handler): ...
+
+    Later registrations for the same operator and context replace earlier ones.
+    """
+
+    def register_class(cls: H) -> H:
+        if not (isinstance(cls, type) and issubclass(cls, Handler)):
+            raise TypeError(f"@strategy decorates a Handler subclass, not {cls!r}")
+        table = _STRATEGIES.setdefault(operator, {})
+        for context in contexts or tuple(Context):
+            table[context] = cls
+        return cls
+
+    return register_class
+
+
+def register(expr_type: type[Expression], strategies: dict[Context, type[Handler]]) -> None:
+    """Register the strategies of an operator, one per context, all at once (the
+    spelling of layers that register a table; :func:`strategy` is the decorator)."""
+    _STRATEGIES[expr_type] = dict(strategies)
+
+
+def handler_class(expr: Expression, context: Context) -> type[Handler]:
+    """The strategy detecting ``expr``'s operator in ``context``. An operator
+    with no strategy registered yet whose class names its module
+    (:attr:`Expression.strategies`) has that module imported first."""
+    kind = type(expr)
+    table = _STRATEGIES.get(kind)
+    if table is None and kind.strategies is not None:
+        import_module(kind.strategies)
+        table = _STRATEGIES.get(kind)
+    try:
+        return table[context]  # type: ignore[index]
+    except (KeyError, TypeError):
+        where = f" (its module {kind.strategies} registers none)" if kind.strategies else ""
+        raise TypeError(f"no detection strategy for {kind.__name__} in {context}{where}") from None
 
 
 def _sequential(single: Entry) -> Entry:

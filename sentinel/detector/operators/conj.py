@@ -26,11 +26,14 @@ from functools import partial
 from itertools import combinations, product
 from typing import Any
 
+from sentinel.algebra import expressions as ex
+from sentinel.detector.contexts import Context
 from sentinel.detector.operators import instants
-from sentinel.detector.operators.base import Detection, Entry, Handler
+from sentinel.detector.operators.base import Detection, Entry, Handler, strategy
 from sentinel.detector.scopes import Store
 
 
+@strategy(ex.And, Context.RECENT)
 class AndRecent(Handler):
     __slots__ = ()
 
@@ -68,6 +71,7 @@ class AndRecent(Handler):
         instants.recent(self, store, batches, 2)
 
 
+@strategy(ex.And, Context.CHRONICLE)
 class AndChronicle(Handler):
     __slots__ = ()
 
@@ -108,6 +112,7 @@ class AndChronicle(Handler):
         instants.chronicle(self, store, batches, 2)
 
 
+@strategy(ex.And, Context.CONTINUOUS)
 class AndContinuous(Handler):
     __slots__ = ()
 
@@ -139,6 +144,7 @@ class AndContinuous(Handler):
         instants.continuous(self, store, batches, 2)
 
 
+@strategy(ex.And, Context.CUMULATIVE)
 class AndCumulative(Handler):
     __slots__ = ()
 
@@ -169,6 +175,7 @@ class AndCumulative(Handler):
         instants.cumulative(self, store, batches, 2)
 
 
+@strategy(ex.And, Context.UNRESTRICTED)
 class AndUnrestricted(Handler):
     __slots__ = ()
 
@@ -240,6 +247,7 @@ class _AnyBase(Handler):
         raise NotImplementedError
 
 
+@strategy(ex.Any, Context.RECENT)
 class AnyRecent(_AnyBase):
     """Each operand keeps its most recent occurrence; a terminator combines with
     the most recent occurrences of the m-1 most recently active other operands."""
@@ -263,6 +271,7 @@ class AnyRecent(_AnyBase):
                 self.emit(store, (self.expr, occ[1], (*chosen, occ)))
 
 
+@strategy(ex.Any, Context.CHRONICLE)
 class AnyChronicle(_AnyBase):
     """Oldest occurrences first; every occurrence used is consumed."""
 
@@ -288,6 +297,7 @@ class AnyChronicle(_AnyBase):
                 st[k].append(occ)
 
 
+@strategy(ex.Any, Context.CONTINUOUS)
 class AnyContinuous(_AnyBase):
     """Every combination of stored occurrences of m-1 distinct other operands
     completes with the terminator; the combined occurrences are consumed and the
@@ -321,6 +331,7 @@ class AnyContinuous(_AnyBase):
         self.emit_batch(store, out)
 
 
+@strategy(ex.Any, Context.CUMULATIVE)
 class AnyCumulative(_AnyBase):
     """Everything stored combines with the terminator once occurrences of m
     distinct operands are available; then all is consumed."""
@@ -347,6 +358,7 @@ class AnyCumulative(_AnyBase):
                 st[k].append(occ)
 
 
+@strategy(ex.Any, Context.UNRESTRICTED)
 class AnyUnrestricted(_AnyBase):
     """Every set of occurrences of m distinct operands ending with the terminator."""
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sentinel.detector.operators.base import Handler
+from sentinel.algebra import expressions as ex
+from sentinel.detector.operators.base import Handler, strategy
 from sentinel.detector.scopes import Store
 
 
+@strategy(ex.Or)
 class OrHandler(Handler):
     __slots__ = ()
     merge_slots = True

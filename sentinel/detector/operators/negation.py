@@ -13,7 +13,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from sentinel.detector.operators.base import Handler
+from sentinel.algebra import expressions as ex
+from sentinel.detector.contexts import Context
+from sentinel.detector.operators.base import Handler, strategy
 from sentinel.detector.scopes import Store
 
 
@@ -29,6 +31,7 @@ class _Not(Handler):
         super().process_instant(store, batches)
 
 
+@strategy(ex.Not, Context.RECENT)
 class NotRecent(_Not):
     __slots__ = ()
 
@@ -63,6 +66,7 @@ class NotRecent(_Not):
                 self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
+@strategy(ex.Not, Context.CHRONICLE)
 class NotChronicle(_Not):
     __slots__ = ()
 
@@ -94,6 +98,7 @@ class NotChronicle(_Not):
                 self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
 
 
+@strategy(ex.Not, Context.CONTINUOUS)
 class NotContinuous(_Not):
     __slots__ = ()
 
@@ -119,6 +124,7 @@ class NotContinuous(_Not):
             self.emit_batch(store, [(expr, x[1], (e1, x)) for e1 in e1s for x in occs])
 
 
+@strategy(ex.Not, Context.CUMULATIVE)
 class NotCumulative(_Not):
     __slots__ = ()
 
@@ -157,6 +163,7 @@ class NotCumulative(_Not):
                 self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
+@strategy(ex.Not, Context.UNRESTRICTED)
 class NotUnrestricted(_Not):
     """Every E1 with every later E3, unless an E2 lies between them."""
 

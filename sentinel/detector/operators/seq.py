@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from sentinel.detector.operators.base import Detection, Handler
+from sentinel.algebra import expressions as ex
+from sentinel.detector.contexts import Context
+from sentinel.detector.operators.base import Detection, Handler, strategy
 from sentinel.detector.scopes import Store
 
 
@@ -19,6 +21,7 @@ class _Seq(Handler):
     role_order = (1, 0)
 
 
+@strategy(ex.Seq, Context.RECENT)
 class SeqRecent(_Seq):
     """The most recent initiator pairs with every terminator until replaced."""
 
@@ -49,6 +52,7 @@ class SeqRecent(_Seq):
             self.gen_detect(g, store, occ, f"{i}, {occ}")
 
 
+@strategy(ex.Seq, Context.CHRONICLE)
 class SeqChronicle(_Seq):
     """Oldest initiator with oldest terminator; both consumed."""
 
@@ -79,6 +83,7 @@ class SeqChronicle(_Seq):
             self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
 
 
+@strategy(ex.Seq, Context.CONTINUOUS)
 class SeqContinuous(_Seq):
     """A terminator pairs with every stored initiator; the initiators are consumed."""
 
@@ -107,6 +112,7 @@ class SeqContinuous(_Seq):
             self.emit_batch(store, [(expr, x[1], (i, x)) for x in occs for i in inits])
 
 
+@strategy(ex.Seq, Context.CUMULATIVE)
 class SeqCumulative(_Seq):
     """All initiators so far combine with the terminator into one detection."""
 
@@ -140,6 +146,7 @@ class SeqCumulative(_Seq):
             self.gen_detect(g, store, occ, f"*{i}, {occ}")
 
 
+@strategy(ex.Seq, Context.UNRESTRICTED)
 class SeqUnrestricted(_Seq):
     """Every earlier initiator with every terminator; nothing is consumed."""
 
