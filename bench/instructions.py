@@ -96,9 +96,10 @@ def go(lo, hi):
     "method, event log listener only": """
 import wrapper as w
 from sentinel import LocalEventDetector
+from sentinel.detector.events import listen
 det = LocalEventDetector()
 cls = w.reactive_class(det)
-det.add_listener(w._noop)
+listen(det, "occurrence", w._noop)
 obj = cls()
 def go(lo, hi):
     for _ in range(lo, hi):

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, median_range, ratios
 
 from sentinel import LocalEventDetector, Reactive, event, on
+from sentinel.detector.events import listen
 
 BARE_RATIO_TARGET = 1.1
 LISTENED_FALSE_TARGET_NS = 600.0
@@ -171,7 +172,7 @@ def cases() -> list[tuple[str, Callable[[], Any], Any]]:
     def logged() -> Any:
         det = LocalEventDetector()
         stock_cls = reactive_class(det)
-        det.add_listener(_noop)
+        listen(det, "occurrence", _noop)
         return stock_cls()
 
     out.append(("@event, occurrence listener only (event log)", logged, None))

@@ -6,7 +6,6 @@ stable; submodules are implementation.
 
 from typing import TYPE_CHECKING
 
-from sentinel import ode
 from sentinel.algebra import SOURCE, A, Any, Astar, Expression, Not, Primitive, parse
 from sentinel.algebra.masks import Masked, param
 from sentinel.bitemporal import (
@@ -208,6 +207,7 @@ _ORM = frozenset(
 )
 
 if TYPE_CHECKING:
+    from sentinel import ode
     from sentinel.orm.attach import Attachment, attach, detach
     from sentinel.orm.db_events import db_events
     from sentinel.orm.state import scope_of, session_of
@@ -219,6 +219,10 @@ def __getattr__(name: str) -> object:
         from sentinel import orm
 
         return getattr(orm, name)
+    if name == "ode":  # installed on every detector by sentinel.detector.plugins
+        import sentinel.ode
+
+        return sentinel.ode
     if name == "replay":  # needs pyarrow: imported on first use
         import sentinel.replay
 

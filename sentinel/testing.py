@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from sentinel.detector import events
+
 if TYPE_CHECKING:
     from sentinel.rules import LocalEventDetector, Rule
 
@@ -75,7 +77,7 @@ class RuleRecorder:
         #: Every run, in order.
         self.runs: list[RuleRun] = []
         self._closed = False
-        detector.scheduler.add_observer(self._observe)
+        events.listen(detector, "rule_run", self._observe)
 
     def _observe(self, rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
         self.runs.append(RuleRun(rule.name, str(rule.coupling), status, occ, error))
@@ -84,7 +86,7 @@ class RuleRecorder:
         """Stop recording (the runs stay)."""
         if not self._closed:
             self._closed = True
-            self.detector.scheduler.remove_observer(self._observe)
+            events.remove(self.detector, "rule_run", self._observe)
 
     def __enter__(self) -> RuleRecorder:
         return self

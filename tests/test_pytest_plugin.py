@@ -185,4 +185,4 @@ def test_the_recorder_and_an_attachment_both_observe(tmp_path: Path) -> None:
     with LogReader(engine) as log:
         assert [f.rule for f in log.firings()] == ["r"]
     engine.dispose()
-    assert det.scheduler.observer is None  # both removed
+    assert not det.dispatch.rule_run  # both removed

@@ -45,8 +45,9 @@ from sentinel.bitemporal.classes import IMMUTABLE, MUTABLE, EventClass, Revision
 from sentinel.bitemporal.classify import REVISION, classify
 from sentinel.bitemporal.fired import FIRED, Condition
 from sentinel.bitemporal.lifespan import Expired
-from sentinel.bitemporal.service import TICK, BitemporalService, service
+from sentinel.bitemporal.service import TICK, BitemporalService, prepare, service
 from sentinel.detector import EventDetector, Mode
+from sentinel.detector.events import listen
 from sentinel.errors import LifespanWarning
 from sentinel.occurrence import Occurrence
 
@@ -185,12 +186,18 @@ def too_late(detector: EventDetector, rule: Any) -> dict[str, int]:
 
 def on_expired(detector: EventDetector, listener: Any) -> None:
     """Call ``listener(expired)`` with the list of :class:`Expired` occurrences
-    each clock tick purges from rules and event classes with ``archive=True``."""
-    service(detector).on_expired(listener)
+    each clock tick purges from rules and event classes with ``archive=True``
+    (the detector's ``expired`` event, :mod:`sentinel.detector.events`)."""
+    listen(detector, "expired", listener)
 
 
 def _prepare_mode(det: EventDetector, mode: Mode) -> None:
     service(det)
 
 
-EventDetector.register_mode_preparer(_prepare_mode)
+def install(detector: EventDetector) -> None:
+    """The bitemporal layer's plug-in (:mod:`sentinel.detector.plugins`): timing
+    primitives, WITHIN and the modes of lifespans, occurrence-time order and
+    archiving set up the detector's bitemporal service."""
+    listen(detector, "prepare", prepare)
+    listen(detector, "prepare_mode", _prepare_mode)

@@ -48,6 +48,7 @@ from sentinel.bitemporal.classify import make_dispatcher
 from sentinel.bitemporal.lifespan import Expired, Lifespans
 from sentinel.bitemporal.ordering import Orderer, boundary_after, release_tick
 from sentinel.detector import Channel, EventDetector, Scope
+from sentinel.detector.events import listen
 from sentinel.detector.graph import EventGraph, Mode
 from sentinel.errors import (
     BitemporalError,
@@ -153,7 +154,6 @@ class BitemporalService:
         self.lifespans = Lifespans(self)
         self.orderer = Orderer(self)
         self._fired: dict[str, set[tuple[str, Any, int]]] = {}
-        self._archive: tuple[ArchiveListener, ...] = ()
         self._timer = _Tick(self)
         #: The service's one timer (``due`` is when the next tick is armed for).
         self.timer = self._timer
@@ -164,8 +164,8 @@ class BitemporalService:
         graph.leaf_hooks.append(self.orderer.leaf_hook)
         graph.rewire_hooks.append(self._rewired)
         graph.dirty = True
-        det.route_injected(TICK, self._route_tick)
-        det.add_replica_hook(_copy_to_replica)
+        listen(det, "route", self._route_for)
+        listen(det, "replica", _copy_to_replica)
 
     # -- event classes ---------------------------------------------------------------
     def event_class(
@@ -369,18 +369,6 @@ class BitemporalService:
         with self.det._lock:
             return self._fired.setdefault(rule, set())
 
-    # -- archive ------------------------------------------------------------------------
-    def on_expired(self, listener: ArchiveListener) -> None:
-        """Call ``listener(expired)`` with the occurrences that expired at each tick
-        from rules and classes with ``archive=True`` (a list of
-        :class:`~sentinel.bitemporal.Expired`), outside the detector's lock."""
-        with self.det._lock:
-            self._archive = (*self._archive, listener)
-
-    def remove_expired_listener(self, listener: ArchiveListener) -> None:
-        with self.det._lock:
-            self._archive = tuple(x for x in self._archive if x != listener)
-
     # -- wiring --------------------------------------------------------------------------
     def _rewired(self, graph: EventGraph) -> None:
         self.lifespans.rewired()
@@ -460,6 +448,10 @@ class BitemporalService:
                 if nxt is not None:
                     self.wake(max(nxt, now))
 
+    def _route_for(self, event: str) -> Callable[..., Any] | None:
+        """The detector's ``route`` event: logged ticks go to :meth:`_route_tick`."""
+        return self._route_tick if event == TICK else None
+
     def _route_tick(self, occ: Occurrence, scope: Scope) -> tuple[Any, ...]:
         """A logged tick injected by replay: redo its purge and releases."""
         self._work(occ[2], live=False)
@@ -479,9 +471,8 @@ class BitemporalService:
                 items = propagate(fns, occ, scope)
             if items:
                 deliver(items, scope)
-        if expired:
-            for listener in self._archive:
-                listener(expired)
+        if expired and det.dispatch.expired:
+            det.dispatch.expired(expired)
         if live:
             self._process_queue(now, gone)
             self._signal_dues(now)
@@ -650,5 +641,9 @@ def _prepare_within(det: EventDetector, expr: ex.Expression) -> None:
     service(det)
 
 
-EventDetector.register_preparer(Timing, _prepare_timing)
-EventDetector.register_preparer(Within, _prepare_within)
+def prepare(det: EventDetector, expr: ex.Expression) -> None:
+    """The bitemporal layer's listener of the detector's ``prepare`` event."""
+    if type(expr) is Timing:
+        _prepare_timing(det, expr)
+    elif type(expr) is Within:
+        _prepare_within(det, expr)

@@ -16,11 +16,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from threading import get_ident
-from typing import Any, ClassVar
+from typing import Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.algebra.syntax import parse
+from sentinel.detector import plugins
 from sentinel.detector.contexts import Context
+from sentinel.detector.events import Dispatch
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import (
@@ -54,7 +56,7 @@ _new: Any = tuple.__new__
 _ACTIVE = "active"
 OccurrenceListener = Callable[[Occurrence], None]
 #: Routes a logged occurrence that no channel carries to the entries it reaches
-#: (see :meth:`EventDetector.route_injected`).
+#: (the answer of a listener of the ``route`` event, :mod:`sentinel.detector.events`).
 InjectRoute = Callable[[Occurrence, Scope], tuple[Callable[[Store, Any], None], ...]]
 
 
@@ -72,16 +74,16 @@ class EventDetector:
     events do not fire on their own there (the log holds what they produced).
     ``chronon`` (seconds, a timedelta or a time string such as ``"00:15:00"``)
     is the granularity of the bitemporal model (``docs/bitemporal.md``).
+
+    Layers plug in by listening to the detector's events
+    (:mod:`sentinel.detector.events`, ``docs/architecture.md``); the plug-ins of
+    :mod:`sentinel.detector.plugins` are installed on every new detector.
     """
 
-    #: What a layer above must set up on a detector before it can detect an
-    #: expression of a given type (the temporal layer: its timer service, the
-    #: channels of absolute events). See :meth:`register_preparer`.
-    _preparers: ClassVar[dict[type, Callable[[EventDetector, ex.Expression], None]]] = {}
-    #: What a layer must set up before a subscription whose mode is not plain
-    #: (a lifespan, occurrence-time order, archiving) is wired: the bitemporal
-    #: layer's service. See :meth:`register_mode_preparer`.
-    _mode_preparers: ClassVar[list[Callable[[EventDetector, Mode], None]]] = []
+    #: Hands an instant's detections to their subscribers (``deliver(items,
+    #: scope)``): :meth:`_deliver_in_order` here; a detector with rules binds its
+    #: scheduler's ``deliver`` (``LocalEventDetector.scheduler_class``).
+    _deliver: Callable[[list[tuple[Subscription, Any]], Scope], None]
 
     def __init__(
         self,
@@ -91,14 +93,14 @@ class EventDetector:
         chronon: float | timedelta | str | None = None,
     ) -> None:
         self._lock = threading.RLock()
+        #: The listeners of the detector's events (:mod:`sentinel.detector.events`).
+        self.dispatch = Dispatch()
+        self._deliver = self._deliver_in_order
         #: The length of a chronon in seconds (``None``: none, times are exact).
         #: Occurrence and detection times in one chronon count as one instant for
         #: the timing primitives, and bitemporal work runs at chronon boundaries
         #: (see :mod:`sentinel.bitemporal`).
         self.chronon: float | None = _chronon(chronon)
-        #: ``hook(source, replica)``: run by :meth:`replica` implementations before
-        #: they copy rules (layers copy their own definitions: event classes).
-        self._replica_hooks: tuple[Callable[[EventDetector, EventDetector], None], ...] = ()
         self._t = 0
         #: The clock given as ``clock=`` (a function, or a clock object).
         self.wall_clock = clock
@@ -107,8 +109,6 @@ class EventDetector:
         self.replaying = replaying
         #: Named value sources (``P*(E1, [t] name, E3)`` samples them); see :meth:`sampler`.
         self.samplers: dict[str, Callable[[], Any]] = {}
-        self._routes: dict[str, InjectRoute] = {}
-        self._flush_hooks: tuple[Callable[[Scope | None], None], ...] = ()
         self._channels: dict[str, Channel] = {}
         self._explicit: dict[str, Channel] = {}
         self._events: dict[str, ex.Expression] = {}
@@ -128,11 +128,9 @@ class EventDetector:
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self.process_scope.process = True
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
-        self._listeners: tuple[OccurrenceListener, ...] = ()
-        self._watchers: tuple[Callable[[], None], ...] = ()
-        self._selector_resolver: Callable[[str, Hashable], tuple[Hashable, ...]] | None = None
         for p in _TXN:
             self._define_primitive(p)
+        plugins.install(self)
 
     # -- definitions -------------------------------------------------------------
     def explicit(self, name: str) -> ex.Primitive:
@@ -225,25 +223,13 @@ class EventDetector:
             )
         return self._resolve(expr, text)
 
-    @classmethod
-    def register_preparer(
-        cls, expr_type: type, preparer: Callable[[EventDetector, ex.Expression], None]
-    ) -> None:
-        """Call ``preparer(detector, expr)`` whenever an expression of ``expr_type``
-        is resolved on a detector (:meth:`expression`, rules, subscriptions), before
-        it is used: layers above set up what detecting it needs there."""
-        cls._preparers[expr_type] = preparer
-
-    @classmethod
-    def register_mode_preparer(cls, preparer: Callable[[EventDetector, Mode], None]) -> None:
-        """Call ``preparer(detector, mode)`` before a subscription whose mode has a
-        lifespan, an occurrence-time order or archiving is wired."""
-        cls._mode_preparers.append(preparer)
-
     def sampler(self, name: str, fn: Callable[[], Any]) -> None:
         """Register ``fn`` as the sampler ``name``: ``P*(E1, [t] name, E3)`` calls
         ``fn()`` at each tick and keeps the value (it must be loggable) as the
-        tick's parameter ``name``. Replaces a sampler of the same name."""
+        tick's parameter ``name``. Replaces a sampler of the same name.
+
+        A registry of named values, not an event (``docs/architecture.md``, "The
+        detector's events")."""
         if not isinstance(name, str) or not name or not callable(fn):
             raise ExpressionError(f"a sampler is a name and a callable, not {name!r}, {fn!r}")
         self.samplers[name] = fn
@@ -253,13 +239,13 @@ class EventDetector:
         # after them; with stacks, not recursively: expressions of any depth.
         seen: set[int] = set()
         todo = [expr]
+        prepare = self.dispatch.prepare
         while todo:
             e = todo.pop()
             if id(e) in seen:
                 continue
             seen.add(id(e))
-            prepare = self._preparers.get(type(e))
-            if prepare is not None:
+            if prepare:
                 prepare(self, e)
             todo.extend(reversed(e.children))
         # id -> (resolved, whether it equals the original)
@@ -322,12 +308,6 @@ class EventDetector:
         ts = occurrence_time(at, name)
         return self.emit(ch, params, None, (), None, ts)
 
-    def add_replica_hook(self, hook: Callable[[EventDetector, EventDetector], None]) -> None:
-        """Call ``hook(self, replica)`` when a replica of this detector is made,
-        before its rules are copied."""
-        with self._lock:
-            self._replica_hooks = (*self._replica_hooks, hook)
-
     def notify(
         self,
         channel: Channel,
@@ -389,8 +369,9 @@ class EventDetector:
             targets = channel.any
             if selectors and channel.selected:
                 targets = channel.targets(selectors)
-            if self._listeners:
-                for listener in self._listeners:
+            listeners = self.dispatch.occurrence
+            if listeners:  # the event log: the loop inlined (the signal's hot path)
+                for listener in listeners:
                     listener(occ)
             if not targets:
                 return occ
@@ -433,8 +414,8 @@ class EventDetector:
             )
             if self.graph.dirty:
                 self.graph.rewire()
-            for listener in self._listeners:
-                listener(occ)
+            if self.dispatch.occurrence:
+                self.dispatch.occurrence(occ)
             targets = channel.any
             items = self._propagate(targets, occ, scope) if targets else None
         if items:
@@ -479,7 +460,8 @@ class EventDetector:
             if graph.dirty:
                 graph.rewire()
             if ch is None:
-                route = self._routes.get(occ[0])
+                routes = self.dispatch.route
+                route = routes.first(occ[0]) if routes else None
                 if route is None:
                     return
                 targets = route(occ, scope)
@@ -514,71 +496,28 @@ class EventDetector:
     def selectors_for(self, event: str, source: Hashable) -> tuple[Hashable, ...]:
         """The selectors a logged occurrence of ``event`` from ``source`` carried
         (used by :meth:`inject`). By default the source itself (instance-level
-        events); the reactive layer adds class-level selectors through
-        :meth:`set_selector_resolver`."""
-        resolver = self._selector_resolver
-        if resolver is not None:
-            return resolver(event, source)
+        events), unless a listener of the ``selectors`` event answers."""
+        resolvers = self.dispatch.selectors
+        if resolvers:
+            answer = resolvers.first(event, source)
+            if answer is not None:
+                return answer  # type: ignore[no-any-return]
         return (source,)
-
-    def route_injected(self, event: str, route: InjectRoute) -> None:
-        """Let a layer dispatch logged occurrences of ``event`` that no channel
-        carries (the temporal layer's ticks, which reach the timer they belong to):
-        :meth:`inject` calls ``route(occurrence, scope)`` under the lock and
-        propagates the occurrence to the entries it returns."""
-        with self._lock:
-            self._routes[event] = route
-
-    def add_flush_hook(self, hook: Callable[[Scope | None], None]) -> None:
-        """Call ``hook(scope)`` (under the lock) whenever :meth:`flush` forgets the
-        detection state of ``scope``, or of everything (``None``): layers that keep
-        work beside the state (the temporal layer's timers) drop it too."""
-        with self._lock:
-            self._flush_hooks = (*self._flush_hooks, hook)
-
-    def set_selector_resolver(
-        self, resolver: Callable[[str, Hashable], tuple[Hashable, ...]] | None
-    ) -> None:
-        self._selector_resolver = resolver
 
     @property
     def clock(self) -> int:
         """The ``t_occ`` of the latest occurrence (0 before the first)."""
         return self._t
 
-    def add_listener(self, listener: OccurrenceListener) -> None:
-        """Call ``listener(occurrence)`` for every primitive occurrence signalled
-        (under the detector's lock, before propagation). The event log uses
-        this."""
-        with self._lock:
-            self._listeners = (*self._listeners, listener)
-            self._changed()
-
-    def remove_listener(self, listener: OccurrenceListener) -> None:
-        with self._lock:
-            self._listeners = tuple(x for x in self._listeners if x != listener)
-            self._changed()
-
     @property
     def has_listeners(self) -> bool:
-        """True while some occurrence listener (the event log) wants every event."""
-        return bool(self._listeners)
-
-    def watch(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` whenever what is listened to may have changed: a
-        subscription (rule) came or went, or an occurrence listener was added or
-        removed. Layers that only signal while someone listens (method events)
-        re-check their channels here. Called under the detector's lock."""
-        with self._lock:
-            self._watchers = (*self._watchers, callback)
-
-    def unwatch(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            self._watchers = tuple(w for w in self._watchers if w != callback)
+        """True while some listener of the ``occurrence`` event (the event log)
+        wants every event."""
+        return bool(self.dispatch.occurrence)
 
     def _changed(self) -> None:
-        for w in self._watchers:
-            w()
+        if self.dispatch.changed:
+            self.dispatch.changed()
 
     # -- subscriptions -----------------------------------------------------------
     def subscribe(
@@ -611,9 +550,8 @@ class EventDetector:
         occurrence predates the subscription and ``since`` need not be checked.
         """
         mode = sub.mode
-        if not mode.plain or mode.archive:
-            for prepare in self._mode_preparers:
-                prepare(self, mode)
+        if (not mode.plain or mode.archive) and self.dispatch.prepare_mode:
+            self.dispatch.prepare_mode(self, mode)
         with self._lock:
             fresh = self.graph.subscribe(sub)
             self._changed()
@@ -653,7 +591,7 @@ class EventDetector:
 
         return one, many
 
-    def _deliver(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
+    def _deliver_in_order(self, items: list[tuple[Subscription, Any]], scope: Scope) -> None:
         """Hand an instant's detections to their subscribers, higher priority first
         (the sort is stable: ties keep the order of triggering)."""
         if len(items) == 1:
@@ -871,8 +809,8 @@ class EventDetector:
         """Forget detection state: of ``scope``, or of every scope (and the
         process-wide state of rules that do not flush) when ``scope`` is None."""
         with self._lock:
-            for hook in self._flush_hooks:
-                hook(scope)
+            if self.dispatch.flush:
+                self.dispatch.flush(scope)
             if scope is not None:
                 scope.store.clear()
                 return

@@ -21,6 +21,7 @@ from typing import Any
 
 from sentinel.algebra.masks import Masked
 from sentinel.detector import Context, EventDetector
+from sentinel.detector.events import listen
 from sentinel.detector.operators import Entry, Handler, register
 from sentinel.detector.operators.mask import MaskHandler
 from sentinel.detector.scopes import Store
@@ -208,5 +209,17 @@ def _check_mask(det: EventDetector, expr: Any) -> None:
     expr.mask.compiled()
 
 
+def _prepare(det: EventDetector, expr: Any) -> None:
+    if type(expr) is Masked:
+        _check_mask(det, expr)
+
+
+def install(det: EventDetector) -> None:
+    """The Ode layer's plug-in (:mod:`sentinel.detector.plugins`): masked events
+    are checked when resolved. Importing it registered the strategies of Ode
+    events and masked events (``operators.register``) and, through
+    :mod:`sentinel.ode`, the ``ode{...}`` block of Snoop text."""
+    listen(det, "prepare", _prepare)
+
+
 register(OdeEvent, dict.fromkeys(Context, OdeHandler))
-EventDetector.register_preparer(Masked, _check_mask)

@@ -59,7 +59,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.bitemporal import Expired, bitemporal
+from sentinel.detector import events
 from sentinel.errors import AttachError, RuleError, ScopeError, SentinelError
 from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
@@ -92,7 +92,7 @@ from sentinel.params import (
     too_large,
     unstorable_text,
 )
-from sentinel.reactive import set_scope_hook, unwatch_classes, watch_classes
+from sentinel.reactive import attached_classes
 from sentinel.reactive.classes import PLAIN
 from sentinel.rules import LocalEventDetector, Rule
 
@@ -201,41 +201,42 @@ class _Integration:
         #: goes with its scope object (a weak reference's callback), so one no
         #: rule run took (a plain subscriber ended the transaction) is not kept.
         self.ended_in_rule: dict[Any, weakref.ref[Any]] = {}
-        self._previous_executor: Any = None
+        #: What sentinel listens to on the detector's events
+        #: (:mod:`sentinel.detector.events`), besides ``occurrence`` while some
+        #: attachment logs (:meth:`refresh_listener`). The first two take over
+        #: (``insert=True``): the first listener alone answers them.
+        self.listeners: tuple[tuple[str, Callable[..., Any], bool], ...] = (
+            ("run_detached", self.execute_detached, True),  # through the outbox
+            ("object_scope", self.scope_of, True),  # an object's session transaction
+            ("rule_run", self.observe, False),  # the rule-firing log
+            ("expired", self.on_expired, False),  # archived occurrences, marked in the log
+            ("define_rule", check_importable, False),  # detached actions importable
+            ("classes_attached", self.classes_attached, False),  # database events
+        )
 
     # installation ---------------------------------------------------------------------
     def install(self) -> None:
         det = self.detector
-        self._previous_executor = det.detached_executor
-        det.detached_executor = self.execute_detached
-        det.scheduler.add_observer(self.observe)
-        bitemporal(det).on_expired(self.on_expired)
-        det.add_rule_check(check_importable)
-        set_scope_hook(det, self.scope_of)
-        classes = watch_classes(det, self.classes_attached)
-        define_db_events(det, classes)
+        for name, fn, insert in self.listeners:
+            events.listen(det, name, fn, insert=insert)
+        define_db_events(det, attached_classes(det))
 
     def uninstall(self) -> None:
         det = self.detector
-        if det.detached_executor == self.execute_detached:
-            det.detached_executor = self._previous_executor
-        det.scheduler.remove_observer(self.observe)
-        bitemporal(det).remove_expired_listener(self.on_expired)
-        det.remove_rule_check(check_importable)
-        set_scope_hook(det, None)
-        unwatch_classes(det, self.classes_attached)
+        for name, fn, _ in self.listeners:
+            events.remove(det, name, fn)
         if self._listening:
-            det.remove_listener(self.on_occurrence)
+            events.remove(det, "occurrence", self.on_occurrence)
             self._listening = False
 
     def refresh_listener(self) -> None:
         self.log_condition_false = any(a.log_condition_false for a in self.attachments)
         want = any(a.sink is not None for a in self.attachments)
         if want and not self._listening:
-            self.detector.add_listener(self.on_occurrence)
+            events.listen(self.detector, "occurrence", self.on_occurrence)
             self._listening = True
         elif not want and self._listening:
-            self.detector.remove_listener(self.on_occurrence)
+            events.remove(self.detector, "occurrence", self.on_occurrence)
             self._listening = False
 
     @property
@@ -338,7 +339,7 @@ class _Integration:
             for o in pending:
                 sink.add_late(("occ", o, outcome))
 
-    def on_expired(self, expired: list[Expired]) -> None:
+    def on_expired(self, expired: list[Any]) -> None:
         """The bitemporal archive listener: mark the expired occurrences in the
         log (written with the late rows, after the rows themselves)."""
         primary = self.primary

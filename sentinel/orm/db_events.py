@@ -539,8 +539,9 @@ def _signal_deletes(
         )
 
 
-def _prepare_name(detector: EventDetector, expr: Primitive) -> None:
-    """A detector preparer (see ``EventDetector.register_preparer``): a text
+def prepare_name(detector: EventDetector, expr: Primitive) -> None:
+    """For the detector's ``prepare`` event (the reactive layer's plug-in,
+    :func:`sentinel.reactive.hub.install`, calls it once this module is loaded): a text
     expression naming ``Stock:update`` before sentinel was attached on that
     detector finds the database events of its reactive mapped classes defined
     here, on first use."""
@@ -553,12 +554,3 @@ def _prepare_name(detector: EventDetector, expr: Primitive) -> None:
 
 
 _SUFFIXES: Final = tuple(f":{kind}" for kind in KINDS)
-
-
-def _install_preparer() -> None:
-    from sentinel.detector import EventDetector
-
-    EventDetector.register_preparer(Primitive, _prepare_name)  # type: ignore[arg-type]
-
-
-_install_preparer()

@@ -28,11 +28,10 @@ from sentinel.reactive.declare import event
 from sentinel.reactive.handles import EventHandles, MethodEvents, on
 from sentinel.reactive.hub import (
     ScopeHook,
+    attached_classes,
     bind,
     detector_of,
     set_scope_hook,
-    unwatch_classes,
-    watch_classes,
 )
 from sentinel.reactive.refs import object_ref, resolve
 
@@ -42,6 +41,7 @@ __all__ = [
     "MethodEvents",
     "Reactive",
     "ScopeHook",
+    "attached_classes",
     "bind",
     "detector_of",
     "event",
@@ -49,6 +49,4 @@ __all__ = [
     "on",
     "resolve",
     "set_scope_hook",
-    "unwatch_classes",
-    "watch_classes",
 ]

@@ -25,12 +25,15 @@ own lock; refresh takes only the hub's lock, never :data:`classes.LOCK`.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from sentinel import default
+from sentinel.algebra.expressions import Primitive
+from sentinel.detector.events import listen, remove
 from sentinel.errors import DuplicateEventError, ReactiveError
 from sentinel.reactive.classes import LOCK, ClassInfo, class_info, hierarchy
 
@@ -40,13 +43,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Hub",
     "ScopeHook",
+    "attached_classes",
     "bind",
     "detector_of",
     "hub_for",
+    "install",
     "register",
     "set_scope_hook",
-    "unwatch_classes",
-    "watch_classes",
 ]
 
 ScopeHook = Callable[[Any], "Scope | None"]
@@ -67,10 +70,7 @@ class Hub:
         self.names: dict[str, weakref.ref[type]] = {}
         #: Every event name this hub defined on the detector (they stay defined).
         self.defined: set[str] = set()
-        self.scope_hook: ScopeHook | None = None
-        #: Called with the classes after each :meth:`attach` (see :func:`watch_classes`).
-        self.class_hooks: tuple[Callable[[list[type]], None], ...] = ()
-        detector.watch(self.refresh)
+        listen(detector, "changed", self.refresh)
 
     @property
     def detector(self) -> EventDetector | None:
@@ -163,8 +163,8 @@ class Hub:
                 self.classes.add(cls)
                 info.attached = self
         self.refresh()
-        for hook in self.class_hooks:
-            hook(classes)
+        if det.dispatch.classes_attached:
+            det.dispatch.classes_attached(classes)
 
     def detach(self, classes: list[type]) -> None:
         """Stop ``classes`` signalling here: plain functions back in the classes,
@@ -333,22 +333,12 @@ def _default_changed(old: Any, new: Any) -> None:
 default.watch_default(_default_changed, check=_check_default_change)
 
 
-def watch_classes(detector: EventDetector, hook: Callable[[list[type]], None]) -> list[type]:
-    """Call ``hook(classes)`` whenever reactive classes start signalling to
-    ``detector`` (created, bound or moved there), after their event names are
-    defined; return the classes attached to it now. The ORM layer defines the
-    database events of mapped classes with it. Thread-safe."""
+def attached_classes(detector: EventDetector) -> list[type]:
+    """The reactive classes signalling to ``detector`` now (those that come
+    later fire its ``classes_attached`` event). Thread-safe."""
     with LOCK:
         hub = hub_for(detector)
-        hub.class_hooks = (*hub.class_hooks, hook)
         return [c for c in list(hub.classes) if class_info(c) is not None]
-
-
-def unwatch_classes(detector: EventDetector, hook: Callable[[list[type]], None]) -> None:
-    """Stop calling a hook given to :func:`watch_classes`."""
-    with LOCK:
-        hub = hub_for(detector)
-        hub.class_hooks = tuple(h for h in hub.class_hooks if h != hook)
 
 
 def set_scope_hook(detector: EventDetector, hook: ScopeHook | None) -> None:
@@ -360,5 +350,29 @@ def set_scope_hook(detector: EventDetector, hook: ScopeHook | None) -> None:
     detector's current scope (the default without a hook). The ORM layer installs
     one that maps an object to its session's transaction. ``None`` removes the
     hook.
+
+    A shorthand for the detector's ``object_scope`` event
+    (:mod:`sentinel.detector.events`): ``hook`` becomes its one listener.
     """
-    hub_for(detector).scope_hook = hook
+    for old in detector.dispatch.object_scope:
+        remove(detector, "object_scope", old)
+    if hook is not None:
+        listen(detector, "object_scope", hook)
+
+
+def install(detector: EventDetector) -> None:
+    """The reactive layer's plug-in (:mod:`sentinel.detector.plugins`): a text
+    expression naming a database event of a reactive mapped class
+    (``Stock:update``) before sentinel was attached on the detector finds it
+    defined on first use, once the ORM layer is loaded."""
+    listen(detector, "prepare", _prepare_db_event)
+
+
+def _prepare_db_event(detector: EventDetector, expr: Any) -> None:
+    if type(expr) is not Primitive:
+        return
+    # The ORM layer, when loaded: importing it here would load SQLAlchemy's ORM
+    # for every detector, and only mapped classes have database events.
+    db_events = sys.modules.get("sentinel.orm.db_events")
+    if db_events is not None:
+        db_events.prepare_name(detector, expr)

@@ -127,7 +127,7 @@ def _end_only_wrapper(
         k: free(f"_{k}")
         for k in (
             "type", "owner", "generic", "raw", "method", "ref_of", "selected", "plain",
-            "norm_result", "e", "d", "p", "r", "ref", "ok", "hub", "hook", "sels",
+            "norm_result", "e", "d", "p", "r", "ref", "ok", "hook", "sels",
             "by_id", "id", "k",
         )
     }  # fmt: skip
@@ -181,11 +181,10 @@ def {entry.method.name}({shape.full_head}):
     {n["p"]}["result"] = (
         {n["r"]} if {n["type"]}({n["r"]}) in {n["plain"]} else {n["norm_result"]}({n["r"]})
     )
-    {n["hub"]} = {n["method"]}.hub
-    {n["hook"]} = {n["hub"]}.scope_hook if {n["hub"]} is not None else None
+    {n["hook"]} = {n["d"]}.dispatch.object_scope
     {n["d"]}.emit(
         {n["e"]}, {n["p"]}, {n["ref"]}, {selectors},
-        {n["hook"]}({me}) if {n["hook"]} is not None else None,
+        {n["hook"]}[0]({me}) if {n["hook"]} else None,
     )
     return {n["r"]}
 """
@@ -291,8 +290,7 @@ def _object_wrapper(
         except TypeError:
             return raw(instance, *args, **kwargs)  # a bad call: let the method report it
         ts = None if occurred_at is None else occurrence_time(params[occurred_at], label)
-        hub = method.hub
-        hook = hub.scope_hook if hub is not None else None
+        hook = det.dispatch.object_scope  # the first listener answers
         if nb:
             if ref is None:
                 ref = ref_of(instance)
@@ -301,7 +299,7 @@ def _object_wrapper(
                 dict(params) if e is not None else params,
                 ref,
                 (*sels, ref) if sels else (ref,),
-                hook(instance) if hook is not None else None,
+                hook[0](instance) if hook else None,
                 ts,
             )
         result = raw(instance, *args, **kwargs)
@@ -330,7 +328,7 @@ def _object_wrapper(
                 params,
                 ref,
                 (*sels, ref) if sels else (ref,),
-                hook(instance) if hook is not None else None,
+                hook[0](instance) if hook else None,
                 ts,
             )
         return result
@@ -372,13 +370,13 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
         except TypeError:
             return wrapped(*args, **kwargs)
         ts = None if occurred_at is None else occurrence_time(params[occurred_at], label)
-        hook = method.hub.scope_hook if method.hub is not None else None
+        hook = det.dispatch.object_scope  # the first listener answers
         if nb:
             det.notify(
                 b,  # type: ignore[arg-type]
                 dict(params) if e is not None else params,
                 selectors=sels,
-                scope=hook(instance) if hook is not None else None,
+                scope=hook[0](instance) if hook else None,
                 timestamp=ts,
             )
         result = wrapped(*args, **kwargs)
@@ -389,7 +387,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
                 e,
                 params,
                 selectors=sels,
-                scope=hook(instance) if hook is not None else None,
+                scope=hook[0](instance) if hook else None,
                 timestamp=ts,
             )
         return result

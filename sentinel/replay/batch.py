@@ -544,7 +544,7 @@ class Replayer:
         """The events this replay needs to read (what its rules listen to, and
         transaction ends), or ``None`` for all of them (a layer routes logged
         occurrences by names that are not known in advance)."""
-        if getattr(self.detector, "_routes", None):
+        if self.detector.dispatch.route:
             return None
         return sorted({*self.listened, *_ENDS})
 

@@ -292,14 +292,9 @@ class ReplayDetector(LocalEventDetector):
     """A detector that records detections instead of running rules (see the
     module docs). Build one with :meth:`of`."""
 
+    #: Detections are recorded, not run (see :class:`RecordingScheduler`).
+    scheduler_class = RecordingScheduler
     scheduler: RecordingScheduler
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        # Before any rule is defined, so every rule binds to the recording scheduler.
-        self.scheduler = RecordingScheduler(self, self.scheduler.cascade_limit)
-        self._deliver = self.scheduler.deliver  # type: ignore[method-assign]
-        self.detached_executor = self._record_detached
 
     @classmethod
     def of(
@@ -335,13 +330,14 @@ class ReplayDetector(LocalEventDetector):
         channel = self._channels.get(event)
         if channel is not None:
             return channel.listened
-        return event in getattr(self, "_routes", ())
+        routes = self.dispatch.route
+        return bool(routes) and routes.first(event) is not None
 
     def _after_end(self, scope: Scope) -> None:
         self.scheduler.scope_id = scope.id
         super()._after_end(scope)
 
-    def _record_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
+    def _run_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         # A failure is recorded; online, a failing detached rule does not stop the others.
         with contextlib.suppress(InstantFailed):
             self.scheduler.run(rule, occ)

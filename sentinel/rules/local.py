@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, EventDetector, Scope
+from sentinel.detector.events import listen
 from sentinel.errors import BitemporalError, ExpressionError, RuleDefinitionError
 from sentinel.rules.coupling import Coupling
 from sentinel.rules.rule import Action, Condition, Rule, TriggerMode
@@ -18,7 +19,7 @@ __all__ = ["DetachedExecutor", "LocalEventDetector"]
 
 log = logging.getLogger("sentinel.rules")
 
-#: Runs a detached rule: ``executor(rule, occurrence, committed)``.
+#: A listener of the ``run_detached`` event: ``executor(rule, occurrence, committed)``.
 DetachedExecutor = Callable[[Rule, Any, bool], None]
 
 
@@ -37,7 +38,17 @@ class LocalEventDetector(EventDetector):
     >>> _ = det.signal("E1"); _ = det.signal("E2")
     >>> seen
     [2]
+
+    Its scheduler is a part a subclass may replace: :attr:`scheduler_class`.
+    Detached rules go to the first listener of the ``run_detached`` event
+    (:mod:`sentinel.detector.events`; the ORM layer listens with its outbox),
+    else to :meth:`_run_detached`.
     """
+
+    #: The scheduler's class: ``scheduler_class(detector, cascade_limit)`` orders
+    #: and runs the rules this detector triggers (replay declares one that records).
+    scheduler_class: ClassVar[type[Scheduler]] = Scheduler
+    scheduler: Scheduler
 
     def __init__(
         self,
@@ -47,13 +58,10 @@ class LocalEventDetector(EventDetector):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.scheduler = Scheduler(self, cascade_limit)
-        self._deliver = self.scheduler.deliver  # type: ignore[method-assign]
+        self.scheduler = self.scheduler_class(self, cascade_limit)
+        self._deliver = self.scheduler.deliver
         self.priority_classes: dict[str, int] = dict(priority_classes or {})
         self._rules: dict[str, Rule] = {}
-        #: Runs detached rules; the ORM layer installs one with an outbox.
-        self.detached_executor: DetachedExecutor = self._run_detached_inline
-        self._rule_checks: tuple[Callable[[Rule], None], ...] = ()
 
     # -- rules ---------------------------------------------------------------------
     @overload
@@ -211,8 +219,9 @@ class LocalEventDetector(EventDetector):
                 late,
                 bool(archive),
             )
-            for check in self._rule_checks:
-                check(r)  # may reject the rule (RuleDefinitionError): nothing applied yet
+            # a listener may reject the rule (RuleDefinitionError): nothing applied yet
+            if self.dispatch.define_rule:
+                self.dispatch.define_rule(r)
             self._rules[name] = r
             try:
                 if enabled:
@@ -221,19 +230,6 @@ class LocalEventDetector(EventDetector):
                 del self._rules[name]
                 raise
         return r
-
-    def add_rule_check(self, check: Callable[[Rule], None]) -> None:
-        """Call ``check(rule)`` for every rule defined from now on, before it is
-        registered or enabled; a check that raises (a
-        :class:`~sentinel.errors.RuleDefinitionError`) rejects the rule and nothing
-        of it is applied. Layers with requirements of their own use this (the ORM
-        layer: detached actions must be importable by the outbox worker)."""
-        with self._lock:
-            self._rule_checks = (*self._rule_checks, check)
-
-    def remove_rule_check(self, check: Callable[[Rule], None]) -> None:
-        with self._lock:
-            self._rule_checks = tuple(c for c in self._rule_checks if c != check)
 
     def replica(self, cls: type[LocalEventDetector] | None = None) -> LocalEventDetector:
         """A fresh detector with this one's event definitions and rules (in the
@@ -251,10 +247,11 @@ class LocalEventDetector(EventDetector):
             for name in self._channels:
                 det.channel(name)
             det._explicit = {n: det._channels[n] for n in self._explicit}
-            for hook in self._replica_hooks:
-                hook(self, det)
+            if self.dispatch.replica:
+                self.dispatch.replica(self, det)
             det._events.update(self._events)
-            det.set_selector_resolver(self._selector_resolver)
+            for answer in self.dispatch.selectors:
+                listen(det, "selectors", answer)
             for r in self._rules.values():
                 det.rule(
                     r.name,
@@ -328,7 +325,7 @@ class LocalEventDetector(EventDetector):
     def _detach(self, rule: Rule, occ: Any, scope: Scope, *, dependent: bool) -> None:
         if scope.process:
             # No transaction to wait for: the triggering event is already final.
-            self.detached_executor(rule, occ, True)
+            self._run_detached_now(rule, occ, True)
             return
         scope.info.setdefault("detached", []).append((rule, occ, dependent))
 
@@ -339,9 +336,18 @@ class LocalEventDetector(EventDetector):
         committed = scope.status == "committed"
         for rule, occ, dependent in pending:
             if committed or not dependent:
-                self.detached_executor(rule, occ, committed)
+                self._run_detached_now(rule, occ, committed)
 
-    def _run_detached_inline(self, rule: Rule, occ: Any, committed: bool) -> None:
+    def _run_detached_now(self, rule: Rule, occ: Any, committed: bool) -> None:
+        """Hand a due detached rule to the first listener of ``run_detached``
+        (the ORM layer's outbox), else to :meth:`_run_detached`."""
+        executors = self.dispatch.run_detached
+        if executors:
+            executors[0](rule, occ, committed)
+        else:
+            self._run_detached(rule, occ, committed)
+
+    def _run_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """Run a detached rule at once in a transaction of its own; a failure is
         logged (the triggering transaction has already ended)."""
         try:

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RuleObserver", "Scheduler"]
 
-#: ``observer(rule, occurrence, status, error)``: see :attr:`Scheduler.observer`.
+#: ``observer(rule, occurrence, status, error)``: a listener of the detector's
+#: ``rule_run`` event (:mod:`sentinel.detector.events`).
 RuleObserver = Callable[["Rule", Any, str, "BaseException | None"], None]
 
 
@@ -51,39 +52,12 @@ class Scheduler:
         self._process_scope = detector.process_scope
         self._scope_var = detector._scope_var
         self._graph = detector.graph
-        #: Told about every rule run, after it: ``observer(rule, occurrence,
-        #: status, error)`` with status ``"fired"`` (the action ran),
-        #: ``"condition_false"`` or ``"failed"`` (``error`` is the exception about
-        #: to reach the signaller). ``None`` (the default) costs one check per run.
-        #: The ORM layer records rule firings with it; it must not raise. Set
-        #: through :meth:`add_observer` so that several can listen.
-        self.observer: RuleObserver | None = None
-        self._observers: tuple[RuleObserver, ...] = ()
-
-    def add_observer(self, observer: RuleObserver) -> None:
-        """Tell ``observer`` about every rule run from now on (besides the
-        observers already added), until :meth:`remove_observer`."""
-        self._observers = (*self._observers, observer)
-        self._combine()
-
-    def remove_observer(self, observer: RuleObserver) -> None:
-        """Stop telling ``observer`` (added with :meth:`add_observer`)."""
-        self._observers = tuple(o for o in self._observers if o != observer)
-        self._combine()
-
-    def _combine(self) -> None:
-        # One callable (or None) in ``observer``, so a rule run still costs one
-        # check whatever the number of observers.
-        observers = self._observers
-        if len(observers) <= 1:
-            self.observer = observers[0] if observers else None
-            return
-
-        def fan_out(rule: Rule, occ: Any, status: str, error: BaseException | None) -> None:
-            for observer in observers:
-                observer(rule, occ, status, error)
-
-        self.observer = fan_out
+        #: The detector's events: every rule run fires ``rule_run(rule,
+        #: occurrence, status, error)`` after it, with status ``"fired"`` (the
+        #: action ran), ``"condition_false"`` or ``"failed"`` (``error`` is the
+        #: exception about to reach the signaller). Nobody listening costs one
+        #: truth test per run. The ORM layer records rule firings with it.
+        self._dispatch = detector.dispatch
 
     @property
     def depth(self) -> int:
@@ -138,11 +112,12 @@ class Scheduler:
         sub = rule._subscription
         action = rule.action
         name = rule.name
+        dispatch = self._dispatch
         cond = rule.condition
         if cond is None:
 
             def run_action(occ: Any, scope: Scope | None = None) -> None:
-                if self.observer is not None:
+                if dispatch.rule_run:
                     return self.run(rule, occ, scope)  # someone records rule runs
                 if not sub.active:
                     return  # disabled by an earlier rule of the same instant
@@ -157,7 +132,7 @@ class Scheduler:
         muted = self._muted
 
         def run_rule(occ: Any, scope: Scope | None = None) -> None:
-            if self.observer is not None:
+            if dispatch.rule_run:
                 return self.run(rule, occ, scope)  # someone records rule runs
             if not sub.active:
                 return
@@ -189,7 +164,7 @@ class Scheduler:
         action (the immediate coupling mode, and the last step of the others)."""
         if not rule._subscription.active:
             return  # disabled by an earlier rule of the same instant
-        observer = self.observer
+        observer = self._dispatch.rule_run
         cond = rule.condition
         if cond is not None:
             # Inline rather than detector.muted(): a generator-based context
@@ -202,33 +177,33 @@ class Scheduler:
             try:
                 ok = cond(occ)
             except SentinelError as e:
-                if observer is not None:
+                if observer:
                     observer(rule, occ, "failed", e)
                 raise
             except Exception as e:
                 err = RuleError(rule.name, "condition", e)
-                if observer is not None:
+                if observer:
                     observer(rule, occ, "failed", err)
                 raise err from e
             finally:
                 if mine:
                     muted.discard(me)
             if not ok:
-                if observer is not None:
+                if observer:
                     observer(rule, occ, "condition_false", None)
                 return
         try:
             rule.action(occ)
         except SentinelError as e:
-            if observer is not None:
+            if observer:
                 observer(rule, occ, "failed", e)
             raise
         except Exception as e:
             err = RuleError(rule.name, "action", e)
-            if observer is not None:
+            if observer:
                 observer(rule, occ, "failed", err)
             raise err from e
-        if observer is not None:
+        if observer:
             observer(rule, occ, "fired", None)
 
 

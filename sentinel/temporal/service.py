@@ -44,6 +44,7 @@ from typing import Any, Final
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.detector import Channel, EventDetector, Scope, Store
+from sentinel.detector.events import listen
 from sentinel.errors import SentinelError, TemporalError
 from sentinel.occurrence import PARAMS, SOURCE, Occurrence
 from sentinel.params import normalize
@@ -127,9 +128,9 @@ class TemporalService:
         self._bound: set[int] = set()
         self._index: dict[tuple[Any, ...], Pending] | None = {} if det.replaying else None
         self._release: list[Pending] = []
-        det.watch(self._changed)
-        det.add_flush_hook(self._flushed)
-        det.route_injected(TICK, self._route)
+        listen(det, "changed", self._changed)
+        listen(det, "flush", self._flushed)
+        listen(det, "route", self._route_for)
         # Set now rather than with the first timer: views of the process scope
         # copy it when they are made.
         det.process_scope.on_restore = self._restore
@@ -413,6 +414,10 @@ class TemporalService:
                     self._register(rec)
                     self.clock.schedule(rec)
 
+    def _route_for(self, event: str) -> Callable[..., Any] | None:
+        """The detector's ``route`` event: logged ticks go to :meth:`_route`."""
+        return self._route if event == TICK else None
+
     def _route(self, occ: Occurrence, scope: Scope) -> tuple[Callable[[Store, Any], None], ...]:
         """Where an injected (logged) tick goes: the pending timer it belongs to."""
         params = occ[PARAMS]
@@ -497,6 +502,22 @@ def _prepare_operator(det: EventDetector, expr: ex.Expression) -> None:
         )
 
 
-EventDetector.register_preparer(tm.Absolute, _prepare_absolute)
-for _t in (tm.Relative, tm.P, tm.Pstar):
-    EventDetector.register_preparer(_t, _prepare_operator)
+_PREPARE: Final = {
+    tm.Absolute: _prepare_absolute,
+    tm.Relative: _prepare_operator,
+    tm.P: _prepare_operator,
+    tm.Pstar: _prepare_operator,
+}
+
+
+def _prepare(det: EventDetector, expr: ex.Expression) -> None:
+    prepare = _PREPARE.get(type(expr))
+    if prepare is not None:
+        prepare(det, expr)
+
+
+def install(det: EventDetector) -> None:
+    """The temporal layer's plug-in (:mod:`sentinel.detector.plugins`): resolving
+    a temporal expression sets up the detector's timer service (and an
+    absolute event's channel)."""
+    listen(det, "prepare", _prepare)

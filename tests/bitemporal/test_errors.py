@@ -25,6 +25,7 @@ from sentinel import (
     revoke,
 )
 from sentinel.bitemporal import bitemporal
+from sentinel.detector.events import listen
 
 
 class Setup:
@@ -35,7 +36,7 @@ class Setup:
         event_class(self.det, "Delivery", key="resource", lifespan=None)
         event_class(self.det, "ResourceLow", key="resource", mutable=False, lifespan=None)
         self.logged: list[Occurrence] = []
-        self.det.add_listener(self.logged.append)
+        listen(self.det, "occurrence", self.logged.append)
         self.detected: list[Any] = []
         for text in (
             "E",
@@ -260,7 +261,7 @@ def test_a_revocation_after_the_expiration_is_refused_before_the_tick(
     det = LocalEventDetector(clock=clock, chronon=chronon)
     event_class(det, "Delivery", key="resource", lifespan=2)
     logged: list[Occurrence] = []
-    det.add_listener(logged.append)
+    listen(det, "occurrence", logged.append)
     cancelled: list[Any] = []
     det.rule("cancelled", "CANCELLATION(Delivery)", action=cancelled.append)
     announce(det, "Delivery", 1000.0, resource="milk")

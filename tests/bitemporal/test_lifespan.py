@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sentinel import Context, LocalEventDetector, VirtualClock, announce, event_class
 from sentinel.bitemporal import bitemporal
 from sentinel.bitemporal.lifespan import expirations
+from sentinel.detector.events import listen
 from sentinel.errors import LifespanWarning, SentinelWarning
 from sentinel.occurrence import Occurrence
 
@@ -114,11 +115,12 @@ def run_with_lifespans(
         archive=True,
         action=got.append,
     )
-    svc = bitemporal(det)
     ticks: list[tuple[float, list[Any], list[Any]]] = []
     # Called right after each purge: what it removed, and what is still stored.
-    svc.on_expired(
-        lambda items: ticks.append((clock.now(), [e.occurrence for e in items], stored(det)))
+    listen(
+        det,
+        "expired",
+        lambda items: ticks.append((clock.now(), [e.occurrence for e in items], stored(det))),
     )
     for i, (ev, step) in enumerate(events):
         clock.advance(step)
@@ -208,8 +210,10 @@ def test_archive_marks_only_archiving_rules() -> None:
     det.rule("kept", "A ; B", flush=False, lifespan=2, action=lambda o: None, archive=True)
     det.rule("lost", "B ; A", flush=False, lifespan=2, action=lambda o: None)
     seen: list[tuple[str, float, str]] = []
-    bitemporal(det).on_expired(
-        lambda items: seen.extend((e.occurrence.event, e.at, e.where) for e in items)
+    listen(
+        det,
+        "expired",
+        lambda items: seen.extend((e.occurrence.event, e.at, e.where) for e in items),
     )
     det.signal("A")
     det.signal("B")

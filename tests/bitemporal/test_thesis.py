@@ -18,6 +18,7 @@ from sentinel import (
 )
 from sentinel.bitemporal import KINDS, bitemporal
 from sentinel.bitemporal.lifespan import expirations
+from sentinel.detector.events import listen
 from sentinel.occurrence import Occurrence
 
 QUARTER = timedelta(minutes=15)
@@ -147,8 +148,10 @@ def test_example_4_3_the_purge_keeps_what_a_stored_detection_depends_on() -> Non
         archive=True,
     )
     expired: list[tuple[str, str]] = []
-    bitemporal(det).on_expired(
-        lambda items: expired.extend((e.occurrence.event, hhmm(clock)) for e in items)
+    listen(
+        det,
+        "expired",
+        lambda items: expired.extend((e.occurrence.event, hhmm(clock)) for e in items),
     )
     det.signal_at("Replenish", at(9, 9))
     clock.set(at(9, 9, 30))

@@ -31,6 +31,7 @@ from sentinel import (
 )
 from sentinel.bitemporal import KINDS, REVISION, classify
 from sentinel.bitemporal.classify import make_dispatcher
+from sentinel.detector.events import listen
 from tests.bitemporal.model import timing
 
 D = Primitive("D")
@@ -161,7 +162,7 @@ def test_announcements_reach_the_primitives_they_match(ops: list[Any]) -> None:
     for kind in KINDS:
         det.rule(kind, f"{kind}(D)", action=lambda o, kind=kind: seen.append((o.t_occ, kind)))
     signalled: list[Occurrence] = []
-    det.add_listener(signalled.append)
+    listen(det, "occurrence", signalled.append)
 
     state: dict[int, float] = {}  # key -> occurrence time of its current version
     dues: dict[int, float] = {}

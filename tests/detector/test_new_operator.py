@@ -16,6 +16,7 @@ import pytest
 
 from sentinel import Context, LocalEventDetector, Occurrence, parse
 from sentinel.algebra.expressions import And, Expression, Primitive, Seq
+from sentinel.detector.events import listen
 from sentinel.detector.operators import Handler, handler_class, strategy
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError, SnoopSyntaxError
@@ -96,7 +97,7 @@ def test_a_keyword_names_one_operator() -> None:
 def _detector() -> tuple[LocalEventDetector, list[str], list[Occurrence]]:
     det = LocalEventDetector()
     log: list[Occurrence] = []
-    det.add_listener(log.append)
+    listen(det, "occurrence", log.append)
     for name in ("E1", "E2"):
         det.explicit(name)
     seen: list[str] = []

@@ -54,12 +54,13 @@ def test_attach_takes_session_factories_only(orm: ORM) -> None:
 
 
 def test_detach_restores_the_detector(orm: ORM) -> None:
-    before = (orm.det.detached_executor, orm.det.scheduler.observer, orm.det.has_listeners)
+    names = ("run_detached", "object_scope", "rule_run", "occurrence", "expired", "define_rule")
+    before = {name: getattr(orm.det.dispatch, name) for name in names}
     att = orm.attach()
     assert orm.det.has_listeners
     att.detach()
     att.detach()  # idempotent
-    assert (orm.det.detached_executor, orm.det.scheduler.observer, orm.det.has_listeners) == before
+    assert {name: getattr(orm.det.dispatch, name) for name in names} == before
     with pytest.raises(AttachError, match="not attached"):
         detach(orm.Session)
     # attachable again, and as a context manager

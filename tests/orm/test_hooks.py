@@ -1,5 +1,5 @@
-"""The small hooks the ORM layer added to the layers below it: the scheduler's
-rule observer, rule checks, the reactive layer's class watchers; and what
+"""The detector's events the ORM layer listens to (sentinel.detector.events):
+``rule_run``, ``define_rule``, ``classes_attached``; and what
 happens when rules on the transaction events themselves fail."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from sentinel import LocalEventDetector, Reactive, event
+from sentinel.detector.events import listen, remove
 from sentinel.errors import RollbackOnlyError, RuleDefinitionError, RuleError
-from sentinel.reactive import unwatch_classes, watch_classes
+from sentinel.reactive import attached_classes
 
 from .conftest import ORM
 
@@ -19,9 +20,11 @@ def test_the_rule_observer_sees_every_run() -> None:
     det = LocalEventDetector()
     det.explicit("E")
     seen: list[tuple[str, str, str | None]] = []
-    det.scheduler.observer = lambda rule, occ, status, err: seen.append(
-        (rule.name, status, type(err).__name__ if err else None)
-    )
+
+    def observe(rule: Any, occ: Any, status: str, err: BaseException | None) -> None:
+        seen.append((rule.name, status, type(err).__name__ if err else None))
+
+    listen(det, "rule_run", observe)
     det.rule("yes", "E", lambda o: True, action=lambda o: None)
     det.rule("no", "E", lambda o: False, action=lambda o: None)
     det.rule("plain", "E", action=lambda o: None)  # no condition: the fast runner
@@ -40,7 +43,7 @@ def test_the_rule_observer_sees_every_run() -> None:
     ]
     failing.delete()
     seen.clear()
-    det.scheduler.observer = None
+    remove(det, "rule_run", observe)
     det.signal("E")
     assert seen == []
 
@@ -53,13 +56,13 @@ def test_a_rule_check_rejects_before_anything_is_applied() -> None:
         if str(rule.coupling) == "deferred":
             raise RuleDefinitionError(f"{rule.name}: no deferred rules here")
 
-    det.add_rule_check(no_deferred)
+    listen(det, "define_rule", no_deferred)
     with pytest.raises(RuleDefinitionError, match="no deferred"):
         det.rule("r", "E", action=print, coupling="deferred")
     assert "r" not in det.rules
     assert not det.channel("E").listened
     det.rule("r", "E", action=print)
-    det.remove_rule_check(no_deferred)
+    remove(det, "define_rule", no_deferred)
     det.rule("r2", "E", action=print, coupling="deferred")
 
 
@@ -71,14 +74,15 @@ def test_class_watchers() -> None:
         @event
         def go(self) -> None: ...
 
-    assert Early in watch_classes(det, got.append)
+    assert Early in attached_classes(det)
+    listen(det, "classes_attached", got.append)
 
     class Late(Reactive, detector=det):
         @event
         def go(self) -> None: ...
 
     assert got == [[Late]]
-    unwatch_classes(det, got.append)
+    remove(det, "classes_attached", got.append)
 
     class Later(Reactive, detector=det):
         pass

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sentinel import LocalEventDetector, Occurrence, set_default_detector
+from sentinel.detector.events import listen
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ class Recorder:
 
     def __init__(self, det: LocalEventDetector) -> None:
         self.occurrences: list[Occurrence] = []
-        det.add_listener(self.occurrences.append)
+        listen(det, "occurrence", self.occurrences.append)
 
     def events(self) -> list[str]:
         return [o.event for o in self.occurrences]

@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 
 from sentinel import LocalEventDetector, Reactive, event, on
+from sentinel.detector.events import listen, remove
 from tests.reactive.conftest import fired
 
 
@@ -86,11 +87,11 @@ def test_an_occurrence_listener_wraps_every_event_method(
 ) -> None:
     Stock, _ = classes
     seen: list[Any] = []
-    det.add_listener(seen.append)
+    listen(det, "occurrence", seen.append)
     assert wrapped(Stock) and wrapped(Stock, "sell_stock")
     Stock().sell_stock(1)
     assert [o.event for o in seen] == ["Stock.sell_stock:end"]
-    det.remove_listener(seen.append)
+    remove(det, "occurrence", seen.append)
     assert not wrapped(Stock) and not wrapped(Stock, "sell_stock")
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sentinel import Context, Coupling, LocalEventDetector, ObjectRef, Scope
+from sentinel.detector.events import listen
 from sentinel.log import LogWriter, Outcome
 from sentinel.params import dumps
 
@@ -205,8 +206,8 @@ class Online:
         self.detections: list[Detection] = []
         self.open: dict[str, Scope] = {}
         self._n = 0
-        det.add_listener(lambda occ: self.by_scope[occ.scope].append(occ))
-        det.detached_executor = lambda rule, occ, committed: det.scheduler.run(rule, occ)
+        listen(det, "occurrence", lambda occ: self.by_scope[occ.scope].append(occ))
+        listen(det, "run_detached", lambda rule, occ, committed: det.scheduler.run(rule, occ))
 
     def _drive(self, scope_id: str, fn: Callable[[], Any], scope: Scope | None = None) -> Any:
         """Run ``fn`` with detections recorded for ``scope_id`` (and ``scope`` the

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sentinel import Context, LocalEventDetector, RuleError, ScopeError
+from sentinel.detector.events import listen
 
 
 @pytest.fixture
@@ -167,7 +168,9 @@ class TestDetached:
 
     def test_executor_is_pluggable(self, det: LocalEventDetector) -> None:
         calls: list[tuple[str, bool]] = []
-        det.detached_executor = lambda rule, occ, committed: calls.append((rule.name, committed))
+        listen(
+            det, "run_detached", lambda rule, occ, committed: calls.append((rule.name, committed))
+        )
         det.rule("dep", "E1", action=print, coupling="detached")
         det.rule("ind", "E1", action=print, coupling="detached_independent")
         with pytest.raises(RuntimeError), det.transaction():

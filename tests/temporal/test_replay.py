@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sentinel import TICK, Context, LocalEventDetector, Occurrence, ReplayClock, timers
+from sentinel.detector.events import listen
 from sentinel.params import dumps, loads
 from tests.temporal.test_contexts import CASES
 from tests.temporal.timeline import Timeline, replay, signature
@@ -95,7 +96,7 @@ def test_the_replica_runs_on_a_clock_that_never_fires() -> None:
     rep = tl.det.replica()
     assert rep.replaying and isinstance(timers(rep).clock, ReplayClock)
     extra: list[Occurrence] = []
-    rep.add_listener(extra.append)
+    listen(rep, "occurrence", extra.append)
     for occ in logged(tl.log):
         rep.inject(occ, rep.process_scope)
     assert timers(rep).pending() == 2  # still waiting, and never firing on its own

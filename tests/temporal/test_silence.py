@@ -66,12 +66,14 @@ def test_signals_of_other_events_make_the_same_calls() -> None:
 
 
 def test_a_transaction_pays_one_flush_hook_call() -> None:
-    # Ending a scope tells the timer service, which cancels the scope's timers
-    # (here there are none: one dict lookup).
+    # Ending a scope tells the timer service (the detector's ``flush`` event:
+    # its dispatch, one call), which cancels the scope's timers (here there are
+    # none: one dict lookup).
     without, with_temporal = calls(False, transaction=True), calls(True, transaction=True)
     extra = with_temporal - without
     assert not without - with_temporal
     assert {k.rsplit("/", 1)[-1]: n for k, n in extra.items()} == {
+        "events.py:__call__": 1,
         "service.py:_flushed": 1,
         "C:id": 1,
         "C:dict.pop": 1,

@@ -14,6 +14,7 @@ from typing import Any
 
 from sentinel import TICK, Context, LocalEventDetector, Occurrence, VirtualClock
 from sentinel.detector import Scope
+from sentinel.detector.events import listen
 
 START = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC: an ordinary, non-zero epoch
 
@@ -35,7 +36,7 @@ class Timeline:
         self._counts: dict[str, int] = {}
         self.log: list[Occurrence] = []
         self.detections: dict[str, list[Any]] = {}
-        self.det.add_listener(self._record)
+        listen(self.det, "occurrence", self._record)
 
     def _record(self, occ: Occurrence) -> None:
         self.log.append(occ)
