@@ -3,6 +3,10 @@
 :class:`EventDetector` owns the event graph and the logical clock. It knows nothing
 of rules (the rules layer builds :class:`~sentinel.LocalEventDetector` on top of
 it), of SQLAlchemy or of Spark.
+
+Naming events is in :mod:`sentinel.detector.definitions`; scopes, transactions
+and flushing in :mod:`sentinel.detector.transactions` (parts of
+:class:`EventDetector`); the signal path, subscriptions and delivery are here.
 """
 
 from __future__ import annotations
@@ -11,26 +15,23 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from threading import get_ident
 from typing import Any
 
 from sentinel.algebra import expressions as ex
-from sentinel.algebra.syntax import parse
 from sentinel.detector import plugins
 from sentinel.detector.contexts import Context
+from sentinel.detector.definitions import Definitions
 from sentinel.detector.events import Dispatch
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
+from sentinel.detector.transactions import _ACTIVE, Transactions
 from sentinel.errors import (
-    AmbiguousScopeError,
     BitemporalError,
-    DuplicateEventError,
     ExpressionError,
-    ScopeError,
     UnknownEventError,
 )
 from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence, occurrence_time
@@ -50,17 +51,13 @@ TXN_ABORT = ex.Primitive("txn:abort")
 _TXN = (TXN_BEGIN, TXN_PRE_COMMIT, TXN_COMMIT, TXN_ABORT)
 
 _new: Any = tuple.__new__
-#: ``Scope.status`` of an active scope: the signal path compares by identity
-#: (the literal is interned); a scope whose status is not this object takes the
-#: slow path, which compares by value.
-_ACTIVE = "active"
 OccurrenceListener = Callable[[Occurrence], None]
 #: Routes a logged occurrence that no channel carries to the entries it reaches
 #: (the answer of a listener of the ``route`` event, :mod:`sentinel.detector.events`).
 InjectRoute = Callable[[Occurrence, Scope], tuple[Callable[[Store, Any], None], ...]]
 
 
-class EventDetector:
+class EventDetector(Definitions, Transactions):
     """Detects composite events over the primitive events signalled to it.
 
     Thread-safe: signals from several threads are serialised (each gets its
@@ -131,148 +128,6 @@ class EventDetector:
         for p in _TXN:
             self._define_primitive(p)
         plugins.install(self)
-
-    # -- definitions -------------------------------------------------------------
-    def explicit(self, name: str) -> ex.Primitive:
-        """Define (or look up) the explicit event ``name`` and return it.
-
-        Explicit events are signalled by the application with :meth:`signal`.
-        Raises :class:`~sentinel.errors.DuplicateEventError` if ``name`` is
-        already a different kind of event.
-        """
-        existing = self._events.get(name)
-        if existing is not None:
-            if isinstance(existing, ex.Primitive) and name in self._explicit:
-                return existing
-            raise DuplicateEventError(name, f"it is {existing}")
-        prim = ex.Primitive(name)
-        with self._lock:
-            self._define_primitive(prim)
-            self._explicit[name] = self._channels[name]
-        return prim
-
-    def _define_primitive(self, prim: ex.Primitive) -> None:
-        if prim.name not in self._channels:
-            self._channels[prim.name] = Channel(prim.name)
-        self._events[prim.label] = prim
-
-    def channel(self, name: str) -> Channel:
-        """The channel ``name``, created if needed (for layers that signal events
-        of their own kinds, such as method events)."""
-        with self._lock:
-            ch = self._channels.get(name)
-            if ch is None:
-                ch = self._channels[name] = Channel(name)
-            return ch
-
-    def define_primitive(self, prim: ex.Primitive) -> ex.Primitive:
-        """Register a primitive event built by another layer (a method event, an
-        instance-level event) under its label, so text expressions can name it."""
-        existing = self._events.get(prim.label)
-        if existing is not None and existing != prim:
-            raise DuplicateEventError(prim.label, f"it is {existing!r}")
-        with self._lock:
-            self.channel(prim.name)
-            self._events[prim.label] = prim
-        return prim
-
-    def define(self, name: str, expression: ex.Expression | str) -> ex.Expression:
-        """Name a composite event so text expressions can refer to it.
-
-        ``expression`` may be Snoop text; names in it are resolved now.
-        """
-        if not isinstance(name, str) or not name:
-            raise ExpressionError(f"an event name must be a non-empty string, not {name!r}")
-        expr = self.expression(expression)
-        existing = self._events.get(name)
-        if existing is not None and existing != expr:
-            raise DuplicateEventError(name, f"it is {existing}")
-        self._events[name] = expr
-        return expr
-
-    def event(self, name: str) -> ex.Expression:
-        """The event defined as ``name``; raises UnknownEventError."""
-        try:
-            return self._events[name]
-        except KeyError:
-            raise UnknownEventError(name, self._events) from None
-
-    @property
-    def events(self) -> Mapping[str, ex.Expression]:
-        """Every defined event by name (a read-only view)."""
-        from types import MappingProxyType
-
-        return MappingProxyType(self._events)
-
-    def expression(self, value: ex.Expression | str) -> ex.Expression:
-        """``value`` as an expression whose events are all defined here.
-
-        Snoop text is parsed; names refer to events defined on this detector
-        (primitive or named composite). Raises
-        :class:`~sentinel.errors.UnknownEventError` naming the first unknown
-        event, :class:`~sentinel.errors.SnoopSyntaxError` for malformed text.
-        """
-        text = value if isinstance(value, str) else None
-        expr = parse(value) if isinstance(value, str) else value
-        convert = getattr(expr, "__sentinel_expression__", None)
-        if convert is not None:  # an expression of another algebra (an Ode term)
-            expr = convert()
-        if not isinstance(expr, ex.Expression):
-            raise ExpressionError(
-                f"expected an event expression or Snoop text, not {type(value).__name__}"
-            )
-        return self._resolve(expr, text)
-
-    def sampler(self, name: str, fn: Callable[[], Any]) -> None:
-        """Register ``fn`` as the sampler ``name``: ``P*(E1, [t] name, E3)`` calls
-        ``fn()`` at each tick and keeps the value (it must be loggable) as the
-        tick's parameter ``name``. Replaces a sampler of the same name.
-
-        A registry of named values, not an event (``docs/architecture.md``, "The
-        detector's events")."""
-        if not isinstance(name, str) or not name or not callable(fn):
-            raise ExpressionError(f"a sampler is a name and a callable, not {name!r}, {fn!r}")
-        self.samplers[name] = fn
-
-    def _resolve(self, expr: ex.Expression, text: str | None) -> ex.Expression:
-        # Parents are prepared before their operands (pre-order), then resolved
-        # after them; with stacks, not recursively: expressions of any depth.
-        seen: set[int] = set()
-        todo = [expr]
-        prepare = self.dispatch.prepare
-        while todo:
-            e = todo.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if prepare:
-                prepare(self, e)
-            todo.extend(reversed(e.children))
-        # id -> (resolved, whether it equals the original)
-        done: dict[int, tuple[ex.Expression, bool]] = {}
-        for e in expr.walk():
-            if id(e) in done:
-                continue
-            if isinstance(e, ex.Primitive):
-                resolved = self._resolve_primitive(e, text)
-                done[id(e)] = (resolved, resolved == e)
-            elif all(done[id(c)][1] for c in e.children):
-                done[id(e)] = (e, True)
-            else:
-                done[id(e)] = (e.with_children([done[id(c)][0] for c in e.children]), False)
-        return done[id(expr)][0]
-
-    def _resolve_primitive(self, expr: ex.Primitive, text: str | None) -> ex.Expression:
-        resolve_inner = getattr(expr, "resolve_inner", None)
-        if resolve_inner is not None:  # a leaf built on another event (a timing primitive)
-            return resolve_inner(lambda e: self._resolve(e, text))  # type: ignore[no-any-return]
-        if expr.selector is None and expr.label == expr.name:
-            known = self._events.get(expr.name)
-            if known is not None:
-                return known
-        elif expr.name in self._channels:
-            return expr  # built by another layer (an instance-level event)
-        raise UnknownEventError(expr.label, self._events, where=repr(text) if text else "")
 
     # -- signalling --------------------------------------------------------------
     def signal(self, name: str, /, **params: Any) -> Occurrence | None:
@@ -607,223 +462,6 @@ class EventDetector:
             if since and t_init(occ) < since:
                 continue
             sub.deliver(occ, scope)
-
-    # -- scopes and transactions -------------------------------------------------
-    def _new_store(self) -> Store:
-        return Store(self.graph.factories)
-
-    def _stores(self) -> Iterator[Store]:
-        yield self.process_scope.store
-        yield self.graph.global_store
-        for s in list(self._scopes):
-            yield s.store
-
-    def current_scope(self) -> Scope:
-        """The scope signals of this thread (or task) go to. Raises
-        :class:`~sentinel.errors.AmbiguousScopeError` when several ambient
-        scopes are current (see :meth:`enter_ambient`)."""
-        scope = self._scope_var.get() or self._process_view()
-        if scope.status is not _ACTIVE:
-            scope = self._settle(scope)
-        return scope
-
-    # The current scope of a thread (or task) is, in order: the scope of a
-    # use_scope() block, of the rule running, of a transaction() block; else
-    # the one ambient scope (a session transaction begun in the thread); else
-    # the process scope. The ambient scopes are kept in _ambient_var, and the
-    # one in force is written into _scope_var itself (when no explicit scope
-    # is), so that a signal costs no more than before: one context-variable
-    # lookup, and one comparison that sends the unusual cases (an ambient scope
-    # that ended elsewhere, several at once) to _settle().
-
-    def enter_ambient(self, scope: Scope) -> None:
-        """Make ``scope`` (a transaction begun in this thread or asyncio task)
-        current for the signals of this thread or task that name no scope, until
-        :meth:`leave_ambient` or its end (commit or abort). A scope made current
-        explicitly (:meth:`use_scope`, a rule's run, :meth:`transaction`) takes
-        precedence. While several ambient scopes are current, such a signal
-        raises :class:`~sentinel.errors.AmbiguousScopeError`.
-
-        The ORM layer calls this for every root transaction of an attached
-        session (``docs/orm.md``)."""
-        scopes, written = self._ambient_var.get()
-        scopes = (*scopes, scope)
-        current = self._scope_var.get()
-        # not while a rule runs here: what its action signals belongs to the
-        # transaction that triggered it, even if the action opens another
-        if current is None or ((current.process or current is written) and not current.depth):
-            scopes, written = self._ambient(scopes)
-            self._scope_var.set(written)
-        self._ambient_var.set((scopes, written))
-
-    def leave_ambient(self, scope: Scope) -> None:
-        """Undo :meth:`enter_ambient` for ``scope`` in this thread or task
-        (nothing if it is not current here)."""
-        scopes, written = self._ambient_var.get()
-        scopes = tuple(s for s in scopes if s is not scope)
-        if written is not None and self._scope_var.get() is written:
-            scopes, written = self._ambient(scopes)
-            self._scope_var.set(written)
-        self._ambient_var.set((scopes, written))
-
-    @staticmethod
-    def _ambient(scopes: tuple[Scope, ...]) -> tuple[tuple[Scope, ...], Scope | None]:
-        """The active ones of ``scopes``, and what stands for them in
-        ``_scope_var``: the one, ``None`` (the process scope) for none, a
-        marker scope for several."""
-        live = tuple(s for s in scopes if s.status == "active")
-        if len(live) == 1:
-            return live, live[0]
-        if not live:
-            return live, None
-        marker = Scope.__new__(Scope)
-        marker.id, marker.status, marker.process, marker.depth = None, "ambiguous", False, 0
-        marker.info = {"scopes": live}
-        return live, marker
-
-    def _settle(self, scope: Scope) -> Scope:
-        """The scope a signal goes to when ``_scope_var`` holds one that is not
-        active: an explicit scope that ended is used as it is (as always); what
-        :meth:`enter_ambient` wrote is replaced by what is current now (an
-        ambient scope may end in another thread or task). Raises
-        :class:`~sentinel.errors.AmbiguousScopeError` for several."""
-        scopes, written = self._ambient_var.get()
-        if scope is not written:
-            return scope
-        scopes, written = self._ambient(scopes)
-        self._ambient_var.set((scopes, written))
-        self._scope_var.set(written)
-        if written is None:
-            return self._process_view()
-        if written.status != "active":
-            raise AmbiguousScopeError(tuple(s.id for s in written.info["scopes"]))
-        return written
-
-    def _process_view(self) -> Scope:
-        """This thread's (or task's) view of the process scope: the same id and
-        store, its own rule-cascade depth. Made once per context, so the per-signal
-        path stays a context-variable lookup."""
-        view = self.process_scope.view()
-        self._scope_var.set(view)
-        return view
-
-    @contextmanager
-    def muted(self) -> Iterator[None]:
-        """Ignore signals from this thread inside the block (conditions are side-effect
-        free: events they signal are not detected)."""
-        me = get_ident()
-        if me in self._muted:
-            yield
-            return
-        self._muted.add(me)
-        try:
-            yield
-        finally:
-            self._muted.discard(me)
-
-    @contextmanager
-    def use_scope(self, scope: Scope) -> Iterator[Scope]:
-        """Make ``scope`` current for signals in this block."""
-        token = self._scope_var.set(scope)
-        try:
-            yield scope
-        finally:
-            self._scope_var.reset(token)
-
-    def begin(self, id: Hashable | None = None) -> Scope:
-        """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
-        scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
-        self._scopes.add(scope)
-        self.emit(self._channels["txn:begin"], {}, None, (), scope, None, False)
-        return scope
-
-    def scope(self, id: Hashable) -> Scope:
-        """A new, active detection scope with ``id``, *without* signalling
-        ``txn:begin`` (replay injects the logged ``txn:begin`` itself). Finish it
-        with :meth:`end_scope`."""
-        scope = Scope(id, self._new_store())
-        self._scopes.add(scope)
-        return scope
-
-    def end_scope(self, scope: Scope, status: str) -> None:
-        """Mark ``scope`` ``"committed"`` or ``"aborted"``, flush it and run what
-        follows the end of a transaction (detached rules), *without* signalling
-        ``txn:commit`` / ``txn:abort`` (replay injected the logged ones)."""
-        if status not in ("committed", "aborted"):
-            raise ScopeError(f"status must be 'committed' or 'aborted', not {status!r}")
-        scope._check_active("commit" if status == "committed" else "abort")
-        scope.status = status
-        self.flush(scope)
-        self._after_end(scope)
-
-    def pre_commit(self, scope: Scope) -> None:
-        """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
-        scope._check_active("pre-commit")
-        self.emit(self._channels["txn:pre_commit"], {}, None, (), scope, None, False)
-
-    def commit(self, scope: Scope) -> None:
-        """Signal ``txn:commit`` in ``scope``, then flush it."""
-        scope._check_active("commit")
-        try:
-            self.emit(self._channels["txn:commit"], {}, None, (), scope, None, False)
-        finally:
-            scope.status = "committed"
-            self.flush(scope)
-        self._after_end(scope)
-
-    def abort(self, scope: Scope) -> None:
-        """Signal ``txn:abort`` in ``scope``, then flush it."""
-        if scope.status == "aborted":
-            return
-        scope._check_active("abort")
-        try:
-            self.emit(self._channels["txn:abort"], {}, None, (), scope, None, False)
-        finally:
-            scope.status = "aborted"
-            self.flush(scope)
-        self._after_end(scope)
-
-    def _after_end(self, scope: Scope) -> None:
-        """Called once ``scope`` has committed or aborted and been flushed (the
-        rules layer runs detached rules here)."""
-
-    @contextmanager
-    def transaction(self) -> Iterator[Scope]:
-        """A detection scope for the block: ``txn:begin`` on entry; on success
-        ``txn:pre_commit`` then ``txn:commit``; on an exception (including one
-        raised at pre-commit) ``txn:abort``. Commit and abort flush the scope."""
-        scope = self.begin()
-        token = self._scope_var.set(scope)
-        try:
-            try:
-                yield scope
-                self.pre_commit(scope)
-            except BaseException:
-                self.abort(scope)
-                raise
-            self.commit(scope)
-        finally:
-            self._scope_var.reset(token)
-
-    def flush(self, scope: Scope | None = None) -> None:
-        """Forget detection state: of ``scope``, or of every scope (and the
-        process-wide state of rules that do not flush) when ``scope`` is None."""
-        with self._lock:
-            if self.dispatch.flush:
-                self.dispatch.flush(scope)
-            if scope is not None:
-                scope.store.clear()
-                return
-            for store in self._stores():
-                store.clear()
-
-    def stored(self, scope: Scope | None = None) -> int:
-        """How many occurrence entries detection state holds (in ``scope``, or
-        everywhere)."""
-        with self._lock:
-            if scope is not None:
-                return scope.store.occurrences()
-            return sum(s.occurrences() for s in self._stores())
 
 
 def _chronon(value: float | timedelta | str | None) -> float | None:
