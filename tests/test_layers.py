@@ -4,6 +4,7 @@ load without it."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -46,6 +47,66 @@ def test_the_global_detectors_storage_loads_without_the_orm_layer() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _module_imports(path: Path, name: str, is_package: bool) -> set[str]:
+    """The sentinel modules ``path`` imports when it is imported: module-level
+    statements only (not under ``if TYPE_CHECKING:``, not inside a function)."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    here = name.split(".") if is_package else name.split(".")[:-1]
+
+    def walk(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                walk(node.orelse)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = here[: len(here) - (node.level - 1)]
+                    base = ".".join([*parts, base] if base else parts)
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, field, []):
+                        walk(child.body if isinstance(child, ast.ExceptHandler) else [child])
+
+    walk(tree.body)
+    return found
+
+
+def test_no_module_level_import_cycle_inside_a_package() -> None:
+    """Inside each package, modules import each other one way at import time
+    (docs/architecture.md, "Layers as contracts"): a cycle only through
+    ``TYPE_CHECKING`` or an import inside a function."""
+    src = ROOT / "sentinel"
+    modules: dict[str, tuple[Path, bool]] = {}
+    for path in src.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if package else parts)] = (path, package)
+    edges: dict[str, set[str]] = {}
+    for name, (path, package) in modules.items():
+        home = name if package else name.rsplit(".", 1)[0]
+        for target in _module_imports(path, name, package):
+            same_package = target.rsplit(".", 1)[0] == home
+            if target in modules and target != name and same_package and not modules[target][1]:
+                edges.setdefault(name, set()).add(target)  # not the package's face
+    cycles = []
+    for start in edges:
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            node, path_ = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join((*path_, nxt)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, (*path_, nxt)))
+    assert not cycles, "\n".join(sorted(cycles))
 
 
 def test_no_module_is_over_800_lines() -> None:

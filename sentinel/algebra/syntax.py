@@ -28,6 +28,7 @@ Text syntax::
 
 from __future__ import annotations
 
+import importlib
 import re
 import typing as t
 from functools import cache
@@ -183,6 +184,11 @@ def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any
 #: Readers of embedded languages: ``name{text}`` in Snoop text is ``_BLOCKS[name](text)``.
 _BLOCKS: dict[str, t.Callable[[str], ex.Expression]] = {}
 
+#: The embedded languages sentinel ships, and the module whose import registers
+#: each (named, not imported: a layer above this one). Text that embeds one
+#: works whatever was imported before.
+SHIPPED_BLOCKS = {"ode": "sentinel.ode"}
+
 
 def register_block(name: str, reader: t.Callable[[str], ex.Expression]) -> None:
     """Let Snoop text embed another language as ``name{...}`` (the Ode layer
@@ -215,8 +221,11 @@ def _block(tok: Token) -> ex.Expression:
     brace = raw.index("{")
     name = raw[:brace].strip()
     reader = _BLOCKS.get(name)
+    if reader is None and name in SHIPPED_BLOCKS:
+        importlib.import_module(SHIPPED_BLOCKS[name])
+        reader = _BLOCKS.get(name)
     if reader is None:
-        known = ", ".join(f"{n}{{...}}" for n in sorted(_BLOCKS)) or "none"
+        known = ", ".join(f"{n}{{...}}" for n in sorted({*_BLOCKS, *SHIPPED_BLOCKS}))
         raise _Positioned(
             ExpressionError(f"unknown block {name}{{...}}; known: {known}"),
             tok.line or 1,

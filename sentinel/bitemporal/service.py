@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -50,6 +49,7 @@ from sentinel.bitemporal.ordering import Orderer, boundary_after, release_tick
 from sentinel.detector import Channel, EventDetector, Scope
 from sentinel.detector.events import listen
 from sentinel.detector.graph import EventGraph, Mode
+from sentinel.detector.plugins import per_detector
 from sentinel.errors import (
     BitemporalError,
     DuplicateEventError,
@@ -64,21 +64,13 @@ __all__ = ["TICK", "BitemporalService", "lifespan_seconds", "service"]
 TICK: Final = "bitemporal:tick"
 
 _ATTR = "_sentinel_bitemporal"
-_creating = threading.Lock()
 
 ArchiveListener = Callable[[list[Expired]], None]
 
 
 def service(det: EventDetector) -> BitemporalService:
     """The bitemporal service of ``det``, created on first use."""
-    svc: BitemporalService | None = det.__dict__.get(_ATTR)
-    if svc is None:
-        with det._lock, _creating:
-            svc = det.__dict__.get(_ATTR)
-            if svc is None:
-                svc = BitemporalService(det)
-                setattr(det, _ATTR, svc)
-    return svc
+    return per_detector(det, _ATTR, BitemporalService)
 
 
 def lifespan_seconds(value: Any, what: str, event: str | None = None) -> float:

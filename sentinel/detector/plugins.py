@@ -17,10 +17,15 @@ is made.
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["PLUGINS", "install"]
+__all__ = ["PLUGINS", "install", "per_detector"]
+
+_T = TypeVar("_T")
+_creating = threading.Lock()
 
 #: The modules whose ``install(detector)`` runs on every new detector, in order.
 PLUGINS: tuple[str, ...] = (
@@ -41,3 +46,18 @@ def install(detector: Any) -> None:
         modules = _loaded = tuple(importlib.import_module(name) for name in PLUGINS)
     for module in modules:
         module.install(detector)
+
+
+def per_detector(detector: Any, attr: str, factory: Callable[[Any], _T]) -> _T:
+    """A plug-in's object for ``detector`` (its timer service, its bitemporal
+    service), kept as the detector's attribute ``attr`` and made by
+    ``factory(detector)`` on first use: once, even when threads ask at the
+    same time."""
+    made: _T | None = detector.__dict__.get(attr)
+    if made is None:
+        with detector._lock, _creating:
+            made = detector.__dict__.get(attr)
+            if made is None:
+                made = factory(detector)
+                setattr(detector, attr, made)
+    return made

@@ -34,7 +34,6 @@ expressions. A tick of ``P*(E1, [t] price, E3)`` also carries the sample as
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -45,6 +44,7 @@ from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.detector import Channel, EventDetector, Scope, Store
 from sentinel.detector.events import listen
+from sentinel.detector.plugins import per_detector
 from sentinel.errors import SentinelError, TemporalError
 from sentinel.occurrence import PARAMS, SOURCE, Occurrence
 from sentinel.params import normalize
@@ -60,21 +60,13 @@ TICK: Final = "temporal:tick"
 
 _MISSING = object()
 _ATTR = "_sentinel_temporal"
-_creating = threading.Lock()
 
 
 def service(det: EventDetector) -> TemporalService:
     """The timer service of ``det``, created on first use. Raises
     :class:`~sentinel.errors.TemporalError` when the detector's clock cannot run
     timers (a plain function other than ``time.time``)."""
-    svc: TemporalService | None = det.__dict__.get(_ATTR)
-    if svc is None:
-        with det._lock, _creating:
-            svc = det.__dict__.get(_ATTR)
-            if svc is None:
-                svc = TemporalService(det)
-                setattr(det, _ATTR, svc)
-    return svc
+    return per_detector(det, _ATTR, TemporalService)
 
 
 def replay_events(expr: ex.Expression) -> frozenset[str]:

@@ -177,3 +177,26 @@ def test_a_mask_in_plain_snoop_works_without_importing_ode_first() -> None:
         """
     )
     assert out == "[5000]"
+
+
+def test_snoop_text_embedding_ode_parses_before_anything_imported_ode() -> None:
+    """``ode{...}`` is a block sentinel ships: the parser finds its reader by
+    name (an explicit list), not because some module happened to import Ode."""
+    out = _fresh(
+        """
+        import sys
+        import sentinel
+
+        assert "sentinel.ode" not in sys.modules, "imported by sentinel itself"
+        expr = sentinel.parse("a ; ode{relative(a, b)}")
+        print(type(expr).__name__, "sentinel.ode" in sys.modules)
+        try:
+            sentinel.parse("a ; nope{x}")
+        except sentinel.errors.ExpressionError as err:
+            print(str(err).splitlines()[0])
+        """
+    )
+    assert out.splitlines() == [
+        "Seq True",
+        "unknown block nope{...}; known: ode{...} at line 1, column 5",
+    ]
