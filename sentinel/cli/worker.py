@@ -73,7 +73,7 @@ def worker_command(
     from sqlalchemy.orm import sessionmaker
 
     from sentinel.orm import Attachment, attach
-    from sentinel.orm.worker import load_target, serve
+    from sentinel.orm.worker import serve
 
     importable_from_cwd()
 
@@ -116,3 +116,16 @@ def worker_command(
     click.echo(
         f"sentinel worker: {total.done} done, {total.retried} to retry, {total.failed} failed"
     )
+
+
+def load_target(reference: str) -> Any:
+    """What ``sentinel worker --rules package.module:attribute`` names: a
+    :class:`~sentinel.LocalEventDetector`, an
+    :class:`~sentinel.orm.Attachment`, or a zero-argument callable returning
+    one. Raises :class:`~sentinel.errors.RuleReferenceError` saying which step
+    failed."""
+    from sentinel.orm import Attachment
+    from sentinel.rules import LocalEventDetector
+    from sentinel.rules.reference import import_reference
+
+    return import_reference(reference, (LocalEventDetector, Attachment))

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
     from sentinel.rules import Rule
 
-__all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "load_target", "serve"]
+__all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "serve"]
 
 log = logging.getLogger("sentinel.orm")
 
@@ -743,16 +743,3 @@ def serve(
         if not done.total:
             stop.wait(poll)
     return total
-
-
-def load_target(reference: str) -> Any:
-    """What ``sentinel worker --rules package.module:attribute`` names: a
-    :class:`~sentinel.LocalEventDetector`, an
-    :class:`~sentinel.orm.Attachment`, or a zero-argument callable returning
-    one. Raises :class:`~sentinel.errors.RuleReferenceError` saying which step
-    failed."""
-    from sentinel.orm.attach import Attachment
-    from sentinel.rules import LocalEventDetector
-    from sentinel.rules.reference import import_reference
-
-    return import_reference(reference, (LocalEventDetector, Attachment))
