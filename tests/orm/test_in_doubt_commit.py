@@ -229,11 +229,11 @@ class CuttingProxy:
         self.listener.close()
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)
 def test_a_connection_cut_after_commit_reached_the_server(orm: ORM, db_url: str) -> None:
     """The same through a real cut: a proxy between the application and the
-    server drops the reply to COMMIT and both connections."""
-    if orm.backend == "sqlite":
-        pytest.skip("an embedded database has no connection to cut")
+    server drops the reply to COMMIT and both connections (servers only: an
+    embedded database has no connection to cut)."""
     url = sa.make_url(db_url)
     proxy = CuttingProxy(url.host or "127.0.0.1", url.port or 0)
     engine = sa.create_engine(url.set(host="127.0.0.1", port=proxy.port))
