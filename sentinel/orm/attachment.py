@@ -4,7 +4,9 @@
 session events of its factory and drives the detector with them (the table in
 :mod:`sentinel.orm.attach`); a transaction joined to one begun outside the
 session is handled in :mod:`sentinel.orm.outer`, a transaction that ended
-without a commit sentinel saw in :mod:`sentinel.orm.endings`.
+without a commit sentinel saw in :mod:`sentinel.orm.endings`. :func:`~sentinel.orm.attach`'s
+options reach it grouped by concern, checked: :class:`LogOptions` and
+:class:`OutboxOptions` (the latter also its :class:`~sentinel.orm.worker.Runner`'s).
 """
 
 from __future__ import annotations
