@@ -59,9 +59,9 @@ from sqlalchemy.orm import Session
 
 from sentinel.errors import AttachError
 from sentinel.log import LogPolicy, LogWriter
-from sentinel.log.signing import OutboxSigner, key_from_env
+from sentinel.log.signing import OutboxSigner
 from sentinel.log.tables import DEFAULT_PREFIX
-from sentinel.orm.attachment import Attachment
+from sentinel.orm.attachment import Attachment, LogOptions, OutboxOptions
 from sentinel.orm.binds import Target, check_binds, resolve_target
 from sentinel.orm.integration import _ATTACHED, _INTEGRATIONS, _LOCK, _Integration
 from sentinel.orm.logsink import LogSink
@@ -69,47 +69,6 @@ from sentinel.orm.outbox import check_importable
 from sentinel.rules import LocalEventDetector
 
 __all__ = ["Attachment", "attach", "attachments", "detach"]
-
-
-def _writer(
-    log: Any, schema: str | None, prefix: str, commit_order: bool
-) -> tuple[LogWriter, bool]:
-    if isinstance(log, LogWriter):
-        if commit_order:
-            log.commit_order = True
-        return log, True
-    if isinstance(log, LogPolicy):
-        return LogWriter(schema=schema, prefix=prefix, policy=log, commit_order=commit_order), True
-    if log is True:
-        return LogWriter(schema=schema, prefix=prefix, commit_order=commit_order), True
-    if log is False or log is None:
-        return LogWriter(schema=schema, prefix=prefix), False
-    raise AttachError(
-        f"attach(log=...) takes True, False, a LogWriter or a LogPolicy, not {log!r:.60}",
-        target=log,
-    )
-
-
-def _signer(writer: LogWriter, log: Any, outbox_key: Any) -> OutboxSigner | None:
-    """The signer ``writer`` must get: from ``attach(outbox_key=...)``, else
-    from the environment (for a writer that has none of its own); ``None``:
-    leave the writer as it is."""
-    if outbox_key is None:
-        outbox_key = key_from_env()
-        if outbox_key is None or writer.signer is not None:
-            return None
-    elif isinstance(log, LogWriter):
-        raise AttachError(
-            "attach(outbox_key=...) together with log=LogWriter(...): give the key to the "
-            "writer instead (LogWriter(outbox_key=...)), which writes the outbox rows",
-            target=log,
-        )
-    if isinstance(outbox_key, OutboxSigner):
-        return outbox_key
-    try:
-        return OutboxSigner(outbox_key)
-    except (TypeError, ValueError) as err:
-        raise AttachError(f"attach(outbox_key=...): {err}") from None
 
 
 def attach(
@@ -205,57 +164,35 @@ def attach(
     >>> Session = sessionmaker(engine)                      # doctest: +SKIP
     >>> attachment = sentinel.attach(Session, detector=det)  # doctest: +SKIP
     """
-    det = detector
-    if det is None:
-        from sentinel.default import default_detector
-
-        det = default_detector()
-    if not isinstance(det, LocalEventDetector):
-        raise AttachError(
-            f"attach(detector=...) takes a LocalEventDetector, not {type(det).__name__}",
-            target=det,
-        )
-    for name, value, low in (
-        ("workers", workers, 0),
-        ("max_attempts", max_attempts, 1),
-        ("flush_every", flush_every, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise AttachError(f"attach({name}=...) must be an int >= {low}, not {value!r}")
-    for name, num in (("backoff", backoff), ("max_backoff", max_backoff), ("lease", lease)):
-        if isinstance(num, bool) or not isinstance(num, (int, float)) or num < 0:
-            raise AttachError(f"attach({name}=...) must be a number of seconds >= 0, not {num!r}")
-    if context is not None and not callable(context):
-        raise AttachError(
-            f"attach(context=...) takes a callable returning a context manager (such as "
-            f"app.app_context), not {context!r:.60}",
-            target=context,
-        )
-    writer, logging_on = _writer(log, schema, prefix, commit_order)
-    signer = _signer(writer, log, outbox_key)
+    det = _detector(detector)
+    outbox_options = OutboxOptions(
+        outbox=outbox,
+        workers=workers,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        max_backoff=max_backoff,
+        lease=lease,
+        session_factory=session_factory,
+        context=context,
+        outbox_key=outbox_key,
+    )
+    log_options = LogOptions(
+        log=log,
+        schema=schema,
+        prefix=prefix,
+        flush_every=flush_every,
+        log_empty=log_empty,
+        log_condition_false=log_condition_false,
+        commit_order=commit_order,
+        log_bind=log_bind,
+    )
+    writer = log_options.make_writer()
+    signer = outbox_options.signer_for(writer, log_options)
     with _LOCK:
         resolved = resolve_target(target, session_factory)
         try:
             return _attach_resolved(
-                target,
-                resolved,
-                det,
-                writer,
-                logging_on,
-                log_bind,
-                signer,
-                outbox=outbox,
-                flush_every=flush_every,
-                log_empty=log_empty,
-                log_condition_false=log_condition_false,
-                runner_options={
-                    "workers": workers,
-                    "max_attempts": max_attempts,
-                    "backoff": float(backoff),
-                    "max_backoff": float(max_backoff),
-                    "lease": float(lease),
-                    "context": context,
-                },
+                target, resolved, det, writer, signer, log_options, outbox_options
             )
         except BaseException:
             if resolved.undo is not None:
@@ -263,19 +200,63 @@ def attach(
             raise
 
 
+def _detector(detector: LocalEventDetector | None) -> LocalEventDetector:
+    if detector is None:
+        from sentinel.default import default_detector
+
+        return default_detector()
+    if not isinstance(detector, LocalEventDetector):
+        raise AttachError(
+            f"attach(detector=...) takes a LocalEventDetector, not {type(detector).__name__}",
+            target=detector,
+        )
+    return detector
+
+
 def _attach_resolved(
     target: Any,
     resolved: Target,
     det: LocalEventDetector,
     writer: LogWriter,
-    logging_on: bool,
-    log_bind: Any,
     signer: OutboxSigner | None,
-    **options: Any,
+    log_options: LogOptions,
+    outbox_options: OutboxOptions,
 ) -> Attachment:
-    session_class = resolved.session_class
-    listen_on = resolved.listen_on
-    outbox = options["outbox"]
+    _refuse_attached(target, resolved.session_class)
+    logging_on = log_options.logging_on
+    outbox = outbox_options.outbox
+    for r in det.rules.values():
+        check_importable(r)
+    home, engines = check_binds(
+        target, resolved.kw, log_options.log_bind, logging_on=logging_on, outbox=outbox
+    )
+    if signer is not None:
+        writer.signer = signer
+    sink = LogSink(writer) if logging_on else None
+    att = Attachment(
+        target,
+        resolved,
+        det,
+        writer,
+        sink,
+        home=home,
+        log_options=log_options,
+        outbox_options=outbox_options,
+    )
+    if logging_on or outbox:
+        # missing or outdated tables: fail now, not at a commit (through a
+        # synchronous engine only: an asyncio one answers inside its event loop)
+        checked = [att._engine] if att.is_async else (engines if logging_on else [home])
+        for e in checked:
+            if e is not None:
+                writer.check(e)
+    if sink is not None and att._engine is not None:
+        sink.engine = att._engine
+    _install(att, det)
+    return att
+
+
+def _refuse_attached(target: Any, session_class: type[Session]) -> None:
     for cls, other in _ATTACHED.items():
         if issubclass(session_class, cls) or issubclass(cls, session_class):
             same = cls is session_class
@@ -290,22 +271,12 @@ def _attach_resolved(
                 + "; detach it first (attachment.detach())",
                 target=target,
             )
-    for r in det.rules.values():
-        check_importable(r)
-    home, engines = check_binds(target, resolved.kw, log_bind, logging_on=logging_on, outbox=outbox)
-    if signer is not None:
-        writer.signer = signer
-    sink = LogSink(writer) if logging_on else None
-    att = Attachment(target, resolved, det, writer, sink, home=home, **options)
-    if logging_on or outbox:
-        # missing or outdated tables: fail now, not at a commit (through a
-        # synchronous engine only: an asyncio one answers inside its event loop)
-        checked = [att._engine] if att.is_async else (engines if logging_on else [home])
-        for e in checked:
-            if e is not None:
-                writer.check(e)
-    if sink is not None and att._engine is not None:
-        sink.engine = att._engine
+
+
+def _install(att: Attachment, det: LocalEventDetector) -> None:
+    """Install ``att``'s session listeners, and the detector's hooks with its
+    first attachment; all or nothing."""
+    listen_on = att._listen_on
     integ = _INTEGRATIONS.get(det)
     fresh = integ is None
     if integ is None:
@@ -329,9 +300,8 @@ def _attach_resolved(
         else:
             integ.refresh_listener()
         raise
-    _ATTACHED[session_class] = att
+    _ATTACHED[att.session_class] = att
     att._attached = True
-    return att
 
 
 def detach(target: Any) -> None:

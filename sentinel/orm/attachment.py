@@ -4,7 +4,9 @@
 session events of its factory and drives the detector with them (the table in
 :mod:`sentinel.orm.attach`); a transaction joined to one begun outside the
 session is handled in :mod:`sentinel.orm.outer`, a transaction that ended
-without a commit sentinel saw in :mod:`sentinel.orm.endings`.
+without a commit sentinel saw in :mod:`sentinel.orm.endings`. :func:`~sentinel.orm.attach`'s
+options reach it grouped by concern, checked: :class:`LogOptions` and
+:class:`OutboxOptions` (the latter also its :class:`~sentinel.orm.worker.Runner`'s).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -22,9 +26,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
 from sentinel.errors import AttachError, SentinelError
-from sentinel.log import LogWriter, idempotency_key
+from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
-from sentinel.log.tables import FiringStatus
+from sentinel.log.signing import OutboxSigner, key_from_env
+from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.orm.binds import Target, sync_engine
 from sentinel.orm.commit import PreCommit, in_commit
 from sentinel.orm.db_events import signal_flush
@@ -46,7 +51,7 @@ from sentinel.orm.state import (
 from sentinel.orm.worker import DrainReport, Runner
 from sentinel.rules import LocalEventDetector, Rule
 
-__all__ = ["Attachment"]
+__all__ = ["Attachment", "LogOptions", "OutboxOptions"]
 
 log = logging.getLogger("sentinel.orm")
 
@@ -57,6 +62,119 @@ def _scope_id() -> str:
     ``(scope, t_occ)`` grows at its end (a random id would touch a page anywhere
     in it at every commit)."""
     return f"{time.time_ns():016x}{uuid.uuid4().int & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
+
+def _check_count(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise AttachError(f"attach({name}=...) must be an int >= {low}, not {value!r}")
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise AttachError(f"attach({name}=...) must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+def _make_signer(key: str | bytes | OutboxSigner) -> OutboxSigner:
+    if isinstance(key, OutboxSigner):
+        return key
+    try:
+        return OutboxSigner(key)
+    except (TypeError, ValueError) as err:
+        raise AttachError(f"attach(outbox_key=...): {err}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogOptions:
+    """:func:`~sentinel.orm.attach`'s options for the event log (each described
+    there). Checked when made: a bad value raises
+    :class:`~sentinel.errors.AttachError` naming the option."""
+
+    log: bool | LogWriter | LogPolicy | None = True
+    schema: str | None = None
+    prefix: str = DEFAULT_PREFIX
+    flush_every: int = 10_000
+    log_empty: bool = False
+    log_condition_false: bool = False
+    commit_order: bool = False
+    log_bind: Any = None
+
+    def __post_init__(self) -> None:
+        _check_count("flush_every", self.flush_every, 1)
+        log = self.log
+        if not (
+            log is True or log is False or log is None or isinstance(log, LogWriter | LogPolicy)
+        ):
+            raise AttachError(
+                f"attach(log=...) takes True, False, a LogWriter or a LogPolicy, not {log!r:.60}",
+                target=log,
+            )
+
+    @property
+    def logging_on(self) -> bool:
+        """Whether occurrences are logged (the outbox needs a writer either way)."""
+        return self.log is not False and self.log is not None
+
+    def make_writer(self) -> LogWriter:
+        """The writer of the log and the outbox: the one given (switched to
+        ``commit_order`` if asked), or a new one for ``schema`` / ``prefix``."""
+        log = self.log
+        if isinstance(log, LogWriter):
+            if self.commit_order:
+                log.commit_order = True
+            return log
+        policy = log if isinstance(log, LogPolicy) else None
+        order = self.commit_order and self.logging_on
+        return LogWriter(schema=self.schema, prefix=self.prefix, policy=policy, commit_order=order)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxOptions:
+    """:func:`~sentinel.orm.attach`'s options for detached rules: the outbox and
+    the :class:`~sentinel.orm.worker.Runner` running its entries (each described
+    at :func:`~sentinel.orm.attach`). Checked when made: a bad value raises
+    :class:`~sentinel.errors.AttachError` naming the option; ``signer`` is
+    ``outbox_key`` as an :class:`~sentinel.log.signing.OutboxSigner`."""
+
+    outbox: bool = True
+    workers: int = 2
+    max_attempts: int = 5
+    backoff: float = 0.5
+    max_backoff: float = 60.0
+    lease: float = 60.0
+    session_factory: Callable[[], Session] | None = None
+    context: Callable[[], AbstractContextManager[Any]] | None = None
+    outbox_key: str | bytes | OutboxSigner | None = None
+    signer: OutboxSigner | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_count("workers", self.workers, 0)
+        _check_count("max_attempts", self.max_attempts, 1)
+        for name in ("backoff", "max_backoff", "lease"):
+            object.__setattr__(self, name, _seconds(name, getattr(self, name)))
+        if self.context is not None and not callable(self.context):
+            raise AttachError(
+                f"attach(context=...) takes a callable returning a context manager (such as "
+                f"app.app_context), not {self.context!r:.60}",
+                target=self.context,
+            )
+        key = self.outbox_key
+        object.__setattr__(self, "signer", None if key is None else _make_signer(key))
+
+    def signer_for(self, writer: LogWriter, log: LogOptions) -> OutboxSigner | None:
+        """The signer ``writer`` must get: from ``outbox_key``, else from the
+        environment (for a writer that has none of its own); ``None``: leave the
+        writer as it is."""
+        if self.signer is not None:
+            if isinstance(log.log, LogWriter):
+                raise AttachError(
+                    "attach(outbox_key=...) together with log=LogWriter(...): give the key to "
+                    "the writer instead (LogWriter(outbox_key=...)), which writes the outbox rows",
+                    target=log.log,
+                )
+            return self.signer
+        key = key_from_env()
+        return None if key is None or writer.signer is not None else _make_signer(key)
 
 
 class Attachment(Endings, OuterTransactions):
@@ -77,11 +195,8 @@ class Attachment(Endings, OuterTransactions):
         sink: LogSink | None,
         *,
         home: Engine | None,
-        outbox: bool,
-        flush_every: int,
-        log_empty: bool,
-        log_condition_false: bool,
-        runner_options: dict[str, Any],
+        log_options: LogOptions,
+        outbox_options: OutboxOptions,
     ) -> None:
         self.target = target
         self._resolved = resolved
@@ -97,11 +212,13 @@ class Attachment(Endings, OuterTransactions):
         self.detector = detector
         self.writer = writer
         self.sink = sink
-        self.outbox = outbox
-        self.flush_every = flush_every
-        self.log_empty = log_empty
-        self.log_condition_false = log_condition_false
-        self.runner = Runner(self, **runner_options)
+        self.log_options = log_options
+        self.outbox_options = outbox_options
+        self.outbox = outbox_options.outbox
+        self.flush_every = log_options.flush_every
+        self.log_empty = log_options.log_empty
+        self.log_condition_false = log_options.log_condition_false
+        self.runner = Runner(self, outbox_options)
         #: The engine of writes outside the sessions' transactions (late rows, the
         #: workers' claims): the home database, through a synchronous driver.
         self._engine: Engine | None = None

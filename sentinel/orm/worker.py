@@ -71,6 +71,7 @@ from sentinel.orm.state import KEY, clock_datetime, clock_of
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
+    from sentinel.orm.attachment import OutboxOptions
     from sentinel.rules import Rule
 
 __all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "serve"]
@@ -149,7 +150,8 @@ class DrainReport:
 
 
 class Runner:
-    """Runs one attachment's outbox entries (see the module docs).
+    """Runs one attachment's outbox entries (see the module docs), as its
+    :class:`~sentinel.orm.attachment.OutboxOptions` say:
 
     ``workers`` threads (started on first use; 0: never run entries in this
     process, only :meth:`drain` does); ``max_attempts`` per entry; failed
@@ -161,28 +163,18 @@ class Runner:
     ``app.app_context``). Thread-safe.
     """
 
-    def __init__(
-        self,
-        attachment: Attachment,
-        *,
-        workers: int,
-        max_attempts: int,
-        backoff: float,
-        max_backoff: float,
-        lease: float,
-        context: Callable[[], AbstractContextManager[Any]] | None = None,
-    ) -> None:
+    def __init__(self, attachment: Attachment, options: OutboxOptions) -> None:
         self.attachment = attachment
         self.store = OutboxStore(attachment.writer.tables)
-        self.workers = workers
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.lease = lease
-        self.context = context
+        self.workers = options.workers
+        self.max_attempts = options.max_attempts
+        self.backoff = options.backoff
+        self.max_backoff = options.max_backoff
+        self.lease = options.lease
+        self.context = options.context
         #: How this process's claims are signed in the outbox.
         self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.heartbeat = Heartbeat(self.store, self.id, lease)
+        self.heartbeat = Heartbeat(self.store, self.id, self.lease)
         self._heap: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from sentinel.errors import (
 )
 from sentinel.log import migrate
 from sentinel.orm import attach, attachments, detach
+from sentinel.orm.attachment import LogOptions, OutboxOptions
 from sentinel.params import UnloggableParameter
 
 from . import actions
@@ -51,6 +53,39 @@ def test_attach_takes_session_factories_only(orm: ORM) -> None:
     with pytest.raises(AttachError, match="log="):
         attach(orm.Session, detector=orm.det, log="yes")
     assert attachments() == []
+
+
+@pytest.mark.parametrize(
+    ("make", "option"),
+    [
+        (lambda: OutboxOptions(workers=-1), "workers"),
+        (lambda: OutboxOptions(workers=True), "workers"),
+        (lambda: OutboxOptions(max_attempts=0), "max_attempts"),
+        (lambda: OutboxOptions(backoff=-0.1), "backoff"),
+        (lambda: OutboxOptions(max_backoff="1"), "max_backoff"),
+        (lambda: OutboxOptions(lease=None), "lease"),
+        (lambda: OutboxOptions(context=42), "context"),
+        (lambda: OutboxOptions(outbox_key="short"), "outbox_key"),
+        (lambda: LogOptions(flush_every=0), "flush_every"),
+        (lambda: LogOptions(log="yes"), "log"),
+    ],
+)
+def test_option_objects_reject_a_bad_value_naming_the_option(make: Any, option: str) -> None:
+    """attach() groups its options into typed, frozen objects, each value
+    checked when the object is made; the error names the attach() option."""
+    with pytest.raises(AttachError, match=rf"^attach\({option}=\.\.\.\)"):
+        make()
+
+
+def test_attach_hands_its_options_to_the_attachment_as_objects(orm: ORM) -> None:
+    att = orm.attach(workers=0, backoff=1, lease=9, flush_every=7, log_empty=True)
+    assert att.outbox_options == OutboxOptions(workers=0, backoff=1.0, max_backoff=0.05, lease=9.0)
+    assert att.log_options == LogOptions(flush_every=7, log_empty=True)
+    assert (att.runner.workers, att.runner.backoff, att.runner.lease) == (0, 1.0, 9.0)
+    assert isinstance(att.runner.backoff, float)
+    assert (att.flush_every, att.log_empty, att.outbox) == (7, True, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        att.outbox_options.workers = 3  # type: ignore[misc]
 
 
 def test_detach_restores_the_detector(orm: ORM) -> None:
