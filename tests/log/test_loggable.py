@@ -105,4 +105,3 @@ def test_checked_mappings_are_not_normalized_again() -> None:
 def test_a_parameter_name_no_backend_keeps_is_refused() -> None:
     with pytest.raises(UnloggableParameter, match="parameter names must be strings"):
         loggable_params(LogPolicy(), EVENT, {"a\x00b": 1})
-
