@@ -97,8 +97,6 @@ MAX_DECIMAL_DIGITS = 1_000_000
 MAX_PARAMS = 15 * 2**20
 #: How deep tuples, frozensets and mappings may nest in one parameter value.
 MAX_DEPTH = 10
-#: The integers of at most MAX_INT_BITS bits are those in (-_INT_CAP, _INT_CAP).
-_INT_CAP = 1 << MAX_INT_BITS
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
 #: A lone surrogate (one not part of a high-low pair).
@@ -180,7 +178,7 @@ def normalize(
             raise _too_long(event, param, value)
         return value
     if t is int:
-        if not -_INT_CAP < value < _INT_CAP:
+        if value.bit_length() > MAX_INT_BITS:
             raise oversize_error(event, param, value)
         return value
     if t in _SIMPLE or t is ObjectRef:
@@ -194,7 +192,7 @@ def normalize(
     if isinstance(value, _SIMPLE):  # subclasses of int, str, float
         if isinstance(value, str) and len(value) > MAX_STRING:
             raise _too_long(event, param, value)
-        if isinstance(value, int) and not -_INT_CAP < value < _INT_CAP:
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
             raise oversize_error(event, param, value)
         return value
     if isinstance(value, (Mapping, list, tuple, set, frozenset)) and _depth >= MAX_DEPTH:
@@ -251,7 +249,7 @@ def too_large(value: Any) -> bool:
     if isinstance(value, bytes):
         return len(value) > MAX_BYTES
     if isinstance(value, int):
-        return not -_INT_CAP < value < _INT_CAP
+        return value.bit_length() > MAX_INT_BITS
     if isinstance(value, Decimal):
         return len(value.as_tuple().digits) > MAX_DECIMAL_DIGITS
     return False

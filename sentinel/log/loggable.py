@@ -43,8 +43,6 @@ _LOGGABLE = PLAIN | {MappingProxyType}
 #: Types of database events' column values passed as they are, and capped here
 #: (``sentinel.params.too_large``) besides strings.
 _CAPPED = frozenset({bytes, int})
-#: The integers the log takes: those in (-_INT_CAP, _INT_CAP).
-_INT_CAP = 1 << MAX_INT_BITS
 #: The longest parameter name the log takes.
 _MAX_NAME = 1000
 #: Parameter names seen to be storable (names recur: one set lookup each).
@@ -82,7 +80,7 @@ def loggable_params(
             if len(v) > MAX_STRING:
                 _refuse_kept(policy, event, params, (k,))
         elif t is int:
-            if not -_INT_CAP < v < _INT_CAP:
+            if v.bit_length() > MAX_INT_BITS:
                 _refuse_kept(policy, event, params, (k,))
         elif t is MappingProxyType:
             if not checked_mappings:

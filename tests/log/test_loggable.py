@@ -11,7 +11,13 @@ import pytest
 from sentinel.log import LogPolicy
 from sentinel.log.loggable import loggable_params
 from sentinel.occurrence import ObjectRef
-from sentinel.params import MAX_STRING, UnloggableParameter, normalize, oversize_error
+from sentinel.params import (
+    MAX_INT_BITS,
+    MAX_STRING,
+    UnloggableParameter,
+    normalize,
+    oversize_error,
+)
 
 EVENT = "Doc.edit:begin"
 
@@ -105,3 +111,19 @@ def test_checked_mappings_are_not_normalized_again() -> None:
 def test_a_parameter_name_no_backend_keeps_is_refused() -> None:
     with pytest.raises(UnloggableParameter, match="parameter names must be strings"):
         loggable_params(LogPolicy(), EVENT, {"a\x00b": 1})
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_integer_cap_is_exactly_max_int_bits(sign: int) -> None:
+    """The bit-length test takes what the old ``-2**N < v < 2**N`` took."""
+    edge = sign * ((1 << MAX_INT_BITS) - 1)
+    assert loggable_params(None, EVENT, {"n": edge})["n"] == edge
+    assert normalize(edge) == edge
+    over = sign * (1 << MAX_INT_BITS)
+    with pytest.raises(UnloggableParameter, match="integers may hold at most"):
+        loggable_params(None, EVENT, {"n": over})
+    with pytest.raises(UnloggableParameter, match="integers may hold at most"):
+        normalize(over)
+    new = MappingProxyType({"n": over})
+    with pytest.raises(UnloggableParameter, match="integers may hold at most"):
+        loggable_params(None, "Doc:insert", {"new": new}, checked_mappings=True)
