@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from sentinel.errors import SentinelError
 from sentinel.occurrence import ObjectRef
@@ -59,11 +59,13 @@ __all__ = [
     "MAX_INT_BITS",
     "MAX_PARAMS",
     "MAX_STRING",
+    "PLAIN",
     "UnloggableParameter",
     "dumps",
     "from_json",
     "loads",
     "normalize",
+    "oversize_error",
     "storable_text",
     "to_json",
     "too_large",
@@ -71,6 +73,9 @@ __all__ = [
 ]
 
 _SIMPLE = (type(None), bool, int, float, str)
+#: Parameter value types that are loggable as they are (no normalization; the
+#: strings and integers still have their caps).
+PLAIN: Final[frozenset[type]] = frozenset({int, float, str, bool, type(None), ObjectRef})
 _TAGGED = (dt.datetime, dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID, bytes)
 
 #: The longest string (in characters) a parameter may hold: escaped as JSON text
@@ -92,8 +97,6 @@ MAX_DECIMAL_DIGITS = 1_000_000
 MAX_PARAMS = 15 * 2**20
 #: How deep tuples, frozensets and mappings may nest in one parameter value.
 MAX_DEPTH = 10
-#: The integers of at most MAX_INT_BITS bits are those in (-_INT_CAP, _INT_CAP).
-_INT_CAP = 1 << MAX_INT_BITS
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
 #: A lone surrogate (one not part of a high-low pair).
@@ -175,8 +178,8 @@ def normalize(
             raise _too_long(event, param, value)
         return value
     if t is int:
-        if not -_INT_CAP < value < _INT_CAP:
-            raise _too_large(event, param, value)
+        if value.bit_length() > MAX_INT_BITS:
+            raise oversize_error(event, param, value)
         return value
     if t in _SIMPLE or t is ObjectRef:
         return value
@@ -184,13 +187,13 @@ def normalize(
         return normalize(value.value, event=event, param=param, ref=ref, _depth=_depth)
     if isinstance(value, _TAGGED):
         if too_large(value):
-            raise _too_large(event, param, value)
+            raise oversize_error(event, param, value)
         return value
     if isinstance(value, _SIMPLE):  # subclasses of int, str, float
         if isinstance(value, str) and len(value) > MAX_STRING:
             raise _too_long(event, param, value)
-        if isinstance(value, int) and not -_INT_CAP < value < _INT_CAP:
-            raise _too_large(event, param, value)
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+            raise oversize_error(event, param, value)
         return value
     if isinstance(value, (Mapping, list, tuple, set, frozenset)) and _depth >= MAX_DEPTH:
         raise UnloggableParameter(
@@ -246,13 +249,15 @@ def too_large(value: Any) -> bool:
     if isinstance(value, bytes):
         return len(value) > MAX_BYTES
     if isinstance(value, int):
-        return not -_INT_CAP < value < _INT_CAP
+        return value.bit_length() > MAX_INT_BITS
     if isinstance(value, Decimal):
         return len(value.as_tuple().digits) > MAX_DECIMAL_DIGITS
     return False
 
 
-def _too_large(event: str, param: str, value: Any) -> UnloggableParameter:
+def oversize_error(event: str, param: str, value: Any) -> UnloggableParameter:
+    """The error for ``value`` (a ``str``, ``bytes``, ``int`` or ``Decimal``)
+    over its type's cap (:func:`too_large`), naming ``event`` and ``param``."""
     if isinstance(value, str):
         return _too_long(event, param, value)
     if isinstance(value, bytes):

@@ -2,42 +2,33 @@
 
 One :class:`_Integration` per detector, whatever number of session factories is
 attached to it: the reactive layer's scope hook (an object's method events go to
-its session's transaction), an occurrence listener (the log; it makes the
-parameters loggable, or refuses them), the scheduler's rule observer (rule
-firings; a failed rule dooms its transaction), the detached executor (the
-outbox) and a rule check (detached actions must be importable). The registries
-of attached session classes and integrations live here too, under one lock.
+its session's transaction), an occurrence listener (the log; its parameters are
+made loggable, or refused, by :func:`sentinel.log.loggable.loggable_params`),
+the scheduler's rule observer (rule firings; a failed rule dooms its
+transaction), the detached executor (the outbox) and a rule check (detached
+actions must be importable). The registries of attached session classes and
+integrations live here too, under one lock.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
 from sentinel.detector import events
 from sentinel.errors import RuleError, ScopeError, SentinelError
-from sentinel.log import LogPolicy
+from sentinel.log.loggable import loggable_params
 from sentinel.occurrence import Occurrence
 from sentinel.orm.commit import PreCommit
 from sentinel.orm.db_events import define_db_events
 from sentinel.orm.logsink import firing_of
 from sentinel.orm.outbox import check_importable
 from sentinel.orm.state import KEY, LIVE, TxnState, clock_of
-from sentinel.params import (
-    MAX_INT_BITS,
-    MAX_STRING,
-    UnloggableParameter,
-    normalize,
-    too_large,
-    unstorable_text,
-)
 from sentinel.reactive import attached_classes
-from sentinel.reactive.classes import PLAIN
 from sentinel.rules import LocalEventDetector, Rule
 
 if TYPE_CHECKING:
@@ -49,78 +40,6 @@ _ATTACHED: dict[type, Attachment] = {}
 _INTEGRATIONS: weakref.WeakKeyDictionary[LocalEventDetector, _Integration] = (
     weakref.WeakKeyDictionary()
 )
-
-#: Parameter value types the log listener takes as they are (already loggable).
-_LOGGABLE = PLAIN | {MappingProxyType}
-#: Types of database events' column values passed as they are, and capped by
-#: the log (``sentinel.params.too_large``) besides strings.
-_CAPPED = frozenset({bytes, int})
-#: The integers the log takes: those in (-_INT_CAP, _INT_CAP).
-_INT_CAP = 1 << MAX_INT_BITS
-#: Parameter names seen to be storable (names recur: one set lookup each).
-_NAMES_OK: set[str] = set()
-
-
-def _check_name(event: str, name: Any, value: Any) -> None:
-    """Refuse a parameter name no backend's JSON keeps as a key (``**{"\\x00": 1}``
-    in an explicit signal); remember a good one."""
-    if type(name) is not str or unstorable_text(name) or len(name) > 1000:
-        raise UnloggableParameter(
-            event,
-            repr(name)[:80],
-            value,
-            "parameter names must be strings of at most 1,000 characters without NUL "
-            "characters or lone surrogates",
-        )
-    if len(_NAMES_OK) > 10_000:
-        _NAMES_OK.clear()
-    _NAMES_OK.add(name)
-
-
-def _kept(
-    policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
-) -> bool:
-    """Whether the log keeps the value at ``path`` of ``params`` as it is (it
-    drops an excluded value and replaces a redacted one)."""
-    value: Any = params
-    for p in path:
-        value = value[p]
-    view: Any = params if policy is None else policy.apply(event, params)
-    for p in path:
-        if not isinstance(view, Mapping) or p not in view:
-            return False
-        view = view[p]
-    return view is value
-
-
-def _refuse_logged(
-    policy: LogPolicy | None, event: str, params: dict[str, Any], path: tuple[str, ...]
-) -> None:
-    """Raise for the value over its type's cap (a string too long, bytes, an
-    integer too large) at ``path`` of ``params``, unless the log leaves it out."""
-    if _kept(policy, event, params, path):
-        value: Any = params
-        for p in path:
-            value = value[p]
-        normalize(value, event=event, param=".".join(path))  # raises, naming both
-
-
-def _normalize_mapping(
-    policy: LogPolicy | None, event: str, params: dict[str, Any], name: str
-) -> None:
-    """Normalize the read-only mapping ``params[name]`` as a dict would be (or
-    raise), unless the log leaves it out."""
-    if _kept(policy, event, params, (name,)):
-        params[name] = normalize(params[name], event=event, param=name)
-
-
-def _make_loggable(policy: LogPolicy | None, event: str, params: dict[str, Any]) -> None:
-    """Replace the values of ``params`` that are not loggable by loggable ones
-    (or raise), leaving alone those the log leaves out."""
-    for k, val in list(params.items()):
-        if type(val) not in _LOGGABLE and _kept(policy, event, params, (k,)):
-            params[k] = normalize(val, event=event, param=k)
-
 
 # -- one detector ----------------------------------------------------------------------
 
@@ -227,8 +146,9 @@ class _Integration:
         """The occurrence listener (under the detector's lock): buffer ``occ``
         for the log. Parameters that are not loggable are made so, or raise
         :class:`~sentinel.params.UnloggableParameter` (the signal fails), unless
-        the log policy of the attachment that logs ``occ`` leaves them out; an
-        occurrence no attachment logs is left alone."""
+        the log policy of the attachment that logs ``occ`` leaves them out
+        (:func:`~sentinel.log.loggable.loggable_params` decides); an occurrence
+        no attachment logs is left alone."""
         ref = LIVE.get(occ[6])
         st = None if ref is None else ref()
         if st is not None:
@@ -240,32 +160,8 @@ class _Integration:
             return
         params = occ[5]
         if params:
-            for k, v in params.items():
-                if k not in _NAMES_OK:
-                    _check_name(occ[0], k, v)
-                t = type(v)
-                if t is str:
-                    if len(v) > MAX_STRING:
-                        _refuse_logged(sink.writer.policy, occ[0], params, (k,))
-                elif t is int:
-                    if not -_INT_CAP < v < _INT_CAP:
-                        _refuse_logged(sink.writer.policy, occ[0], params, (k,))
-                elif t is MappingProxyType:
-                    if occ[4] is None:
-                        # an explicit event's own mapping (a database event's
-                        # and a method's were normalized by their layers)
-                        _normalize_mapping(sink.writer.policy, occ[0], params, k)
-                        continue
-                    # a database event's column values (``new``, ``old``)
-                    for k2, v2 in v.items():
-                        t2 = type(v2)
-                        if (t2 is str and len(v2) > MAX_STRING) or (
-                            t2 in _CAPPED and too_large(v2)
-                        ):
-                            _refuse_logged(sink.writer.policy, occ[0], params, (k, k2))
-                elif t not in _LOGGABLE:
-                    _make_loggable(sink.writer.policy, occ[0], params)
-                    break
+            # database events' and methods' mappings were made by their layers
+            loggable_params(sink.writer.policy, occ[0], params, occ[4] is not None)
         if st is not None:
             st.occurrences.append(occ)
             return

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
-from sentinel.occurrence import ObjectRef
+from sentinel.params import PLAIN as PLAIN  # where the reactive layer's modules import it
+from sentinel.params import normalize
 from sentinel.reactive.binder import Binder, CallShape, call_shape, make_binder
 from sentinel.reactive.declare import BEGIN, END, PHASES, Declaration, _Declared
 
@@ -60,8 +61,6 @@ CLASSMETHOD: Final = "classmethod"
 STATICMETHOD: Final = "staticmethod"
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-#: Parameter value types that are loggable as they are (no normalization).
-PLAIN: Final[frozenset[type]] = frozenset({int, float, str, bool, type(None), ObjectRef})
 _UNSET: Any = object()
 
 #: Serialises class set-up and binding (not the per-call path).
@@ -577,7 +576,6 @@ def _shape_of(
             owner=cls.__qualname__,
             method=m,
         )
-    from sentinel.params import normalize
     from sentinel.reactive.refs import param_ref
 
     label = f"{info_name}.{m}"
