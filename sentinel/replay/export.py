@@ -27,13 +27,21 @@ import zlib
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pyarrow as pa
 
-from sentinel.errors import LogSchemaUnknownError, ReplaySourceError
-from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION
-from sentinel.replay.sources import EXPORT_SCHEMA, DatabaseSource, utc_now
+from sentinel.errors import ReplaySourceError
+from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION
+from sentinel.replay.sources import (
+    EXPORT_SCHEMA,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    DatabaseSource,
+    read_manifest,
+    utc_now,
+)
 from sentinel.replay.staging import Staging, holds_something
 
 __all__ = [
@@ -44,10 +52,6 @@ __all__ = [
     "export_log",
     "read_manifest",
 ]
-
-MANIFEST: Final = "_sentinel_export.json"
-FORMAT: Final = "sentinel-log-export"
-FORMAT_VERSION: Final = 1
 
 
 def bucket_of(scope: str, buckets: int) -> int:
@@ -221,42 +225,3 @@ def export_log(
             raise
     finally:
         db.close()
-
-
-def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest of the export at ``path``, checked: raises
-    :class:`~sentinel.errors.ReplaySourceError` when ``path`` is not a complete
-    export of a format this code reads, and
-    :class:`~sentinel.errors.LogSchemaUnknownError` when the exported log was at
-    a schema revision this code does not know."""
-    file = path / MANIFEST
-    if not path.is_dir() or not file.exists():
-        raise ReplaySourceError(
-            f"{path} is not a sentinel log export (no {MANIFEST}); write one with "
-            "`sentinel log export --url ... --out DIR`",
-            source=str(path),
-        )
-    try:
-        manifest = json.loads(file.read_text())
-    except (OSError, ValueError) as err:
-        raise ReplaySourceError(f"cannot read {file}: {err}", source=str(path)) from err
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ReplaySourceError(f"{file} is not a sentinel export manifest", source=str(path))
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ReplaySourceError(
-            f"the export at {path} has format version {version!r}; this sentinel reads "
-            f"version {FORMAT_VERSION} (upgrade sentinel, or export again)",
-            source=str(path),
-        )
-    found = manifest.get("schema_version")
-    if found not in SCHEMA_REVISIONS:
-        raise LogSchemaUnknownError(
-            f"the export at {path} holds a log at schema revision {found!r}, which this "
-            f"version of sentinel does not know (it knows {', '.join(SCHEMA_REVISIONS)}); "
-            "upgrade sentinel",
-            location=str(path),
-            found=found if isinstance(found, str) else None,
-            expected=SCHEMA_VERSION,
-        )
-    return manifest

@@ -20,21 +20,22 @@ sorted, compact), in the order asked: ``"scope"`` or ``"t_occ"``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sentinel.errors import LogRowError, ReplaySourceError
+from sentinel.errors import LogRowError, LogSchemaUnknownError, ReplaySourceError
 from sentinel.log import LoggedOccurrence, LogReader
 from sentinel.log.records import encode_key
-from sentinel.log.tables import DEFAULT_PREFIX
+from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION
 from sentinel.occurrence import ObjectRef, Occurrence
 from sentinel.params import dumps
 from sentinel.replay.batch import LOG_COLUMNS, LOG_SCHEMA, OPTIONAL_LOG_COLUMNS, Order, conform
@@ -262,6 +263,51 @@ class DatabaseSource:
 
 
 # -- an export --------------------------------------------------------------------------
+#: The export's manifest file, and the format it names (see :mod:`sentinel.replay.export`).
+MANIFEST: Final = "_sentinel_export.json"
+FORMAT: Final = "sentinel-log-export"
+FORMAT_VERSION: Final = 1
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the export at ``path``, checked: raises
+    :class:`~sentinel.errors.ReplaySourceError` when ``path`` is not a complete
+    export of a format this code reads, and
+    :class:`~sentinel.errors.LogSchemaUnknownError` when the exported log was at
+    a schema revision this code does not know."""
+    file = path / MANIFEST
+    if not path.is_dir() or not file.exists():
+        raise ReplaySourceError(
+            f"{path} is not a sentinel log export (no {MANIFEST}); write one with "
+            "`sentinel log export --url ... --out DIR`",
+            source=str(path),
+        )
+    try:
+        manifest = json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise ReplaySourceError(f"cannot read {file}: {err}", source=str(path)) from err
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ReplaySourceError(f"{file} is not a sentinel export manifest", source=str(path))
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ReplaySourceError(
+            f"the export at {path} has format version {version!r}; this sentinel reads "
+            f"version {FORMAT_VERSION} (upgrade sentinel, or export again)",
+            source=str(path),
+        )
+    found = manifest.get("schema_version")
+    if found not in SCHEMA_REVISIONS:
+        raise LogSchemaUnknownError(
+            f"the export at {path} holds a log at schema revision {found!r}, which this "
+            f"version of sentinel does not know (it knows {', '.join(SCHEMA_REVISIONS)}); "
+            "upgrade sentinel",
+            location=str(path),
+            found=found if isinstance(found, str) else None,
+            expected=SCHEMA_VERSION,
+        )
+    return manifest
+
+
 class ExportSource:
     """A log exported to Parquet by ``sentinel log export`` (see
     :mod:`sentinel.replay.export`). Raises
@@ -270,8 +316,6 @@ class ExportSource:
     schema revision this code does not know."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        from sentinel.replay.export import read_manifest
-
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.files = [self.path / f for f in self.manifest["files"]]
