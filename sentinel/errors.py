@@ -145,7 +145,13 @@ class CascadeLimitError(SentinelError):
 
 
 class ScopeError(SentinelError):
-    """A transaction hook used out of order (commit of a finished scope, and so on)."""
+    """A transaction hook used out of order (commit of a finished scope, and so
+    on). ``subscriber`` names the subscriber that ended its transaction, when
+    that is the mistake."""
+
+    def __init__(self, *args: Any, subscriber: str | None = None) -> None:
+        super().__init__(*args)
+        self.subscriber = subscriber
 
 
 class AmbiguousScopeError(ScopeError):

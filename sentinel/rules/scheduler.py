@@ -218,15 +218,14 @@ def _ended_by_subscriber(sub: Subscription, scope: Scope) -> None:
     if isinstance(sub.owner, Rule) or scope.status not in ("committed", "aborted"):
         return  # (detached, or abandoned: not the subscriber's doing)
     name = _subscriber_name(sub)
-    err = ScopeError(
+    raise ScopeError(
         f"subscriber {name} of {sub.expression} ended the transaction it was called in "
         f"(scope {scope.id!r} is {scope.status} now: session.rollback(), commit() or "
         "close() in it); the call that signalled the event would go on outside that "
         "transaction (with the ORM, in the session's next one). To abort the "
-        "transaction, raise an exception in the subscriber"
+        "transaction, raise an exception in the subscriber",
+        subscriber=name,
     )
-    err.subscriber = name  # type: ignore[attr-defined]
-    raise err
 
 
 def _subscriber_name(sub: Subscription) -> str:
