@@ -1,30 +1,51 @@
 """The event log's tables (SQLAlchemy Core).
 
-Five tables, named ``<prefix>events``, ``<prefix>rule_firings``,
-``<prefix>outbox``, ``<prefix>commit_counter`` and ``<prefix>global_cursors``
-(the prefix is ``sentinel_`` unless configured), plus the
+Six tables, named ``<prefix>event_batches``, ``<prefix>expired``,
+``<prefix>rule_firings``, ``<prefix>outbox``, ``<prefix>commit_counter`` and
+``<prefix>global_cursors`` (the prefix is ``sentinel_`` unless configured), the
+view ``<prefix>occurrences``, plus the
 version table ``<prefix>alembic_version`` that sentinel's migrations keep apart
 from any application's own alembic history.
 
-``events`` -- one row per primitive occurrence
-    ``id`` (insertion order), ``scope`` (the detection scope: a transaction id,
-    or ``process:<hex>`` for events outside any transaction), ``t_occ`` (the
-    detector's logical clock), ``event``, ``at`` / ``detected_at`` (UTC, to the
-    microsecond, for people and SQL filters), ``ts`` / ``detected_ts`` (the same
-    instants as the POSIX floats the detector used, so replay restores them
-    exactly), ``source_class`` / ``source_key`` (the :class:`ObjectRef`, the key
-    as JSON text; both NULL for events without a source), ``params`` (JSON, in the
-    tagged form of :mod:`sentinel.params`), ``outcome`` (``committed``,
-    ``aborted``, or NULL for the process scope) and ``expired_at`` (when the
-    occurrence's lifespan ended in a rule or event class that archives, see
-    ``docs/bitemporal.md``; NULL otherwise). ``(scope, t_occ)`` is unique: it is
-    the occurrence's identity. ``savepoint`` is NULL, except for an occurrence
-    that the rollback of a savepoint undid: it names that savepoint as a path
-    from the outermost savepoint open then, ``sp1/sp3`` (savepoints are numbered
-    per transaction in the order they began); such rows are ``aborted`` and keep
-    their transaction's scope. ``at`` is the occurrence time (as the source
-    says), ``detected_at`` the detection time; they differ for events reported
-    late, announced for the future, or revised.
+``event_batches`` -- one row per transaction (per write)
+    A transaction's occurrences travel in one row, written in the transaction
+    at its commit (a very long transaction's flushes, and what happens after
+    its commit, add rows of their own; the process scope's occurrences are
+    written in batches). ``id`` (insertion order), ``scope`` (the detection
+    scope: a transaction id, or ``process:<hex>`` for events outside any
+    transaction), ``t_first`` / ``t_last`` (the smallest and largest ``t_occ``
+    in the row), ``n`` (how many occurrences), ``at_min`` / ``at_max`` (the
+    earliest and latest occurrence time, for time-range queries),
+    ``outcome`` (``committed``, ``aborted``, or NULL for the process scope),
+    ``savepoint`` (NULL, except for a row holding what the rollback of a
+    savepoint undid: that savepoint as a path from the outermost savepoint
+    open then, ``sp1/sp3``, savepoints numbered per transaction in the order
+    they began; such rows are ``aborted`` and keep their transaction's scope),
+    ``commit_seq`` (see below), ``written_at`` (when the row was written, UTC)
+    and ``process`` (``host:pid`` of the writer), and ``occurrences``: a JSON
+    array with one array per occurrence, in ``t_occ`` order,
+    ``[t_occ, event, ts, detected_ts, source_class, source_key, params]``:
+    ``ts`` / ``detected_ts`` are the POSIX floats the detector used
+    (``detected_ts`` is ``null`` when it equals ``ts``), ``source_class`` /
+    ``source_key`` the :class:`ObjectRef` (the key as JSON text; both ``null``
+    for events without a source), ``params`` the parameters in the tagged form
+    of :mod:`sentinel.params`. An occurrence's identity is ``(scope, t_occ)``:
+    rows of one scope never share a ``t_occ``, and ``(scope, t_first)`` is
+    unique.
+
+``expired`` -- archive marks
+    ``(scope, t_occ)`` and ``expired_at``: when the occurrence's lifespan ended
+    in a rule or event class that archives (see ``docs/bitemporal.md``). An
+    occurrence keeps its first mark.
+
+``occurrences`` (a view) -- one row per occurrence
+    ``id`` (the row of ``event_batches`` holding it), ``scope``, ``t_occ``,
+    ``event``, ``at`` / ``detected_at`` (the two times as UTC datetimes),
+    ``ts``, ``detected_ts``, ``source_class``, ``source_key``, ``params``,
+    ``outcome``, ``expired_at``, ``savepoint`` and ``commit_seq``: the columns
+    the log had when it held one row per occurrence (schema revision 0005), made
+    with SQLite's ``json_each``, PostgreSQL's ``jsonb_array_elements`` and
+    MariaDB's ``JSON_TABLE`` (:mod:`sentinel.log.views`).
 
 ``rule_firings`` -- one row per rule execution (or attempt)
     rule name, scope and ``t_occ`` of the detection, ``constituents`` (JSON list
@@ -33,7 +54,7 @@ from any application's own alembic history.
     run that the rollback of a savepoint undid, that savepoint (as for events),
     else NULL.
 
-``events.commit_seq``, ``commit_counter``, ``global_cursors`` -- commit order
+``event_batches.commit_seq``, ``commit_counter``, ``global_cursors`` -- commit order
     every transaction that writes log rows numbers them, in commit order (see
     :mod:`sentinel.global_detector.order`); the global detectors' cursors and
     leases. PostgreSQL numbers with the sequence ``<prefix>commit_seq``.
@@ -85,10 +106,10 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0005"
+SCHEMA_VERSION: Final = "0006"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004", "0005")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004", "0005", "0006")
 
 DEFAULT_PREFIX: Final = "sentinel_"
 
@@ -209,8 +230,9 @@ class LogTables:
     """The log's tables for one schema and table-name prefix.
 
     Get instances from :func:`log_tables` (cached: equal arguments give the same
-    object). ``metadata`` holds the three tables; ``events``, ``firings`` and
-    ``outbox`` are the :class:`~sqlalchemy.Table` objects; ``version_table`` is
+    object). ``metadata`` holds the tables; ``batches``, ``expired``,
+    ``firings`` and ``outbox`` are the :class:`~sqlalchemy.Table` objects
+    (creating the metadata creates the view :attr:`view_name` too); ``version_table`` is
     the name of sentinel's alembic version table.
     """
 
@@ -220,29 +242,40 @@ class LogTables:
         self.version_table = f"{prefix}alembic_version"
         self.metadata = md = sa.MetaData(schema=schema)
         p = prefix
-        self.events = sa.Table(
-            f"{p}events",
+        #: One row per transaction (per write): see the module docs.
+        self.batches = sa.Table(
+            f"{p}event_batches",
             md,
             sa.Column("id", _id(), primary_key=True, autoincrement=True),
             sa.Column("scope", sa.String(SCOPE_LENGTH), nullable=False),
-            sa.Column("t_occ", sa.BigInteger(), nullable=False),
-            sa.Column("event", sa.String(NAME_LENGTH), nullable=False),
-            sa.Column("at", UTCDateTime(), nullable=False),
-            sa.Column("detected_at", UTCDateTime(), nullable=False),
-            sa.Column("ts", sa.Double(), nullable=False),
-            sa.Column("detected_ts", sa.Double(), nullable=False),
-            sa.Column("source_class", sa.String(NAME_LENGTH), nullable=True),
-            sa.Column("source_key", sa.Text(), nullable=True),
-            sa.Column("params", LogJSON(), nullable=False),
+            sa.Column("t_first", sa.BigInteger(), nullable=False),
+            sa.Column("t_last", sa.BigInteger(), nullable=False),
+            sa.Column("n", sa.Integer(), nullable=False),
+            sa.Column("at_min", UTCDateTime(), nullable=False),
+            sa.Column("at_max", UTCDateTime(), nullable=False),
             sa.Column("outcome", sa.String(16), nullable=True),
-            sa.Column("expired_at", UTCDateTime(), nullable=True),
             sa.Column("savepoint", sa.Text(), nullable=True),
             sa.Column("commit_seq", sa.BigInteger(), nullable=True),
-            sa.UniqueConstraint("scope", "t_occ", name=f"uq_{p}events_scope_t_occ"),
-            sa.Index(f"ix_{p}events_t_occ", "t_occ"),
-            sa.Index(f"ix_{p}events_at", "at"),
-            sa.Index(f"ix_{p}events_commit_seq", "commit_seq"),
+            sa.Column("written_at", UTCDateTime(), nullable=False),
+            sa.Column("process", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("occurrences", LogJSON(), nullable=False),
+            sa.UniqueConstraint("scope", "t_first", name=f"uq_{p}event_batches_scope_t_first"),
+            sa.Index(f"ix_{p}event_batches_t_first", "t_first"),
+            sa.Index(f"ix_{p}event_batches_at_max", "at_max"),
+            sa.Index(f"ix_{p}event_batches_commit_seq", "commit_seq"),
         )
+        #: Archive marks: ``(scope, t_occ) -> expired_at``.
+        self.expired = sa.Table(
+            f"{p}expired",
+            md,
+            sa.Column("scope", sa.String(SCOPE_LENGTH), primary_key=True),
+            sa.Column("t_occ", sa.BigInteger(), primary_key=True, autoincrement=False),
+            sa.Column("expired_at", UTCDateTime(), nullable=False),
+        )
+        #: The per-occurrence view's name (see :mod:`sentinel.log.views`).
+        self.view_name = f"{p}occurrences"
+        sa.event.listen(md, "after_create", self._create_view)
+        sa.event.listen(md, "before_drop", self._drop_view)
         #: SQLite and MariaDB: the one row whose ``n`` is the last commit sequence
         #: number handed out (PostgreSQL uses :attr:`commit_sequence`).
         self.commit_counter = sa.Table(
@@ -306,11 +339,22 @@ class LogTables:
             sa.Index(f"ix_{p}outbox_status_next", "status", "next_attempt_at"),
         )
 
+    def _create_view(self, target: Any, connection: sa.Connection, **kw: Any) -> None:
+        from sentinel.log.views import create_view_sql
+
+        connection.exec_driver_sql(create_view_sql(connection.dialect.name, self))
+
+    def _drop_view(self, target: Any, connection: sa.Connection, **kw: Any) -> None:
+        from sentinel.log.views import drop_view_sql
+
+        connection.exec_driver_sql(drop_view_sql(connection.dialect.name, self))
+
     @property
     def names(self) -> tuple[str, ...]:
         """The log tables' names (without schema)."""
         return (
-            self.events.name,
+            self.batches.name,
+            self.expired.name,
             self.firings.name,
             self.outbox.name,
             self.commit_counter.name,
@@ -330,8 +374,8 @@ def log_tables(schema: str | None = None, prefix: str = DEFAULT_PREFIX) -> LogTa
     """The log's tables in ``schema`` (``None``: the connection's default) with
     table names starting with ``prefix``.
 
-    >>> log_tables().events.name
-    'sentinel_events'
+    >>> log_tables().batches.name
+    'sentinel_event_batches'
     >>> log_tables(prefix="audit_").version_table
     'audit_alembic_version'
     """
