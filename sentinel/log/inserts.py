@@ -1,9 +1,9 @@
 """The log's ``INSERT`` statements, compiled once per dialect.
 
 An :class:`_InsertPlan` is one table's ``INSERT`` compiled for one dialect with
-the bind processors of its columns; :class:`_EventsInsert` is the ``events``
-table's, which makes the datetimes and the parameters' JSON the way the
-columns' types would, directly as text on SQLite. Both turn rows into the
+the bind processors of its columns; :class:`_BatchInsert` is the
+``event_batches`` table's, which makes a transaction's row (its occurrences'
+JSON text in one pass) and the datetimes the way the columns' types would. Both turn rows into the
 driver's parameters for one ``executemany`` call
 (:class:`~sentinel.log.writer.LogWriter` sends them).
 """
@@ -15,33 +15,17 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import sqlalchemy as sa
 
 from sentinel.errors import LogWriteError
-from sentinel.log.encoding import _SURELY_FITS, _dumps, _fit, _params_text
-from sentinel.log.records import encode_params
+from sentinel.log.encoding import _esc, _params_text
 from sentinel.log.tables import LogJSON, UTCDateTime
 
 _fromtimestamp = datetime.fromtimestamp
 _DATETIME_TZ = sa.DateTime(timezone=True)
-#: The ``events`` columns the writer fills, in the order of its rows.
-EVENT_COLUMNS: tuple[str, ...] = (
-    "scope",
-    "t_occ",
-    "event",
-    "at",
-    "detected_at",
-    "ts",
-    "detected_ts",
-    "source_class",
-    "source_key",
-    "params",
-    "outcome",
-    "savepoint",
-    "commit_seq",
-)
 
 
 def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
@@ -171,70 +155,126 @@ def _stamp_prefix(secs: int) -> str:
     return prefix
 
 
-def _sqlite_rows(values: Iterable[Sequence[Any]]) -> list[Any]:
-    """:meth:`_EventsInsert.rows` on SQLite: :func:`_sqlite_stamp` and
-    :func:`_params_text` inlined where rows share a second or have no
-    parameters (a Python call per row and value less: this loop runs for every
-    logged occurrence)."""
+#: A row of ``event_batches`` holds at most this many occurrences, and its
+#: ``occurrences`` text at most about this many characters (a longer batch is
+#: split into rows of its own: one row stays well within every driver's packet
+#: and every server's value limits, and a reader's chunk stays bounded).
+MAX_ROW_OCCURRENCES = 5_000
+MAX_ROW_TEXT = 4_000_000
+#: The POSIX seconds a log time may take (the years 1 to 9999, as a datetime).
+_FIRST_TS = float(_FIRST_SECOND)
+_END_TS = float(_LAST_SECOND + 1)
+#: ``event_batches`` columns the writer fills, in the order of its rows.
+BATCH_COLUMNS: tuple[str, ...] = (
+    "scope",
+    "t_first",
+    "t_last",
+    "n",
+    "at_min",
+    "at_max",
+    "outcome",
+    "savepoint",
+    "commit_seq",
+    "written_at",
+    "process",
+    "occurrences",
+)
+#: JSON texts of names (event and class names recur in every transaction).
+_NAMES: dict[str, str] = {}
+
+
+def _name_text(name: str) -> str:
+    text = _NAMES.get(name)
+    if text is None:
+        if len(_NAMES) > 50_000:
+            _NAMES.clear()
+        text = _NAMES[name] = _esc(name)
+    return text
+
+
+class BadValue(ValueError):
+    """A value the log cannot hold; ``index`` is the row of the writer's
+    values it came from, ``what`` says why."""
+
+    def __init__(self, index: int, what: str) -> None:
+        super().__init__(what)
+        self.index = index
+        self.what = what
+
+
+def batch_elements(
+    values: Sequence[Sequence[Any]],
+) -> dict[tuple[Any, Any, Any], list[tuple[int, float, str]]]:
+    """The writer's rows (:meth:`~sentinel.log.writer.LogWriter.event_values`
+    tuples) as the elements of ``event_batches.occurrences``, grouped by
+    ``(scope, outcome, savepoint)`` in the order they came: each element is
+    ``(t_occ, ts, json_text)``. One pass; raises :class:`BadValue` for a time
+    outside the years 1 to 9999 (or not a number) and a ``t_occ`` that is not
+    an integer, and :class:`~sentinel.params.UnloggableParameter` for
+    parameters the log cannot store."""
+    groups: dict[tuple[Any, Any, Any], list[tuple[int, float, str]]] = {}
     encode = _params_text
-    out: list[Any] = []
-    append = out.append
-    last: float | None = None  # the second of the previous row's stamp
-    prefix = ""
-    for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
-        secs = ts // 1
-        us = round((ts - secs) * 1e6)
-        if us >= 1_000_000:
-            secs += 1
-            us -= 1_000_000
-        if secs != last:
-            prefix = _stamp_prefix(int(secs))
-            last = secs
-        at = f"{prefix}.{us:06d}"
-        append(
-            (
-                scope,
-                t_occ,
-                event,
-                at,
-                at if dts == ts else _sqlite_stamp(dts),
-                ts,
-                dts,
-                sclass,
-                skey,
-                encode(params, event) if params else "{}",
-                outcome,
-                sp,
-                None,
-            )
+    names = _NAMES
+    esc = _esc
+    lo, hi = _FIRST_TS, _END_TS
+    key_last: Any = None
+    elems: list[tuple[int, float, str]] = []
+    for i, (scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp) in enumerate(values):
+        try:
+            if not (lo <= ts < hi):
+                raise BadValue(i, "occurrence time")
+            if dts == ts:
+                dtext = "null"
+            elif lo <= dts < hi:
+                dtext = repr(float(dts))
+            else:
+                raise BadValue(i, "detection time")
+        except TypeError:
+            raise BadValue(i, "time") from None
+        if type(t_occ) is not int:
+            raise BadValue(i, "t_occ")
+        ev = names.get(event) or _name_text(event)
+        if sclass is None:
+            src = "null,null"
+        else:
+            src = (names.get(sclass) or _name_text(sclass)) + "," + esc(skey)
+        text = (
+            f"[{t_occ},{ev},{float(ts)!r},{dtext},{src},"
+            f"{encode(params, event) if params else '{}'}]"
         )
-    return out
+        key = (scope, outcome, sp)
+        if key != key_last:
+            elems = groups.setdefault(key, [])
+            key_last = key
+        elems.append((t_occ, ts, text))
+    return groups
 
 
-class _EventsInsert:
-    """The ``events`` insert for one dialect: :meth:`rows` turns
-    :meth:`LogWriter.event_values` rows into driver parameters, making the
-    datetimes and the parameters' JSON the way the columns' types would
-    (directly as text on SQLite, naive UTC datetimes on MySQL/MariaDB, through
-    the columns' own bind processors elsewhere)."""
+class _BatchInsert:
+    """The ``event_batches`` insert for one dialect: :meth:`rows` turns
+    :meth:`LogWriter.event_values` rows into driver parameters, one row per
+    ``(scope, outcome, savepoint)`` (split at :data:`MAX_ROW_OCCURRENCES` and
+    :data:`MAX_ROW_TEXT`), with the occurrences' JSON text made in one pass and
+    sent as the column's text (psycopg's ``Jsonb`` of it on PostgreSQL), the
+    datetimes made the way the columns' types would."""
 
-    __slots__ = ("at", "names", "params", "sql", "sqlite_text")
+    __slots__ = ("at", "json", "names", "sql")
 
     def __init__(self, table: sa.Table, dialect: sa.Dialect) -> None:
-        compiled = table.insert().compile(dialect=dialect, column_keys=list(EVENT_COLUMNS))
+        compiled = table.insert().compile(dialect=dialect, column_keys=list(BATCH_COLUMNS))
         self.sql: str = compiled.string
         if compiled.positional:
-            if tuple(compiled.positiontup or ()) != EVENT_COLUMNS:  # pragma: no cover
+            if tuple(compiled.positiontup or ()) != BATCH_COLUMNS:  # pragma: no cover
                 raise LogWriteError(
                     f"cannot prepare the insert into {table.name} for {dialect.name}",
                     table=table.name,
                 )
             self.names: tuple[str, ...] | None = None
         else:
-            self.names = tuple(compiled.binds[c].key for c in EVENT_COLUMNS)
+            self.names = tuple(compiled.binds[c].key for c in BATCH_COLUMNS)
         name = dialect.name
-        at_proc = table.c.at.type.dialect_impl(dialect).bind_processor(dialect)
-        json_proc = table.c.params.type.dialect_impl(dialect).bind_processor(dialect)
+        at_proc = table.c.at_min.type.dialect_impl(dialect).bind_processor(dialect)
+        json_proc = table.c.occurrences.type.dialect_impl(dialect).bind_processor(dialect)
         plain_json = getattr(dialect, "_json_serializer", None) is None
         fromts, utc = _fromtimestamp, UTC
         if name == "sqlite":
@@ -249,7 +289,6 @@ class _EventsInsert:
             name == "postgresql"
             and _DATETIME_TZ.dialect_impl(dialect).bind_processor(dialect) is None
         ):
-            # UTCDateTime binds an aware UTC datetime as it is on PostgreSQL
             self.at = partial(fromts, tz=utc)
         else:
 
@@ -259,72 +298,85 @@ class _EventsInsert:
 
             self.at = generic_at
         if name in ("sqlite", "mysql", "mariadb") and plain_json:
-            self.params: Any = _params_text
+            self.json: Any = None  # the text as it is
         elif name == "postgresql" and dialect.driver == "psycopg" and plain_json:
-            # what LogJSON binds (psycopg's Jsonb of the tagged form), with the
-            # text made by _params_text: JSONB keeps no formatting, and the
-            # floats LogJSON tags on PostgreSQL are tagged by to_json already
             jsonb = dialect._psycopg_Jsonb  # type: ignore[attr-defined]
 
-            def psycopg_params(params: Any, event: str) -> Any:
-                return jsonb(_params_text(params, event), str)
+            def psycopg_json(text: str) -> Any:
+                return jsonb(text, str)
 
-            self.params = psycopg_params
+            self.json = psycopg_json
         else:
 
-            def generic_params(params: Any, event: str) -> Any:
-                if not params:
-                    value: Any = {}
-                else:
-                    value = encode_params(params, event=event)
-                    text = _dumps(value)
-                    if len(text) > _SURELY_FITS:
-                        fitted = _fit(text, params, event)
-                        if fitted is not text:
-                            value = json.loads(fitted)
+            def generic_json(text: str) -> Any:
+                value = json.loads(text)
                 return json_proc(value) if json_proc is not None else value
 
-            self.params = generic_params
-        #: SQLite with plain JSON: rows made by :func:`_sqlite_rows`
-        self.sqlite_text = (
-            self.names is None and self.at is _sqlite_stamp and self.params is _params_text
-        )
+            self.json = generic_json
 
-    def rows(self, values: Iterable[Sequence[Any]]) -> list[Any]:
-        if self.sqlite_text:
-            return _sqlite_rows(values)
-        stamp, encode, names = self.at, self.params, self.names
-        seq = None
+    def rows(
+        self,
+        groups: dict[tuple[Any, Any, Any], list[tuple[int, float, str]]],
+        written: float,
+        process: str | None,
+    ) -> list[Any]:
+        """Driver parameters for ``groups`` (made by :func:`batch_elements`),
+        written at ``written`` (POSIX seconds) by ``process``; the commit
+        number (``commit_seq``) is ``None`` until :meth:`stamp`. Raises
+        :class:`BadValue` (``index`` -1) for an occurrence id that repeats."""
+        stamp, to_json, names = self.at, self.json, self.names
+        when = stamp(written)
         out: list[Any] = []
         append = out.append
-        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
-            at = stamp(ts)
-            row = (
-                scope,
-                t_occ,
-                event,
-                at,
-                at if dts == ts else stamp(dts),
-                ts,
-                dts,
-                sclass,
-                skey,
-                encode(params, event),
-                outcome,
-                sp,
-                seq,
-            )
-            append(row if names is None else dict(zip(names, row, strict=True)))
+        for (scope, outcome, sp), elems in groups.items():
+            prev = None
+            for t, _ts, _text in elems:
+                if prev is not None and t <= prev:
+                    elems = sorted(elems, key=_first)
+                    for a, b in pairwise(elems):
+                        if a[0] == b[0]:
+                            raise BadValue(-1, f"repeated:{scope}:{a[0]}")
+                    break
+                prev = t
+            start = 0
+            total = len(elems)
+            while start < total:
+                end = min(total, start + MAX_ROW_OCCURRENCES)
+                part = elems[start:end]
+                text = "[" + ",".join([e[2] for e in part]) + "]"
+                while len(text) > MAX_ROW_TEXT and len(part) > 1:
+                    end = start + len(part) // 2
+                    part = elems[start:end]
+                    text = "[" + ",".join([e[2] for e in part]) + "]"
+                times = [e[1] for e in part]
+                row = (
+                    scope,
+                    part[0][0],
+                    part[-1][0],
+                    len(part),
+                    stamp(min(times)),
+                    stamp(max(times)),
+                    outcome,
+                    sp,
+                    None,
+                    when,
+                    process,
+                    text if to_json is None else to_json(text),
+                )
+                append(row if names is None else dict(zip(names, row, strict=True)))
+                start = end
         return out
 
     def stamp(self, rows: list[Any], seq: int) -> list[Any]:
-        """Rows made by :meth:`rows` with their commit number (the last column)
-        set (made before the number is taken, so a bad value raises before any
-        SQL is sent)."""
+        """Rows made by :meth:`rows` with their commit number set."""
         names = self.names
         if names is None:
-            return [(*row[:-1], seq) for row in rows]
-        key = names[-1]
+            return [(*row[:8], seq, *row[9:]) for row in rows]
+        key = names[8]
         for row in rows:
             row[key] = seq
         return rows
+
+
+def _first(e: tuple[int, float, str]) -> int:
+    return e[0]

@@ -19,6 +19,7 @@ sources), paired with their transaction's outcome.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,9 +148,11 @@ class LogReader:
         since: datetime | None,
         until: datetime | None,
         outcomes: Collection[str | None] | None,
-        events: Iterable[str] | None,
     ) -> list[sa.ColumnElement[bool]]:
-        c = self.tables.events.c
+        """The filters on ``event_batches`` rows (the occurrence-level ones,
+        ``since``/``until`` and event names, are applied again to each
+        occurrence by :class:`_Elements`)."""
+        c = self.tables.batches.c
         where: list[sa.ColumnElement[bool]] = []
         if scopes is not None:
             where.append(c.scope.in_(list(scopes)))
@@ -160,18 +163,31 @@ class LogReader:
             if hi is not None:
                 where.append(c.scope < hi)
         if since is not None:
-            where.append(c.at >= _utc(since))
+            where.append(c.at_max >= _utc(since))
         if until is not None:
-            where.append(c.at < _utc(until))
+            where.append(c.at_min < _utc(until))
         if outcomes is not None:
             named = [str(o) for o in outcomes if o is not None]
             either = [c.outcome.in_(named)] if named else []
             if None in outcomes:
                 either.append(c.outcome.is_(None))
             where.append(sa.or_(*either) if either else sa.false())
-        if events is not None:
-            where.append(c.event.in_(list(events)))
         return where
+
+    def _rows(self, conn: sa.Connection, ids: list[int]) -> list[Any]:
+        """The ``event_batches`` rows with these ids (occurrences as text or
+        as the driver decoded them), in the order of ``ids``."""
+        b = self.tables.batches
+        q = sa.select(
+            b.c.id,
+            b.c.scope,
+            b.c.t_first,
+            b.c.outcome,
+            b.c.savepoint,
+            sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+        ).where(b.c.id.in_(ids))
+        by_id = {r.id: r for r in conn.execute(q)}
+        return [by_id[i] for i in ids if i in by_id]
 
     def chunks(
         self,
@@ -184,7 +200,7 @@ class LogReader:
         events: Iterable[str] | None = None,
         order: Order = "scope",
     ) -> Iterator[list[LoggedOccurrence]]:
-        """The log's occurrences as lists of at most ``chunk_size``, in ``order``.
+        """The log's occurrences as lists of about ``chunk_size``, in ``order``.
 
         Filters (all optional, combined with AND): ``scopes`` (these scope ids),
         ``scope_range`` (``lo <= scope < hi``, either end open with ``None``; for
@@ -193,49 +209,53 @@ class LogReader:
         ``"aborted"`` and ``None`` for the process scope), ``events`` (event
         names). ``order`` is ``"scope"`` (by scope, then ``t_occ``: replay order)
         or ``"t_occ"`` (by ``t_occ``, then scope: one process's order).
+
+        Reads ``event_batches`` rows by ``(scope, t_first)`` (or ``(t_first,
+        scope)``) with keyset queries and merges the occurrences of rows whose
+        ``t_occ`` ranges overlap (a transaction's rolled-back savepoints, rows
+        written late), so memory holds one chunk and the rows that overlap it.
         """
         if order not in ("scope", "t_occ"):
             raise LogConfigError(f"order must be 'scope' or 't_occ', not {order!r}")
         self._ready()
-        ev = self.tables.events
-        c = ev.c
-        where = self._filters(scopes, scope_range, since, until, outcomes, events)
-        k1, k2 = (c.scope, c.t_occ) if order == "scope" else (c.t_occ, c.scope)
-        base = (
-            sa.select(
-                c.id,
-                c.event,
-                c.t_occ,
-                c.ts,
-                c.detected_ts,
-                c.source_class,
-                c.source_key,
-                sa.type_coerce(c.params, sa.Text).label("params"),
-                c.scope,
-                c.outcome,
-                c.savepoint,
-            )
-            .where(*where)
-            .order_by(k1, k2)
-            .limit(self.chunk_size)
-        )
+        b = self.tables.batches
+        c = b.c
+        where = self._filters(scopes, scope_range, since, until, outcomes)
+        k1, k2 = (c.scope, c.t_first) if order == "scope" else (c.t_first, c.scope)
         size = self.chunk_size
+        page = max(1, min(size, 1000))
+        heads = sa.select(c.id, c.scope, c.t_first, c.n).where(*where).order_by(k1, k2).limit(page)
+        elements = _Elements(b.name, since, until, events, by_scope=order == "scope")
         last: tuple[Any, Any] | None = None
+        out: list[LoggedOccurrence] = []
         while True:
-            q = base
+            q = heads
             if last is not None:
                 # "k1 >= a" first so every database uses it as an index range start.
                 q = q.where(k1 >= last[0], sa.or_(k1 > last[0], k2 > last[1]))
             with self._connect() as conn:
-                rows = conn.execute(q).all()
-            if not rows:
-                return
-            table = ev.name
-            yield [_logged(r, table) for r in rows]
-            if len(rows) < size:
-                return
-            tail = rows[-1]
-            last = (tail.scope, tail.t_occ) if order == "scope" else (tail.t_occ, tail.scope)
+                found = conn.execute(q).all()
+                take: list[Any] = []
+                total = 0
+                for h in found:
+                    take.append(h)
+                    total += h.n
+                    if total >= size:
+                        break
+                rows = self._rows(conn, [h.id for h in take]) if take else []
+            for row in rows:
+                out.extend(elements.add(row))
+                if len(out) >= size:
+                    yield out
+                    out = []
+            if len(take) < len(found) or len(found) == page:
+                tail = take[-1]
+                last = (tail[1], tail[2]) if order == "scope" else (tail[2], tail[1])
+                continue
+            out.extend(elements.rest())
+            if out:
+                yield out
+            return
 
     def occurrences(
         self,
@@ -271,12 +291,27 @@ class LogReader:
         outcomes: Collection[str | None] | None = None,
         events: Iterable[str] | None = None,
     ) -> int:
-        """How many occurrences the same filters select (for progress bars)."""
+        """How many occurrences the same filters select (for progress bars):
+        a sum over the rows' ``n`` unless a filter looks inside them (times,
+        event names), which reads them."""
         self._ready()
-        where = self._filters(scopes, scope_range, since, until, outcomes, events)
-        q = sa.select(sa.func.count()).select_from(self.tables.events).where(*where)
-        with self._connect() as conn:
-            return int(conn.execute(q).scalar_one())
+        where = self._filters(scopes, scope_range, since, until, outcomes)
+        if since is None and until is None and events is None:
+            b = self.tables.batches
+            q = sa.select(sa.func.coalesce(sa.func.sum(b.c.n), 0)).where(*where)
+            with self._connect() as conn:
+                return int(conn.execute(q).scalar_one())
+        return sum(
+            len(chunk)
+            for chunk in self.chunks(
+                scopes=scopes,
+                scope_range=scope_range,
+                since=since,
+                until=until,
+                outcomes=outcomes,
+                events=events,
+            )
+        )
 
     def latest(
         self,
@@ -285,32 +320,33 @@ class LogReader:
         events: Iterable[str] | None = None,
         scopes: Iterable[str] | None = None,
     ) -> list[LoggedOccurrence]:
-        """The last ``limit`` rows written (by ``id``), oldest first."""
+        """The last ``limit`` occurrences written (by row ``id``, then ``t_occ``
+        within a row), oldest first."""
         self._ready()
-        c = self.tables.events.c
-        where = self._filters(scopes, None, None, None, None, events)
-        q = (
-            sa.select(
-                c.id,
-                c.event,
-                c.t_occ,
-                c.ts,
-                c.detected_ts,
-                c.source_class,
-                c.source_key,
-                sa.type_coerce(c.params, sa.Text).label("params"),
-                c.scope,
-                c.outcome,
-                c.savepoint,
-            )
-            .where(*where)
-            .order_by(c.id.desc())
-            .limit(limit)
-        )
-        with self._connect() as conn:
-            rows = conn.execute(q).all()
-        table = self.tables.events.name
-        return [_logged(r, table) for r in reversed(rows)]
+        b = self.tables.batches
+        where = self._filters(scopes, None, None, None, None)
+        names = None if events is None else set(events)
+        got: list[list[LoggedOccurrence]] = []
+        total = 0
+        before: int | None = None
+        while total < limit:
+            q = sa.select(b.c.id).where(*where).order_by(b.c.id.desc()).limit(50)
+            if before is not None:
+                q = q.where(b.c.id < before)
+            with self._connect() as conn:
+                ids = list(conn.execute(q).scalars())
+                rows = self._rows(conn, ids) if ids else []
+            if not rows:
+                break
+            for row in rows:  # newest row first
+                occs = [o for o in _decode(row, b.name) if names is None or o[0][0] in names]
+                got.append(occs)
+                total += len(occs)
+                if total >= limit:
+                    break
+            before = ids[-1]
+        flat = [o for occs in reversed(got) for o in occs]
+        return flat[-limit:] if limit > 0 else []
 
     # -- firings and outbox ----------------------------------------------------------
     def firings(
@@ -431,93 +467,169 @@ def _utc(value: datetime) -> datetime:
 
 
 _OUTCOMES = frozenset({"committed", "aborted", None})
+_fromts = datetime.fromtimestamp
 
 
-def _logged(row: Any, table: str) -> LoggedOccurrence:
-    rid, event, t_occ, ts, dts, source_class, source_key, params, scope, outcome, sp = row
-    if not (
-        type(event) is str
-        and type(t_occ) is int
-        and type(ts) is float
-        and type(dts) is float
-        and type(scope) is str
-        and (source_class is None or type(source_class) is str)
-        and (source_key is None or type(source_key) is str)
-        and (sp is None or type(sp) is str)
-        and outcome in _OUTCOMES
-    ):
-        ts, dts = _checked_row(row, table)
+def _decode(row: Any, table: str) -> list[LoggedOccurrence]:
+    """An ``event_batches`` row's occurrences (``row``: id, scope, t_first,
+    outcome, savepoint, occurrences), checked: a value the writer never writes
+    raises :class:`LogRowError` naming the row, the column and the occurrence."""
+    rid, scope, _t_first, outcome, sp, value = row
+    if not (type(scope) is str and (sp is None or type(sp) is str) and outcome in _OUTCOMES):
+        for name, v, ok in (
+            ("scope", scope, type(scope) is str),
+            ("savepoint", sp, sp is None or type(sp) is str),
+            ("outcome", outcome, outcome in _OUTCOMES),
+        ):
+            if not ok:
+                what = (
+                    "none of 'committed', 'aborted' and NULL" if name == "outcome" else "not a text"
+                )
+                raise _row_error(rid, scope, table, name, f"its {name} {v!r:.80} is {what}")
     try:
-        if type(params) is str:  # the text the database holds (SQLite, MariaDB)
-            params = json.loads(params)
-        if type(params) is not dict:
-            raise TypeError(f"a JSON {type(params).__name__}, not an object")
-        decoded = {k: from_json(v) for k, v in params.items()} if params else {}
-    except Exception as err:  # JSON errors, a tag's payload, not an object
-        raise _row_error(
-            row,
-            table,
-            "params",
-            "its params are not the JSON object of parameters the log writes "
-            f"({type(err).__name__}: {str(err)[:200]})",
-        ) from err
-    try:
-        source = None if source_class is None else source_ref(source_class, source_key)
+        elems = json.loads(value) if type(value) is str else value
+        if type(elems) is not list:
+            raise TypeError(f"a JSON {type(elems).__name__}, not an array")
     except Exception as err:
         raise _row_error(
-            row,
+            rid,
+            scope,
             table,
-            "source_key",
-            f"its source_key {str(source_key)[:80]!r} is not an object key the log writes "
+            "occurrences",
+            "its occurrences are not the JSON array the log writes "
             f"({type(err).__name__}: {str(err)[:200]})",
         ) from err
-    occ = _new(Occurrence, (event, t_occ, ts, dts, source, decoded, scope))
-    logged = _new(LoggedOccurrence, (occ, outcome, rid))
-    if sp is not None:
-        logged.savepoint = sp
-    return logged
+    out: list[LoggedOccurrence] = []
+    append = out.append
+    new = _new
+    for i, e in enumerate(elems):
+        try:
+            t_occ, event, ts, dts, source_class, source_key, params = e
+            if type(ts) is not float:
+                ts = _number(ts)
+            dts = ts if dts is None else dts if type(dts) is float else _number(dts)
+            if not (
+                type(t_occ) is int
+                and type(event) is str
+                and type(params) is dict
+                and (source_class is None or type(source_class) is str)
+                and (source_key is None or type(source_key) is str)
+            ):
+                raise TypeError("a value of the wrong type")
+            decoded = {k: from_json(v) for k, v in params.items()} if params else {}
+            source = None if source_class is None else source_ref(source_class, source_key)
+        except Exception as err:  # shape, types, a tag's payload, a key
+            raise _row_error(
+                rid,
+                scope,
+                table,
+                "occurrences",
+                f"its occurrence #{i} {json.dumps(e, default=str)[:120]} is not one the log "
+                f"writes ({type(err).__name__}: {str(err)[:200]})",
+            ) from err
+        occ = new(Occurrence, (event, t_occ, ts, dts, source, decoded, scope))
+        logged = new(LoggedOccurrence, (occ, outcome, rid))
+        if sp is not None:
+            logged.savepoint = sp
+        append(logged)
+    return out
 
 
-def _row_error(row: Any, table: str, column: str, why: str) -> LogRowError:
-    rid, event, t_occ = row[0], row[1], row[2]
-    scope = row[8]
+def _number(value: Any) -> float:
+    """A time as a float: JSON keeps ``1.0`` as ``1`` on PostgreSQL, and a row
+    written by hand may hold integers."""
+    if type(value) is int:
+        return float(value)
+    raise TypeError(f"the time {value!r:.40} is not a number")
+
+
+class _Elements:
+    """Occurrences of ``event_batches`` rows coming in ``(scope, t_first)`` (or
+    ``(t_first, scope)``) order, given back in ``(scope, t_occ)`` (or
+    ``(t_occ, scope)``) order: each row's occurrences are held until no later
+    row can hold one before them (a row's ``t_first`` bounds all of its
+    occurrences from below), then given back, filtered by time and name."""
+
+    def __init__(
+        self,
+        table: str,
+        since: datetime | None,
+        until: datetime | None,
+        events: Iterable[str] | None,
+        *,
+        by_scope: bool,
+    ) -> None:
+        self.table = table
+        self.since = None if since is None else _utc(since)
+        self.until = None if until is None else _utc(until)
+        self.names = None if events is None else frozenset(events)
+        self.by_scope = by_scope
+        self.held: list[tuple[Any, LoggedOccurrence]] = []
+
+    def add(self, row: Any) -> list[LoggedOccurrence]:
+        occs = _decode(row, self.table)
+        if self.names is not None or self.since is not None or self.until is not None:
+            occs = [o for o in occs if self._wanted(o)]
+        held = self.held
+        out: list[LoggedOccurrence] = []
+        if self.by_scope:
+            if held and held[0][1][0][6] != row.scope:
+                out = [o for _, o in held]
+                held.clear()
+            if not occs:
+                return out
+            bound: Any = row.t_first
+            keyed = [(o[0][1], o) for o in occs]
+        else:
+            if not occs:
+                return out
+            bound = (row.t_first, row.scope)
+            keyed = [((o[0][1], o[0][6]), o) for o in occs]
+        # rows of one transaction rarely overlap: usually everything held
+        # comes before the new row and goes out as it is
+        if held and held[-1][0] < bound:
+            out.extend(o for _, o in held)
+            held.clear()
+        elif held:
+            cut = bisect_left(held, bound, key=_first)
+            out.extend(o for _, o in held[:cut])
+            del held[:cut]
+        if held and keyed[0][0] < held[-1][0]:
+            held.extend(keyed)
+            held.sort(key=_first)
+        else:
+            held.extend(keyed)
+        return out
+
+    def rest(self) -> list[LoggedOccurrence]:
+        out = [o for _, o in self.held]
+        self.held.clear()
+        return out
+
+    def _wanted(self, o: LoggedOccurrence) -> bool:
+        occ = o[0]
+        if self.names is not None and occ[0] not in self.names:
+            return False
+        if self.since is not None or self.until is not None:
+            at = _fromts(occ[2], UTC)
+            if self.since is not None and at < self.since:
+                return False
+            if self.until is not None and at >= self.until:
+                return False
+        return True
+
+
+def _first(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
+def _row_error(rid: Any, scope: Any, table: str, column: str, why: str) -> LogRowError:
     return LogRowError(
-        f"row {rid} of {table} ({str(event)[:80]}@{str(t_occ)[:40]} in scope "
-        f"{str(scope)[:80]!r}): {why}",
+        f"row {rid} of {table} (scope {str(scope)[:80]!r}): {why}",
         table=table,
         row_id=rid,
         column=column,
     )
-
-
-def _checked_row(row: Any, table: str) -> tuple[float, float]:
-    """``(ts, detected_ts)`` of an events row that failed the quick type check:
-    integer times become floats (a row written by hand); any other value that
-    the writer never writes raises :class:`LogRowError` naming the row and
-    column."""
-    _rid, event, t_occ, ts, dts, source_class, source_key, _p, scope, outcome, sp = row
-    times = []
-    for name, value in (("ts", ts), ("detected_ts", dts)):
-        if type(value) is int:
-            value = float(value)
-        if type(value) is not float:
-            raise _row_error(row, table, name, f"its {name} {value!r:.80} is not a number")
-        times.append(value)
-    texts = [("event", event, False), ("scope", scope, False), ("source_class", source_class, True)]
-    texts += [("source_key", source_key, True), ("savepoint", sp, True)]
-    for name, value, nullable in texts:
-        if not (type(value) is str or (nullable and value is None)):
-            raise _row_error(row, table, name, f"its {name} {value!r:.80} is not a text")
-    if type(t_occ) is not int:
-        raise _row_error(row, table, "t_occ", f"its t_occ {t_occ!r:.80} is not an integer")
-    if outcome not in _OUTCOMES:
-        raise _row_error(
-            row,
-            table,
-            "outcome",
-            f"its outcome {outcome!r:.80} is none of 'committed', 'aborted' and NULL",
-        )
-    return times[0], times[1]
 
 
 def _constituents(rid: Any, value: Any, table: str) -> tuple[tuple[str, int], ...]:

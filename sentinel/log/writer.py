@@ -2,10 +2,12 @@
 
 A :class:`LogWriter` turns a batch of occurrences into rows (validating them and
 applying the parameter :class:`~sentinel.log.policy.LogPolicy`) before it sends
-anything, then inserts each table's rows with one ``executemany`` call: one
-statement, and one round trip where the driver allows it (psycopg 3 pipelines
-``executemany``; PyMySQL rewrites it into a multi-row ``INSERT``; SQLite runs
-in-process).
+anything: one ``event_batches`` row per transaction scope (and per rolled-back
+savepoint), its occurrences' JSON made in one pass (see
+:mod:`sentinel.log.tables` for the layout). It then inserts each table's rows
+with one ``executemany`` call: one statement, and one round trip where the
+driver allows it (psycopg 3 pipelines ``executemany``; PyMySQL rewrites it into
+a multi-row ``INSERT``; SQLite runs in-process).
 
 A committed transaction's occurrences are written on the transaction's own
 connection (:meth:`LogWriter.write`), so the log and the data commit together; an
@@ -20,7 +22,8 @@ The inserts skip SQLAlchemy's per-statement compilation and per-row parameter
 handling: each table's ``INSERT`` is compiled once per dialect
 (:mod:`sentinel.log.inserts`), rows are built as tuples (or dicts, for drivers
 with named parameters) with the columns' own bind processors applied (the
-parameters' JSON text made by :mod:`sentinel.log.encoding`), and the batch goes to
+occurrences' JSON text made by :mod:`sentinel.log.encoding` and
+:func:`~sentinel.log.inserts.batch_elements`), and the batch goes to
 the driver's ``executemany`` through ``Connection.exec_driver_sql`` (so the
 connection's transaction, events and error wrapping still apply). This is what
 makes logging cheap enough to run inside every transaction of an ORM
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import socket
 import threading
 import time
 import weakref
@@ -39,12 +44,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log.encoding import _key_text
-from sentinel.log.inserts import EVENT_COLUMNS as EVENT_COLUMNS
-from sentinel.log.inserts import _EventsInsert, _InsertPlan
+from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
 from sentinel.log.schema import check_schema
@@ -64,6 +70,7 @@ __all__ = ["LogWriter"]
 
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
+_time = time.time
 
 
 def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
@@ -118,7 +125,7 @@ class LogWriter:
         commit_order: bool = False,
     ) -> None:
         self.tables: LogTables = log_tables(schema, prefix)
-        #: Number each writing transaction in commit order (``events.commit_seq``,
+        #: Number each writing transaction in commit order (``event_batches.commit_seq``,
         #: :meth:`take_commit_seq`), for a global detector (``docs/global.md``).
         #: Off by default: the number is taken under a lock held until the
         #: commit, so concurrent log-writing commits wait for each other.
@@ -139,6 +146,7 @@ class LogWriter:
         )
         self._lock = threading.Lock()
         self._plans: dict[tuple[str, str, str], Any] = {}
+        self._proc: tuple[int, str] | None = None
 
     # -- schema ----------------------------------------------------------------------
     def check(self, bind: Connection | Engine) -> str:
@@ -172,7 +180,8 @@ class LogWriter:
     def occurrence_rows(
         self, occurrences: Iterable[Occurrence], outcome: str | None, savepoint: str | None = None
     ) -> list[dict[str, Any]]:
-        """The ``events`` rows for ``occurrences``, with the policy applied
+        """One dict per occurrence, with the columns of the ``occurrences`` view
+        (the rows the log held per occurrence until schema 0006), with the policy applied
         (``savepoint``: the savepoint whose rollback undid them, else None).
 
         Raises :class:`~sentinel.errors.LogWriteError` for a scope that is not a
@@ -187,7 +196,7 @@ class LogWriter:
             raise LogWriteError(
                 f"unknown transaction outcome {outcome!r}; expected 'committed', 'aborted' "
                 "or None (process scope)",
-                table=self.tables.events.name,
+                table=self.tables.batches.name,
             ) from None
         apply = self.policy.apply if self.policy else None
         fromts = _fromtimestamp
@@ -209,7 +218,7 @@ class LogWriter:
                 raise LogWriteError(
                     f"occurrence {event}@{t_occ} in scope {scope!r} has source {source!r}; "
                     "the log stores only ObjectRef sources (or None)",
-                    table=self.tables.events.name,
+                    table=self.tables.batches.name,
                 )
             if apply is not None:
                 params = apply(event, params)
@@ -234,8 +243,8 @@ class LogWriter:
     def event_values(
         self, occurrences: Iterable[Occurrence], outcome: str | None, savepoint: str | None = None
     ) -> list[tuple[Any, ...]]:
-        """The ``events`` rows for ``occurrences`` in the writer's own, cheaper
-        form: tuples ``(scope, t_occ, event, ts, detected_ts, source_class,
+        """The occurrences in the writer's own form, from which it makes the
+        ``event_batches`` rows: tuples ``(scope, t_occ, event, ts, detected_ts, source_class,
         source_key, params, outcome, savepoint)`` with the policy applied and the identifiers
         checked (raises what :meth:`occurrence_rows` raises for them); the
         parameters are encoded, and the datetimes made, when the rows are sent
@@ -246,7 +255,7 @@ class LogWriter:
             raise LogWriteError(
                 f"unknown transaction outcome {outcome!r}; expected 'committed', 'aborted' "
                 "or None (process scope)",
-                table=self.tables.events.name,
+                table=self.tables.batches.name,
             ) from None
         apply = self.policy.apply if self.policy else None
         ref_type = ObjectRef
@@ -268,7 +277,7 @@ class LogWriter:
                 raise LogWriteError(
                     f"occurrence {event}@{t_occ} in scope {scope!r} has source {source!r}; "
                     "the log stores only ObjectRef sources (or None)",
-                    table=self.tables.events.name,
+                    table=self.tables.batches.name,
                 )
             if params and apply is not None:
                 params = apply(event, params)
@@ -277,22 +286,37 @@ class LogWriter:
             )
         return rows
 
-    def _bad_times(self, rows: list[tuple[Any, ...]], err: BaseException) -> None:
-        """Raise a :class:`~sentinel.errors.LogWriteError` naming the first of
-        ``rows`` (:meth:`event_values` rows) whose occurrence or detection time
-        no ``datetime`` holds (``err`` came from making it); return when none
-        is such a row."""
-        for _scope, t_occ, event, ts, dts, *_ in rows:
-            for what, value in (("occurrence time", ts), ("detection time", dts)):
-                try:
-                    _fromtimestamp(value, UTC)
-                except (ValueError, OverflowError):
-                    raise LogWriteError(
-                        f"cannot log occurrence {event[:80]}@{t_occ}: its {what} {value!r} "
-                        "(POSIX seconds) is outside the years 1 to 9999 that the log's "
-                        "datetime columns hold",
-                        table=self.tables.events.name,
-                    ) from err
+    def _bad_value(self, rows: list[tuple[Any, ...]], bad: BadValue) -> None:
+        """Raise the :class:`~sentinel.errors.LogWriteError` for ``bad`` (from
+        making the batch rows of ``rows``, :meth:`event_values` rows)."""
+        if bad.index < 0:
+            _tag, scope, t_occ = bad.what.rsplit(":", 2)
+            raise LogWriteError(
+                f"cannot log two occurrences with the same id {t_occ} in scope {scope[:80]!r}: "
+                "an occurrence with the same (scope, t_occ) is already in the batch",
+                table=self.tables.batches.name,
+            ) from None
+        scope, t_occ, event, ts, dts, *_ = rows[bad.index]
+        if bad.what == "t_occ":
+            raise LogWriteError(
+                f"cannot log occurrence {event[:80]}@{t_occ!r:.40} in scope {scope[:80]!r}: "
+                "its t_occ is not an integer",
+                table=self.tables.batches.name,
+            ) from None
+        for what, value in (("occurrence time", ts), ("detection time", dts)):
+            try:
+                _fromtimestamp(value, UTC)
+            except (ValueError, OverflowError, TypeError):
+                raise LogWriteError(
+                    f"cannot log occurrence {event[:80]}@{t_occ}: its {what} {value!r:.80} "
+                    "(POSIX seconds) is outside the years 1 to 9999 that the log's "
+                    "datetime columns hold",
+                    table=self.tables.batches.name,
+                ) from None
+        raise LogWriteError(  # pragma: no cover - a bound datetime holds but we refused
+            f"cannot log occurrence {event[:80]}@{t_occ}: its times are not POSIX seconds",
+            table=self.tables.batches.name,
+        ) from None
 
     def _bad_ids(self, occ: Occurrence) -> None:
         event, t_occ, *_, scope = occ
@@ -305,7 +329,7 @@ class LogWriter:
         else:
             why = f"its source class name is longer than {NAME_LENGTH} characters"
         raise LogWriteError(
-            f"cannot log occurrence {event[:80]}@{t_occ}: {why}", table=self.tables.events.name
+            f"cannot log occurrence {event[:80]}@{t_occ}: {why}", table=self.tables.batches.name
         )
 
     def firing_rows(self, firings: Iterable[Firing]) -> list[dict[str, Any]]:
@@ -420,7 +444,7 @@ class LogWriter:
         :meth:`write` raises, before any SQL for bad values.
 
         Commit order (only when the writer was made with ``commit_order=True``):
-        with ``sequence`` (the default) the events rows get the
+        with ``sequence`` (the default) the ``event_batches`` rows get the
         transaction's commit sequence number (:meth:`take_commit_seq`), and so
         do the rows of scope ``restamp`` written earlier in this transaction
         without one (a long transaction's flushes, written with
@@ -434,28 +458,35 @@ class LogWriter:
         marks = list(expired)
         if not (rows or frows or orows or marks or restamp is not None):
             return 0
+        prepared: list[Any] = []
+        plan = None
+        if rows:
+            plan = self._batches_plan(connection)
+            try:  # may raise, before any SQL
+                prepared = plan.rows(batch_elements(rows), _time(), self._process())
+            except BadValue as bad:
+                self._bad_value(rows, bad)
+                raise
         if self._check:
             self.check(connection)
         t = self.tables
-        if rows or restamp is not None:
-            plan = self._events_plan(connection)
-            try:
-                prepared = plan.rows(rows) if rows else []  # may raise, before any SQL
-            except (ValueError, OverflowError) as err:
-                self._bad_times(rows, err)
-                raise
-            seq = self.take_commit_seq(connection) if sequence and self.commit_order else None
-            if restamp is not None and seq is not None:
-                ev = t.events
-                connection.execute(
-                    sa.update(ev)
-                    .where(ev.c.scope == restamp, ev.c.commit_seq.is_(None))
-                    .values(commit_seq=seq)
-                )
-            if prepared:
-                if seq is not None:
-                    prepared = plan.stamp(prepared, seq)
-                self._send(connection, t.events, prepared, plan)
+        seq = (
+            self.take_commit_seq(connection)
+            if sequence and self.commit_order and (prepared or restamp is not None)
+            else None
+        )
+        if restamp is not None and seq is not None:
+            b = t.batches
+            connection.execute(
+                sa.update(b)
+                .where(b.c.scope == restamp, b.c.commit_seq.is_(None))
+                .values(commit_seq=seq)
+            )
+        if prepared:
+            assert plan is not None
+            if seq is not None:
+                prepared = plan.stamp(prepared, seq)
+            self._send(connection, t.batches, prepared, plan)
         for table, batch in ((t.firings, frows), (t.outbox, orows)):
             if batch:
                 self._insert(connection, table, batch)
@@ -464,29 +495,45 @@ class LogWriter:
         return len(rows)
 
     def mark_expired(self, connection: Connection, marks: Iterable[tuple[str, int, float]]) -> int:
-        """Mark logged occurrences as expired from detection: each mark is
-        ``(scope, t_occ, when)`` (``when`` in POSIX seconds). A row keeps its
-        first mark; a mark for a row not (yet) in the log changes nothing.
-        Returns how many marks were sent."""
+        """Mark occurrences as expired from detection: each mark is
+        ``(scope, t_occ, when)`` (``when`` in POSIX seconds), kept in the
+        ``expired`` table (the ``occurrences`` view shows it as the
+        occurrence's ``expired_at``). An occurrence keeps its first mark; a
+        mark for an occurrence not yet logged applies once it is. Returns how
+        many marks were sent."""
         batch = [
-            {"s": str(scope), "t": int(t_occ), "w": _fromtimestamp(when, UTC)}
+            {"scope": str(scope), "t_occ": int(t_occ), "expired_at": _fromtimestamp(when, UTC)}
             for scope, t_occ, when in marks
         ]
         if not batch:
             return 0
         if self._check:
             self.check(connection)
-        ev = self.tables.events
-        stmt = (
-            sa.update(ev)
-            .where(
-                ev.c.scope == sa.bindparam("s"),
-                ev.c.t_occ == sa.bindparam("t"),
-                ev.c.expired_at.is_(None),
+        x = self.tables.expired
+        name = connection.dialect.name
+        stmt: Any
+        if name == "sqlite":
+            stmt = sqlite_insert(x).on_conflict_do_nothing()
+        elif name == "postgresql":
+            stmt = pg_insert(x).on_conflict_do_nothing()
+        elif name in ("mysql", "mariadb"):
+            stmt = sa.insert(x).prefix_with("IGNORE")
+        else:  # pragma: no cover - a backend we do not test
+            stmt = sa.insert(x).from_select(
+                ["scope", "t_occ", "expired_at"],
+                sa.select(
+                    sa.bindparam("scope"), sa.bindparam("t_occ"), sa.bindparam("expired_at")
+                ).where(
+                    ~sa.exists().where(
+                        x.c.scope == sa.bindparam("scope"), x.c.t_occ == sa.bindparam("t_occ")
+                    )
+                ),
             )
-            .values(expired_at=sa.bindparam("w"))
-        )
-        connection.execute(stmt, batch)
+        # one mark per occurrence: the first of a batch counts, as in the table
+        first: dict[tuple[str, int], dict[str, Any]] = {}
+        for m in batch:
+            first.setdefault((m["scope"], m["t_occ"]), m)
+        connection.execute(stmt, list(first.values()))
         return len(batch)
 
     def write_aborted(
@@ -533,17 +580,27 @@ class LogWriter:
         value = _OUTCOMES.get(None if outcome is None else str(outcome), "?")
         if value == "?":
             raise LogWriteError(f"unknown transaction outcome {outcome!r}")
-        ev = self.tables.events
-        res = connection.execute(sa.update(ev).where(ev.c.scope == scope).values(outcome=value))
+        b = self.tables.batches
+        res = connection.execute(
+            sa.update(b).where(b.c.scope == scope, b.c.savepoint.is_(None)).values(outcome=value)
+        )
         return res.rowcount
 
-    def _events_plan(self, conn: Connection) -> _EventsInsert:
+    def _batches_plan(self, conn: Connection) -> _BatchInsert:
         dialect = conn.dialect
-        key = (dialect.name, self.tables.events.name, "*")
+        key = (dialect.name, self.tables.batches.name, "*")
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _EventsInsert(self.tables.events, dialect)
+            plan = self._plans[key] = _BatchInsert(self.tables.batches, dialect)
         return plan
+
+    def _process(self) -> str:
+        """``host:pid`` of this process (the ``process`` column)."""
+        pid = os.getpid()
+        known = self._proc
+        if known is None or known[0] != pid:
+            known = self._proc = (pid, f"{socket.gethostname()}:{pid}"[:NAME_LENGTH])
+        return known[1]
 
     def take_commit_seq(self, conn: Connection) -> int:
         """Number the current transaction in commit order and return the number.
@@ -630,9 +687,9 @@ class LogWriter:
         self._send(conn, table, rows, plan)
 
     def _send(self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None) -> None:
-        """Send ``rows`` (made by ``plan.rows``; the events' plan by default)
+        """Send ``rows`` (made by ``plan.rows``; the batches' plan by default)
         with one ``executemany``."""
-        sql = (plan or self._events_plan(conn)).sql
+        sql = (plan or self._batches_plan(conn)).sql
         try:
             conn.exec_driver_sql(sql, rows)
         except sa.exc.IntegrityError as err:
@@ -640,7 +697,7 @@ class LogWriter:
             duplicate = "unique" in text or "duplicate" in text
             what = (
                 "an occurrence with the same (scope, t_occ) is already logged"
-                if duplicate and table is self.tables.events
+                if duplicate and table is self.tables.batches
                 else "an outbox entry with the same idempotency key exists"
                 if duplicate and table is self.tables.outbox
                 else "a constraint was violated"
