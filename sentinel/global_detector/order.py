@@ -2,7 +2,7 @@
 
 Every transaction that writes log rows takes a *commit sequence number* just
 before its commit (:meth:`sentinel.log.LogWriter.take_commit_seq`) and stamps its
-rows with it (``events.commit_seq``). The number is taken under a lock that the
+rows with it (``event_batches.commit_seq``). The number is taken under a lock that the
 transaction holds until it ends, so:
 
 - numbers are handed out in commit order (the next transaction can take one only
@@ -29,6 +29,7 @@ back-off elsewhere.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -63,83 +64,82 @@ class LogRow:
 
 
 class CommitReader:
-    """Reads the committed rows of the log (``outcome`` committed or NULL) in
-    commit order: by ``commit_seq``, then by ``id`` (insertion order within a
-    transaction); whole commits only."""
+    """Reads the committed occurrences of the log (rows whose ``outcome`` is
+    committed or NULL) in commit order: by ``commit_seq``, then by row ``id``
+    (insertion order within a transaction), then by ``t_occ`` within a row;
+    whole commits only."""
 
     def __init__(self, tables: LogTables) -> None:
         self.tables = tables
-        ev = tables.events
+        b = tables.batches
+        self._committed = sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value)
         self._select = sa.select(
-            ev.c.id,
-            ev.c.commit_seq,
-            ev.c.scope,
-            ev.c.t_occ,
-            ev.c.event,
-            ev.c.ts,
-            ev.c.detected_ts,
-            ev.c.source_class,
-            ev.c.source_key,
-            sa.cast(ev.c.params, sa.Text()).label("params"),
-            ev.c.outcome,
-        ).where(sa.or_(ev.c.outcome.is_(None), ev.c.outcome != Outcome.ABORTED.value))
+            b.c.id,
+            b.c.commit_seq,
+            b.c.scope,
+            b.c.outcome,
+            sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+        ).where(self._committed)
 
     def read(self, conn: Connection, after: int, *, limit: int = 5000) -> list[LogRow]:
-        """The committed rows with ``commit_seq > after``, in commit order, at
-        most about ``limit`` of them but always whole commits (one commit larger
-        than ``limit`` is read whole)."""
-        ev = self.tables.events
+        """The committed occurrences with ``commit_seq > after``, in commit
+        order, about ``limit`` of them (read as ``limit // 100`` log rows, at
+        least one) but always whole commits (one commit larger than that is
+        read whole)."""
+        b = self.tables.batches
+        rows_limit = max(1, limit // 100)
         q = (
-            self._select.where(ev.c.commit_seq > after)
-            .order_by(ev.c.commit_seq, ev.c.id)
-            .limit(limit + 1)
+            self._select.where(b.c.commit_seq > after)
+            .order_by(b.c.commit_seq, b.c.id)
+            .limit(rows_limit + 1)
         )
-        rows = [_row(r) for r in conn.execute(q)]
-        if len(rows) <= limit:
-            return rows
-        last = rows[-1].commit_seq
-        if rows[0].commit_seq == last:  # one commit: read all of it
-            q = self._select.where(ev.c.commit_seq == last).order_by(ev.c.id)
-            return [_row(r) for r in conn.execute(q)]
-        return [r for r in rows if r.commit_seq != last]
+        rows = conn.execute(q).all()
+        if len(rows) > rows_limit:
+            last = rows[-1].commit_seq
+            if rows[0].commit_seq == last:  # one commit: read all of it
+                q = self._select.where(b.c.commit_seq == last).order_by(b.c.id)
+                rows = conn.execute(q).all()
+            else:
+                rows = [r for r in rows if r.commit_seq != last]
+        return [o for r in rows for o in _rows(r)]
 
     def unnumbered(self, conn: Connection, after_id: int) -> tuple[int, int]:
-        """How many rows with an id above ``after_id`` have no commit number
-        (written by a process attached without ``commit_order=True``), and the
-        largest id in the log (0: none)."""
-        ev = self.tables.events
+        """How many occurrences in rows with an id above ``after_id`` have no
+        commit number (written by a process attached without
+        ``commit_order=True``), and the largest row id in the log (0: none)."""
+        b = self.tables.batches
         n, top = conn.execute(
             sa.select(
-                sa.func.sum(sa.case((ev.c.commit_seq.is_(None), 1), else_=0)),
-                sa.func.max(ev.c.id),
-            ).where(ev.c.id > after_id)
+                sa.func.sum(sa.case((b.c.commit_seq.is_(None), b.c.n), else_=0)),
+                sa.func.max(b.c.id),
+            ).where(b.c.id > after_id)
         ).one()
         return int(n or 0), int(top or after_id)
 
     def behind(self, conn: Connection, after_id: int, was: int, position: int) -> int:
-        """The committed rows with an id above ``after_id`` numbered at most
-        ``was``, plus those numbered after ``was`` up to ``position``. For a
-        reader that stood at ``was`` when ``after_id`` was the log's largest id
-        and has read up to ``position`` since: the rows it read since then,
-        plus those numbered behind it meanwhile (forged, or written with a
-        stale ``commit_seq``), which it never reads. Both counts use the
-        ``commit_seq`` index."""
-        ev = self.tables.events
-        committed = sa.or_(ev.c.outcome.is_(None), ev.c.outcome != Outcome.ABORTED.value)
+        """The committed occurrences in rows with an id above ``after_id``
+        numbered at most ``was``, plus those numbered after ``was`` up to
+        ``position``. For a reader that stood at ``was`` when ``after_id`` was
+        the log's largest row id and has read up to ``position`` since: the
+        occurrences it read since then, plus those numbered behind it meanwhile
+        (forged, or written with a stale ``commit_seq``), which it never reads.
+        Both sums use the ``commit_seq`` index."""
+        b = self.tables.batches
+        total = sa.func.coalesce(sa.func.sum(b.c.n), 0)
         old = conn.execute(
-            sa.select(sa.func.count()).where(ev.c.commit_seq <= was, ev.c.id > after_id, committed)
+            sa.select(total).where(b.c.commit_seq <= was, b.c.id > after_id, self._committed)
         ).scalar()
         new = conn.execute(
-            sa.select(sa.func.count()).where(
-                ev.c.commit_seq > was, ev.c.commit_seq <= position, committed
+            sa.select(total).where(
+                b.c.commit_seq > was, b.c.commit_seq <= position, self._committed
             )
         ).scalar()
         return int(old or 0) + int(new or 0)
 
     def last_id(self, conn: Connection) -> int:
         """The largest row id in the log (0: none)."""
-        ev = self.tables.events
-        return int(conn.execute(sa.select(sa.func.max(ev.c.id))).scalar() or 0)
+        b = self.tables.batches
+        return int(conn.execute(sa.select(sa.func.max(b.c.id))).scalar() or 0)
 
     def handed_out(self, conn: Connection) -> int:
         """The last commit number handed out (0: none): the counter row on
@@ -163,35 +163,41 @@ class CommitReader:
     def head(self, conn: Connection, upto: int | None = None) -> int:
         """The largest commit number in the log (0: none), or the largest at
         most ``upto``."""
-        ev = self.tables.events
-        q = sa.select(sa.func.max(ev.c.commit_seq))
+        b = self.tables.batches
+        q = sa.select(sa.func.max(b.c.commit_seq))
         if upto is not None:
-            q = q.where(ev.c.commit_seq <= upto)
+            q = q.where(b.c.commit_seq <= upto)
         return int(conn.execute(q).scalar() or 0)
 
 
 _PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
 
 
-def _row(r: Any) -> LogRow:
-    params = r.params
-    if not isinstance(params, str):  # a driver that decodes JSON itself
-        import json
+def _rows(r: Any) -> list[LogRow]:
+    """A log row's occurrences as :class:`LogRow` s (``params`` as compact JSON
+    text, as the detector's feeder decodes it)."""
+    elems = json.loads(r.occurrences) if isinstance(r.occurrences, str) else r.occurrences
+    rid, seq, scope, outcome = int(r.id), int(r.commit_seq), r.scope, r.outcome
+    dumps = _dumps
+    return [
+        LogRow(
+            rid,
+            seq,
+            scope,
+            int(t_occ),
+            event,
+            float(ts),
+            float(ts if dts is None else dts),
+            source_class,
+            source_key,
+            dumps(params),
+            outcome,
+        )
+        for t_occ, event, ts, dts, source_class, source_key, params in elems
+    ]
 
-        params = json.dumps(params, separators=(",", ":"))
-    return LogRow(
-        int(r.id),
-        int(r.commit_seq),
-        r.scope,
-        int(r.t_occ),
-        r.event,
-        float(r.ts),
-        float(r.detected_ts),
-        r.source_class,
-        r.source_key,
-        params,
-        r.outcome,
-    )
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Poller:

@@ -7,7 +7,7 @@ implementation of the operators), scaled out by the rules' key:
 
 the source (``sentinel_commits``)
     a Python streaming data source whose offset is the commit number
-    (``events.commit_seq``, see :mod:`.order`): a micro-batch reads the commits
+    (``event_batches.commit_seq``, see :mod:`.order`): a micro-batch reads the commits
     numbered after the previous batch's end up to the largest number visible
     when it was planned. A visible number ``n`` means every smaller one has
     ended, so no commit is skipped. Each row carries its rank in its commit

@@ -245,16 +245,17 @@ class LogReader:
                 rows = self._rows(conn, [h.id for h in take]) if take else []
             for row in rows:
                 out.extend(elements.add(row))
-                if len(out) >= size:
-                    yield out
-                    out = []
+                while len(out) >= size:
+                    yield out[:size]
+                    out = out[size:]
             if len(take) < len(found) or len(found) == page:
                 tail = take[-1]
                 last = (tail[1], tail[2]) if order == "scope" else (tail[2], tail[1])
                 continue
             out.extend(elements.rest())
-            if out:
-                yield out
+            while out:
+                yield out[:size]
+                out = out[size:]
             return
 
     def occurrences(

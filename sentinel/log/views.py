@@ -41,6 +41,37 @@ def create_view_sql(dialect: str, tables: LogTables) -> str:
             f"FROM {b} AS b JOIN json_each(b.occurrences) AS j "
             f"LEFT JOIN {x} AS x ON x.scope = b.scope AND x.t_occ = {e.format(0)}"
         )
+    if dialect == "postgresql":
+        ts = "(j.e->>2)::float8"
+        dts = "coalesce((j.e->>3)::float8, (j.e->>2)::float8)"
+        return (
+            f"CREATE VIEW {view} AS SELECT b.id AS id, b.scope AS scope, "
+            f"(j.e->>0)::bigint AS t_occ, j.e->>1 AS event, "
+            f"to_timestamp({ts}) AS at, to_timestamp({dts}) AS detected_at, "
+            f"{ts} AS ts, {dts} AS detected_ts, j.e->>4 AS source_class, "
+            f"j.e->>5 AS source_key, j.e->6 AS params, b.outcome AS outcome, "
+            f"x.expired_at AS expired_at, b.savepoint AS savepoint, b.commit_seq AS commit_seq "
+            f"FROM {b} AS b CROSS JOIN LATERAL jsonb_array_elements(b.occurrences) AS j(e) "
+            f"LEFT JOIN {x} AS x ON x.scope = b.scope AND x.t_occ = (j.e->>0)::bigint"
+        )
+    if dialect in ("mysql", "mariadb"):
+        epoch = "TIMESTAMP'1970-01-01 00:00:00'"
+        return (
+            f"CREATE VIEW {view} AS SELECT b.id AS id, b.scope AS scope, j.t_occ AS t_occ, "
+            f"j.event AS event, "
+            f"TIMESTAMPADD(MICROSECOND, ROUND(j.ts * 1000000), {epoch}) AS at, "
+            f"TIMESTAMPADD(MICROSECOND, ROUND(coalesce(j.dts, j.ts) * 1000000), {epoch}) "
+            f"AS detected_at, j.ts AS ts, coalesce(j.dts, j.ts) AS detected_ts, "
+            f"j.source_class AS source_class, j.source_key AS source_key, "
+            f"JSON_EXTRACT(j.e, '$[6]') AS params, b.outcome AS outcome, "
+            f"x.expired_at AS expired_at, b.savepoint AS savepoint, b.commit_seq AS commit_seq "
+            f"FROM {b} AS b CROSS JOIN JSON_TABLE(b.occurrences, '$[*]' COLUMNS ("
+            f"t_occ BIGINT PATH '$[0]', event VARCHAR(255) PATH '$[1]', "
+            f"ts DOUBLE PATH '$[2]', dts DOUBLE PATH '$[3]', "
+            f"source_class VARCHAR(255) PATH '$[4]', source_key TEXT PATH '$[5]', "
+            f"e JSON PATH '$')) AS j "
+            f"LEFT JOIN {x} AS x ON x.scope = b.scope AND x.t_occ = j.t_occ"
+        )
     raise NotImplementedError(dialect)
 
 

@@ -575,16 +575,18 @@ class LogWriter:
         return len(rows)
 
     def set_outcome(self, connection: Connection, scope: str, outcome: Outcome | str | None) -> int:
-        """Mark every logged occurrence of ``scope`` with ``outcome``; return the
-        number of rows changed."""
+        """Mark every logged occurrence of ``scope`` with ``outcome`` (not those
+        a rolled-back savepoint undid: they stay ``aborted``); return how many
+        occurrences that is."""
         value = _OUTCOMES.get(None if outcome is None else str(outcome), "?")
         if value == "?":
             raise LogWriteError(f"unknown transaction outcome {outcome!r}")
         b = self.tables.batches
-        res = connection.execute(
-            sa.update(b).where(b.c.scope == scope, b.c.savepoint.is_(None)).values(outcome=value)
-        )
-        return res.rowcount
+        mine = (b.c.scope == scope, b.c.savepoint.is_(None))
+        n = connection.execute(sa.select(sa.func.coalesce(sa.func.sum(b.c.n), 0)).where(*mine))
+        changed = int(n.scalar_one())
+        connection.execute(sa.update(b).where(*mine).values(outcome=value))
+        return changed
 
     def _batches_plan(self, conn: Connection) -> _BatchInsert:
         dialect = conn.dialect

@@ -146,7 +146,7 @@ def attach(
         ``log=`` a :class:`~sentinel.log.LogWriter`, give the key to the writer.
     ``commit_order``
         numbers each transaction that writes log rows in commit order
-        (``events.commit_seq``), which a global detector needs to read this
+        (``event_batches.commit_seq``), which a global detector needs to read this
         process's events (``docs/global.md``). Off by default: the number is
         taken under a lock held until the commit, so the log-writing commits of
         all processes wait for each other from their last log write on.

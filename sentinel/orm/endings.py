@@ -75,8 +75,8 @@ class Endings:
         engine, key = st.witness
         tables = self.writer.tables
         if key is None:
-            ev = tables.events
-            query = sa.select(ev.c.scope).where(ev.c.scope == st.scope_id).limit(1)
+            b = tables.batches
+            query = sa.select(b.c.scope).where(b.c.scope == st.scope_id).limit(1)
         else:
             ob = tables.outbox
             query = sa.select(ob.c.idempotency_key).where(ob.c.idempotency_key == key)

@@ -248,16 +248,25 @@ class DatabaseSource:
         """About ``n`` half-open scope ranges ``[lo, hi)`` holding similar numbers
         of rows (``None``: open end); a scope is never split."""
         total = self.count()
+        parts = n
         if n <= 1 or total == 0:
             return [(None, None)]
-        c = self.reader.tables.events.c
+        c = self.reader.tables.batches.c
         bounds: list[str] = []
         with self.reader._connect() as conn:
-            for i in range(1, n):
-                q = sa.select(c.scope).order_by(c.scope, c.t_occ).limit(1).offset(total * i // n)
-                b = conn.execute(q).scalar()
-                if b is not None and (not bounds or b > bounds[-1]):
-                    bounds.append(b)
+            # the scope at each n-th of the occurrences: a running sum of the
+            # rows' sizes, read once in scope order (one small row per transaction)
+            q = sa.select(c.scope, c.n).order_by(c.scope, c.t_first)
+            seen = 0
+            i = 1
+            for scope, size in conn.execute(q):
+                seen += size
+                while i < parts and seen > total * i // parts:
+                    if not bounds or scope > bounds[-1]:
+                        bounds.append(scope)
+                    i += 1
+                if i >= parts:
+                    break
         edges: list[str | None] = [None, *bounds, None]
         return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 

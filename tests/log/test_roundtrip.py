@@ -59,11 +59,12 @@ def test_timestamps_are_restored_exactly(
     assert [o.timestamp for o in back] == stamps
     assert [o.detected_timestamp for o in back] == [o.detected_timestamp for o in occs]
 
-    # the datetime columns hold the same instants to the microsecond, in UTC
-    ev = log_tables().events
+    # the row's datetime columns hold the earliest and latest instants to the
+    # microsecond, in UTC
+    b = log_tables().batches
     with migrated.connect() as conn:
-        ats = conn.execute(sa.select(ev.c.at).order_by(ev.c.t_occ)).scalars().all()
-    for at, ts in zip(ats, stamps, strict=True):
+        lo, hi = conn.execute(sa.select(b.c.at_min, b.c.at_max)).one()
+    for at, ts in ((lo, min(stamps)), (hi, max(stamps))):
         assert at.tzinfo is not None and at.utcoffset() == dt.timedelta(0)
         assert abs(at.timestamp() - ts) <= 1e-6
 
@@ -134,13 +135,16 @@ def test_chunks_are_separate_bounded_queries(migrated: sa.Engine, writer: LogWri
     try:
         it = reader.chunks()
         first = next(it)
-        assert len(first) == 10 and len(selects) == 1  # lazy: one chunk fetched so far
+        # lazy: pages of row heads (LIMIT) and those rows (by id), until a
+        # chunk is complete (the last row's occurrences wait for the next row)
+        assert len(first) == 10 and len(selects) == 4
         rest = list(it)
     finally:
         sa.event.remove(migrated, "before_cursor_execute", count)
     assert [len(c) for c in [first, *rest]] == [10, 10, 5]
-    assert len(selects) == 3
-    assert all("LIMIT" in s.upper() for s in selects)
+    assert len(selects) == 4  # the second page of heads was the last
+    heads, rows = selects[0::2], selects[1::2]
+    assert all("LIMIT" in s.upper() for s in heads) and all(" IN " in s for s in rows)
 
 
 def test_filters(migrated: sa.Engine, writer: LogWriter, reader: LogReader) -> None:
@@ -190,11 +194,20 @@ def test_aborted_write_is_all_or_nothing(
     migrated: sa.Engine, writer: LogWriter, reader: LogReader
 ) -> None:
     with migrated.begin() as conn:
-        writer.write(conn, [occ("E", 2, "tx9")])
-    # the second occurrence collides with a logged one: nothing of the batch stays
-    with pytest.raises(LogWriteError, match=r"same \(scope, t_occ\)"):
-        writer.write_aborted(migrated, [occ("E", 1, "tx9"), occ("E", 2, "tx9")])
+        writer.write(conn, [occ("E", 2, "tx8")])
+    # the firing's rule name is too long: nothing of the batch stays
+    firing = Firing.of("R" * 300, occ("E", 1, "tx9"), coupling="immediate", status="failed")
+    with pytest.raises(LogWriteError, match="too long"):
+        writer.write_aborted(migrated, [occ("E", 1, "tx9"), occ("E", 2, "tx9")], firings=[firing])
     assert [r.occurrence.t_occ for r in reader.occurrences()] == [2]
+
+
+def test_one_occurrence_id_twice_in_a_write_is_refused(
+    migrated: sa.Engine, writer: LogWriter, reader: LogReader
+) -> None:
+    with pytest.raises(LogWriteError, match=r"same \(scope, t_occ\)"):
+        writer.write_aborted(migrated, [occ("E", 2, "tx9"), occ("E", 1, "tx9"), occ("E", 2, "tx9")])
+    assert list(reader.occurrences()) == []
 
 
 def test_bad_values_raise_before_anything_is_sent(
