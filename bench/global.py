@@ -168,11 +168,12 @@ def _pct(values: list[float], p: float) -> float:
 def latency(backend: str, n: int) -> tuple[float, float, float, float]:
     """(p50, p99) in ms of the service, then of the hand-written tailer."""
     from sentinel.global_detector import GlobalDetector
+    from sentinel.orm import global_actions
 
     db = Database(backend)
     try:
         LATENCIES.clear()
-        service = GlobalDetector(rules(), db.engine, lease=30)
+        service = GlobalDetector(rules(), db.engine, lease=30, actions=global_actions)
         stop = threading.Event()
         t = threading.Thread(target=service.run, kwargs={"stop": stop})
         t.start()

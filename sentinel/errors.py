@@ -11,6 +11,7 @@ sentinel's own errors raised inside a rule pass through unwrapped.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -574,3 +575,40 @@ class GlobalDetectorError(SentinelError):
 class LeaseLost(GlobalDetectorError):
     """A global detector instance no longer holds its cursor's lease (it expired
     and another instance took it): its batch is rolled back, nothing acted."""
+
+
+class UnloggableParameter(SentinelError, TypeError):
+    """A parameter value that cannot be written to the event log.
+
+    ``event`` and ``param`` say where; ``value`` is the offending value.
+    """
+
+    def __init__(self, event: str, param: str, value: Any, hint: str = "") -> None:
+        self.event = event
+        self.param = param
+        self.value = value
+        msg = (
+            f"parameter {param!r} of {event} is a {type(value).__name__} "
+            f"({_short_repr(value)}), "
+            "which the event log cannot store"
+        )
+        msg += "; " + (
+            hint
+            or "pass simple values (numbers, strings, dates, ObjectRef) "
+            "or exclude the parameter from the event"
+        )
+        super().__init__(msg)
+
+
+def _short_repr(value: Any) -> str:
+    """A bounded repr for messages (a value may be huge, deeply nested or
+    refuse to be printed)."""
+    try:
+        return _REPR.repr(value)[:80]
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlong = 40

@@ -42,14 +42,13 @@ import enum
 import json
 import math
 import re
-import reprlib
 import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Final
 
-from sentinel.errors import SentinelError
+from sentinel.errors import UnloggableParameter
 from sentinel.occurrence import ObjectRef
 
 __all__ = [
@@ -111,29 +110,6 @@ def unstorable_text(text: str) -> bool:
     return "\x00" in text or (not text.isascii() and _LONE_SURROGATE.search(text) is not None)
 
 
-class UnloggableParameter(SentinelError, TypeError):
-    """A parameter value that cannot be written to the event log.
-
-    ``event`` and ``param`` say where; ``value`` is the offending value.
-    """
-
-    def __init__(self, event: str, param: str, value: Any, hint: str = "") -> None:
-        self.event = event
-        self.param = param
-        self.value = value
-        msg = (
-            f"parameter {param!r} of {event} is a {type(value).__name__} "
-            f"({_short_repr(value)}), "
-            "which the event log cannot store"
-        )
-        msg += "; " + (
-            hint
-            or "pass simple values (numbers, strings, dates, ObjectRef) "
-            "or exclude the parameter from the event"
-        )
-        super().__init__(msg)
-
-
 def storable_text(text: str) -> str:
     """``text`` (a message: an error's text) as every backend's text column
     stores it: NUL characters and lone surrogates written as backslash escapes
@@ -142,20 +118,6 @@ def storable_text(text: str) -> str:
         return text
     text = text.replace("\x00", "\\x00")
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def _short_repr(value: Any) -> str:
-    """A bounded repr for messages (a value may be huge, deeply nested or
-    refuse to be printed)."""
-    try:
-        return _REPR.repr(value)[:80]
-    except Exception:
-        return f"<{type(value).__name__}>"
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 80
-_REPR.maxlong = 40
 
 
 def normalize(

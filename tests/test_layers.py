@@ -35,10 +35,12 @@ def test_the_import_contracts_are_kept() -> None:
     assert "0 broken" in done.stdout
 
 
-def test_the_global_detectors_storage_loads_without_the_orm_layer() -> None:
-    """The cursor and its lease use the log layer's server clock, not the ORM's."""
+def test_the_global_detector_loads_without_the_orm_layer() -> None:
+    """The cursor and its lease use the log layer's server clock, not the ORM's,
+    and the service gets its action runner handed in
+    (``GlobalDetector(actions=sentinel.orm.global_actions)``)."""
     code = (
-        "import sys, sentinel.global_detector.cursor\n"
+        "import sys, sentinel.global_detector\n"
         "assert 'sentinel.orm' not in sys.modules, sorted(m for m in sys.modules "
         "if m.startswith('sentinel.orm'))\n"
     )

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sentinel import ObjectRef, Occurrence, UnloggableParameter
+from sentinel import ObjectRef, Occurrence
+from sentinel.errors import UnloggableParameter
 from sentinel.log import LogReader, LogWriter, migrate
 from sentinel.log.encoding import _dumps, _params_text
 from sentinel.log.records import encode_params

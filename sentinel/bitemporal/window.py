@@ -21,13 +21,13 @@ cumulative
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from sentinel.algebra.bitemporal import Within
 from sentinel.detector import Context
 from sentinel.detector.operators import Handler
 from sentinel.detector.operators import register as register_strategies
+from sentinel.detector.operators.initiators import KeepsAll, KeepsLatest, KeepsOldestFirst
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import Occurrence
 
@@ -52,14 +52,8 @@ class _Within(Handler):
         self.window: float = expr.window.seconds
 
 
-class WithinRecent(_Within):
+class WithinRecent(KeepsLatest, _Within):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -88,14 +82,8 @@ class WithinRecent(_Within):
                 self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
-class WithinChronicle(_Within):
+class WithinChronicle(KeepsOldestFirst, _Within):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [deque()]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
@@ -125,17 +113,11 @@ class WithinChronicle(_Within):
                 self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
 
 
-class WithinContinuous(_Within):
+class WithinContinuous(KeepsAll, _Within):
     """Each E2 with every open E1 (continuous and unrestricted: A never consumes
     its E1s at E2)."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         self.on1_batch(store, [occ])

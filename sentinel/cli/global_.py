@@ -102,6 +102,7 @@ def global_command(
     import threading
 
     from sentinel.global_detector import GlobalDetector
+    from sentinel.orm import global_actions
 
     importable_from_cwd()
     stop = threading.Event()
@@ -119,6 +120,7 @@ def global_command(
         workers=workers,
         action_lease=action_lease,
         run_actions=not no_actions,
+        actions=global_actions,
         max_ahead=max_ahead,
         max_late=max_late,
     )

@@ -43,7 +43,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import sessionmaker
 
 from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector.cursor import Cursor
@@ -56,7 +55,7 @@ from sentinel.occurrence import Occurrence
 from sentinel.rules import LocalEventDetector
 from sentinel.rules.reference import import_reference
 
-__all__ = ["GlobalDetector", "StepReport"]
+__all__ = ["ActionsFactory", "GlobalDetector", "StepReport"]
 
 log = logging.getLogger("sentinel.global")
 
@@ -83,6 +82,27 @@ class Attachment(Protocol):
 
     @property
     def detector(self) -> Any: ...
+
+
+class ActionsFactory(Protocol):
+    """What :class:`GlobalDetector` calls (once, in its constructor) to get the
+    runner of its rules' actions: :func:`sentinel.orm.global_actions`. It
+    returns an object with an outbox ``runner``
+    (:class:`sentinel.orm.worker.Runner`) and a ``detach()``, called by
+    :meth:`GlobalDetector.close`."""
+
+    def __call__(
+        self,
+        rules: LocalEventDetector,
+        bind: Engine,
+        *,
+        schema: str | None,
+        prefix: str,
+        workers: int,
+        lease: float,
+        max_attempts: int,
+        session_factory: Callable[[], Any] | None,
+    ) -> Any: ...
 
 
 def _resolve(rules: Any) -> LocalEventDetector:
@@ -116,13 +136,20 @@ class GlobalDetector:
     ``min_wait``, ``max_wait``
         polling back-off between empty reads (SQLite, MariaDB); on PostgreSQL
         the service waits for ``NOTIFY`` instead, at most ``max_wait`` seconds.
+    ``actions``
+        what runs the rules' actions in this process:
+        :func:`sentinel.orm.global_actions` (this package does not depend on
+        the ORM layer, so the caller hands it in), or any callable taking the
+        same arguments and returning an object with an outbox ``runner`` and a
+        ``detach()``. Required unless ``run_actions=False``, which only
+        enqueues (a ``sentinel worker`` with the same rules runs them).
     ``workers``, ``max_attempts``, ``action_lease``
-        the outbox runner that runs the rules' actions (0 workers: actions
-        run in the service's thread, after each batch); ``run_actions=False``
-        only enqueues (a ``sentinel worker`` with the same rules runs them).
+        passed to ``actions``: the threads running the actions (0: in the
+        service's thread, after each batch), the attempts per entry and how
+        long a claim outlives its worker's last heartbeat.
     ``session_factory``
-        where actions get their session (default: a ``sessionmaker`` on
-        ``bind``).
+        passed to ``actions``: where actions get their session (default: a
+        ``sessionmaker`` on ``bind``).
     ``clock_grace``
         temporal events: when a timer is due and nothing commits, the service
         commits a clock row moving the detector's clock to this machine's time
@@ -155,6 +182,7 @@ class GlobalDetector:
         max_attempts: int = 5,
         action_lease: float = 60.0,
         run_actions: bool = True,
+        actions: ActionsFactory | None = None,
         session_factory: Callable[[], Any] | None = None,
         clock_grace: float = 1.0,
         clock: Callable[[], float] = time.time,
@@ -184,26 +212,26 @@ class GlobalDetector:
         self._feeder: CommitFeeder | None = None
         self._leader = False
         self._renew_at = 0.0
+        #: What runs the actions (``actions``' result: an ORM attachment with
+        #: its outbox ``runner``), or ``None`` with ``run_actions=False``.
         self.attachment: Any = None
         self.run_actions = run_actions
         if run_actions:
-            from sentinel.orm import attach
-
-            # The actions' sessions are attached to a copy of the rules, all
-            # disabled: what an action signals is logged (and detected here, from
-            # the log, once), never detected a second time by this attachment.
-            runner_rules = self.rules.replica()
-            for rule in runner_rules.rules.values():
-                rule.disable()
-            self.attachment = attach(
-                session_factory or sessionmaker(self.engine),
-                detector=runner_rules,
+            if actions is None:
+                raise GlobalDetectorError(
+                    "GlobalDetector runs the rules' actions through an action runner: pass "
+                    "actions=sentinel.orm.global_actions, or run_actions=False to only "
+                    "enqueue them (a `sentinel worker` with the same rules runs them)"
+                )
+            self.attachment = actions(
+                self.rules,
+                self.engine,
                 schema=schema,
                 prefix=prefix,
                 workers=workers,
                 lease=action_lease,
                 max_attempts=max_attempts,
-                commit_order=True,
+                session_factory=session_factory,
             )
         self._stop = threading.Event()
         #: Seconds between two looks for rows without a commit number (when idle).

@@ -22,7 +22,7 @@ state). Depends on the rules, reactive and log layers; nothing below imports it.
 See ``docs/orm.md``.
 """
 
-from sentinel.orm.attach import Attachment, attach, attachments, detach
+from sentinel.orm.attach import Attachment, attach, attachments, detach, global_actions
 from sentinel.orm.db_events import KINDS, DBEvents, db_events
 from sentinel.orm.state import scope_of, session_of
 from sentinel.orm.worker import DetachedContext, DrainReport, detached_context
@@ -38,6 +38,7 @@ __all__ = [
     "db_events",
     "detach",
     "detached_context",
+    "global_actions",
     "scope_of",
     "session_of",
 ]

@@ -55,7 +55,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from sentinel.errors import AttachError
 from sentinel.log import LogPolicy, LogWriter
@@ -68,7 +68,7 @@ from sentinel.orm.logsink import LogSink
 from sentinel.orm.outbox import check_importable
 from sentinel.rules import LocalEventDetector
 
-__all__ = ["Attachment", "attach", "attachments", "detach"]
+__all__ = ["Attachment", "attach", "attachments", "detach", "global_actions"]
 
 
 def attach(
@@ -325,3 +325,43 @@ def attachments() -> list[Attachment]:
     """Every attachment in force (for inspection and tests)."""
     with _LOCK:
         return list(_ATTACHED.values())
+
+
+def global_actions(
+    rules: LocalEventDetector,
+    bind: Any,
+    *,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    workers: int = 0,
+    lease: float = 60.0,
+    max_attempts: int = 5,
+    session_factory: Callable[[], Session] | None = None,
+) -> Attachment:
+    """The action runner of a global detector that runs its rules' actions in
+    its own process: pass it as
+    ``GlobalDetector(rules, bind, actions=global_actions)``
+    (:class:`~sentinel.global_detector.GlobalDetector` calls it with its own
+    options; ``sentinel global`` does). The global detector depends on the log
+    layer only; running an action needs a session, which is this layer's.
+
+    Returns an attachment of ``session_factory`` (default: a ``sessionmaker``
+    on ``bind``) to a copy of ``rules`` whose rules are all disabled: what an
+    action signals is logged, with a commit number, and detected by the global
+    detector from the log, once, never a second time by this attachment. Its
+    :attr:`~Attachment.runner` runs the outbox entries the global detector
+    writes (``workers`` threads, or 0: in the caller's thread), with
+    ``lease`` and ``max_attempts`` as :func:`attach`'s."""
+    runner_rules = rules.replica()
+    for rule in runner_rules.rules.values():
+        rule.disable()
+    return attach(
+        session_factory or sessionmaker(bind),
+        detector=runner_rules,
+        schema=schema,
+        prefix=prefix,
+        workers=workers,
+        lease=lease,
+        max_attempts=max_attempts,
+        commit_order=True,
+    )

@@ -11,13 +11,9 @@ from typing import Any
 import pytest
 
 from sentinel import (
-    BitemporalError,
-    DuplicateEventError,
     LocalEventDetector,
     Occurrence,
-    OccurrenceTimeError,
     Reactive,
-    UnloggableParameter,
     VirtualClock,
     announce,
     event,
@@ -26,6 +22,12 @@ from sentinel import (
 )
 from sentinel.bitemporal import bitemporal
 from sentinel.detector.events import listen
+from sentinel.errors import (
+    BitemporalError,
+    DuplicateEventError,
+    OccurrenceTimeError,
+    UnloggableParameter,
+)
 
 
 class Setup:

@@ -22,7 +22,6 @@ from sentinel import (
     LocalEventDetector,
     Occurrence,
     Primitive,
-    UnknownEventError,
     VirtualClock,
     announce,
     event_class,
@@ -32,6 +31,7 @@ from sentinel import (
 from sentinel.bitemporal import KINDS, REVISION, classify
 from sentinel.bitemporal.classify import make_dispatcher
 from sentinel.detector.events import listen
+from sentinel.errors import UnknownEventError
 from tests.bitemporal.model import timing
 
 D = Primitive("D")

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sentinel import LocalEventDetector, ScopeError
+from sentinel import LocalEventDetector
+from sentinel.errors import ScopeError
 
 
 @pytest.fixture

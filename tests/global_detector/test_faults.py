@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from sentinel.global_detector import GlobalDetector
 from sentinel.log import migrate
+from sentinel.orm import global_actions
 
 from . import rules
 from .model import expected_details
@@ -71,7 +72,13 @@ def test_kill_9_thirty_times_acts_exactly_once(engine: sa.Engine) -> None:
     # end, runs what killed instances left pending or running
     time.sleep(0.6)
     with GlobalDetector(
-        rules.detector, engine, lease=0.5, min_wait=0.01, max_wait=0.05, action_lease=0.5
+        rules.detector,
+        engine,
+        lease=0.5,
+        min_wait=0.01,
+        max_wait=0.05,
+        action_lease=0.5,
+        actions=global_actions,
     ) as survivor:
         survivor.run(until_idle=True)
         deadline = time.monotonic() + 60

@@ -19,6 +19,7 @@ from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector import GlobalDetector, replay_committed
 from sentinel.log import LogWriter, migrate
 from sentinel.occurrence import Occurrence
+from sentinel.orm import global_actions
 
 from . import rules
 from .model import committed_rows, expected_details
@@ -84,7 +85,9 @@ def test_four_processes_equal_batch_replay_and_the_model(log_db: sa.Engine) -> N
     """Four OS processes commit, roll back and use savepoints while the service
     tails the log; its detections (acted on once each) equal batch replay of the
     committed log in commit order and a hand-written model of the rule."""
-    service = GlobalDetector(rules.detector, log_db, lease=10, min_wait=0.01, max_wait=0.1)
+    service = GlobalDetector(
+        rules.detector, log_db, lease=10, min_wait=0.01, max_wait=0.1, actions=global_actions
+    )
     stop = threading.Event()
     failures: list[BaseException] = []
 
@@ -235,6 +238,15 @@ def test_rules_must_be_detached() -> None:
     det.rule("now", "order", action=print)
     with pytest.raises(GlobalDetectorError, match=r"'now'.*not detached"):
         GlobalDetector(det, "sqlite://")
+
+
+def test_running_actions_needs_the_runner_handed_in() -> None:
+    """The global detector does not depend on the ORM layer: without
+    ``actions`` (the ORM layer's runner) it refuses to start, naming the two
+    ways out, rather than silently only enqueueing."""
+    with pytest.raises(GlobalDetectorError, match=r"actions=sentinel\.orm\.global_actions"):
+        GlobalDetector(rules.detector, "sqlite://")
+    GlobalDetector(rules.detector, "sqlite://", run_actions=False).close()
 
 
 def test_temporal_events_fire_when_due_with_nothing_committing(log_db: sa.Engine) -> None:
@@ -533,7 +545,7 @@ def test_an_action_run_by_the_service_costs_two_commits(log_db: sa.Engine) -> No
     had a commit of its own before). The action runs once, and its entry is
     done."""
     writer = LogWriter(commit_order=True)
-    service = GlobalDetector(rules.detector, log_db, lease=10)
+    service = GlobalDetector(rules.detector, log_db, lease=10, actions=global_actions)
     service.step()  # takes the lease: nothing to read yet
     with log_db.begin() as conn:
         writer.write(conn, [_occ("order", 1, "t1", customer=1)])

@@ -22,6 +22,7 @@ from sentinel.global_detector import GlobalDetector, replay_committed
 from sentinel.log import LogWriter, migrate
 from sentinel.log.tables import log_tables
 from sentinel.occurrence import Occurrence
+from sentinel.orm import global_actions
 
 from . import rules
 
@@ -75,8 +76,8 @@ def _taken_over_mid_step(first: GlobalDetector, second: GlobalDetector) -> None:
 
 
 def _leader_at_the_order(log_db: sa.Engine) -> tuple[GlobalDetector, GlobalDetector]:
-    first = GlobalDetector(rules.detector, log_db, lease=60)
-    second = GlobalDetector(rules.detector, log_db, lease=60)
+    first = GlobalDetector(rules.detector, log_db, lease=60, actions=global_actions)
+    second = GlobalDetector(rules.detector, log_db, lease=60, actions=global_actions)
     _write(log_db, "order", 1, "t1")
     assert first.step().leader  # reads the order
     assert not second.step().leader
@@ -180,7 +181,9 @@ def test_the_lag_reads_0_after_a_clean_stop(log_db: sa.Engine, workers: int) -> 
     query of docs/global.md reads 0."""
     _write(log_db, "order", 1, "t1")
     _write(log_db, "payment", 2, "t2")
-    service = GlobalDetector(rules.detector, log_db, lease=60, workers=workers)
+    service = GlobalDetector(
+        rules.detector, log_db, lease=60, workers=workers, actions=global_actions
+    )
     try:
         service.run(until_idle=True)
         assert service.attachment.runner.wait(60)
@@ -194,7 +197,7 @@ def test_the_lag_reads_0_after_a_clean_stop(log_db: sa.Engine, workers: int) -> 
         assert late == 1  # the action's, written at the stop
         assert conn.execute(LAG).scalar() == 0
     # a restart reads nothing new and acts on nothing again
-    with GlobalDetector(rules.detector, log_db, lease=60) as again:
+    with GlobalDetector(rules.detector, log_db, lease=60, actions=global_actions) as again:
         assert again.step().rows == 0
     assert _count(log_db, "gd_effects") == 1
 

@@ -22,8 +22,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from sentinel import LocalEventDetector, ObjectRef, Reactive, UnloggableParameter, event
-from sentinel.errors import LogWriteError
+from sentinel import LocalEventDetector, ObjectRef, Reactive, event
+from sentinel.errors import LogWriteError, UnloggableParameter
 from sentinel.log import LogReader, migrate
 from sentinel.orm import Attachment, attach
 from sentinel.params import MAX_DEPTH, MAX_STRING

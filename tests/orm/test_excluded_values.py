@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from sentinel import LocalEventDetector, Reactive, UnloggableParameter, event
+from sentinel import LocalEventDetector, Reactive, event
+from sentinel.errors import UnloggableParameter
 from sentinel.log import LogPolicy, LogReader, migrate
 from sentinel.orm import Attachment, attach
 from sentinel.params import MAX_STRING

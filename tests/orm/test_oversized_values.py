@@ -20,7 +20,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import sessionmaker
 
-from sentinel import LocalEventDetector, UnloggableParameter
+from sentinel import LocalEventDetector
+from sentinel.errors import UnloggableParameter
 from sentinel.log import TOO_LARGE, LogReader, migrate
 from sentinel.orm import Attachment, attach
 from sentinel.params import MAX_BYTES, MAX_DECIMAL_DIGITS, MAX_INT_BITS, MAX_PARAMS, MAX_STRING

@@ -9,14 +9,8 @@ from typing import Any
 
 import pytest
 
-from sentinel import (
-    DuplicateEventError,
-    LocalEventDetector,
-    Reactive,
-    ReactiveError,
-    event,
-    on,
-)
+from sentinel import LocalEventDetector, Reactive, event, on
+from sentinel.errors import DuplicateEventError, ReactiveError
 from tests.reactive.conftest import fired
 
 

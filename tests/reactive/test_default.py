@@ -11,10 +11,8 @@ import pytest
 
 import sentinel
 from sentinel import (
-    DuplicateEventError,
     LocalEventDetector,
     Reactive,
-    ReactiveError,
     bind,
     default_detector,
     event,
@@ -22,6 +20,7 @@ from sentinel import (
     using_default_detector,
 )
 from sentinel.default import current_default_detector
+from sentinel.errors import DuplicateEventError, ReactiveError
 from sentinel.reactive import detector_of
 from tests.reactive.conftest import fired
 
@@ -305,8 +304,6 @@ def test_public_surface() -> None:
         "default_detector",
         "set_default_detector",
         "using_default_detector",
-        "ReactiveError",
-        "UnloggableParameter",
     ):
         assert name in sentinel.__all__
         assert getattr(sentinel, name) is not None

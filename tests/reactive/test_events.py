@@ -11,17 +11,16 @@ from typing import Any
 import pytest
 
 from sentinel import (
-    CascadeLimitError,
     LocalEventDetector,
     ObjectRef,
     Occurrence,
     Reactive,
     RuleError,
-    UnloggableParameter,
     event,
     object_ref,
     rule,
 )
+from sentinel.errors import CascadeLimitError, UnloggableParameter
 from tests.reactive.conftest import Recorder, fired
 
 

@@ -6,16 +6,8 @@ from typing import Any
 
 import pytest
 
-from sentinel import (
-    LocalEventDetector,
-    Primitive,
-    Reactive,
-    ReactiveError,
-    UnknownEventError,
-    event,
-    object_ref,
-    on,
-)
+from sentinel import LocalEventDetector, Primitive, Reactive, event, object_ref, on
+from sentinel.errors import ReactiveError, UnknownEventError
 from sentinel.reactive import ClassSelector
 from tests.reactive.conftest import Recorder, fired
 

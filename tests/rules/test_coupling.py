@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from sentinel import Context, LocalEventDetector, RuleError, ScopeError
+from sentinel import Context, LocalEventDetector, RuleError
 from sentinel.detector.events import listen
+from sentinel.errors import ScopeError
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from sentinel import (
-    CascadeLimitError,
     Context,
     Coupling,
     LocalEventDetector,
@@ -16,8 +15,8 @@ from sentinel import (
     RuleError,
     SnoopSyntaxError,
     TriggerMode,
-    UnknownEventError,
 )
+from sentinel.errors import CascadeLimitError, UnknownEventError
 
 
 @pytest.fixture

@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-from sentinel import (
-    LocalEventDetector,
-    ReplayClock,
-    SystemClock,
-    TemporalError,
-    VirtualClock,
-    timers,
-)
+from sentinel import LocalEventDetector, ReplayClock, SystemClock, VirtualClock, timers
+from sentinel.errors import TemporalError
 from sentinel.temporal import Clock
 
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from sentinel import TemporalError, UnloggableParameter, timers
+from sentinel import timers
 from sentinel.detector import Mode, Subscription
 from sentinel.detector.contexts import Context
+from sentinel.errors import TemporalError, UnloggableParameter
 from tests.temporal.timeline import Timeline
 
 

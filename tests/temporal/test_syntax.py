@@ -23,10 +23,10 @@ from sentinel import (
     Pstar,
     Relative,
     SnoopSyntaxError,
-    TimeStringError,
     parse,
 )
 from sentinel import Any as AnyOf
+from sentinel.errors import TimeStringError
 
 E1, E2, E3 = Primitive("E1"), Primitive("E2"), Primitive("E3")
 

@@ -21,6 +21,12 @@ from typing import Any
 from sentinel.algebra import expressions as ex
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators.base import Handler, instant_order, strategy
+from sentinel.detector.operators.initiators import (
+    KeepsAll,
+    KeepsFirst,
+    KeepsLatest,
+    KeepsOldestFirst,
+)
 from sentinel.detector.scopes import Store
 
 
@@ -79,16 +85,10 @@ class _ManyIntervals(_Interval):
 
 
 @strategy(ex.A, Context.RECENT)
-class ARecent(_Interval):
+class ARecent(KeepsLatest, _Interval):
     """The most recent E1 pairs with each E2 until E3 closes it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         e1 = store[self.hid][0]
@@ -113,16 +113,10 @@ class ARecent(_Interval):
 
 
 @strategy(ex.A, Context.CHRONICLE)
-class AChronicle(_Interval):
+class AChronicle(KeepsOldestFirst, _Interval):
     """Each E2 pairs with the oldest open E1, consuming it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [deque()]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
@@ -147,16 +141,10 @@ class AChronicle(_Interval):
 
 
 @strategy(ex.A, Context.CONTINUOUS)
-class AContinuous(_Interval):
+class AContinuous(KeepsAll, _Interval):
     """Each E2 pairs with every open E1; E3 closes them all."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         self.on1_batch(store, [occ])
@@ -172,18 +160,10 @@ class AContinuous(_Interval):
 
 
 @strategy(ex.A, Context.CUMULATIVE)
-class ACumulative(_Interval):
+class ACumulative(KeepsFirst, _Interval):
     """The first E1 of an interval pairs with the first E2; both are discarded."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        st = store[self.hid]
-        if st[0] is None:
-            st[0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         st = store[self.hid]

@@ -9,13 +9,18 @@ stored (the pseudocode's "is not empty" is a typo; ``docs/semantics.md``, "Readi
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators.base import Handler, strategy
+from sentinel.detector.operators.initiators import (
+    KeepsAll,
+    KeepsFirst,
+    KeepsLatest,
+    KeepsOldestFirst,
+)
 from sentinel.detector.scopes import Store
 
 
@@ -32,14 +37,8 @@ class _Not(Handler):
 
 
 @strategy(ex.Not, Context.RECENT)
-class NotRecent(_Not):
+class NotRecent(KeepsLatest, _Not):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = None
@@ -67,14 +66,8 @@ class NotRecent(_Not):
 
 
 @strategy(ex.Not, Context.CHRONICLE)
-class NotChronicle(_Not):
+class NotChronicle(KeepsOldestFirst, _Not):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [deque()]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         store[self.hid][0].clear()
@@ -99,14 +92,8 @@ class NotChronicle(_Not):
 
 
 @strategy(ex.Not, Context.CONTINUOUS)
-class NotContinuous(_Not):
+class NotContinuous(KeepsAll, _Not):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = []
@@ -125,16 +112,8 @@ class NotContinuous(_Not):
 
 
 @strategy(ex.Not, Context.CUMULATIVE)
-class NotCumulative(_Not):
+class NotCumulative(KeepsFirst, _Not):
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        st = store[self.hid]
-        if st[0] is None:
-            st[0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = None
@@ -164,16 +143,10 @@ class NotCumulative(_Not):
 
 
 @strategy(ex.Not, Context.UNRESTRICTED)
-class NotUnrestricted(_Not):
+class NotUnrestricted(KeepsAll, _Not):
     """Every E1 with every later E3, unless an E2 lies between them."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         store[self.hid][0] = []

@@ -7,12 +7,12 @@ before the instant's initiators.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector.contexts import Context
 from sentinel.detector.operators.base import Detection, Handler, strategy
+from sentinel.detector.operators.initiators import KeepsAll, KeepsLatest, KeepsOldestFirst
 from sentinel.detector.scopes import Store
 
 
@@ -22,16 +22,10 @@ class _Seq(Handler):
 
 
 @strategy(ex.Seq, Context.RECENT)
-class SeqRecent(_Seq):
+class SeqRecent(KeepsLatest, _Seq):
     """The most recent initiator pairs with every terminator until replaced."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0] = occ
 
     def on1(self, store: Store, occ: Any) -> None:
         init = store[self.hid][0]
@@ -53,16 +47,10 @@ class SeqRecent(_Seq):
 
 
 @strategy(ex.Seq, Context.CHRONICLE)
-class SeqChronicle(_Seq):
+class SeqChronicle(KeepsOldestFirst, _Seq):
     """Oldest initiator with oldest terminator; both consumed."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [deque()]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         q = store[self.hid][0]
@@ -84,16 +72,10 @@ class SeqChronicle(_Seq):
 
 
 @strategy(ex.Seq, Context.CONTINUOUS)
-class SeqContinuous(_Seq):
+class SeqContinuous(KeepsAll, _Seq):
     """A terminator pairs with every stored initiator; the initiators are consumed."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -113,16 +95,10 @@ class SeqContinuous(_Seq):
 
 
 @strategy(ex.Seq, Context.CUMULATIVE)
-class SeqCumulative(_Seq):
+class SeqCumulative(KeepsAll, _Seq):
     """All initiators so far combine with the terminator into one detection."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -147,16 +123,10 @@ class SeqCumulative(_Seq):
 
 
 @strategy(ex.Seq, Context.UNRESTRICTED)
-class SeqUnrestricted(_Seq):
+class SeqUnrestricted(KeepsAll, _Seq):
     """Every earlier initiator with every terminator; nothing is consumed."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [[]]
-
-    def on0(self, store: Store, occ: Any) -> None:
-        store[self.hid][0].append(occ)
 
     def on1(self, store: Store, occ: Any) -> None:
         inits = store[self.hid][0]
