@@ -2,7 +2,8 @@
 
 Run: ``python bench/orm.py`` (``--quick`` for a short run, ``--sync off`` to take
 SQLite's fsync out and see the CPU side alone, ``--db postgresql`` for the
-PostgreSQL server at ``--pg``, in a fresh database). Prints the wall time of the
+PostgreSQL server at ``--pg``, ``--db mysql`` for the MariaDB server at
+``--mysql``, each in a fresh database). Prints the wall time of the
 workload with sentinel attached (rules defined, every occurrence logged in the
 transactions), without (no detector hooks, plain methods, no log), and with the
 hand-written audit an application writes today instead (a plain SQLAlchemy
@@ -155,7 +156,7 @@ def setup(url: str, sync: str) -> Any:
     return engine, Session
 
 
-def postgres_database(server_url: str) -> tuple[str, Any]:
+def server_database(server_url: str) -> tuple[str, Any]:
     """A fresh database on the server (its URL, and a function dropping it)."""
     server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     name = f"sentinel_bench_orm_{uuid.uuid4().hex[:8]}"
@@ -178,11 +179,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of each")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each variant")
-    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "mysql"], default="sqlite")
     parser.add_argument(
         "--pg",
         default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
         help="PostgreSQL server URL (with --db postgresql)",
+    )
+    parser.add_argument(
+        "--mysql",
+        default="mysql+pymysql://root@127.0.0.1:3306/test",
+        help="MariaDB/MySQL server URL (with --db mysql)",
     )
     parser.add_argument(
         "--sync",
@@ -196,8 +202,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-orm-") as tmp:
         drop = None
         if args.db == "postgresql":
-            url, drop = postgres_database(args.pg)
+            url, drop = server_database(args.pg)
             where = "PostgreSQL " + sa.make_url(args.pg).render_as_string(True)
+        elif args.db == "mysql":
+            url, drop = server_database(args.mysql)
+            where = "MariaDB " + sa.make_url(args.mysql).render_as_string(True)
         else:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"
             where = f"SQLite file (synchronous={args.sync})"
@@ -239,8 +248,8 @@ def main() -> None:
     print(f"  the target allows    {allowed:8.3f} ms per transaction")
     if floor is not None:
         print(f"  the log's floor      {floor * 1e3:8.3f} ms per transaction (sqlite3 alone "
-              f"inserting one transaction's {ROWS_PER_TXN} logged rows into a copy of the "
-              "log)")  # fmt: skip
+              f"inserting the rows of one transaction's {ROWS_PER_TXN} logged "
+              "occurrences into a copy of the log)")  # fmt: skip
     print()
     print(f"  logged: {logged:,} occurrences, {firings:,} rule firings; deferred rule fired "
           f"{deferred:,} times; {audited:,} audit rows")  # fmt: skip
@@ -301,34 +310,37 @@ ROWS_PER_TXN = CALLS + ROWS + 3  # method events, row updates, begin/pre_commit/
 def log_floor(path: Path, sync: str) -> float:  # SQLite only
     """The baseline for the log's share: seconds per transaction to insert, with
     the sqlite3 module alone (no sentinel, no SQLAlchemy), the rows sentinel
-    logged for one transaction into a table made by the same DDL (columns,
-    indexes, unique constraint), one ``executemany`` per transaction (timed
-    without the commit, whose extra pages the logged run also writes); the
-    median over the logged transactions."""
+    logged for one transaction (its row, and the row its ``txn:commit`` went
+    in later) into a table made by the same DDL (columns, indexes, unique
+    constraint), one ``executemany`` per transaction (timed without the
+    commit, whose extra pages the logged run also writes); the median over the
+    logged transactions."""
     import sqlite3
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         if sync != "default":
             conn.execute(f"PRAGMA synchronous={sync.upper()}")
+        table = "sentinel_event_batches"
         ddl = [
-            sql.replace("sentinel_events", "floor_events")
+            sql.replace(table, "floor_events")
             for (sql,) in conn.execute(
-                "SELECT sql FROM sqlite_master WHERE tbl_name = 'sentinel_events' "
+                f"SELECT sql FROM sqlite_master WHERE tbl_name = '{table}' "
                 "AND sql IS NOT NULL ORDER BY type DESC"
             )
         ]
         for statement in ddl:  # the table first (type 'table' > 'index')
             conn.execute(statement)
-        cols = [r[1] for r in conn.execute("PRAGMA table_info(sentinel_events)") if r[1] != "id"]
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] != "id"]
         names = ", ".join(cols)
         insert = f"INSERT INTO floor_events ({names}) VALUES ({', '.join('?' * len(cols))})"
         by_scope: dict[str, list[tuple[Any, ...]]] = {}
-        for row in conn.execute(f"SELECT {names} FROM sentinel_events ORDER BY id"):
-            by_scope.setdefault(row[0], []).append(row)
+        for row in conn.execute(f"SELECT {names}, n FROM {table} ORDER BY id"):
+            by_scope.setdefault(row[0], []).append(row[:-1])
+        sizes = dict(conn.execute(f"SELECT scope, sum(n) FROM {table} GROUP BY scope").fetchall())
         times = []
-        for rows in by_scope.values():
-            if len(rows) != ROWS_PER_TXN:
+        for scope, rows in by_scope.items():
+            if sizes[scope] != ROWS_PER_TXN:
                 continue  # the set-up's transaction
             conn.execute("BEGIN")
             start = time.perf_counter()
