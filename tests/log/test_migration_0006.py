@@ -187,7 +187,18 @@ def _round_trip(backend: str, engine: sa.Engine, schema: str | None, prefix: str
         *(
             sa.column(c)
             for c in (
-                "id scope t_first t_last n outcome savepoint commit_seq written_at process".split()
+                [
+                    "id",
+                    "scope",
+                    "t_first",
+                    "t_last",
+                    "n",
+                    "outcome",
+                    "savepoint",
+                    "commit_seq",
+                    "written_at",
+                    "process",
+                ]
             )
         ),
         schema=schema,
