@@ -321,3 +321,53 @@ def test_names_are_quoted_and_qualified(dialect: str) -> None:
     )
     with pytest.raises(NotImplementedError):
         create_view_sql("oracle", tables)
+
+
+def _docs_query() -> str:
+    """The time-range query of docs/eventlog.md."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "eventlog.md"
+    text = page.read_text(encoding="utf-8")
+    start = text.index("```sql", text.index("### Schema 0006")) + len("```sql")
+    return text[start : text.index("```", start)].strip().rstrip(";")
+
+
+def test_the_documented_time_range_query(backend: str, engine: sa.Engine) -> None:
+    tables = log_tables()
+    tables.metadata.create_all(engine)
+    day = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
+    times = [day - 1, day - 0.0000004, day + 43_200.5, day + 86_400, day + 86_399.9999996]
+    occs = [
+        (t, "E", ts, ts, None, None, {}) for t, ts in enumerate([*times, day - 86_400], start=1)
+    ]
+    # a row inside the range (its first time rounds up into it), one at its end
+    # (its last time rounds out of it), one before it
+    rows = [
+        {
+            "scope": "in",
+            "outcome": "committed",
+            "savepoint": None,
+            "commit_seq": 1,
+            "occs": occs[1:3],
+        },
+        {
+            "scope": "edge",
+            "outcome": "committed",
+            "savepoint": None,
+            "commit_seq": 2,
+            "occs": occs[3:5],
+        },
+        {
+            "scope": "before",
+            "outcome": "committed",
+            "savepoint": None,
+            "commit_seq": 3,
+            "occs": [occs[0], occs[5]],
+        },
+    ]
+    _write(engine, tables, rows)
+    with engine.connect() as conn:
+        if backend == "postgresql":
+            conn.exec_driver_sql("SET TIME ZONE 'UTC'")
+        found = [(r.scope, r.t_occ) for r in conn.exec_driver_sql(_docs_query())]
+    # 23:59:59.9999996 is stored as 00:00:00.000000 of the next day, as in 0005
+    assert found == [("in", 2), ("in", 3)]
