@@ -309,7 +309,9 @@ def current(bind: Bind, *, schema: str | None = None, prefix: str = DEFAULT_PREF
 def exclude_sentinel_tables(name: str | None, type_: str, parent_names: Any) -> bool:
     """An ``include_name`` hook for an application's alembic ``env.py``: keeps
     autogenerate from proposing to drop sentinel's tables (any table whose name
-    starts with ``sentinel_``), which the application's models do not declare."""
+    starts with ``sentinel_``), which the application's models do not declare.
+    (Autogenerate does not compare views, so the view ``sentinel_occurrences``
+    never shows; its name is excluded all the same.)"""
     if type_ == "table" and name is not None:
         return not name.startswith(DEFAULT_PREFIX)
     return True

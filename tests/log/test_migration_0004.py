@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from sentinel import LocalEventDetector
 from sentinel.log import LogReader, migrate
-from sentinel.log.tables import log_tables
+from sentinel.log.tables import LogJSON, UTCDateTime, log_tables
 from sentinel.replay import replay
 
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,12 +53,25 @@ _OLD_EVENTS = [
 _OLD_FIRING = ("r", "S/sp1", 3, [["S", 1], ["S/sp1", 3]])
 
 
+#: The ``events`` table of revisions 0003 to 0005 (``savepoint`` from 0004 on).
+_EVENTS = sa.table(
+    "sentinel_events",
+    *(
+        sa.column(name)
+        for name in ("scope", "t_occ", "event", "ts", "detected_ts", "outcome", "savepoint")
+    ),
+    sa.column("at", UTCDateTime()),
+    sa.column("detected_at", UTCDateTime()),
+    sa.column("params", LogJSON()),
+)
+
+
 def _write_old(engine: sa.Engine) -> None:
     t = log_tables()
     with engine.begin() as conn:
         for scope, t_occ, event, outcome in _OLD_EVENTS:
             conn.execute(
-                sa.insert(t.events).values(
+                sa.insert(_EVENTS).values(
                     scope=scope,
                     t_occ=t_occ,
                     event=event,
@@ -85,7 +98,7 @@ def _write_old(engine: sa.Engine) -> None:
 
 
 def _events(engine: sa.Engine, with_savepoint: bool) -> list[tuple[Any, ...]]:
-    c = log_tables().events.c
+    c = _EVENTS.c
     cols = [c.scope, c.t_occ, c.outcome] + ([c.savepoint] if with_savepoint else [])
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(sa.select(*cols).order_by(c.t_occ))]

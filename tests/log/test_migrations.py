@@ -31,6 +31,10 @@ def _tables(engine: sa.Engine, schema: str | None = None) -> set[str]:
     return set(sa.inspect(engine).get_table_names(schema=schema))
 
 
+def _views(engine: sa.Engine, schema: str | None = None) -> set[str]:
+    return set(sa.inspect(engine).get_view_names(schema=schema))
+
+
 def test_shipped_history_matches_the_code() -> None:
     assert migrate.head() == SCHEMA_VERSION
     assert tuple(migrate.history()) == SCHEMA_REVISIONS
@@ -41,12 +45,13 @@ def test_upgrade_and_downgrade(engine: sa.Engine) -> None:
     migrate.upgrade(engine)
     assert migrate.current(engine) == SCHEMA_VERSION
     assert LOG_TABLES | {"sentinel_alembic_version"} <= _tables(engine)
+    assert _views(engine) == {"sentinel_occurrences"}
     migrate.upgrade(engine)  # idempotent at head
     assert migrate.current(engine) == SCHEMA_VERSION
 
     migrate.downgrade(engine, "base")
     assert migrate.current(engine) is None
-    assert not LOG_TABLES & _tables(engine)
+    assert not LOG_TABLES & _tables(engine) and not _views(engine)
 
     migrate.upgrade(engine, SCHEMA_VERSION)
     with engine.begin() as conn:
@@ -142,9 +147,12 @@ def test_migrations_create_exactly_the_declared_tables(
     try:
         log_tables().metadata.create_all(other)
         by_declaration = _describe(other)
+        declared_views = _views(other)
     finally:
         other.dispose()
     assert by_migration == by_declaration
+    # the per-occurrence view, and nothing else, besides the tables
+    assert _views(engine) == declared_views == {log_tables().view_name}
 
     # and both say what tables.py says, name by name
     declared = _declared()
@@ -186,7 +194,8 @@ def test_schema_and_prefix(engine: sa.Engine, extra_schema: str) -> None:
     assert migrate.current(engine, schema=extra_schema, prefix="audit_") == SCHEMA_VERSION
     assert migrate.current(engine) is None  # nothing in the default schema
     assert {
-        "audit_events",
+        "audit_event_batches",
+        "audit_expired",
         "audit_rule_firings",
         "audit_outbox",
         "audit_alembic_version",
@@ -200,16 +209,20 @@ def test_schema_and_prefix(engine: sa.Engine, extra_schema: str) -> None:
         assert [dict(r.occurrence.params) for r in reader.occurrences()] == [{"x": 1}]
 
     migrate.downgrade(engine, "base", schema=extra_schema, prefix="audit_")
-    assert not {"audit_events"} & _tables(engine, extra_schema)
+    assert not {"audit_event_batches"} & _tables(engine, extra_schema)
+    assert not _views(engine, extra_schema)
 
 
 def test_prefix_on_sqlite(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'p.db'}")
     migrate.upgrade(engine, prefix="ops_")
     migrate.upgrade(engine)  # two independent logs side by side
-    assert {"ops_events", "ops_alembic_version", "sentinel_events"} <= _tables(engine)
+    assert {"ops_event_batches", "ops_alembic_version", "sentinel_event_batches"} <= _tables(engine)
+    assert _views(engine) == {"ops_occurrences", "sentinel_occurrences"}
     migrate.downgrade(engine, "base", prefix="ops_")
-    assert "ops_events" not in _tables(engine) and "sentinel_events" in _tables(engine)
+    assert "ops_event_batches" not in _tables(engine)
+    assert "sentinel_event_batches" in _tables(engine)
+    assert _views(engine) == {"sentinel_occurrences"}
 
 
 # -- offline SQL ----------------------------------------------------------------------
@@ -226,7 +239,12 @@ def test_offline_sql(url: str) -> None:
     out = io.StringIO()
     migrate.upgrade(url, sql=True, stdout=out)
     ddl = out.getvalue()
-    assert "CREATE TABLE sentinel_events" in ddl
+    assert "CREATE TABLE sentinel_event_batches" in ddl and "CREATE TABLE sentinel_expired" in ddl
+    assert (
+        "VIEW sentinel_occurrences" in ddl
+        or 'VIEW "sentinel_occurrences"' in ddl
+        or ("VIEW `sentinel_occurrences`" in ddl)
+    )
     assert "sentinel_alembic_version" in ddl and "alembic_version (" not in ddl.replace(
         "sentinel_alembic_version (", ""
     )
@@ -236,7 +254,8 @@ def test_offline_sql(url: str) -> None:
         assert "DATETIME(6)" in ddl
     out = io.StringIO()
     migrate.downgrade(url, "base", sql=True, stdout=out)
-    assert "DROP TABLE sentinel_events" in out.getvalue()
+    ddl = out.getvalue()
+    assert "DROP TABLE sentinel_event_batches" in ddl and "DROP VIEW IF EXISTS" in ddl
 
 
 # -- alongside an application's alembic history -----------------------------------------
@@ -370,7 +389,8 @@ def test_alongside_app_history_as_an_ini_section(
     # options reach sentinel's env.py through -x as well
     alembic_main(argv=["-c", str(ini), "-n", "sentinel", "-x", "prefix=ops_", "upgrade", "head"])
     assert migrate.current(engine, prefix="ops_") == SCHEMA_VERSION
-    assert "ops_events" in _tables(engine) and "sentinel_events" not in _tables(engine)
+    assert "ops_event_batches" in _tables(engine)
+    assert "sentinel_event_batches" not in _tables(engine)
 
 
 @pytest.mark.slow
