@@ -19,7 +19,7 @@ def committed_rows(engine: sa.Engine) -> list[tuple[str, str, dict[str, Any]]]:
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT event, scope, params FROM sentinel_events "
+                "SELECT event, scope, params FROM sentinel_occurrences "
                 "WHERE commit_seq IS NOT NULL AND (outcome IS NULL OR outcome <> 'aborted') "
                 "ORDER BY commit_seq, id"
             )

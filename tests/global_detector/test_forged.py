@@ -48,7 +48,7 @@ def _forge(conn: sa.Connection, ts: float, seq: int, customer: int, scope: str =
     )
     return int(
         conn.execute(
-            sa.text("SELECT max(id) FROM sentinel_events WHERE scope = :s"), {"s": scope}
+            sa.text("SELECT max(id) FROM sentinel_occurrences WHERE scope = :s"), {"s": scope}
         ).scalar_one()
     )
 
@@ -180,13 +180,13 @@ def test_rows_numbered_behind_the_cursor_are_reported(
     assert service.step().rows == 3
     assert service.step().rows == 0  # idle: the first look
     with log_db.begin() as conn:
-        first = int(conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_events")).scalar())
+        first = int(conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_occurrences")).scalar())
         _forge(conn, 1002.0, first, customer=1, scope="stale")  # behind the last look
     with log_db.begin() as conn:
         writer.write(conn, [_occ("order", 1004.0, "t3", 2)])
     assert service.step().rows == 1  # the legitimate commit
     with log_db.begin() as conn:
-        last = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        last = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
         _forge(conn, 1004.5, last, customer=2, scope="added")  # to a commit read since
     assert "numbered at or behind" not in caplog.text
     assert service.step().rows == 0
@@ -314,7 +314,7 @@ def test_a_row_numbered_ahead_of_the_counter_does_not_stop_the_reading(
     service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
     assert service.step().detections == 1
     with log_db.begin() as conn:
-        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
         forged = _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
     _pair(log_db, writer, 2, 1004.0)
     _pair(log_db, writer, 3, 1006.0)
@@ -322,7 +322,7 @@ def test_a_row_numbered_ahead_of_the_counter_does_not_stop_the_reading(
     with log_db.connect() as conn:
         position = conn.execute(sa.text("SELECT position FROM sentinel_global_cursors")).scalar()
         real = conn.execute(
-            sa.text("SELECT max(commit_seq) FROM sentinel_events WHERE scope <> 'ahead'")
+            sa.text("SELECT max(commit_seq) FROM sentinel_occurrences WHERE scope <> 'ahead'")
         ).scalar()
     assert position == real
     assert f"log row {forged} (order in scope ahead) is numbered {head + 1_000_000}" in caplog.text
@@ -355,7 +355,7 @@ def test_the_streaming_source_offset_stops_at_the_last_number_handed_out(
     writer = LogWriter(commit_order=True)
     _pair(log_db, writer, 1, 1001.0)
     with log_db.begin() as conn:
-        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar())
+        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
         _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
     _pair(log_db, writer, 2, 1004.0)
     source = _CommitStreamReader({_URL_OPTION: db_url})

@@ -121,7 +121,7 @@ def test_four_processes_equal_batch_replay_and_the_model(log_db: sa.Engine) -> N
     # rolled-back transactions and savepoints reached the log, and were not detected
     with log_db.connect() as conn:
         aborted = conn.execute(
-            sa.text("SELECT count(*) FROM sentinel_events WHERE outcome = 'aborted'")
+            sa.text("SELECT count(*) FROM sentinel_occurrences WHERE outcome = 'aborted'")
         ).scalar()
     assert aborted
     # the processes' pairs span processes
@@ -149,7 +149,7 @@ def test_a_smaller_id_committing_later_is_detected_in_commit_order(log_db: sa.En
         )
         with log_db.begin() as b:
             writer.write(b, [_occ("order", 1, "txB", customer=1)])
-        q = sa.text("SELECT scope, id FROM sentinel_events")
+        q = sa.text("SELECT scope, id FROM sentinel_occurrences")
         with log_db.connect() as conn:
             visible = dict(conn.execute(q).all())
         assert "txA" not in visible
@@ -164,7 +164,7 @@ def test_a_smaller_id_committing_later_is_detected_in_commit_order(log_db: sa.En
     assert (second.rows, second.detections) == (1, 1)
     service.close()
     with log_db.connect() as conn:
-        seqs = dict(conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_events")).all())
+        seqs = dict(conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_occurrences")).all())
         (payload,) = conn.execute(sa.text("SELECT rule FROM sentinel_outbox")).scalars().all()
     assert seqs["txB"] < seqs["txA"]
     assert payload == "paid"
@@ -282,7 +282,7 @@ def test_temporal_events_fire_when_due_with_nothing_committing(log_db: sa.Engine
         (payload,) = conn.execute(sa.text("SELECT payload FROM sentinel_outbox")).scalars().all()
         clock_rows = (
             conn.execute(
-                sa.text("SELECT ts FROM sentinel_events WHERE event = 'sentinel:global_clock'")
+                sa.text("SELECT ts FROM sentinel_occurrences WHERE event = 'sentinel:global_clock'")
             )
             .scalars()
             .all()
@@ -348,7 +348,7 @@ def test_a_row_whose_partition_key_is_not_hashable_is_skipped_not_blocking(
         writer.write(conn, [_occ("payment", 3, "t3", customer=1)])
     with log_db.connect() as conn:
         odd = conn.execute(
-            sa.text("SELECT id FROM sentinel_events WHERE scope = 'odd'")
+            sa.text("SELECT id FROM sentinel_occurrences WHERE scope = 'odd'")
         ).scalar_one()
     service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
     r = service.step()
@@ -429,7 +429,7 @@ def test_a_row_whose_time_is_not_finite_is_skipped_not_a_clock_jump(
             {"at": "2026-01-01 00:00:00", "ts": forged_ts, "seq": seq},
         )
         forged = conn.execute(
-            sa.text("SELECT id FROM sentinel_events WHERE scope = 'forged'")
+            sa.text("SELECT id FROM sentinel_occurrences WHERE scope = 'forged'")
         ).scalar_one()
     with log_db.begin() as conn:
         writer.write(conn, [occ("payment", 1001.5, "p1")])  # in time
@@ -480,7 +480,7 @@ def test_rows_without_a_commit_number_are_reported(
     assert "without a commit number" not in caplog.text
     service.close()
     with log_db.connect() as conn:
-        n = conn.execute(sa.text("SELECT count(*) FROM sentinel_events WHERE commit_seq IS NULL"))
+        n = conn.execute(sa.text("SELECT count(*) FROM sentinel_occurrences WHERE commit_seq IS NULL"))
         assert n.scalar() == 2
 
 

@@ -28,7 +28,7 @@ from . import rules
 
 CURSORS = log_tables().global_cursors
 LAG = sa.text(
-    "SELECT (SELECT max(commit_seq) FROM sentinel_events) - position "
+    "SELECT (SELECT max(commit_seq) FROM sentinel_occurrences) - position "
     "FROM sentinel_global_cursors WHERE name = 'global'"
 )
 
@@ -192,7 +192,7 @@ def test_the_lag_reads_0_after_a_clean_stop(log_db: sa.Engine, workers: int) -> 
     assert _count(log_db, "gd_effects") == 1
     with log_db.connect() as conn:
         late = conn.execute(
-            sa.text("SELECT count(*) FROM sentinel_events WHERE event = 'txn:commit'")
+            sa.text("SELECT count(*) FROM sentinel_occurrences WHERE event = 'txn:commit'")
         ).scalar()
         assert late == 1  # the action's, written at the stop
         assert conn.execute(LAG).scalar() == 0
@@ -251,7 +251,7 @@ def test_a_method_event_before_the_flush_has_a_local_source_globally(log_db: sa.
     with log_db.connect() as conn:
         keys = conn.execute(
             sa.text(
-                "SELECT source_key FROM sentinel_events WHERE event = '_Item.touch:end' ORDER BY id"
+                "SELECT source_key FROM sentinel_occurrences WHERE event = '_Item.touch:end' ORDER BY id"
             )
         ).scalars()
         before, *after = (json.loads(k) for k in keys)

@@ -36,7 +36,7 @@ def test_no_number_is_visible_before_a_smaller_one(engine: sa.Engine) -> None:
             errors.append(err)
 
     def look() -> None:
-        q = sa.text("SELECT DISTINCT commit_seq FROM sentinel_events WHERE commit_seq IS NOT NULL")
+        q = sa.text("SELECT DISTINCT commit_seq FROM sentinel_occurrences WHERE commit_seq IS NOT NULL")
         while not done.is_set():
             with eng.connect() as conn:
                 looks.append(sorted(conn.execute(q).scalars()))
@@ -55,7 +55,7 @@ def test_no_number_is_visible_before_a_smaller_one(engine: sa.Engine) -> None:
     for seen in looks:
         assert seen == list(range(1, len(seen) + 1))
     with eng.connect() as conn:
-        rows = conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_events")).all()
+        rows = conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_occurrences")).all()
     per_scope: dict[str, set[int]] = {}
     for scope, seq in rows:
         per_scope.setdefault(scope, set()).add(seq)

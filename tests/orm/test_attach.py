@@ -255,4 +255,4 @@ def test_unloggable_column_values_fail_the_flush(engine: sa.Engine) -> None:
         assert conn.execute(sa.text("SELECT count(*) FROM blobs")).scalar() == 0
         # the insert event was never signalled: the aborted transaction logged
         # nothing but its own txn events, which are not written
-        assert conn.execute(sa.text("SELECT count(*) FROM sentinel_events")).scalar() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM sentinel_occurrences")).scalar() == 0

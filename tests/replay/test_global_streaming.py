@@ -178,7 +178,7 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
         query.stop()
     second = _streamed(spark, out)
     with log_db.connect() as conn:
-        stop_seq = conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_events")).scalar()
+        stop_seq = conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar()
     assert second == _replayed(PAID, log_db)
     # a pair spanning the two micro-batches: the first batch's order was kept in state
     assert any(r[5][0] >> 20 <= batch1_end < r[1] for r in second)
@@ -200,7 +200,7 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
     assert _details(final) == expected_details(log_db)  # the independent model
     with log_db.connect() as conn:
         aborted = conn.execute(
-            sa.text("SELECT count(*) FROM sentinel_events WHERE outcome = 'aborted'")
+            sa.text("SELECT count(*) FROM sentinel_occurrences WHERE outcome = 'aborted'")
         ).scalar()
     assert aborted  # aborted savepoints reached the log, and were not detected
 
