@@ -222,13 +222,15 @@ def test_a_refused_parameter_name_of_an_explicit_event(world: World) -> None:
 def test_a_late_row_the_database_refuses_blocks_nobody(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A forged late row (a duplicate of a logged occurrence: the database
-    refuses it) is dropped on its own and reported; every transaction before
-    and after commits, and the other late rows are written."""
+    """A forged late row (a duplicate of the first occurrence of a logged
+    transaction: its row would start where that transaction's row starts,
+    which the database refuses) is dropped on its own and reported; every
+    transaction before and after commits, and the other late rows are
+    written."""
     sink = world.att.sink
     assert sink is not None
     world.put("first")
-    (first,) = [o for o, _, _ in world.logged() if o.event == "Box.put:begin"]
+    (first,) = [o for o, _, _ in world.logged() if o.event == "txn:begin"]
     sink.late_delay = float("inf")
     sink.add_late(("occ", first, "committed"))  # already logged: refused
     world.put("second")  # its txn:commit waits with the forged row
@@ -257,12 +259,9 @@ def test_an_aborted_transaction_whose_write_fails_blocks_nobody(
     real = writer.event_values
 
     def refuse_poison(occurrences: Any, outcome: Any) -> Any:
-        # a row the database refuses whatever sentinel encodes (a NULL event
-        # name, which the writer would never build): the poisoned call's rows
-        return [
-            (*r[:2], None, *r[3:]) if "poison" in str(r[7]) else r
-            for r in real(occurrences, outcome)
-        ]
+        # a row the database refuses whatever sentinel encodes (a NULL scope,
+        # which the writer would never build): the poisoned call's rows
+        return [(None, *r[1:]) if "poison" in str(r[7]) else r for r in real(occurrences, outcome)]
 
     monkeypatch.setattr(writer, "event_values", refuse_poison)
     with world.Session() as s:
