@@ -217,37 +217,67 @@ def batch_elements(
     names = _NAMES
     esc = _esc
     lo, hi = _FIRST_TS, _END_TS
-    key_last: Any = None
+    last_scope: Any = _NONE
+    last_outcome: Any = _NONE
+    last_sp: Any = _NONE
     elems: list[tuple[int, float, str]] = []
-    for i, (scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp) in enumerate(values):
-        try:
-            if not (lo <= ts < hi):
-                raise BadValue(i, "occurrence time")
+    append = elems.append
+    try:
+        for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
+            if not (lo <= ts < hi) or type(t_occ) is not int:
+                raise _Refused
             if dts == ts:
                 dtext = "null"
             elif lo <= dts < hi:
-                dtext = repr(float(dts))
+                dtext = _float_text(float(dts))
             else:
-                raise BadValue(i, "detection time")
-        except TypeError:
-            raise BadValue(i, "time") from None
+                raise _Refused
+            if sclass is None:
+                src = "null,null"
+            else:
+                src = f"{names.get(sclass) or _name_text(sclass)},{esc(skey)}"
+            if scope is not last_scope or outcome is not last_outcome or sp is not last_sp:
+                elems = groups.setdefault((scope, outcome, sp), [])
+                append = elems.append
+                last_scope, last_outcome, last_sp = scope, outcome, sp
+            append(
+                (
+                    t_occ,
+                    ts,
+                    f"[{t_occ},{names.get(event) or _name_text(event)},"
+                    f"{ts if type(ts) is float else float(ts)!r},{dtext},{src},"
+                    f"{encode(params, event) if params else '{}'}]",
+                )
+            )
+    except (_Refused, TypeError):
+        _which(values)
+        raise
+    return groups
+
+
+class _Refused(Exception):
+    pass
+
+
+_NONE = object()
+_float_text = float.__repr__
+
+
+def _which(values: Sequence[Sequence[Any]]) -> None:
+    """Raise :class:`BadValue` for the first of ``values`` whose times or
+    ``t_occ`` the log cannot hold."""
+    lo, hi = _FIRST_TS, _END_TS
+    for i, row in enumerate(values):
+        t_occ, ts, dts = row[1], row[3], row[4]
+        for what, value in (("occurrence time", ts), ("detection time", dts)):
+            try:
+                ok = lo <= value < hi
+            except TypeError:
+                ok = False
+            if not ok:
+                raise BadValue(i, "time" if what == "occurrence time" else "detection time")
         if type(t_occ) is not int:
             raise BadValue(i, "t_occ")
-        ev = names.get(event) or _name_text(event)
-        if sclass is None:
-            src = "null,null"
-        else:
-            src = (names.get(sclass) or _name_text(sclass)) + "," + esc(skey)
-        text = (
-            f"[{t_occ},{ev},{float(ts)!r},{dtext},{src},"
-            f"{encode(params, event) if params else '{}'}]"
-        )
-        key = (scope, outcome, sp)
-        if key != key_last:
-            elems = groups.setdefault(key, [])
-            key_last = key
-        elems.append((t_occ, ts, text))
-    return groups
 
 
 class _BatchInsert:
