@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -178,6 +179,28 @@ def _rows(r: Any) -> list[LogRow]:
     text, as the detector's feeder decodes it)."""
     elems = json.loads(r.occurrences) if isinstance(r.occurrences, str) else r.occurrences
     rid, seq, scope, outcome = int(r.id), int(r.commit_seq), r.scope, r.outcome
+    try:
+        return _make(elems, rid, seq, scope, outcome)
+    except OverflowError:
+        # JSONB gives a number no float holds (``1e999``, written by hand) back
+        # as an integer: read it as the infinity :func:`json.loads` makes of the
+        # same text elsewhere, which the feeder refuses, naming the row
+        elems = [[t, ev, _time(ts), _time(dts), *rest] for t, ev, ts, dts, *rest in elems]
+        return _make(elems, rid, seq, scope, outcome)
+
+
+def _time(value: Any) -> Any:
+    """``value``, or the infinity of its sign if it is an integer no float holds."""
+    if type(value) is int:
+        try:
+            float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    return value
+
+
+def _make(elems: Any, rid: int, seq: int, scope: str, outcome: str | None) -> list[LogRow]:
+    """The occurrences ``elems`` of one log row as :class:`LogRow` s."""
     dumps = _dumps
     return [
         LogRow(

@@ -437,11 +437,16 @@ class GlobalDetector:
         has not reached would skip every genuine commit numbered up to it."""
         handed = self._handed
         cut = next(i for i, r in enumerate(rows) if r.commit_seq > handed)
-        ahead = [(r.id, r.commit_seq) for r in rows[cut:]]
+        # a log row's occurrences share its id: each row is reported once, by
+        # its first occurrence
+        first: dict[int, LogRow] = {}
+        for r in rows[cut:]:
+            first.setdefault(r.id, r)
+        ahead = [(r.id, r.commit_seq) for r in first.values()]
         now = time.monotonic()
         if not set(ahead) <= set(self.ahead) or now >= self._ahead_at:
             self._ahead_at = now + self.ahead_every
-            for r in rows[cut : cut + 10]:
+            for r in list(first.values())[:10]:
                 log.error(
                     "sentinel global %r: log row %d (%s in scope %s) is numbered %d, ahead "
                     "of the last commit number handed out (%d): written by hand, imported, "

@@ -21,7 +21,7 @@ def committed_rows(engine: sa.Engine) -> list[tuple[str, str, dict[str, Any]]]:
             sa.text(
                 "SELECT event, scope, params FROM sentinel_occurrences "
                 "WHERE commit_seq IS NOT NULL AND (outcome IS NULL OR outcome <> 'aborted') "
-                "ORDER BY commit_seq, id"
+                "ORDER BY commit_seq, id, t_occ"
             )
         ).all()
     out = []

@@ -56,10 +56,15 @@ def test_sentinel_global_says_it_left_rows_numbered_ahead_of_the_counter(
     writer = LogWriter(commit_order=True)
     for i, event in enumerate(["order", "payment"]):
         with engine.begin() as conn:
-            occ = Occurrence(event, 1, 1.0 + i, scope=f"s{i}", params={"customer": 5})
-            writer.write(conn, [occ])
+            # two occurrences in one log row
+            occs = [
+                Occurrence(event, t, 1.0 + i, scope=f"s{i}", params={"customer": 5}) for t in (1, 2)
+            ]
+            writer.write(conn, occs)
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE sentinel_events SET commit_seq = 1000000 WHERE scope = 's1'"))
+        conn.execute(
+            sa.text("UPDATE sentinel_event_batches SET commit_seq = 1000000 WHERE scope = 's1'")
+        )
     url = engine.url.render_as_string(hide_password=False)
     args = ["global", "--rules", "tests.global_detector.rules:detector", "--url", url]
     result = CliRunner().invoke(main, [*args, "--until-idle", "--workers", "0"])

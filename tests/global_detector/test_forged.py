@@ -14,6 +14,7 @@ from sentinel.log import LogWriter, migrate
 from sentinel.occurrence import Occurrence
 
 from . import rules
+from .forge import element, forge
 
 #: 9999-12-31 23:59:59 UTC
 YEAR_9999 = 253_402_300_799.0
@@ -31,26 +32,8 @@ def _occ(event: str, ts: float, scope: str, customer: int) -> Occurrence:
 
 
 def _forge(conn: sa.Connection, ts: float, seq: int, customer: int, scope: str = "forged") -> int:
-    """Insert an ``order`` row by hand, numbered ``seq``; return its id."""
-    conn.execute(
-        sa.text(
-            "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
-            "detected_ts, params, outcome, commit_seq) VALUES (:scope, 1, 'order', "
-            ":at, :at, :ts, :ts, :p, 'committed', :seq)"
-        ),
-        {
-            "scope": scope,
-            "at": "2026-01-01 00:00:00",
-            "ts": ts,
-            "p": f'{{"customer": {customer}}}',
-            "seq": seq,
-        },
-    )
-    return int(
-        conn.execute(
-            sa.text("SELECT max(id) FROM sentinel_occurrences WHERE scope = :s"), {"s": scope}
-        ).scalar_one()
-    )
+    """Insert by hand a row of one ``order``, numbered ``seq``; return its id."""
+    return forge(conn, [element(1, "order", ts, {"customer": customer})], seq=seq, scope=scope)
 
 
 def _temporal_service(engine: sa.Engine, now: list[float]) -> GlobalDetector:
@@ -180,13 +163,17 @@ def test_rows_numbered_behind_the_cursor_are_reported(
     assert service.step().rows == 3
     assert service.step().rows == 0  # idle: the first look
     with log_db.begin() as conn:
-        first = int(conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_occurrences")).scalar())
+        first = int(
+            conn.execute(sa.text("SELECT min(commit_seq) FROM sentinel_occurrences")).scalar()
+        )
         _forge(conn, 1002.0, first, customer=1, scope="stale")  # behind the last look
     with log_db.begin() as conn:
         writer.write(conn, [_occ("order", 1004.0, "t3", 2)])
     assert service.step().rows == 1  # the legitimate commit
     with log_db.begin() as conn:
-        last = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
+        last = int(
+            conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar()
+        )
         _forge(conn, 1004.5, last, customer=2, scope="added")  # to a commit read since
     assert "numbered at or behind" not in caplog.text
     assert service.step().rows == 0
@@ -314,8 +301,12 @@ def test_a_row_numbered_ahead_of_the_counter_does_not_stop_the_reading(
     service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
     assert service.step().detections == 1
     with log_db.begin() as conn:
-        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
-        forged = _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
+        head = int(
+            conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar()
+        )
+        # one row of two occurrences: one row to report
+        orders = [element(t, "order", 1003.0, {"customer": 9}) for t in (1, 2)]
+        forged = forge(conn, orders, seq=head + 1_000_000, scope="ahead")
     _pair(log_db, writer, 2, 1004.0)
     _pair(log_db, writer, 3, 1006.0)
     assert sum(service.step().detections for _ in range(3)) == 2
@@ -325,7 +316,8 @@ def test_a_row_numbered_ahead_of_the_counter_does_not_stop_the_reading(
             sa.text("SELECT max(commit_seq) FROM sentinel_occurrences WHERE scope <> 'ahead'")
         ).scalar()
     assert position == real
-    assert f"log row {forged} (order in scope ahead) is numbered {head + 1_000_000}" in caplog.text
+    said = f"log row {forged} (order in scope ahead) is numbered {head + 1_000_000}"
+    assert caplog.text.count(said) == 1
     assert service.ahead == [(forged, head + 1_000_000)]
     # the genuine commits after it are read as they come
     _pair(log_db, writer, 4, 1008.0)
@@ -355,7 +347,9 @@ def test_the_streaming_source_offset_stops_at_the_last_number_handed_out(
     writer = LogWriter(commit_order=True)
     _pair(log_db, writer, 1, 1001.0)
     with log_db.begin() as conn:
-        head = int(conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar())
+        head = int(
+            conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar()
+        )
         _forge(conn, 1003.0, head + 1_000_000, customer=9, scope="ahead")
     _pair(log_db, writer, 2, 1004.0)
     source = _CommitStreamReader({_URL_OPTION: db_url})

@@ -22,6 +22,7 @@ from sentinel.occurrence import Occurrence
 from sentinel.orm import global_actions
 
 from . import rules
+from .forge import element, forge
 from .model import committed_rows, expected_details
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +165,9 @@ def test_a_smaller_id_committing_later_is_detected_in_commit_order(log_db: sa.En
     assert (second.rows, second.detections) == (1, 1)
     service.close()
     with log_db.connect() as conn:
-        seqs = dict(conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_occurrences")).all())
+        seqs = dict(
+            conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_occurrences")).all()
+        )
         (payload,) = conn.execute(sa.text("SELECT rule FROM sentinel_outbox")).scalars().all()
     assert seqs["txB"] < seqs["txA"]
     assert payload == "paid"
@@ -306,16 +309,12 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     with log_db.begin() as conn:
         writer.write(conn, [_occ("order", 1, "t1", customer=1)])
     with log_db.begin() as conn:
-        seq = writer.take_commit_seq(conn)
-        for i, text in enumerate(['{"customer": {"$decimal": "abc"}}', "[1, 2]"]):
-            conn.execute(
-                sa.text(
-                    "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
-                    "detected_ts, params, outcome, commit_seq) VALUES ('forged', :t, 'payment', "
-                    ":at, :at, 1.0, 1.0, :p, 'committed', :seq)"
-                ),
-                {"t": i, "at": "2026-01-01 00:00:00", "p": text, "seq": seq},
-            )
+        bad = [{"customer": {"$decimal": "abc"}}, [1, 2]]
+        forged = forge(
+            conn,
+            [element(i, "payment", 1.0, params) for i, params in enumerate(bad)],
+            seq=writer.take_commit_seq(conn),
+        )
     with log_db.begin() as conn:
         writer.write(conn, [_occ("payment", 2, "t2", customer=1)])
     service = GlobalDetector(rules.detector, log_db, lease=10, run_actions=False)
@@ -323,6 +322,7 @@ def test_a_row_written_by_hand_is_skipped_not_fatal(
     assert (r.rows, r.detections) == (4, 1)
     feeder = service._feeder
     assert feeder is not None
+    assert [row_id for row_id, _ in feeder.skipped] == [forged, forged]
     whys = [why for _, why in feeder.skipped]
     assert [why.split(":")[0] for why in whys] == ["ReplaySourceError", "ReplaySourceError"]
     assert "(InvalidOperation: " in whys[0]
@@ -393,23 +393,30 @@ def test_a_mapping_is_refused_only_where_a_rule_partitions_by_it(log_db: sa.Engi
     service.close()
 
 
+#: (backend, the forged time as the row's JSON spells it): SQLite keeps the
+#: text Python's json writes for infinities and NaN; PostgreSQL's JSONB and
+#: MariaDB's JSON hold neither, but take a number too large for a float, which
+#: reads as an infinity
 _FORGED_TIMES = [
-    pytest.param("sqlite", float("inf"), id="sqlite-inf"),
-    pytest.param("sqlite", float("-inf"), id="sqlite--inf"),
-    pytest.param("postgresql", float("inf"), id="postgresql-inf"),
-    pytest.param("postgresql", float("nan"), id="postgresql-nan"),
+    pytest.param("sqlite", "Infinity", id="sqlite-inf"),
+    pytest.param("sqlite", "-Infinity", id="sqlite--inf"),
+    pytest.param("sqlite", "NaN", id="sqlite-nan"),
+    pytest.param("postgresql", "1e999", id="postgresql-1e999"),
+    pytest.param("postgresql", "-1e999", id="postgresql--1e999"),
+    pytest.param("mysql", "1e999", id="mysql-1e999"),
 ]
 
 
 @pytest.mark.parametrize(("backend", "forged_ts"), _FORGED_TIMES)
 def test_a_row_whose_time_is_not_finite_is_skipped_not_a_clock_jump(
-    log_db: sa.Engine, forged_ts: float, caplog: pytest.LogCaptureFixture
+    log_db: sa.Engine, forged_ts: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A forged row whose occurrence time is not a finite number must not move
     the log's clock: at infinity every timer fires at once ("not paid within a
     second" for an order paid in time), and a periodic one fires for ever. It
-    is reported, naming the row, and skipped; the detections are those of the
-    log without it (MariaDB stores no infinity or NaN)."""
+    is reported, naming the row, and skipped (it does not stop the reading
+    either: JSONB gives ``1e999`` back as an integer no float holds); the
+    detections are those of the log without it."""
     now = [0.0]
     writer = LogWriter(commit_order=True)
 
@@ -419,18 +426,8 @@ def test_a_row_whose_time_is_not_finite_is_skipped_not_a_clock_jump(
     with log_db.begin() as conn:
         writer.write(conn, [occ("order", 1001.0, "o1")])
     with log_db.begin() as conn:
-        seq = writer.take_commit_seq(conn)
-        conn.execute(
-            sa.text(
-                "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
-                "detected_ts, params, outcome, commit_seq) VALUES ('forged', 1, 'order', "
-                ":at, :at, :ts, 1.0, '{\"customer\": 2}', 'committed', :seq)"
-            ),
-            {"at": "2026-01-01 00:00:00", "ts": forged_ts, "seq": seq},
-        )
-        forged = conn.execute(
-            sa.text("SELECT id FROM sentinel_occurrences WHERE scope = 'forged'")
-        ).scalar_one()
+        text = f'[[1, "order", {forged_ts}, 1.0, null, null, {{"customer": 2}}]]'
+        forged = forge(conn, text, seq=writer.take_commit_seq(conn))
     with log_db.begin() as conn:
         writer.write(conn, [occ("payment", 1001.5, "p1")])  # in time
     service = GlobalDetector(
@@ -480,7 +477,9 @@ def test_rows_without_a_commit_number_are_reported(
     assert "without a commit number" not in caplog.text
     service.close()
     with log_db.connect() as conn:
-        n = conn.execute(sa.text("SELECT count(*) FROM sentinel_occurrences WHERE commit_seq IS NULL"))
+        n = conn.execute(
+            sa.text("SELECT count(*) FROM sentinel_occurrences WHERE commit_seq IS NULL")
+        )
         assert n.scalar() == 2
 
 

@@ -251,7 +251,8 @@ def test_a_method_event_before_the_flush_has_a_local_source_globally(log_db: sa.
     with log_db.connect() as conn:
         keys = conn.execute(
             sa.text(
-                "SELECT source_key FROM sentinel_occurrences WHERE event = '_Item.touch:end' ORDER BY id"
+                "SELECT source_key FROM sentinel_occurrences "
+                "WHERE event = '_Item.touch:end' ORDER BY id, t_occ"
             )
         ).scalars()
         before, *after = (json.loads(k) for k in keys)

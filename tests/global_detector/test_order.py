@@ -36,7 +36,9 @@ def test_no_number_is_visible_before_a_smaller_one(engine: sa.Engine) -> None:
             errors.append(err)
 
     def look() -> None:
-        q = sa.text("SELECT DISTINCT commit_seq FROM sentinel_occurrences WHERE commit_seq IS NOT NULL")
+        q = sa.text(
+            "SELECT DISTINCT commit_seq FROM sentinel_occurrences WHERE commit_seq IS NOT NULL"
+        )
         while not done.is_set():
             with eng.connect() as conn:
                 looks.append(sorted(conn.execute(q).scalars()))

@@ -178,7 +178,9 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
         query.stop()
     second = _streamed(spark, out)
     with log_db.connect() as conn:
-        stop_seq = conn.execute(sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")).scalar()
+        stop_seq = conn.execute(
+            sa.text("SELECT max(commit_seq) FROM sentinel_occurrences")
+        ).scalar()
     assert second == _replayed(PAID, log_db)
     # a pair spanning the two micro-batches: the first batch's order was kept in state
     assert any(r[5][0] >> 20 <= batch1_end < r[1] for r in second)
