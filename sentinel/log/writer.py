@@ -501,7 +501,7 @@ class LogWriter:
         occurrence's ``expired_at``). An occurrence keeps its first mark; a
         mark for an occurrence not yet logged applies once it is. Returns how
         many marks were sent."""
-        batch = [
+        batch: list[dict[str, Any]] = [
             {"scope": str(scope), "t_occ": int(t_occ), "expired_at": _fromtimestamp(when, UTC)}
             for scope, t_occ, when in marks
         ]
