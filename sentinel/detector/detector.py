@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from threading import get_ident
@@ -81,6 +81,13 @@ class EventDetector(Definitions, Transactions):
     #: scope)``): :meth:`_deliver_in_order` here; a detector with rules binds its
     #: scheduler's ``deliver`` (``LocalEventDetector.scheduler_class``).
     _deliver: Callable[[list[tuple[Subscription, Any]], Scope], None]
+    #: Hands one primitive occurrence to the subscriptions on its event that a
+    #: signal reaches without the graph (``Channel.direct``: already in
+    #: priority order): ``deliver_direct(subscriptions, occurrence, scope)``,
+    #: what :attr:`_deliver` does with those detections.
+    #: :meth:`_deliver_as_items` here; a detector with rules binds its
+    #: scheduler's ``deliver_direct``.
+    _deliver_direct: Callable[[Sequence[Subscription], Any, Scope], None]
 
     def __init__(
         self,
@@ -93,6 +100,7 @@ class EventDetector(Definitions, Transactions):
         #: The listeners of the detector's events (:mod:`sentinel.detector.events`).
         self.dispatch = Dispatch()
         self._deliver = self._deliver_in_order
+        self._deliver_direct = self._deliver_as_items
         #: The length of a chronon in seconds (``None``: none, times are exact).
         #: Occurrence and detection times in one chronon count as one instant for
         #: the timing primitives, and bitemporal work runs at chronon boundaries
@@ -199,9 +207,11 @@ class EventDetector(Definitions, Transactions):
             scope = self._scope_var.get() or self._process_view()
             if scope.status is not _ACTIVE:  # an ambient scope that ended, or several
                 scope = self._settle(scope)
-        # The hot path of every signal: one lock, one tuple, one call per leaf
-        # target. Rules run after the lock is released. The targets are read under
-        # the lock: a rule deleted meanwhile must not leave a stale target.
+        # The hot path of every signal: one lock, one clock reading, one tuple,
+        # then either one call per leaf target or, when only subscriptions on
+        # the primitive event itself listen, none (Channel.direct). Rules run
+        # after the lock is released. The targets are read under the lock: a
+        # rule deleted meanwhile must not leave a stale target.
         lock = self._lock
         lock.acquire()
         try:
@@ -230,25 +240,39 @@ class EventDetector(Definitions, Transactions):
                     listener(occ)
             if not targets:
                 return occ
-            # _propagate, inlined: one call less on every listened signal.
-            triggered = self._triggered
-            store = scope.store
-            try:
-                for f in targets:
-                    f(store, occ)
-                if self.graph.agenda:
-                    self.graph.drain()
-            except BaseException:
-                self.graph.reset()
+            direct: Sequence[Subscription] | None = channel.direct
+            if direct is not None and targets is channel.any:
+                # Only subscriptions on this primitive event (or masks of it)
+                # listen: they are delivered to without a walk of the graph.
+                masks = channel.masks
+                if masks is not None:
+                    direct = _unmasked(direct, masks, params)
+                    if not direct:
+                        return occ
+                items = None
+            else:
+                # _propagate, inlined: one call less on every listened signal.
+                triggered = self._triggered
+                store = scope.store
+                try:
+                    for f in targets:
+                        f(store, occ)
+                    if self.graph.agenda:
+                        self.graph.drain()
+                except BaseException:
+                    self.graph.reset()
+                    triggered.clear()
+                    raise
+                if not triggered:
+                    return occ
+                items = triggered[:]
                 triggered.clear()
-                raise
-            if not triggered:
-                return occ
-            items = triggered[:]
-            triggered.clear()
         finally:
             lock.release()
-        self._deliver(items, scope)
+        if items is None:
+            self._deliver_direct(direct, occ, scope)  # type: ignore[arg-type]  # set with items None
+        else:
+            self._deliver(items, scope)
         return occ
 
     def emit_detected(
@@ -462,6 +486,19 @@ class EventDetector(Definitions, Transactions):
             if since and t_init(occ) < since:
                 continue
             sub.deliver(occ, scope)
+
+    def _deliver_as_items(self, subs: Sequence[Subscription], occ: Any, scope: Scope) -> None:
+        """Hand one primitive occurrence to the subscriptions on its event that
+        the graph was not walked for (``Channel.direct``) through
+        :attr:`_deliver`, as the detections the graph would have made."""
+        self._deliver([(sub, occ) for sub in subs], scope)
+
+
+def _unmasked(
+    subs: Sequence[Subscription], masks: tuple[Callable[[Any], Any] | None, ...], params: Any
+) -> list[Subscription]:
+    """The subscriptions of ``Channel.direct`` whose mask (if any) ``params`` satisfy."""
+    return [s for s, m in zip(subs, masks, strict=True) if m is None or m(params)]
 
 
 def _chronon(value: float | timedelta | str | None) -> float | None:

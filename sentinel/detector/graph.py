@@ -75,14 +75,25 @@ class Channel:
     ``any`` are the entries of primitive events without a selector; ``selected``
     maps a selector (for example an object reference) to the entries of the
     primitive events that carry it.
+
+    ``direct`` is set by the wiring when everything ``any`` reaches is a
+    subscription on the primitive event itself (or on a mask of it): those
+    subscriptions, higher priority first (ties in the order ``any`` would
+    trigger them), so that a signal reaching only them skips the graph and
+    goes straight to its subscribers (:meth:`EventDetector.emit`). ``masks``
+    is then ``None``, or holds for each of them the mask's test of the
+    parameters (``None`` for an unmasked one). ``any`` keeps doing the same
+    work through the graph, for the paths that do not take this shortcut.
     """
 
-    __slots__ = ("any", "name", "selected")
+    __slots__ = ("any", "direct", "masks", "name", "selected")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.any: tuple[Entry, ...] = ()
         self.selected: dict[Hashable, tuple[Entry, ...]] = {}
+        self.direct: tuple[Subscription, ...] | None = None
+        self.masks: tuple[Callable[[Any], Any] | None, ...] | None = None
 
     @property
     def listened(self) -> bool:
@@ -239,6 +250,7 @@ class EventGraph(Wiring):
         refs = self.leaf_refs
         for name, selector in leaves:
             ch = self.channels[name]
+            ch.direct = ch.masks = None
             if selector is None:
                 ch.any = _PENDING if refs[(name, None)] else ()
             elif refs[(name, selector)]:

@@ -193,7 +193,8 @@ class Wiring:
             h.out, h.outb = tuple(out), tuple(outb)
 
         for ch in self.channels.values():
-            ch.any, ch.selected = (), {}
+            ch.any, ch.selected, ch.direct, ch.masks = (), {}, None, None
+        planned: dict[str, tuple[Entry, ...]] = {}
         for (name, selector), fns in leaves.items():
             if selector is not None and getattr(selector, "all_signals", False):
                 # Reached through the channel's dispatcher (a rewire hook): not compiled
@@ -215,10 +216,52 @@ class Wiring:
             ch = self.channels[name]
             if selector is None:
                 ch.any = targets
+                if self.compile and self.triggered is not None:
+                    plan = self._direct(leaf_specs[(name, None)], out_specs)
+                    if plan is not None:
+                        ch.direct, ch.masks = plan
+                        planned[name] = targets
             else:
                 ch.selected[selector] = targets
         for rewired in self.rewire_hooks:
             rewired(self)  # type: ignore[arg-type]  # the mixin of EventGraph only
+        for name, targets in planned.items():
+            ch = self.channels[name]
+            if ch.any is not targets:  # a rewire hook put more on the channel
+                ch.direct = ch.masks = None
+
+    def _direct(
+        self, specs: list[Spec], out_specs: dict[int, list[Spec]]
+    ) -> tuple[tuple[Subscription, ...], tuple[Callable[[Any], Any] | None, ...] | None] | None:
+        """The subscriptions a leaf reaches when it reaches nothing else (see
+        ``Channel.direct``): each spec a subscription's sink, or a mask (not
+        buffered) whose every output is one; else ``None``. Ordered by priority,
+        higher first, and otherwise in the order the leaf triggers them (its
+        specs' order, a mask's outputs in theirs), as the detector's delivery
+        orders an instant's detections."""
+        subs: list[Subscription] = []
+        masks: list[Callable[[Any], Any] | None] = []
+        for spec in specs:
+            if spec[0] == "sink":
+                subs.append(spec[1])
+                masks.append(None)
+            elif spec[0] == "h" and getattr(spec[1], "filters", False) and spec[2] == 0:
+                outputs = out_specs.get(spec[1].hid, ())
+                if not outputs or any(o[0] != "sink" for o in outputs):
+                    return None
+                for o in outputs:
+                    subs.append(o[1])
+                    masks.append(spec[1].test)
+            else:
+                return None
+        if not subs:
+            return None
+        order = sorted(range(len(subs)), key=lambda i: -subs[i].priority)
+        tests = tuple(masks[i] for i in order)
+        return (
+            tuple(subs[i] for i in order),
+            tests if any(t is not None for t in tests) else None,
+        )
 
     def _spec(self, target: tuple[str, Any, int], one: Entry) -> Spec:
         kind, obj, slot = target

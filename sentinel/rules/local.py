@@ -60,6 +60,10 @@ class LocalEventDetector(EventDetector):
         super().__init__(**kwargs)
         self.scheduler = self.scheduler_class(self, cascade_limit)
         self._deliver = self.scheduler.deliver
+        if type(self.scheduler).deliver is Scheduler.deliver:
+            self._deliver_direct = self.scheduler.deliver_direct
+        # else a scheduler that delivers its own way gets these detections
+        # through its ``deliver`` as well (EventDetector._deliver_as_items)
         self.priority_classes: dict[str, int] = dict(priority_classes or {})
         self._rules: dict[str, Rule] = {}
 

@@ -18,7 +18,7 @@ at that instant do not run; the exception reaches the code that signalled the ev
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
@@ -47,7 +47,7 @@ class Scheduler:
         self.cascade_limit = cascade_limit
         #: The process scope's cascade depth, per thread (its ``depth``, 0 until
         #: set).
-        self._depth: Any = threading.local()
+        self._depth: Any = _Depth()
         self._muted = detector._muted
         self._process_scope = detector.process_scope
         self._scope_var = detector._scope_var
@@ -75,7 +75,7 @@ class Scheduler:
         # its own view of the process scope. Only the shared process scope itself
         # (passed explicitly, e.g. by the timer thread) needs a thread-local.
         depth_of = self._depth if scope is self._process_scope else scope
-        depth: int = getattr(depth_of, "depth", 0)
+        depth: int = depth_of.depth
         if depth >= self.cascade_limit:
             raise CascadeLimitError(_first_rule(items), self.cascade_limit)
         depth_of.depth = depth + 1
@@ -91,6 +91,32 @@ class Scheduler:
             for sub, occ in items:
                 since = sub.since
                 if since and t_init(occ) < since:
+                    continue
+                sub.deliver(occ, scope)
+                if scope.status is not status:
+                    _ended_by_subscriber(sub, scope)
+        finally:
+            depth_of.depth = depth
+            if token is not None:
+                var.reset(token)
+
+    def deliver_direct(self, subs: Sequence[Subscription], occ: Any, scope: Scope) -> None:
+        """:meth:`deliver` for one primitive occurrence and the subscriptions
+        on its event that the detector reached without its graph
+        (``Channel.direct``, already in priority order): the same cascade
+        depth, scope and order, without a list of detections to build."""
+        depth_of = self._depth if scope is self._process_scope else scope
+        depth: int = depth_of.depth
+        if depth >= self.cascade_limit:
+            raise CascadeLimitError(_rule_name(subs[0]), self.cascade_limit)
+        depth_of.depth = depth + 1
+        var = self._scope_var
+        token = var.set(scope) if var.get() is not scope else None
+        status = scope.status
+        try:
+            for sub in subs:
+                since = sub.since
+                if since and occ[1] < since:
                     continue
                 sub.deliver(occ, scope)
                 if scope.status is not status:
@@ -207,6 +233,12 @@ class Scheduler:
             observer(rule, occ, "fired", None)
 
 
+class _Depth(threading.local):
+    """The process scope's cascade depth in each thread (0 until set)."""
+
+    depth = 0
+
+
 def _ended_by_subscriber(sub: Subscription, scope: Scope) -> None:
     """A subscriber ended the transaction (scope) it was called in: the code
     that signalled the event would go on outside it (with the ORM, in the
@@ -246,6 +278,9 @@ def _by_priority(item: tuple[Subscription, Any]) -> int:
 
 
 def _first_rule(items: list[tuple[Subscription, Any]]) -> str:
-    best = max(items, key=lambda it: it[0].priority)[0]
-    owner = best.owner
-    return getattr(owner, "name", repr(best.expression))
+    return _rule_name(max(items, key=lambda it: it[0].priority)[0])
+
+
+def _rule_name(sub: Subscription) -> str:
+    name: str = getattr(sub.owner, "name", repr(sub.expression))
+    return name

@@ -88,6 +88,11 @@ class Handler:
     role_order: ClassVar[tuple[int, ...]] = (0, 1)
     #: One occurrence reaching several slots at one instant counts once (OR).
     merge_slots: ClassVar[bool] = False
+    #: A pure filter (a mask): stores nothing and passes on, unchanged, each
+    #: occurrence whose parameters satisfy ``self.test(params)``. The wiring
+    #: lets a signal reach the rules on such a filter of a primitive event
+    #: without entering the graph (``Channel.direct``).
+    filters: ClassVar[bool] = False
 
     def __init__(self, hid: int, expr: Expression) -> None:
         self.hid = hid

@@ -26,6 +26,7 @@ class MaskHandler(Handler):
     __slots__ = ("test",)
     arity = 1
     role_order = (0,)
+    filters = True
 
     def __init__(self, hid: int, expr: Any) -> None:
         super().__init__(hid, expr)
