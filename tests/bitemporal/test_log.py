@@ -13,7 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from sentinel import LocalEventDetector, Reactive, VirtualClock, event
 from sentinel.log import LogReader, LogWriter, migrate
-from sentinel.log.tables import SCHEMA_VERSION, log_tables
+from sentinel.log.tables import SCHEMA_VERSION, UTCDateTime, log_tables
 from sentinel.orm import attach
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -33,7 +33,20 @@ def _rows_0001(engine: sa.Engine, n: int) -> None:
             )
 
 
+def _marks(engine: sa.Engine) -> list[tuple[int, datetime | None]]:
+    """``(t_occ, expired_at)`` of every occurrence, through the view."""
+    tables = log_tables()
+    view = sa.table(tables.view_name, sa.column("t_occ"), sa.column("expired_at", UTCDateTime()))
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(view.c.t_occ, view.c.expired_at).order_by(view.c.t_occ))
+        return [(t, m) for t, m in rows]
+
+
 def test_migration_0003_up_and_down_with_data(engine: sa.Engine) -> None:
+    """Rows written at 0002 survive the upgrade to the head (through 0003's
+    ``expired_at`` and 0006's one row per transaction), take archive marks
+    there, and come back down: 0006's downgrade makes ``events`` again with
+    the marks, 0003's drops them, and the times stay exact both ways."""
     migrate.upgrade(engine, "0002")
     _rows_0001(engine, 3)
     migrate.upgrade(engine)
@@ -43,10 +56,17 @@ def test_migration_0003_up_and_down_with_data(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         assert LogWriter().mark_expired(conn, [("tx", 2, T0.timestamp() + 60)]) == 1
         LogWriter().mark_expired(conn, [("tx", 2, T0.timestamp() + 120)])  # keeps the first
-    ev = log_tables().events
+    assert _marks(engine) == [(1, None), (2, T0 + timedelta(seconds=60)), (3, None)]
+
+    migrate.downgrade(engine, "0005")  # 0006's downgrade: events again, from the view
+    names = set(sa.inspect(engine).get_table_names())
+    assert "sentinel_events" in names and "sentinel_event_batches" not in names
     with engine.connect() as conn:
-        marks = conn.execute(sa.select(ev.c.t_occ, ev.c.expired_at).order_by(ev.c.t_occ)).all()
-    assert [(t, m) for t, m in marks] == [(1, None), (2, T0 + timedelta(seconds=60)), (3, None)]
+        back = conn.execute(
+            sa.text("SELECT t_occ, ts, expired_at FROM sentinel_events ORDER BY t_occ")
+        ).all()
+    assert [(t, ts) for t, ts, _ in back] == [(t, T0.timestamp() + t) for t in (1, 2, 3)]
+    assert [m is not None for _, _, m in back] == [False, True, False]
 
     migrate.downgrade(engine, "0002")
     assert migrate.current(engine) == "0002"
@@ -55,6 +75,13 @@ def test_migration_0003_up_and_down_with_data(engine: sa.Engine) -> None:
     with engine.connect() as conn:
         ts = conn.execute(sa.text("SELECT ts FROM sentinel_events ORDER BY t_occ")).scalars().all()
     assert ts == [T0.timestamp() + t for t in (1, 2, 3)]
+
+    # and up again: the same occurrences, without marks
+    migrate.upgrade(engine)
+    with LogReader(engine) as r:
+        back_up = [(o.occurrence.t_occ, o.occurrence.timestamp) for o in r.occurrences()]
+    assert back_up == [(t, T0.timestamp() + t) for t in (1, 2, 3)]
+    assert _marks(engine) == [(1, None), (2, None), (3, None)]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
@@ -91,15 +118,16 @@ def test_database_and_method_events_carry_their_occurrence_time_into_the_log(
         archive=True,
         action=lambda o: None,
     )
+    tables = log_tables()
+    view = sa.table(tables.view_name, sa.column("event"), sa.column("expired_at", UTCDateTime()))
     att = attach(Session, detector=det)
-    ev = log_tables().events
 
     def marked() -> list[Any]:
         att.flush_log()
         with engine.connect() as conn:
             return list(
                 conn.execute(
-                    sa.select(ev.c.event, ev.c.expired_at).where(ev.c.expired_at.is_not(None))
+                    sa.select(view.c.event, view.c.expired_at).where(view.c.expired_at.is_not(None))
                 ).all()
             )
 

@@ -117,7 +117,8 @@ def test_schema_and_prefix_options(
 def test_upgrade_sql_prints_ddl(run: CliRunner) -> None:
     result = run.invoke(main, ["db", "upgrade", "--sql", "--url", "postgresql+psycopg://u@h/db"])
     assert result.exit_code == 0, result.output
-    assert "CREATE TABLE sentinel_events" in result.output and "JSONB" in result.output
+    assert "CREATE TABLE sentinel_event_batches" in result.output and "JSONB" in result.output
+    assert 'CREATE VIEW "sentinel_occurrences"' in result.output
 
 
 def test_bad_url_and_unreachable_server(run: CliRunner) -> None:
@@ -137,7 +138,8 @@ def test_missing_url(run: CliRunner) -> None:
 
 def test_tables_module_names() -> None:
     assert log_tables().names == (
-        "sentinel_events",
+        "sentinel_event_batches",
+        "sentinel_expired",
         "sentinel_rule_firings",
         "sentinel_outbox",
         "sentinel_commit_counter",
@@ -156,7 +158,7 @@ def test_db_commands_name_unknown_revisions(run: CliRunner, tmp_path: Path) -> N
         result = run.invoke(main, ["db", *args, "--url", url])
         assert result.exit_code == 1 and type(result.exception) is SystemExit, result.output
         assert f"unknown revision {args[1]!r}" in result.output
-        assert "0001, 0002, 0003, 0004, 0005" in result.output
+        assert "0001, 0002, 0003, 0004, 0005, 0006" in result.output
         assert migrate.current(engine) == "0003"
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '0042'"))

@@ -52,27 +52,89 @@ def forge(url: str, sql: str) -> None:
     engine.dispose()
 
 
-EVENTS = "UPDATE sentinel_events SET {} WHERE t_occ = 1"
+BATCH = "UPDATE sentinel_event_batches SET {} WHERE scope = 'tx1'"
+#: the row's first occurrence, ``[t_occ, event, ts, detected_ts, source_class,
+#: source_key, params]``, with element ``i`` replaced by the SQL value ``v``
+ELEMENT = BATCH.format("occurrences = json_replace(occurrences, '$[0][{}]', {})")
+OCC = "its occurrence #0 "  # then the element as JSON
 
-#: (what the row holds, the SQL that makes it so, what the error says)
+#: (what the row holds, the SQL that makes it so, the column named, what the error says)
 FORGED_EVENTS = [
-    ("params a list", EVENTS.format("params = '[1, 2]'"), "its params are not"),
-    ("params not JSON", EVENTS.format("params = '{\"k\": 1'"), "its params are not"),
-    ("params a bad tag", EVENTS.format('params = \'{"k": {"$ref": 5}}\''), "its params are not"),
-    ("a text ts", EVENTS.format("ts = 'abc'"), "ts"),
-    ("a text detected_ts", EVENTS.format("detected_ts = 'abc'"), "detected_ts"),
-    ("a text t_occ", EVENTS.format("t_occ = 'one'"), "t_occ"),
+    ("params a list", ELEMENT.format(6, "json('[1, 2]')"), "occurrences", OCC + '[1, "a", '),
+    (
+        "params a bad tag",
+        ELEMENT.format(6, """json('{"k": {"$ref": 5}}')"""),
+        "occurrences",
+        '{"$ref": 5}',
+    ),
+    ("a text ts", ELEMENT.format(2, "'abc'"), "occurrences", OCC + '[1, "a", "abc", '),
+    (
+        "a text detected_ts",
+        ELEMENT.format(3, "'abc'"),
+        "occurrences",
+        OCC + '[1, "a", 1700000000.25, "abc"',
+    ),
+    ("a text t_occ", ELEMENT.format(0, "'one'"), "occurrences", OCC + '["one", "a", '),
+    ("a number as event", ELEMENT.format(1, "97"), "occurrences", OCC + "[1, 97, "),
+    ("a source key not JSON", ELEMENT.format(5, "'[1'"), "occurrences", '"S", "[1", '),
+    (
+        "an element not an array",
+        BATCH.format("occurrences = json_replace(occurrences, '$[0]', 1)"),
+        "occurrences",
+        OCC + "1 is not one the log writes",
+    ),
+    (
+        "an element too short",
+        BATCH.format("occurrences = json_remove(occurrences, '$[0][6]')"),
+        "occurrences",
+        OCC + '[1, "a", 1700000000.25, null, "S", "[\\"x\\"]"] is not one the log writes',
+    ),
+    (
+        "occurrences not JSON",
+        BATCH.format("occurrences = '[[1, \"a\"'"),
+        "occurrences",
+        "its occurrences are not the JSON array",
+    ),
+    (
+        "occurrences an object",
+        BATCH.format("occurrences = '{\"a\": 1}'"),
+        "occurrences",
+        "its occurrences are not the JSON array",
+    ),
+    (
+        "an unknown outcome",
+        BATCH.format("outcome = 'maybe'"),
+        "outcome",
+        "its outcome 'maybe' is none of",
+    ),
     # a text column keeps a number as text, but a blob as a blob
-    ("a blob as event", EVENTS.format("event = x'61'"), "event"),
-    ("a source key not JSON", EVENTS.format("source_key = '[1'"), "source_key"),
-    ("an unknown outcome", EVENTS.format("outcome = 'maybe'"), "outcome"),
-    ("a blob as savepoint", EVENTS.format("savepoint = x'7370'"), "savepoint"),
+    (
+        "a blob as savepoint",
+        BATCH.format("savepoint = x'7370'"),
+        "savepoint",
+        "its savepoint b'sp' is not a text",
+    ),
+]
+
+#: a scope that is not a text: the commands that look occurrences up by scope
+#: (``log firings``) find none, and say so
+FORGED_SCOPE = [
+    (
+        "a blob as scope",
+        BATCH.format("scope = x'747831'"),
+        "scope",
+        "its scope b'tx1' is not a text",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("what", "sql", "says"), FORGED_EVENTS, ids=[f[0] for f in FORGED_EVENTS])
+@pytest.mark.parametrize(
+    ("what", "sql", "column", "says"),
+    FORGED_EVENTS + FORGED_SCOPE,
+    ids=[f[0] for f in FORGED_EVENTS + FORGED_SCOPE],
+)
 def test_a_forged_event_row_is_named_by_every_reader(
-    url: str, what: str, sql: str, says: str
+    url: str, what: str, sql: str, column: str, says: str
 ) -> None:
     forge(url, sql)
     with LogReader(url) as reader:
@@ -84,13 +146,16 @@ def test_a_forged_event_row_is_named_by_every_reader(
             with pytest.raises(LogRowError) as caught:
                 read()
             err = caught.value
-            assert err.table == "sentinel_events" and err.row_id == 1
-            assert "row 1 of sentinel_events" in str(err) and says in str(err)
+            assert (err.table, err.row_id, err.column) == ("sentinel_event_batches", 1, column)
+            assert "row 1 of sentinel_event_batches (scope " in str(err), str(err)
+            assert says in str(err), str(err)
 
 
-@pytest.mark.parametrize(("what", "sql", "says"), FORGED_EVENTS, ids=[f[0] for f in FORGED_EVENTS])
+@pytest.mark.parametrize(
+    ("what", "sql", "column", "says"), FORGED_EVENTS, ids=[f[0] for f in FORGED_EVENTS]
+)
 def test_the_commands_name_a_forged_event_row(
-    url: str, tmp_path: Path, what: str, sql: str, says: str
+    url: str, tmp_path: Path, what: str, sql: str, column: str, says: str
 ) -> None:
     forge(url, sql)
     run = CliRunner()
@@ -104,7 +169,41 @@ def test_the_commands_name_a_forged_event_row(
         assert result.exit_code == 1, (args, result.output)
         assert "Traceback" not in result.output and result.exception is not None
         assert type(result.exception) is SystemExit, (args, result.exception)
-        assert "row 1 of sentinel_events" in result.output, (args, result.output)
+        assert "row 1 of sentinel_event_batches" in result.output, (args, result.output)
+
+
+def test_the_documented_row_error_is_what_the_reader_says(tmp_path: Path) -> None:
+    """The forged row of ``docs/eventlog.md`` ("Reading") and ``docs/replay.md``
+    gives the message those pages show."""
+    url = f"sqlite:///{tmp_path / 'doc.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    order = ObjectRef("Order", (7,))
+    with engine.begin() as conn:  # rows 1 to 6
+        LogWriter().write(conn, [Occurrence("x", 1, 1.0, 1.0, None, {}, f"s{i}") for i in range(6)])
+    with engine.begin() as conn:  # row 7
+        LogWriter().write(
+            conn,
+            [
+                Occurrence("order", 1, 1735723800.25, 1735723800.25, order, {"total": 30}, "a"),
+                Occurrence("payment", 2, 1735723800.5, 1735723800.5, order, {"amount": 30}, "a"),
+            ],
+        )
+    engine.dispose()
+    forge(
+        url,
+        "UPDATE sentinel_event_batches SET occurrences = "
+        "json_replace(occurrences, '$[1][6]', json('[30]')) WHERE scope = 'a'",
+    )
+    with LogReader(url) as reader, pytest.raises(LogRowError) as caught:
+        list(reader.occurrences())
+    said = str(caught.value)
+    root = Path(__file__).resolve().parents[2]
+    assert said in (root / "docs" / "eventlog.md").read_text("utf-8").splitlines()
+    shown = said.split(", 1735723800.5")[0]
+    assert shown + ", ...] is not one the log writes" in " ".join(
+        (root / "docs" / "replay.md").read_text("utf-8").split()
+    )
 
 
 FIRINGS = "UPDATE sentinel_rule_firings SET {}"

@@ -98,10 +98,18 @@ def test_bad_sources_and_options() -> None:
     assert issubclass(ReplayError, SentinelError)
 
 
+#: The first occurrence of each batch row gets the params ``[1]`` (not an object).
+FORGE_PARAMS = (
+    "UPDATE sentinel_event_batches "
+    "SET occurrences = json_replace(occurrences, '$[0][6]', json('[1]'))"
+)
+
+
 def test_a_forged_row_read_from_the_database(tmp_path: Path) -> None:
-    """A database row whose params are not the JSON object the writer writes
-    stops a replay (and an export) from the database with a ReplaySourceError
-    naming the row: reading from a database decodes every row it reads."""
+    """A database row holding an occurrence whose params are not the JSON
+    object the writer writes stops a replay (and an export) from the database
+    with a ReplaySourceError naming the row and the occurrence: reading from a
+    database decodes every row it reads."""
     from sentinel.log import LogWriter
     from sentinel.occurrence import Occurrence
     from sentinel.replay import export_log
@@ -111,9 +119,12 @@ def test_a_forged_row_read_from_the_database(tmp_path: Path) -> None:
     migrate.upgrade(engine)
     with engine.begin() as conn:
         LogWriter().write(conn, [Occurrence("e1", 1, 1.0, 1.0, None, {"k": 1}, "tx")])
-        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]'"))
+        conn.execute(sa.text(FORGE_PARAMS))
     engine.dispose()
-    says = r"row 1 of sentinel_events \(e1@1 in scope 'tx'\): its params are not"
+    says = (
+        r"row 1 of sentinel_event_batches \(scope 'tx'\): its occurrence #0 "
+        r'\[1, "e1", 1\.0, null, null, null, \[1\]\] is not one the log writes'
+    )
     with pytest.raises(ReplaySourceError, match=says):
         replay(url, "tests.replay.workload:matrix_detector")
     with pytest.raises(ReplaySourceError, match=says):
@@ -143,11 +154,15 @@ def test_a_failed_replay_leaves_its_output_directory_as_it_was(tmp_path: Path) -
     assert first.detections
     before = pq.read_table(out).to_pylist()
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]' WHERE scope = 's025'"))
+        conn.execute(sa.text(FORGE_PARAMS + " WHERE scope = 's025'"))
     engine.dispose()
-    with pytest.raises(ReplaySourceError, match="its params are not"):
+    with pytest.raises(
+        ReplaySourceError, match=r"'s025'\): its occurrence #0 .* is not one the log writes"
+    ):
         replay(url, rules, out=out, overwrite=True, chunk_size=7)
     assert pq.read_table(out).to_pylist() == before
-    with pytest.raises(ReplaySourceError, match="its params are not"):
+    with pytest.raises(
+        ReplaySourceError, match=r"'s025'\): its occurrence #0 .* is not one the log writes"
+    ):
         replay(url, rules, out=tmp_path / "new", chunk_size=7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "log.db"]

@@ -98,29 +98,43 @@ def test_an_export_refuses_a_used_directory(log_db: sa.Engine, tmp_path: Path) -
     assert not (tmp_path / "x" / "keep.txt").exists()
 
 
+#: What the export says of the row of ``_set_first_params``.
+BAD_ROW = r"row \d+ of sentinel_event_batches \(scope 's030'\): its occurrence #0 .* is not one"
+
+
+def _set_first_params(engine: sa.Engine, params: str) -> None:
+    """Set the params of scope s030's first occurrence (``txn:begin``, written
+    with ``{}``) to the JSON ``params``, by hand."""
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE sentinel_event_batches SET occurrences = "
+                "json_replace(occurrences, '$[0][6]', json(:p)) WHERE scope = 's030'"
+            ),
+            {"p": params},
+        )
+
+
 def test_a_failed_export_leaves_what_was_there(log_db: sa.Engine, tmp_path: Path) -> None:
     """An export that fails midway (here at a row changed by hand, late in the
     log) leaves neither a partial export nor a missing one: a new directory is
     not created, and an export it was to overwrite is still there, whole."""
-    with log_db.begin() as conn:
-        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]' WHERE scope = 's030'"))
+    _set_first_params(log_db, "[1]")
     out = tmp_path / "x"
-    with pytest.raises(ReplaySourceError, match="its params are not"):
+    with pytest.raises(ReplaySourceError, match=BAD_ROW):
         export_log(log_db, out, chunk_size=7, row_group_rows=9)
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["log.db"]
 
     out.mkdir()
-    with pytest.raises(ReplaySourceError, match="its params are not"):
+    with pytest.raises(ReplaySourceError, match=BAD_ROW):
         export_log(log_db, out, chunk_size=7, row_group_rows=9)
     assert out.is_dir() and not any(out.iterdir())
 
-    with log_db.begin() as conn:
-        conn.execute(sa.text("UPDATE sentinel_events SET params = '{}' WHERE scope = 's030'"))
+    _set_first_params(log_db, "{}")  # as written
     before = export_log(log_db, out, buckets=3)
-    with log_db.begin() as conn:
-        conn.execute(sa.text("UPDATE sentinel_events SET params = '[1]' WHERE scope = 's030'"))
-    with pytest.raises(ReplaySourceError, match="its params are not"):
+    _set_first_params(log_db, "[1]")
+    with pytest.raises(ReplaySourceError, match=BAD_ROW):
         export_log(log_db, out, overwrite=True, chunk_size=7, row_group_rows=9)
     assert json.loads((out / MANIFEST).read_text()) == before
     assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
