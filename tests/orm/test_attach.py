@@ -19,12 +19,28 @@ from sentinel.errors import (
     RuleDefinitionError,
 )
 from sentinel.log import migrate
-from sentinel.orm import attach, attachments, detach
+from sentinel.orm import attach, detach
+from sentinel.orm import attachments as all_attachments
 from sentinel.orm.attachment import LogOptions, OutboxOptions
 from sentinel.params import UnloggableParameter
 
 from . import actions
 from .conftest import ORM, make_model
+
+_BEFORE: list[object] = []
+
+
+@pytest.fixture(autouse=True)
+def _others_left_alone() -> None:
+    """Attachments that exist when a test starts are not its own (a docs page
+    run on this worker keeps its attachment until its last block has run,
+    possibly on another worker): the tests here look at their own only."""
+    _BEFORE[:] = all_attachments()
+
+
+def attachments() -> list[Any]:
+    """The attachments this test made (see :func:`_others_left_alone`)."""
+    return [a for a in all_attachments() if not any(a is b for b in _BEFORE)]
 
 
 def test_attaching_twice_is_an_error(orm: ORM) -> None:
