@@ -1,7 +1,7 @@
-"""The JSON texts of the log's ``events`` rows, made fast.
+"""The JSON texts of the log's occurrences, made fast.
 
-:func:`_params_text` writes an occurrence's parameters as the JSON text of the
-``params`` column, exactly as :func:`_dumps` writes
+:func:`_params_text` writes an occurrence's parameters as the JSON text of its
+``params`` (in the ``event_batches`` row's ``occurrences``), exactly as :func:`_dumps` writes
 :func:`~sentinel.log.records.encode_params`' result, but without calling the
 encoder for the plain values most events carry; :func:`_fit` replaces the
 largest values of a text over :data:`~sentinel.params.MAX_PARAMS` bytes;

@@ -1,14 +1,18 @@
 """Reading the log back: occurrences in replay order, in bounded-memory chunks.
 
-:class:`LogReader` streams the ``events`` table ordered by ``(scope, t_occ)`` (the
-order replay feeds a detector: each detection scope is independent, and within a
-scope ``t_occ`` is the detector's order) or by ``(t_occ, scope)`` (one process's
-global order, for rules that span transactions). It pages with keyset queries
-(``WHERE (scope, t_occ) > last ORDER BY scope, t_occ LIMIT chunk_size``), so
-memory stays bounded by one chunk, no server-side cursor or long transaction is
-held, and a partition of a larger read (``scope_range``) is an index range.
+:class:`LogReader` streams the occurrences of the ``event_batches`` table (one
+row per transaction, its occurrences in one JSON column) ordered by ``(scope,
+t_occ)`` (the order replay feeds a detector: each detection scope is
+independent, and within a scope ``t_occ`` is the detector's order) or by
+``(t_occ, scope)`` (one process's global order, for rules that span
+transactions). It pages over the rows with keyset queries (``WHERE (scope,
+t_first) > last ORDER BY scope, t_first LIMIT n``, then the rows' occurrences
+by id) and merges the occurrences of a scope's rows whose ``t_occ`` ranges
+overlap, so memory stays bounded by about one chunk, no server-side cursor or
+long transaction is held, and a partition of a larger read (``scope_range``)
+is an index range.
 
-Each chunk is a separate query: rows inserted while a read is under way may or
+Each page is a separate query: rows inserted while a read is under way may or
 may not be seen, but no row is seen twice and order holds.
 
 Occurrences come back exactly as the detector made them (same timestamps as
