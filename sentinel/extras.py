@@ -5,7 +5,8 @@ The import package is ``sentinel``; the distribution on the package index is
 ``sqlalchemy-sentinel`` (``sentinel`` there is an unrelated project). Extras:
 ``replay`` (local replay and the Parquet export: pyarrow, orjson), ``spark``
 (the Spark engine: ``replay`` plus PySpark and pandas), ``postgresql``,
-``mysql`` (database drivers) and ``dev``.
+``mysql`` (database drivers), ``ui`` (``sentinel ui``: Starlette, Jinja2,
+uvicorn) and ``dev``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyarrow", "orjson", "pyspark", "pandas"),
     "postgresql": ("psycopg",),
     "mysql": ("pymysql",),
+    "ui": ("starlette", "jinja2", "uvicorn"),
 }
 
 

@@ -157,5 +157,10 @@ def test_entry_points_and_package_files(wheel: zipfile.ZipFile) -> None:
         "sentinel/cli/__init__.py",
         "sentinel/migrations/env.py",
         "sentinel/algebra/snoop.lark",
+        # sentinel ui's templates and static files (read at run time)
+        "sentinel/ui/templates/base.html",
+        "sentinel/ui/templates/firing.html",
+        "sentinel/ui/static/ui.js",
+        "sentinel/ui/static/ui.css",
     ):
         assert needed in names

@@ -8,7 +8,8 @@ replays it through an application's rules, locally or on Spark; ``sentinel
 worker`` runs detached rules; ``sentinel global`` runs the global event
 detector; ``sentinel graph`` shows the event graph of an
 application's rules; ``sentinel bicep`` checks, installs and runs BiCEPL
-programs. Every command that needs a database takes ``--url`` (or
+programs; ``sentinel ui`` serves a read-only web view of the log (the ``ui``
+extra). Every command that needs a database takes ``--url`` (or
 ``SENTINEL_URL``), ``--schema`` (or ``SENTINEL_SCHEMA``) and ``--prefix``; every
 command that needs the application's rules takes ``--rules package.module:attribute``
 and imports it as ``python -m`` would (the current directory first).
@@ -33,6 +34,7 @@ from sentinel.cli.global_ import global_command
 from sentinel.cli.graph import graph_command
 from sentinel.cli.log import log
 from sentinel.cli.replay import replay_command
+from sentinel.cli.ui import ui_command
 from sentinel.cli.worker import worker_command
 from sentinel.extras import DISTRIBUTION
 
@@ -61,7 +63,16 @@ def main() -> None:
     """sentinel: active-database rules for SQLAlchemy applications."""
 
 
-for _command in (db, log, replay_command, worker_command, global_command, graph_command, bicep):
+for _command in (
+    db,
+    log,
+    replay_command,
+    worker_command,
+    global_command,
+    graph_command,
+    bicep,
+    ui_command,
+):
     main.add_command(_command)
 log.add_command(firings)
 

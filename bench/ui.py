@@ -1,0 +1,158 @@
+"""What each page of ``sentinel ui`` costs on a large log.
+
+Run: ``python bench/ui.py`` (a log of 1,000,000 occurrences in 100,000
+transactions, 100,000 rule firings, 1,000 outbox entries; a few minutes to
+build, kept in ``--db`` for the next run) or ``python bench/ui.py --quick``
+(a tenth of it). The log is written by :class:`~sentinel.log.LogWriter` into
+SQLite (``synchronous=OFF`` while building); each page is then fetched through
+Starlette's test client (the whole application: routing, queries, templates;
+no network), ``--rounds`` times, and its median and slowest time printed.
+
+Pages: the worst cases of each filter too (a status that only the oldest
+firings have, an event in one transaction of a thousand, a time range at the
+log's beginning, the last page of firings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from sentinel import LocalEventDetector  # noqa: E402
+from sentinel.log import Firing, LogWriter, OutboxEntry, migrate  # noqa: E402
+from sentinel.occurrence import Occurrence  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+PER_TXN = 10
+EVENTS = ("order", "pay", "ship", "note", "check")
+
+
+def rules() -> LocalEventDetector:
+    det = LocalEventDetector()
+    for e in (*EVENTS, "rare"):
+        det.explicit(e)
+    det.rule("paid", "order ; pay", action=print, context="chronicle")
+    det.rule("shipped", "order ; pay ; ship", action=print, context="chronicle")
+    det.rule("rare", "rare", action=print)
+    return det
+
+
+def build(url: str, transactions: int) -> None:
+    """``transactions`` transactions of :data:`PER_TXN` occurrences, one a
+    second, each with a firing of ``paid`` (every 1,000th ``failed`` in the
+    first tenth of the log only); one in a thousand has a ``rare`` event;
+    an outbox entry for every 100th."""
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+
+    @sa.event.listens_for(engine, "connect")
+    def fast(dbapi: object, _record: object) -> None:
+        dbapi.execute("PRAGMA synchronous=OFF")  # type: ignore[attr-defined]
+
+    engine.dispose()
+    writer = LogWriter()
+    chunk = 1000
+    t = 0
+    for start in range(0, transactions, chunk):
+        occs = []
+        firings = []
+        outbox = []
+        for i in range(start, min(start + chunk, transactions)):
+            scope = f"tx-{i:07d}"
+            at = T0 + i
+            first = t + 1
+            for k in range(PER_TXN):
+                t += 1
+                event = "rare" if (k == 5 and i % 1000 == 7) else EVENTS[k % len(EVENTS)]
+                occs.append(
+                    Occurrence(event, t, at + k / 100, at + k / 100, None, {"i": i, "k": k}, scope)
+                )
+            failed = i % 1000 == 3 and i < transactions // 10
+            firings.append(
+                Firing(
+                    rule="paid",
+                    scope=scope,
+                    t_occ=first + 1,
+                    constituents=((scope, first), (scope, first + 1)),
+                    coupling="immediate",
+                    status="failed" if failed else "fired",
+                    error="ValueError: no stock" if failed else None,
+                    fired_at=datetime.fromtimestamp(at + 0.01, UTC),
+                )
+            )
+            if i % 100 == 0:
+                outbox.append(OutboxEntry.of("shipped", occs[-1], key=f"k{i}"))
+        with engine.begin() as conn:
+            writer.write(conn, occs, firings=firings, outbox=outbox)
+        print(f"\r  built {min(start + chunk, transactions):,} transactions", end="", flush=True)
+    print()
+    engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the log")
+    parser.add_argument("--db", default=None, help="SQLite file (default: bench/.ui-LOG.db)")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    transactions = 10_000 if args.quick else 100_000
+    path = Path(args.db or HERE / f".ui-{transactions}.db")
+    url = f"sqlite:///{path}"
+    if not path.exists():
+        print(f"building {path} ...")
+        started = time.perf_counter()
+        build(url, transactions)
+        print(f"  in {time.perf_counter() - started:.0f} s")
+
+    from starlette.testclient import TestClient
+
+    from sentinel.ui import create_app
+
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        n_occ = conn.exec_driver_sql("SELECT sum(n) FROM sentinel_event_batches").scalar()
+        n_fir = conn.exec_driver_sql("SELECT count(*) FROM sentinel_rule_firings").scalar()
+    engine.dispose()
+    print(f"log: {n_occ:,} occurrences, {n_fir:,} firings ({path.stat().st_size / 1e6:.0f} MB)")
+    middle = n_fir // 2
+    pages = {
+        "rules (graph of 3 rules)": "/rules",
+        "firings, newest 50": "/firings",
+        "firings, page in the middle": f"/firings?before={middle}",
+        "firings, last page": "/firings?before=30",
+        "firings, rule=paid": "/firings?rule=paid",
+        "firings, status=failed (oldest tenth only)": "/firings?status=failed",
+        "firings, time range at the beginning": "/firings?since=2026-01-01T00:00:10"
+        "&until=2026-01-01T00:01:00",
+        "one firing and its why-tree": f"/firings/{middle}",
+        "outbox and cursors": "/outbox",
+        "log, newest 20 transactions": "/log",
+        "log, one scope": f"/log?scope=tx-{middle:07d}",
+        "log, event=rare (1 in 1,000 transactions)": "/log?event=rare",
+        "log, time range at the beginning": "/log?since=2026-01-01T00:00:10"
+        "&until=2026-01-01T00:01:00",
+        "live JSON (polled every 2 s)": "/api/live",
+    }
+    with TestClient(create_app(url, detector=rules())) as client:
+        print(f"{'page':45} {'median ms':>10} {'slowest ms':>11}")
+        for name, page in pages.items():
+            times = []
+            for _ in range(args.rounds):
+                started = time.perf_counter()
+                r = client.get(page)
+                times.append((time.perf_counter() - started) * 1000)
+                assert r.status_code == 200, (page, r.status_code, r.text[:300])
+            print(f"{name:45} {statistics.median(times):10.1f} {max(times):11.1f}")
+
+
+if __name__ == "__main__":
+    main()

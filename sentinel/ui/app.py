@@ -1,0 +1,311 @@
+"""The web view's Starlette application: read-only pages over a log.
+
+:func:`create_app` builds it; ``sentinel ui`` serves it with uvicorn. Pages
+(HTML from the Jinja2 templates in ``templates/``, autoescaped) and their JSON:
+
+``/`` (``/rules``)
+    the rules (with ``--rules``) and their event graph as SVG;
+``/firings``, ``/firings/{id}``
+    the rule-firing log, filtered and paged by id; one firing and why it fired;
+``/outbox``
+    pending, running and failed outbox entries; the global detectors' cursors;
+``/log``
+    the event log by transaction, filtered by scope, event and time;
+``/api/live``
+    what the pages poll every 2 seconds: the newest firing's id, the outbox's
+    counts, the cursors.
+
+Only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the database.
+Responses carry a Content-Security-Policy that allows the page's own script
+and style files only, so a value that escaped escaping still could not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sentinel.log import LogReader
+from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
+from sentinel.ui.graph import graph_of, svg
+from sentinel.ui.queries import MAX_PAGE, LogView
+
+__all__ = ["create_app"]
+
+_HERE = Path(__file__).parent
+#: How often the pages poll ``/api/live``, in milliseconds.
+POLL_MS = 2000
+_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class _SecurityHeaders:
+    """Adds :data:`_HEADERS` to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def templates_environment() -> Environment:
+    """The pages' Jinja2 environment: every ``.html`` template autoescaped."""
+    return Environment(
+        loader=FileSystemLoader(_HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def create_app(
+    source: str | sa.URL | sa.Engine,
+    *,
+    detector: Any = None,
+    schema: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    allowed_hosts: list[str] | None = None,
+) -> Starlette:
+    """The web view of the log at ``source`` (a URL or an engine), with the
+    rules of ``detector`` (a :class:`~sentinel.rules.LocalEventDetector`, or
+    ``None``). The schema revision is checked first (as :class:`LogReader`
+    does: a log at another revision raises its error here). ``allowed_hosts``
+    (``None``: any) are the ``Host`` headers answered, against DNS rebinding
+    when serving on the loopback interface."""
+    reader = LogReader(source, schema=schema, prefix=prefix)
+    reader.check()
+    view = LogView(reader.engine, reader.tables)
+    env = templates_environment()
+    rules_svg = svg(graph_of(detector)) if detector is not None else None
+
+    def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+        html = env.get_template(name).render(
+            request=request,
+            nav=name.removesuffix(".html"),
+            location=reader.location,
+            poll_ms=POLL_MS,
+            **context,
+        )
+        return HTMLResponse(html)
+
+    def rules(request: Request) -> Response:
+        listed = []
+        if detector is not None:
+            for rule in detector.rules.values():
+                listed.append(
+                    {
+                        "name": rule.name,
+                        "expression": str(rule.event),
+                        "detected": str(rule.detected_expression),
+                        "context": str(rule.context),
+                        "coupling": str(rule.coupling),
+                        "priority": rule.priority,
+                        "enabled": rule.enabled,
+                        "flush": rule.flush,
+                    }
+                )
+        return page(request, "rules.html", rules=listed, graph=rules_svg, loaded=detector)
+
+    def firings(request: Request) -> Response:
+        q = request.query_params
+        limit = _limit(q.get("limit"), 50)
+        statuses = [s for s in q.getlist("status") if s]
+        for s in statuses:
+            if s not in {str(v) for v in FiringStatus}:
+                raise HTTPException(400, f"no firing status {s!r}")
+        got = view.firings(
+            rule=q.get("rule") or None,
+            statuses=statuses or None,
+            since=_time(q.get("since"), "since"),
+            until=_time(q.get("until"), "until"),
+            before=_int(q.get("before"), "before"),
+            after=_int(q.get("after"), "after"),
+            limit=limit,
+        )
+        return page(
+            request,
+            "firings.html",
+            page=got,
+            query=q,
+            statuses=[str(v) for v in FiringStatus],
+            chosen=statuses,
+            limit=limit,
+            rule_names=sorted(detector.rules) if detector is not None else [],
+            latest=view.latest_firing(),
+        )
+
+    def firing(request: Request) -> Response:
+        fid = _int(request.path_params["fid"], "firing id")
+        assert fid is not None
+        got = view.firing(fid)
+        if got is None:
+            raise HTTPException(404, f"no rule firing #{fid}")
+        rule = detector.rules.get(got["rule"]) if detector is not None else None
+        return page(request, "firing.html", f=got, rule=rule)
+
+    def outbox(request: Request) -> Response:
+        limit = _limit(request.query_params.get("limit"), 50)
+        shown = [str(s) for s in OutboxStatus if s != OutboxStatus.DONE]
+        return page(
+            request,
+            "outbox.html",
+            lists={s: view.outbox(s, limit=limit) for s in shown},
+            counts=view.outbox_counts(),
+            cursors=view.cursors(),
+            limit=limit,
+        )
+
+    def log(request: Request) -> Response:
+        q = request.query_params
+        limit = _limit(q.get("limit"), 20)
+        events = [e for e in q.get("event", "").replace(",", " ").split() if e]
+        since = _time(q.get("since"), "since")
+        until = _time(q.get("until"), "until")
+        before = q.get("before") or None
+        if before is not None:
+            _check_key(before, since is not None or until is not None)
+        got = view.transactions(
+            scope=q.get("scope") or None,
+            events=events or None,
+            since=since,
+            until=until,
+            before=before,
+            limit=limit,
+        )
+        return page(request, "log.html", page=got, query=q, limit=limit)
+
+    def live(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "now": datetime.now(UTC).isoformat(),
+                "latest_firing": view.latest_firing(),
+                "outbox": view.outbox_counts(),
+                "cursors": view.cursors(),
+            },
+            headers={"cache-control": "no-store"},
+        )
+
+    async def error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        html = env.get_template("error.html").render(
+            request=request,
+            nav="",
+            location=reader.location,
+            poll_ms=POLL_MS,
+            status=exc.status_code,
+            detail=exc.detail,
+        )
+        return HTMLResponse(html, status_code=exc.status_code)
+
+    routes = [
+        Route("/", rules, methods=["GET"]),
+        Route("/rules", rules, methods=["GET"]),
+        Route("/firings", firings, methods=["GET"]),
+        Route("/firings/{fid}", firing, methods=["GET"]),
+        Route("/outbox", outbox, methods=["GET"]),
+        Route("/log", log, methods=["GET"]),
+        Route("/api/live", live, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(_SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: error},
+        lifespan=_closing(reader),
+    )
+    app.state.view = view
+    app.state.templates = env
+    return app
+
+
+def _closing(reader: LogReader) -> Any:
+    """The app's lifespan: the reader's engine is disposed of when it stops."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            reader.close()
+
+    return lifespan
+
+
+def _int(text: str | None, what: str) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise HTTPException(400, f"{what} must be a whole number, not {text[:40]!r}") from None
+
+
+def _limit(text: str | None, default: int) -> int:
+    """The page size asked for, within 1 and :data:`MAX_PAGE`."""
+    n = _int(text, "limit")
+    return default if n is None else max(1, min(MAX_PAGE, n))
+
+
+def _time(text: str | None, what: str) -> datetime | None:
+    """A time from a form (``YYYY-MM-DDTHH:MM[:SS]``; UTC unless it names an
+    offset)."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise HTTPException(
+            400, f"{what} must be a time like 2026-01-31T12:00 (UTC), not {text[:40]!r}"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _check_key(before: str, timed: bool) -> None:
+    """Refuse a log page key that is not one a page gave (400, not a 500)."""
+    try:
+        if timed:
+            at, sep, rid = before.rpartition("|")
+            if not sep:
+                raise ValueError(before)
+            datetime.fromisoformat(at)
+            int(rid)
+        else:
+            int(before)
+    except ValueError:
+        raise HTTPException(400, f"not a page key: {before[:60]!r}") from None

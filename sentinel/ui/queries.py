@@ -1,0 +1,479 @@
+"""What the web view reads: bounded queries on the log's tables and indexes.
+
+Every query here is a keyset page or a lookup on an index, so a page costs the
+same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
+
+- firings: ``rule_firings`` by ``id`` (its primary key), newest first, ``LIMIT``
+  one page; pages go on from the last ``id`` shown (``WHERE id < :before``),
+  never by ``OFFSET``. A rule filter uses the ``rule`` index; status and time
+  filters are checked on the rows the ``id`` walk meets;
+- a firing's constituents: each ``(scope, t_occ)`` found through the
+  ``event_batches`` unique index ``(scope, t_first)`` (the few rows of that
+  scope starting at or before ``t_occ``), then read through the
+  ``occurrences`` view by the row's ``id``;
+- the log: ``event_batches`` rows (one per transaction), newest first, by
+  ``id``, or, with a time range, by ``at_max`` (its index), then their
+  occurrences through the view by ``id``;
+- the outbox: per status, the ``(status, next_attempt_at)`` index;
+- the global cursors: their few rows, and the largest ``commit_seq`` (its index).
+
+Values come back as the log stores them: parameters as the JSON text of their
+tagged form (:mod:`sentinel.params`), so a redacted parameter reads as the
+writer's marker; nothing here decodes, renders or escapes (the templates do).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from sentinel.log.tables import LogTables
+
+__all__ = ["MAX_PAGE", "LogView", "Page"]
+
+#: The most rows one page of any list holds, whatever the request asks.
+MAX_PAGE = 200
+#: Constituents of one firing shown (a firing of ``A*`` may combine thousands).
+MAX_CONSTITUENTS = 200
+#: Occurrences of one transaction shown on the log page.
+MAX_PER_TRANSACTION = 100
+#: With an event filter, how many transactions the log page looks at per row
+#: shown (the names are inside each row's JSON: no index finds them).
+EVENT_SCAN_FACTOR = 10
+
+
+@dataclass
+class Page:
+    """One page of a list: its ``rows`` (dicts), and the keys that continue it:
+    ``older`` (``None``: nothing older) and ``newer`` (``None``: this is the
+    newest page), as the query-string values the next request passes back."""
+
+    rows: list[dict[str, Any]]
+    older: str | None = None
+    newer: str | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _iso(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _stamp(ts: float | None) -> str:
+    return "" if ts is None else _iso(datetime.fromtimestamp(ts, UTC))
+
+
+def _json_text(value: Any) -> str:
+    """A JSON column's value as compact text with sorted keys (SQLite gives
+    text, PostgreSQL and MariaDB what the driver decoded)."""
+    if value is None:
+        return ""
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class LogView:
+    """The web view's reads of the log tables ``tables`` through ``engine``
+    (each call one short connection; safe from several threads)."""
+
+    def __init__(self, engine: sa.Engine, tables: LogTables) -> None:
+        self.engine = engine
+        self.tables = tables
+        self.view = sa.table(
+            tables.view_name,
+            *(
+                sa.column(n)
+                for n in (
+                    "id",
+                    "scope",
+                    "t_occ",
+                    "event",
+                    "ts",
+                    "detected_ts",
+                    "source_class",
+                    "source_key",
+                    "params",
+                    "outcome",
+                    "expired_at",
+                    "savepoint",
+                )
+            ),
+            schema=tables.schema,
+        )
+
+    # -- firings ---------------------------------------------------------------------
+    def firings(
+        self,
+        *,
+        rule: str | None = None,
+        statuses: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        limit: int = 50,
+    ) -> Page:
+        """One page of rule firings, newest first: those with ``id < before``
+        (or, going back towards the newest, the ``limit`` just above ``after``)."""
+        f = self.tables.firings
+        where: list[sa.ColumnElement[bool]] = []
+        if rule:
+            where.append(f.c.rule == rule)
+        if statuses:
+            where.append(f.c.status.in_(statuses))
+        if since is not None:
+            where.append(f.c.fired_at >= since)
+        if until is not None:
+            where.append(f.c.fired_at < until)
+        cols = [
+            f.c.id,
+            f.c.rule,
+            f.c.scope,
+            f.c.t_occ,
+            f.c.coupling,
+            f.c.status,
+            f.c.error,
+            f.c.fired_at,
+            f.c.finished_at,
+            f.c.savepoint,
+        ]
+        if after is not None:
+            q = sa.select(*cols).where(*where, f.c.id > after).order_by(f.c.id).limit(limit + 1)
+            with self.engine.connect() as conn:
+                got = list(conn.execute(q))
+            more_newer = len(got) > limit
+            got = list(reversed(got[:limit]))
+            page = Page([self._firing(r) for r in got])
+            page.newer = str(got[0].id) if more_newer and got else None
+            page.older = str(got[-1].id) if got else None
+            return page
+        q = sa.select(*cols).where(*where).order_by(f.c.id.desc()).limit(limit + 1)
+        if before is not None:
+            q = q.where(f.c.id < before)
+        with self.engine.connect() as conn:
+            got = list(conn.execute(q))
+        page = Page([self._firing(r) for r in got[:limit]])
+        if len(got) > limit:
+            page.older = str(got[limit - 1].id)
+        if before is not None and page.rows:
+            page.newer = str(page.rows[0]["id"])
+        return page
+
+    @staticmethod
+    def _firing(r: Any) -> dict[str, Any]:
+        return {
+            "id": r.id,
+            "rule": r.rule,
+            "scope": r.scope,
+            "t_occ": r.t_occ,
+            "coupling": r.coupling,
+            "status": r.status,
+            "error": r.error or "",
+            "fired_at": _iso(r.fired_at),
+            "finished_at": _iso(r.finished_at),
+            "savepoint": r.savepoint or "",
+        }
+
+    def latest_firing(self) -> int | None:
+        """The newest firing's ``id`` (the live view's signal that more came)."""
+        f = self.tables.firings
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(f.c.id))).scalar()
+
+    def firing(self, fid: int) -> dict[str, Any] | None:
+        """Firing ``fid`` with its constituents resolved from the event log (the
+        first :data:`MAX_CONSTITUENTS`), as ``sentinel log firings`` lists them;
+        ``None`` when there is no such firing."""
+        f = self.tables.firings
+        q = sa.select(*f.c).where(f.c.id == fid)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).one_or_none()
+            if row is None:
+                return None
+            out = self._firing(row)
+            raw = row.constituents
+            pairs = json.loads(raw) if isinstance(raw, str | bytes) else raw
+            keys = [(str(s), int(t)) for s, t in pairs]
+            out["n_constituents"] = len(keys)
+            keys = keys[:MAX_CONSTITUENTS]
+            found = self._occurrences_at(conn, keys)
+        out["constituents"] = [
+            found.get(k) or {"scope": k[0], "t_occ": k[1], "missing": True} for k in keys
+        ]
+        return out
+
+    def _occurrences_at(
+        self, conn: sa.Connection, keys: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], dict[str, Any]]:
+        """The logged occurrences ``(scope, t_occ)`` of ``keys``: each through
+        the unique index ``(scope, t_first)`` to its row, then the view by id."""
+        b = self.tables.batches
+        ids: set[int] = set()
+        for scope, t in set(keys):
+            # the few rows of the scope that start at or before t (a scope's
+            # rows rarely overlap: a rolled-back savepoint's, a late write's)
+            near = (
+                sa.select(b.c.id, b.c.t_last)
+                .where(b.c.scope == scope, b.c.t_first <= t)
+                .order_by(b.c.t_first.desc())
+                .limit(8)
+            )
+            ids.update(r.id for r in conn.execute(near) if r.t_last >= t)
+        if not ids:
+            return {}
+        wanted = set(keys)
+        out = {}
+        for occ in self._view_rows(conn, sorted(ids)):
+            key = (occ["scope"], occ["t_occ"])
+            if key in wanted:
+                out[key] = occ
+        return out
+
+    def _view_rows(
+        self, conn: sa.Connection, ids: list[int], events: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        v = self.view.c
+        q = (
+            sa.select(
+                v.id,
+                v.scope,
+                v.t_occ,
+                v.event,
+                v.ts,
+                v.detected_ts,
+                v.source_class,
+                v.source_key,
+                sa.type_coerce(v.params, sa.Text).label("params"),
+                v.outcome,
+                v.savepoint,
+            )
+            .where(v.id.in_(ids))
+            .order_by(v.id, v.t_occ)
+        )
+        if events:
+            q = q.where(v.event.in_(events))
+        return [
+            {
+                "batch": r.id,
+                "scope": r.scope,
+                "t_occ": int(r.t_occ),
+                "event": r.event,
+                "at": _stamp(r.ts),
+                "ts": r.ts,
+                "detected_at": _stamp(r.detected_ts) if r.detected_ts != r.ts else "",
+                "source": (
+                    "" if r.source_class is None else f"{r.source_class} {r.source_key or ''}"
+                ),
+                "params": _json_text(r.params),
+                "outcome": r.outcome or "",
+                "savepoint": r.savepoint or "",
+            }
+            for r in conn.execute(q)
+        ]
+
+    # -- the event log ---------------------------------------------------------------
+    def transactions(
+        self,
+        *,
+        scope: str | None = None,
+        events: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: str | None = None,
+        limit: int = 20,
+    ) -> Page:
+        """One page of the log: up to ``limit`` ``event_batches`` rows (a
+        transaction's occurrences, or a later write of one), newest first, each
+        with its occurrences (those of ``events`` and within ``since <= at <
+        until`` when given; the first :data:`MAX_PER_TRANSACTION`).
+
+        Without a time range, rows go by ``id``; with one, rows whose latest
+        occurrence time ``at_max`` lies in the range, by ``at_max`` (its
+        index), so a range far back costs what a recent one does. With an event
+        filter, up to :data:`EVENT_SCAN_FACTOR` times ``limit`` rows are looked
+        at for one page; rows without a matching occurrence are skipped.
+        ``before`` is the key the previous page returned as ``older``.
+        """
+        b = self.tables.batches
+        timed = since is not None or until is not None
+        where: list[sa.ColumnElement[bool]] = []
+        if scope:
+            where.append(b.c.scope == scope)
+        if since is not None:
+            where.append(b.c.at_max >= since)
+        if until is not None:
+            where.append(b.c.at_max < until)
+        if before:
+            if timed:
+                at_text, _, id_text = before.rpartition("|")
+                at = datetime.fromisoformat(at_text)
+                bid = int(id_text)
+                where.append(b.c.at_max <= at)
+                where.append(sa.or_(b.c.at_max < at, b.c.id < bid))
+            else:
+                where.append(b.c.id < int(before))
+        order = [b.c.at_max.desc(), b.c.id.desc()] if timed else [b.c.id.desc()]
+        scan = limit * EVENT_SCAN_FACTOR if events else limit
+        q = (
+            sa.select(
+                b.c.id,
+                b.c.scope,
+                b.c.n,
+                b.c.at_min,
+                b.c.at_max,
+                b.c.outcome,
+                b.c.savepoint,
+                b.c.commit_seq,
+                b.c.written_at,
+                b.c.process,
+            )
+            .where(*where)
+            .order_by(*order)
+            .limit(scan + 1)
+        )
+        with self.engine.connect() as conn:
+            heads = list(conn.execute(q))
+            more = len(heads) > scan
+            heads = heads[:scan]
+            occs = self._view_rows(conn, [h.id for h in heads], events) if heads else []
+        by_batch: dict[int, list[dict[str, Any]]] = {}
+        lo = since.timestamp() if since is not None else None
+        hi = until.timestamp() if until is not None else None
+        for o in occs:
+            if (lo is not None and o["ts"] < lo) or (hi is not None and o["ts"] >= hi):
+                continue
+            by_batch.setdefault(o["batch"], []).append(o)
+        rows: list[dict[str, Any]] = []
+        last = None
+        for h in heads:
+            last = h
+            got = by_batch.get(h.id)
+            if events and not got:
+                continue
+            got = got or []
+            rows.append(
+                {
+                    "id": h.id,
+                    "scope": h.scope,
+                    "n": h.n,
+                    "at_min": _iso(h.at_min),
+                    "at_max": _iso(h.at_max),
+                    "outcome": h.outcome or "",
+                    "savepoint": h.savepoint or "",
+                    "commit_seq": "" if h.commit_seq is None else h.commit_seq,
+                    "written_at": _iso(h.written_at),
+                    "process": h.process or "",
+                    "occurrences": got[:MAX_PER_TRANSACTION],
+                    "more": max(0, len(got) - MAX_PER_TRANSACTION),
+                }
+            )
+            if len(rows) == limit:
+                more = more or h is not heads[-1]
+                break
+        page = Page(rows)
+        if more and last is not None:
+            page.older = (
+                f"{last.at_max.astimezone(UTC).isoformat()}|{last.id}" if timed else str(last.id)
+            )
+        if events:
+            page.note = f"looked at {len(heads)} transaction(s) for this page"
+        return page
+
+    # -- the outbox and the global detectors ------------------------------------------
+    def outbox(self, status: str, *, limit: int = 50) -> Page:
+        """The first ``limit`` outbox entries of ``status`` by ``next_attempt_at``
+        (the index ``(status, next_attempt_at)``), and how many there are."""
+        o = self.tables.outbox
+        q = (
+            sa.select(
+                o.c.id,
+                o.c.rule,
+                o.c.idempotency_key,
+                o.c.scope,
+                o.c.t_occ,
+                o.c.status,
+                o.c.attempts,
+                o.c.next_attempt_at,
+                o.c.claimed_by,
+                o.c.last_error,
+                o.c.created_at,
+            )
+            .where(o.c.status == status)
+            .order_by(o.c.next_attempt_at, o.c.id)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            rows = [
+                {
+                    "id": r.id,
+                    "rule": r.rule,
+                    "key": r.idempotency_key,
+                    "scope": r.scope,
+                    "t_occ": r.t_occ,
+                    "status": r.status,
+                    "attempts": r.attempts,
+                    "next_attempt_at": _iso(r.next_attempt_at),
+                    "claimed_by": r.claimed_by or "",
+                    "last_error": r.last_error or "",
+                    "created_at": _iso(r.created_at),
+                }
+                for r in conn.execute(q)
+            ]
+        return Page(rows)
+
+    def outbox_counts(self) -> dict[str, int]:
+        """How many outbox entries are pending, running and failed (a range of
+        the status index each; finished ones are not counted)."""
+        o = self.tables.outbox
+        q = (
+            sa.select(o.c.status, sa.func.count())
+            .where(o.c.status.in_(["pending", "running", "failed"]))
+            .group_by(o.c.status)
+        )
+        counts = {"pending": 0, "running": 0, "failed": 0}
+        with self.engine.connect() as conn:
+            counts.update({s: int(n) for s, n in conn.execute(q)})
+        return counts
+
+    def cursors(self) -> list[dict[str, Any]]:
+        """Each global detector's cursor: position, lease holder and end, the
+        log time it reached, and its lag behind the log's last commit number."""
+        c = self.tables.global_cursors
+        b = self.tables.batches
+        now = datetime.now(UTC)
+        with self.engine.connect() as conn:
+            head = conn.execute(sa.select(sa.func.max(b.c.commit_seq))).scalar()
+            rows = list(conn.execute(sa.select(*c.c).order_by(c.c.name).limit(MAX_PAGE)))
+        out = []
+        for r in rows:
+            lease = r.lease_until
+            out.append(
+                {
+                    "name": r.name,
+                    "position": r.position,
+                    "head": "" if head is None else head,
+                    "lag": max(0, (head or 0) - r.position),
+                    "holder": r.holder or "",
+                    "lease_until": _iso(lease),
+                    "lease": (
+                        "free"
+                        if r.holder is None
+                        else "held"
+                        if lease is not None and lease > now
+                        else "expired"
+                    ),
+                    "log_time": _stamp(r.log_time),
+                    "updated_at": _iso(r.updated_at),
+                }
+            )
+        return out

@@ -1,0 +1,54 @@
+"""The ``sentinel ui`` command: its options, and the application it serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("starlette", reason="sentinel ui needs the ui extra")
+from starlette.testclient import TestClient
+
+from sentinel.cli import main
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What ``uvicorn.run`` was called with, instead of serving."""
+    got: dict[str, Any] = {}
+
+    def run(app: Any, **kwargs: Any) -> None:
+        got["app"] = app
+        got.update(kwargs)
+
+    monkeypatch.setattr("uvicorn.run", run)
+    return got
+
+
+def test_serves_the_log_with_its_rules_on_the_loopback(
+    log_url: str, served: dict[str, Any]
+) -> None:
+    result = CliRunner().invoke(
+        main, ["ui", "--url", log_url, "--rules", "tests.ui.conftest:shop_rules", "--port", "8123"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (served["host"], served["port"]) == ("127.0.0.1", 8123)
+    with TestClient(served["app"], base_url="http://127.0.0.1:8123") as c:
+        assert "shipped" in c.get("/rules").text
+        # only requests addressed to the loopback (DNS rebinding)
+        assert c.get("/rules", headers={"host": "attacker.example"}).status_code == 400
+
+
+def test_another_interface_is_served_with_a_warning(log_url: str, served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(main, ["ui", "--url", log_url, "--host", "0.0.0.0"])
+    assert result.exit_code == 0, result.output
+    assert "anyone who can reach it reads the log" in result.output
+    assert served["host"] == "0.0.0.0"
+
+
+def test_a_database_without_the_log_is_one_line(tmp_path: Any, served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(main, ["ui", "--url", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert result.exit_code == 1
+    assert "Error:" in result.output and "Traceback" not in result.output
+    assert "app" not in served

@@ -1,0 +1,254 @@
+"""Every page and endpoint of ``sentinel ui`` on a real log: what each shows,
+its filters, its pages (keyset, bounded), and the JSON the pages poll."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+
+pytest.importorskip("starlette", reason="sentinel ui needs the ui extra")
+from starlette.testclient import TestClient
+
+from .conftest import N_FIRINGS
+
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def ids(html: str, pattern: str = r'class="firing-link" href="/firings/(\d+)"') -> list[int]:
+    return [int(i) for i in re.findall(pattern, html)]
+
+
+def link(html: str, name: str) -> str | None:
+    found = re.search(rf'id="{name}" href="([^"]+)"', html)
+    return None if found is None else found.group(1).replace("&amp;", "&")
+
+
+@contextmanager
+def statements(client: TestClient) -> Iterator[list[str]]:
+    """The SQL the view runs meanwhile; an ``OFFSET`` SQLite's compiler always
+    writes (``LIMIT ? OFFSET ?``) is dropped when it is 0, and kept otherwise."""
+    engine = client.app.state.view.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, params, context, many):  # type: ignore[no-untyped-def]
+        if statement.endswith("OFFSET ?") and params[-1] == 0:
+            statement = statement.removesuffix(" OFFSET ?")
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
+# -- rules ---------------------------------------------------------------------------
+def test_rules_page_lists_each_rule_and_draws_the_graph(client: TestClient) -> None:
+    r = client.get("/rules")
+    assert r.status_code == 200
+    html = r.text
+    for name in ("paid", "shipped", "idle"):
+        assert f">{name}</a>" in html
+    assert "<code>order ; pay ; ship</code>" in html
+    row = re.search(r"shipped</a></td>(.*?)</tr>", html, re.S)
+    assert row is not None
+    assert [c.strip() for c in re.findall(r"<td>([^<]*)</td>", row.group(1))] == [
+        "chronicle",
+        "immediate",
+        "2",
+        "yes",
+    ]
+    assert '<tr class="disabled">' in html  # idle
+    # the graph: an SVG with the events, the shared SEQ node, the rules
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    assert svg.count('class="node event"') == 4
+    assert svg.count('class="node rule"') + svg.count('class="node rule disabled"') == 4
+    assert 'data-text="order ; pay"' in svg and "SEQ (chronicle)" in svg
+    assert client.get("/").text == html
+
+
+def test_rules_page_without_rules_says_how_to_load_them(log_url: str) -> None:
+    from sentinel.ui import create_app
+
+    with TestClient(create_app(log_url)) as plain:
+        html = plain.get("/rules").text
+    assert "No rules loaded" in html and "<svg" not in html
+
+
+# -- firings -------------------------------------------------------------------------
+def test_firings_newest_first_and_filtered(client: TestClient) -> None:
+    html = client.get("/firings").text
+    shown = ids(html)
+    assert shown == list(range(N_FIRINGS + 1, N_FIRINGS + 1 - 50, -1))  # 50 a page
+    assert ids(client.get("/firings", params={"rule": "paid", "limit": 200}).text) == list(
+        range(N_FIRINGS, 0, -1)
+    )
+    failed = ids(client.get("/firings", params={"status": "failed"}).text)
+    # the hostile firing, and firing i + 1 of transaction i for i % 7 == 0
+    assert failed == [N_FIRINGS + 1, *range(57, 0, -7)]
+    timed = client.get(
+        "/firings", params={"since": "2026-01-05T09:10", "until": "2026-01-05T09:13"}
+    ).text
+    assert ids(timed) == [13, 12, 11]  # firing i+1 at 09:00 + i minutes (+1 s)
+
+
+def test_firing_pages_walk_the_whole_log_once_by_keyset(client: TestClient) -> None:
+    seen: list[int] = []
+    url: str | None = "/firings?limit=25"
+    pages = 0
+    with statements(client) as sql:
+        while url is not None:
+            html = client.get(url).text
+            seen += ids(html)
+            url = link(html, "older")
+            pages += 1
+    assert seen == list(range(N_FIRINGS + 1, 0, -1)) and pages == 3
+    listing = [s for s in sql if "rule_firings" in s and "max(" not in s]
+    assert listing and all("LIMIT" in s and "OFFSET" not in s for s in listing)
+    # and back towards the newest
+    html = client.get("/firings", params={"limit": 25, "before": 20}).text
+    assert ids(html) == list(range(19, 0, -1))
+    newer = link(html, "newer")
+    assert newer is not None and "after=19" in newer
+    assert ids(client.get(newer).text) == list(range(44, 19, -1))
+
+
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"limit": "0"}, 200),
+        ({"limit": "100000"}, 200),
+        ({"limit": "many"}, 400),
+        ({"before": "x"}, 400),
+        ({"since": "yesterday"}, 400),
+        ({"status": "exploded"}, 400),
+    ],
+)
+def test_firing_page_bounds(client: TestClient, params: dict[str, str], status: int) -> None:
+    r = client.get("/firings", params=params)
+    assert r.status_code == status
+    if params.get("limit") == "0":
+        assert len(ids(r.text)) == 1
+    if params.get("limit") == "100000":
+        assert len(ids(r.text)) == N_FIRINGS + 1  # capped at 200: all 61
+    if status == 400:
+        assert 'id="error"' in r.text
+
+
+def test_a_firing_shows_why_it_fired(client: TestClient) -> None:
+    html = client.get("/firings/11").text  # rule paid, tx-10
+    why = html[html.index('id="why"') :]
+    assert why.count('class="occurrence"') == 2
+    assert '<span class="event">order</span> @21' in why
+    assert '<span class="event">pay</span> @22' in why
+    assert "at 2026-01-05 09:10:01.000" in why
+    assert 'href="/log?scope=tx-10">tx-10</a>, committed' in why
+    assert "&#34;amount&#34;:20" in why and "book 10" in why
+    # the log's redaction marker, as stored: never the value
+    assert "4111" not in html and "&#34;card&#34;:" in why
+    assert "on <code>order ; pay</code>, chronicle context" in html
+
+
+def test_a_constituent_missing_from_the_log_is_named(client: TestClient) -> None:
+    html = client.get(f"/firings/{N_FIRINGS + 1}").text
+    assert "tx-gone@5 (not in the event log)" in html
+    assert client.get("/firings/999").status_code == 404
+    assert client.get("/firings/abc").status_code == 400
+
+
+# -- outbox and cursors ----------------------------------------------------------------
+def test_outbox_lists_entries_by_status_with_attempts_and_errors(client: TestClient) -> None:
+    html = client.get("/outbox").text
+    for status, rule in (("pending", "paid"), ("running", "shipped"), ("failed", ESCAPED)):
+        table = re.search(rf'id="outbox-{status}">(.*?)</table>', html, re.S)
+        assert table is not None and f'class="name">{rule}<' in table.group(1)
+    failed = re.search(r'id="outbox-failed">(.*?)</table>', html, re.S)
+    assert failed is not None
+    assert "<td>5</td>" in failed.group(1) and f"KeyError: {ESCAPED}" in failed.group(1)
+    assert "worker-7" in html
+    counts = re.findall(r'data-live="outbox\.(\w+)">(\d+)<', html)
+    assert counts == [("pending", "1"), ("running", "1"), ("failed", "1")]
+
+
+def test_cursors_show_position_lease_and_lag(client: TestClient) -> None:
+    html = client.get("/outbox").text
+    row = re.search(r'<td class="name">main</td>(.*?)</tr>', html, re.S)
+    assert row is not None
+    cells = [c.strip() for c in re.findall(r"<td>([^<]*)</td>", row.group(1))]
+    position, head, lag, lease, holder = cells[:5]
+    assert (position, lease, holder) == ("0", "held", "host:1")
+    assert head == "" and lag == "0"  # the log was written without commit numbers
+
+
+# -- the log -------------------------------------------------------------------------
+def rows_of(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r"<h3>row (\d+) ", html)]
+
+
+def test_log_lists_transactions_newest_first_with_their_occurrences(client: TestClient) -> None:
+    html = client.get("/log").text
+    assert rows_of(html) == list(range(N_FIRINGS + 1, N_FIRINGS + 1 - 20, -1))
+    assert "tx-hostile" in html and '<td class="event">cancel</td>' in html
+    scoped = client.get("/log", params={"scope": "tx-3"}).text
+    assert rows_of(scoped) == [4]
+    assert "book 3" in scoped and "2026-01-05 09:03:01.000" in scoped
+
+
+def test_log_filters_by_event_and_time(client: TestClient) -> None:
+    cancels = client.get("/log", params={"event": "cancel"}).text
+    assert rows_of(cancels) == [N_FIRINGS + 1] and '<td class="event">order</td>' not in cancels
+    timed = client.get(
+        "/log", params={"since": "2026-01-05T09:20:00", "until": "2026-01-05T09:22:30"}
+    ).text
+    assert rows_of(timed) == [23, 22, 21]
+    # an occurrence outside the range is left out of its transaction
+    edge = client.get(
+        "/log", params={"since": "2026-01-05T09:20:00.500", "until": "2026-01-05T09:20:02"}
+    ).text
+    assert rows_of(edge) == [21] and "book 20" not in edge and "&#34;amount&#34;:30" in edge
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"event": "pay"}, {"since": "2026-01-05T09:00", "until": "2026-01-06T00:00"}],
+    ids=["by-id", "by-event", "by-time"],
+)
+def test_log_pages_walk_every_transaction_once(client: TestClient, params: dict[str, str]) -> None:
+    seen: list[int] = []
+    url: str | None = "/log?" + "&".join(f"{k}={v}" for k, v in {**params, "limit": 7}.items())
+    with statements(client) as sql:
+        while url is not None:
+            html = client.get(url).text
+            seen += rows_of(html)
+            url = link(html, "older")
+    expected = list(range(N_FIRINGS, 0, -1)) if params.get("event") else None
+    assert seen == (expected or list(range(N_FIRINGS + 1, 0, -1)))
+    assert all("OFFSET" not in s for s in sql)
+    assert all("LIMIT" in s for s in sql if "FROM sentinel_event_batches" in s)
+
+
+def test_log_page_keys_are_checked(client: TestClient) -> None:
+    assert client.get("/log", params={"before": "x"}).status_code == 400
+    timed = {"since": "2026-01-05T09:00", "before": "nope"}
+    assert client.get("/log", params=timed).status_code == 400
+
+
+# -- live updates --------------------------------------------------------------------
+def test_live_endpoint_reports_what_the_pages_poll(client: TestClient) -> None:
+    r = client.get("/api/live")
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    live = r.json()
+    assert live["latest_firing"] == N_FIRINGS + 1
+    assert live["outbox"] == {"pending": 1, "running": 1, "failed": 1}
+    assert [c["name"] for c in live["cursors"]] == ["main"]
+    firings = client.get("/firings").text
+    assert f'data-top="{N_FIRINGS + 1}"' in firings and 'id="new-firings" hidden' in firings
+
+
+def test_static_files_are_served(client: TestClient) -> None:
+    assert 'fetch("/api/live"' in client.get("/static/ui.js").text
+    assert client.get("/static/ui.css").status_code == 200
