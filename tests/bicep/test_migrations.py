@@ -52,7 +52,7 @@ def test_revision_0002_creates_the_declared_system_tables(
     migrate.downgrade(engine, "0001")
     tables = set(sa.inspect(engine).get_table_names())
     t = log_tables()
-    revision_0001 = {t.events.name, t.firings.name, t.outbox.name}
+    revision_0001 = {f"{t.prefix}events", t.firings.name, t.outbox.name}
     assert not NAMES & tables and revision_0001 <= tables
     migrate.upgrade(engine)
     assert set(sa.inspect(engine).get_table_names()) >= NAMES
