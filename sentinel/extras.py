@@ -3,7 +3,7 @@ check that names the right one when a feature's packages are missing.
 
 The import package is ``sentinel``; the distribution on the package index is
 ``sqlalchemy-sentinel`` (``sentinel`` there is an unrelated project). Extras:
-``replay`` (local replay and the Parquet export: pyarrow, orjson), ``spark``
+``replay`` (local replay and the Parquet export: pyarrow), ``spark``
 (the Spark engine: ``replay`` plus PySpark and pandas), ``postgresql``,
 ``mysql`` (database drivers), ``ui`` (``sentinel ui``: Starlette, Jinja2,
 uvicorn) and ``dev``.
@@ -20,8 +20,8 @@ __all__ = ["DISTRIBUTION", "EXTRAS", "require"]
 
 #: The modules each extra brings, by import name.
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "replay": ("pyarrow", "orjson"),
-    "spark": ("pyarrow", "orjson", "pyspark", "pandas"),
+    "replay": ("pyarrow",),
+    "spark": ("pyarrow", "pyspark", "pandas"),
     "postgresql": ("psycopg",),
     "mysql": ("pymysql",),
     "ui": ("starlette", "jinja2", "uvicorn"),

@@ -8,7 +8,7 @@ the plain batch function (``Iterator[RecordBatch] -> Iterator[RecordBatch]``),
 testable without Spark. What Spark adds is reading a large log in parallel and
 writing the actions where Spark writes; the processing is the local replay's.
 
-Needs the ``spark`` extra (PySpark, pyarrow, orjson).
+Needs the ``spark`` extra (PySpark, pyarrow).
 """
 
 from __future__ import annotations

@@ -11,18 +11,22 @@ driver's parameters for one ``executemany`` call
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from sentinel.errors import LogWriteError
 from sentinel.log.encoding import _esc, _params_text
 from sentinel.log.tables import LogJSON, UTCDateTime
+from sentinel.params import MAX_PARAMS
 
 _fromtimestamp = datetime.fromtimestamp
 _DATETIME_TZ = sa.DateTime(timezone=True)
@@ -196,10 +200,13 @@ class BadValue(ValueError):
     """A value the log cannot hold; ``index`` is the row of the writer's
     values it came from, ``what`` says why."""
 
-    def __init__(self, index: int, what: str) -> None:
+    def __init__(self, index: int, what: str, scope: Any = None, t_occ: Any = None) -> None:
         super().__init__(what)
         self.index = index
         self.what = what
+        #: for ``what == "repeated"``: the occurrence id given twice
+        self.scope = scope
+        self.t_occ = t_occ
 
 
 def batch_elements(
@@ -222,9 +229,11 @@ def batch_elements(
     last_sp: Any = _NONE
     elems: list[tuple[int, float, str]] = []
     append = elems.append
+    plain = _plain
+    dumps = _orjson_dumps
     try:
         for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
-            if not (lo <= ts < hi) or type(t_occ) is not int:
+            if not (lo <= ts < hi) or type(t_occ) is not int or type(event) is not str:
                 raise _Refused
             if dts == ts:
                 dtext = "null"
@@ -232,14 +241,38 @@ def batch_elements(
                 dtext = _float_text(float(dts))
             else:
                 raise _Refused
-            if sclass is None:
-                src = "null,null"
-            else:
-                src = f"{names.get(sclass) or _name_text(sclass)},{esc(skey)}"
             if scope is not last_scope or outcome is not last_outcome or sp is not last_sp:
                 elems = groups.setdefault((scope, outcome, sp), [])
                 append = elems.append
                 last_scope, last_outcome, last_sp = scope, outcome, sp
+            if not params or plain(params):
+                # orjson writes what the text below would, as one call
+                try:
+                    append(
+                        (
+                            t_occ,
+                            ts,
+                            dumps(
+                                [
+                                    t_occ,
+                                    event,
+                                    ts,
+                                    None if dts == ts else dts,
+                                    sclass,
+                                    skey,
+                                    params if params else _EMPTY,
+                                ],
+                                default=_as_dict,
+                            ).decode(),
+                        )
+                    )
+                    continue
+                except TypeError:  # a lone surrogate in a name, a key not a str
+                    pass
+            if sclass is None:
+                src = "null,null"
+            else:
+                src = f"{names.get(sclass) or _name_text(sclass)},{esc(skey)}"
             append(
                 (
                     t_occ,
@@ -257,6 +290,70 @@ def batch_elements(
 
 class _Refused(Exception):
     pass
+
+
+_orjson_dumps = orjson.dumps
+_EMPTY: dict[str, Any] = {}
+#: A parameters object holding only strings of at most this many characters
+#: in all fits in :data:`~sentinel.params.MAX_PARAMS` whatever else it holds
+#: (orjson writes a character in at most four bytes; names and numbers are short).
+_PLAIN_CHARS = MAX_PARAMS // 8
+_copysign = math.copysign
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
+
+
+def _plain(params: Any) -> bool:
+    """Whether orjson writes ``params`` exactly as the log's JSON of them: names
+    that are strings without NUL, and values that are only strings without NUL
+    (JSONB refuses ``\\u0000``: such a string is tagged), finite floats under
+    1e16 in magnitude and not ``-0.0`` (JSONB's numeric would not keep them:
+    tagged), 64-bit integers, booleans, ``None``, and
+    read-only mappings (database events' column values) of such under names
+    that do not start with ``$``; at most :data:`_PLAIN_CHARS` characters of
+    strings. Anything else takes :func:`~sentinel.log.encoding._params_text`."""
+    chars = 0
+    for k, v in params.items():
+        if type(k) is not str or "\x00" in k:
+            return False
+        t = type(v)
+        if t is str:
+            if "\x00" in v:
+                return False
+            chars += len(v)
+        elif t is float:
+            if not -1e16 < v < 1e16 or (v == 0.0 and _copysign(1.0, v) < 0):
+                return False
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return False
+        elif t is MappingProxyType:
+            for k2, v2 in v.items():
+                if type(k2) is not str or k2.startswith("$") or "\x00" in k2:
+                    return False
+                t2 = type(v2)
+                if t2 is str:
+                    if "\x00" in v2:
+                        return False
+                    chars += len(v2)
+                elif t2 is float:
+                    if not -1e16 < v2 < 1e16 or (v2 == 0.0 and _copysign(1.0, v2) < 0):
+                        return False
+                elif t2 is int:
+                    if not _INT_MIN <= v2 <= _INT_MAX:
+                        return False
+                elif not (v2 is None or t2 is bool):
+                    return False
+        elif not (v is None or t is bool):
+            return False
+    return chars <= _PLAIN_CHARS
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """orjson's ``default``: a read-only mapping :func:`_plain` let through."""
+    if type(value) is MappingProxyType:
+        return dict(value)
+    raise TypeError(type(value).__name__)
 
 
 _NONE = object()
@@ -278,6 +375,8 @@ def _which(values: Sequence[Sequence[Any]]) -> None:
                 raise BadValue(i, "time" if what == "occurrence time" else "detection time")
         if type(t_occ) is not int:
             raise BadValue(i, "t_occ")
+        if type(row[2]) is not str:
+            raise BadValue(i, "event")
 
 
 class _BatchInsert:
@@ -365,7 +464,7 @@ class _BatchInsert:
                     elems = sorted(elems, key=_first)
                     for a, b in pairwise(elems):
                         if a[0] == b[0]:
-                            raise BadValue(-1, f"repeated:{scope}:{a[0]}")
+                            raise BadValue(-1, "repeated", scope, a[0])
                     break
                 prev = t
             start = 0

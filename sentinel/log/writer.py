@@ -290,16 +290,22 @@ class LogWriter:
         """Raise the :class:`~sentinel.errors.LogWriteError` for ``bad`` (from
         making the batch rows of ``rows``, :meth:`event_values` rows)."""
         if bad.index < 0:
-            _tag, scope, t_occ = bad.what.rsplit(":", 2)
             raise LogWriteError(
-                f"cannot log two occurrences with the same id {t_occ} in scope {scope[:80]!r}: "
+                f"cannot log two occurrences with the same id {bad.t_occ} in scope "
+                f"{str(bad.scope)[:80]!r}: "
                 "an occurrence with the same (scope, t_occ) is already in the batch",
                 table=self.tables.batches.name,
             ) from None
         scope, t_occ, event, ts, dts, *_ = rows[bad.index]
+        if bad.what == "event":
+            raise LogWriteError(
+                f"cannot log occurrence {event!r:.80}@{t_occ} in scope {str(scope)[:80]!r}: "
+                "its event name is not a string",
+                table=self.tables.batches.name,
+            ) from None
         if bad.what == "t_occ":
             raise LogWriteError(
-                f"cannot log occurrence {event[:80]}@{t_occ!r:.40} in scope {scope[:80]!r}: "
+                f"cannot log occurrence {event[:80]}@{t_occ!r:.40} in scope {str(scope)[:80]!r}: "
                 "its t_occ is not an integer",
                 table=self.tables.batches.name,
             ) from None
