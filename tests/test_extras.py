@@ -30,7 +30,7 @@ def without(modules: list[str], code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("missing", ["pyarrow", "orjson"])
+@pytest.mark.parametrize("missing", ["pyarrow"])
 def test_replay_without_its_packages_names_the_replay_extra(missing: str) -> None:
     done = without(
         [missing],
@@ -145,7 +145,7 @@ def test_log_firings_runs_on_a_base_install_and_names_the_extra_its_trees_need(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
     done = without(
-        ["pyarrow", "orjson"],
+        ["pyarrow"],
         f"""
         from click.testing import CliRunner
         from sentinel.cli import main

@@ -31,8 +31,7 @@ from typing import Any, Literal
 
 from sentinel.errors import MissingExtraError
 
-try:  # before the modules that need them: an error that names the extra
-    import orjson  # noqa: F401
+try:  # before the modules that need it: an error that names the extra
     import pyarrow  # noqa: F401
 except ImportError as err:
     raise MissingExtraError("replay", "replay", err.name) from err
