@@ -32,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sentinel.log.tables import LogTables
+from sentinel.log.views import VIEW_COLUMNS
 
 __all__ = ["MAX_PAGE", "LogView", "Page"]
 
@@ -89,26 +90,9 @@ class LogView:
     def __init__(self, engine: sa.Engine, tables: LogTables) -> None:
         self.engine = engine
         self.tables = tables
+        #: the per-occurrence view (``sentinel.log.views``)
         self.view = sa.table(
-            tables.view_name,
-            *(
-                sa.column(n)
-                for n in (
-                    "id",
-                    "scope",
-                    "t_occ",
-                    "event",
-                    "ts",
-                    "detected_ts",
-                    "source_class",
-                    "source_key",
-                    "params",
-                    "outcome",
-                    "expired_at",
-                    "savepoint",
-                )
-            ),
-            schema=tables.schema,
+            tables.view_name, *(sa.column(n) for n in VIEW_COLUMNS), schema=tables.schema
         )
 
     # -- firings ---------------------------------------------------------------------
