@@ -2,23 +2,36 @@
 
 Every transaction that writes log rows takes a *commit sequence number* just
 before its commit (:meth:`sentinel.log.LogWriter.take_commit_seq`) and stamps its
-rows with it (``event_batches.commit_seq``). The number is taken under a lock that the
-transaction holds until it ends, so:
+rows with it (``event_batches.commit_seq``). How a reader knows it has seen
+every number up to some ``n`` depends on the backend:
 
-- numbers are handed out in commit order (the next transaction can take one only
-  after the previous one ended), and
-- a reader never sees a number while a smaller one may still commit: when
-  number ``n`` is visible, every transaction that took a smaller number has
-  ended, committed (visible) or rolled back (its number is never used, or is
-  reused by the next transaction, which is why it was not visible).
+SQLite and MariaDB
+    the number is taken by an ``UPDATE`` of a counter row, held until the
+    transaction ends. Numbers are handed out in commit order and there are no
+    holes: when number ``n`` is visible, every transaction that took a smaller
+    number has ended (a rolled-back transaction's number is reused by the
+    next one). Log-writing commits wait for each other.
+PostgreSQL
+    the number is ``nextval`` of a sequence, taken without a lock, after the
+    transaction got its id. Writers do not wait for each other, so a number
+    ``g`` may be missing while a larger one ``m`` is visible (a *hole*): its
+    transaction is still running, or rolled back (``nextval`` is not undone).
+    :meth:`CommitReader.horizon` tells them apart. When it sees the hole it
+    takes the list of transactions in progress (``pg_current_snapshot()``).
+    The transaction ``T`` holding ``g`` got its id before it took ``g``, and
+    ``g`` was taken before ``m``, which committed before the read that saw
+    the hole; so ``T`` is in that list, or had ended when it was taken (then
+    it rolled back: a commit would have been visible). Once every
+    transaction of the list has ended (a later snapshot no longer has it in
+    progress), any later read sees ``T``'s rows if it committed: a number
+    still missing then is never used, and the reader passes it for good.
+    Until then the reader stops before ``g``. No row is written for a hole.
 
-So a reader that remembers the last number it processed and asks for larger ones
-never skips a row that commits later: there are no holes to wait for, on any
-backend. PostgreSQL takes the number with ``nextval`` under a transaction-level
-advisory lock; SQLite and MariaDB increment a counter row (on SQLite writers are
-serialized anyway). The cost is on the writing side: from the moment a
-transaction takes its number to its commit (its last ``INSERT`` s and the
-commit's flush to disk) other log-writing transactions wait.
+So a reader that remembers the last number it processed and asks for larger
+ones up to the horizon never skips a commit, reads each once, and reads them
+in number order. Number order is consistent with what each transaction could
+see when it took its number: a transaction that committed before another took
+its number has the smaller one.
 
 :class:`CommitReader` reads committed rows after a position, whole commits at a
 time; :func:`waiter` returns what waits for the next commit: ``LISTEN`` on
@@ -33,6 +46,8 @@ import json
 import logging
 import math
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,10 +83,23 @@ class CommitReader:
     """Reads the committed occurrences of the log (rows whose ``outcome`` is
     committed or NULL) in commit order: by ``commit_seq``, then by row ``id``
     (insertion order within a transaction), then by ``t_occ`` within a row;
-    whole commits only."""
+    whole commits only.
+
+    A reader that tails the log reads up to :meth:`horizon`, which remembers
+    what it proved about the holes of the log it reads (PostgreSQL): use one
+    instance per log."""
 
     def __init__(self, tables: LogTables) -> None:
         self.tables = tables
+        #: Every commit number at most this one is visible or will never be.
+        self._done = 0
+        #: The hole waited for: (the largest number it is below, the ids of the
+        #: transactions in progress when it was seen, when it was first seen).
+        self._gap: tuple[int, list[str], float] | None = None
+        self._warned = 0.0
+        #: Seconds a hole may be waited for before :meth:`horizon` says so on
+        #: the ``sentinel.global`` logger (then again at this interval).
+        self.gap_warn = 30.0
         b = tables.batches
         self._committed = sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value)
         self._select = sa.select(
@@ -103,6 +131,109 @@ class CommitReader:
             else:
                 rows = [r for r in rows if r.commit_seq != last]
         return [o for r in rows for o in _rows(r)]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the last :meth:`horizon` stopped before a hole (PostgreSQL):
+        a commit numbered after it is visible and not yet read; look again soon."""
+        return self._gap is not None
+
+    def horizon(self, conn: Connection, after: int, *, wait: float = 0.0) -> int | None:
+        """The largest commit number ``h >= after`` such that every number from
+        ``after + 1`` to ``h`` is visible now or will never be (see the module
+        docs); ``None`` on SQLite and MariaDB, where every visible number is
+        (numbers are taken under a lock). Compute it *before* reading the rows
+        (:meth:`read`) and read those numbered up to it: reading first could
+        miss a commit that became visible in between.
+
+        A hole is waited for up to ``wait`` seconds (with back-off, ending the
+        connection's transaction before each pause, so it holds no snapshot
+        meanwhile) when nothing after ``after`` can be read before it. Call it
+        outside a transaction of your own: it ends the connection's."""
+        if conn.dialect.name != "postgresql":
+            return None
+        deadline = time.monotonic() + wait
+        pause = 0.001
+        while True:
+            h = self._horizon(conn, after)
+            if h > after or self._gap is None:
+                return h
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return h
+            if conn.in_transaction():
+                conn.rollback()
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def _horizon(self, conn: Connection, after: int) -> int:
+        """One look of :meth:`horizon` (PostgreSQL)."""
+        b = self.tables.batches
+        while True:
+            base = max(after, self._done)
+            # every number, whatever its rows' outcome: a commit whose rows are
+            # all aborted (rolled-back savepoints) still used its number
+            nums = (
+                conn.execute(
+                    sa.select(b.c.commit_seq)
+                    .where(b.c.commit_seq > base)
+                    .group_by(b.c.commit_seq)
+                    .order_by(b.c.commit_seq)
+                    .limit(_SPAN)
+                )
+                .scalars()
+                .all()
+            )
+            top = base
+            for n in nums:
+                if n != top + 1:
+                    break
+                top = n
+            gap = self._gap
+            if gap is not None and top >= gap[0]:
+                self._gap = gap = None  # filled: the transactions committed
+            if top == (nums[-1] if nums else base):
+                return top  # no hole below a visible number
+            if gap is None:
+                # numbers ahead of the last one handed out were not taken by a
+                # transaction (forged, imported): they make no hole
+                handed = self.handed_out(conn)
+                below = [n for n in nums if n <= handed]
+                if not below or below[-1] <= top:
+                    return top
+                # read after the numbers (and the sequence): the transaction
+                # holding a missing number is in progress in it, or has ended
+                xip = conn.execute(_PG_IN_PROGRESS).scalars().all()
+                gap = self._gap = (below[-1], [str(x) for x in xip], time.monotonic())
+            running = (
+                conn.execute(_PG_STILL_RUNNING, {"w": gap[1]}).scalars().all() if gap[1] else []
+            )
+            if running:
+                self._gap = (gap[0], [str(x) for x in running], gap[2])
+                self._warn(top, running)
+                return top
+            # every transaction that could hold a missing number up to gap[0]
+            # has ended: what committed is visible from now on, the rest never
+            self._done = gap[0]
+            self._gap = None
+
+    def _warn(self, top: int, running: Sequence[Any]) -> None:
+        """Say on the logger (every :attr:`gap_warn` seconds) that a hole has
+        been waited for that long, and which transactions it waits for."""
+        gap = self._gap
+        now = time.monotonic()
+        if gap is None or now - gap[2] < self.gap_warn or now < self._warned:
+            return
+        self._warned = now + self.gap_warn
+        log.warning(
+            "sentinel global: commit number %d is missing while later ones are visible, "
+            "for %.0f s: its transaction is still running, or rolled back; commits "
+            "numbered after it are not read until these transactions have ended "
+            "(pg_stat_activity.backend_xid): %s",
+            top + 1,
+            now - gap[2],
+            ", ".join(str(x) for x in running[:10]),
+        )
 
     def unnumbered(self, conn: Connection, after_id: int) -> tuple[int, int]:
         """How many occurrences in rows with an id above ``after_id`` have no
@@ -172,6 +303,15 @@ class CommitReader:
 
 
 _PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
+#: The transactions in progress in this statement's snapshot.
+_PG_IN_PROGRESS = sa.text("SELECT CAST(x AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x")
+#: Those of ``:w`` still in progress in this statement's snapshot.
+_PG_STILL_RUNNING = sa.text(
+    "SELECT x FROM unnest(CAST(:w AS text[])) x "
+    "WHERE NOT pg_visible_in_snapshot(CAST(x AS xid8), pg_current_snapshot())"
+)
+#: How many commit numbers one look of :meth:`CommitReader.horizon` reads.
+_SPAN = 2000
 
 
 def _rows(r: Any) -> list[LogRow]:

@@ -127,8 +127,9 @@ class LogWriter:
         self.tables: LogTables = log_tables(schema, prefix)
         #: Number each writing transaction in commit order (``event_batches.commit_seq``,
         #: :meth:`take_commit_seq`), for a global detector (``docs/global.md``).
-        #: Off by default: the number is taken under a lock held until the
-        #: commit, so concurrent log-writing commits wait for each other.
+        #: Off by default: on SQLite and MariaDB the number is taken under a
+        #: lock held until the commit, so concurrent log-writing commits wait
+        #: for each other (PostgreSQL takes it without a lock).
         self.commit_order = commit_order
         #: Seconds after which the next write checks the schema revision again.
         self.recheck = recheck
@@ -455,7 +456,9 @@ class LogWriter:
         do the rows of scope ``restamp`` written earlier in this transaction
         without one (a long transaction's flushes, written with
         ``sequence=False``: a number is taken only at the last write before
-        the commit, because taking it holds a lock until the commit)."""
+        the commit, because on SQLite and MariaDB taking it holds a lock until
+        the commit, and on PostgreSQL the reader waits for a number taken and
+        not yet committed)."""
         rows: list[tuple[Any, ...]] = []
         for group in groups:
             rows.extend(self.event_values(*group))
@@ -611,38 +614,38 @@ class LogWriter:
         return known[1]
 
     def take_commit_seq(self, conn: Connection) -> int:
-        """Number the current transaction in commit order and return the number.
+        """Number the current transaction for the global detector's commit
+        order and return the number (``docs/global.md``, "The ordering
+        guarantee"). Take it in the transaction's last statements before its
+        commit (the ORM layer does): a transaction that committed before the
+        number was taken has a smaller one.
 
-        The number is taken under a lock held until the transaction ends, so
-        numbers are handed out in commit order and a reader never sees a number
-        before a smaller one (a rolled-back transaction's number is skipped or
-        reused; the one after it is taken only once it ended). PostgreSQL: a
-        transaction-level advisory lock, then ``nextval`` of the sequence
-        (an ``UPDATE`` of a counter row would fail under REPEATABLE READ), and a
-        ``NOTIFY`` on :func:`notify_channel` delivered at the commit. SQLite
-        and MariaDB: an ``UPDATE`` of the counter row. Concurrent transactions
-        that write log rows wait for each other from here to their commit: the
-        price of a gapless commit order (see ``docs/global.md``)."""
+        PostgreSQL: ``nextval`` of the sequence, without a lock, in one
+        statement that first gives the transaction its id
+        (``pg_current_xact_id()``), and a ``NOTIFY`` on :func:`notify_channel`
+        delivered at the commit. Concurrent writers do not wait for each
+        other, so numbers need not follow commit order and a number can be
+        visible while a smaller one is not yet (or never: its transaction
+        rolled back); the reader waits for such a hole until the
+        transactions that were running when it saw it have ended
+        (:meth:`sentinel.global_detector.order.CommitReader.horizon`), which
+        the transaction id taken before the number makes sufficient.
+        SQLite and MariaDB: an ``UPDATE`` of the counter row, held until the
+        commit, so numbers follow commit order and there are no holes;
+        concurrent log-writing transactions wait for each other from here to
+        their commit (on SQLite writers are serialized anyway)."""
         t = self.tables
         name = conn.dialect.name
         if name == "postgresql":
             q = t.commit_sequence_name
             seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
             # one statement: the outer target list (nextval, the notification)
-            # is evaluated for the row the subquery yields, after it took the lock
-            # the lock is the log's: named by the schema its tables are in (the
-            # search path's first when none is configured) and the prefix
+            # is evaluated for the row the subquery yields (the filter needs
+            # its value), after the transaction got its id; so a reader that
+            # finds the number missing while a larger one is visible finds the
+            # transaction holding it in progress, or ended
             # (text() with bind parameters: every PostgreSQL driver's paramstyle)
-            n = conn.execute(
-                _PG_COMMIT_SEQ,
-                {
-                    "q": seq,
-                    "k": ADVISORY_SEED,
-                    "s": t.schema,
-                    "p": t.prefix,
-                    "c": notify_channel(t),
-                },
-            ).scalar_one()
+            n = conn.execute(_PG_COMMIT_SEQ, {"q": seq, "c": notify_channel(t)}).scalar_one()
             return int(n)
         c = t.commit_counter
         if name in ("mysql", "mariadb"):
@@ -746,14 +749,8 @@ def notify_channel(tables: LogTables) -> str:
 
 _PG_COMMIT_SEQ = sa.text(
     "SELECT nextval(CAST(:q AS regclass)), pg_notify(:c, '') "
-    "FROM (SELECT pg_advisory_xact_lock(hashtextextended("
-    "coalesce(CAST(:s AS text), current_schema()) || '.' || CAST(:p AS text), :k)) "
-    "OFFSET 0) AS l"
+    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS t WHERE t.x IS NOT NULL"
 )
-
-#: The seed of the hash naming a log's commit-order advisory lock on PostgreSQL
-#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``).
-ADVISORY_SEED = 0x5E17
 
 
 def _first_line(err: BaseException) -> str:
