@@ -14,24 +14,29 @@ SQLite and MariaDB
 PostgreSQL
     the number is ``nextval`` of a sequence, taken without a lock, after the
     transaction got its id. Writers do not wait for each other, so a number
-    ``g`` may be missing while a larger one ``m`` is visible (a *hole*): its
-    transaction is still running, or rolled back (``nextval`` is not undone).
-    :meth:`CommitReader.horizon` tells them apart. When it sees the hole it
-    takes the list of transactions in progress (``pg_current_snapshot()``).
-    The transaction ``T`` holding ``g`` got its id before it took ``g``, and
-    ``g`` was taken before ``m``, which committed before the read that saw
-    the hole; so ``T`` is in that list, or had ended when it was taken (then
-    it rolled back: a commit would have been visible). Once every
-    transaction of the list has ended (a later snapshot no longer has it in
-    progress), any later read sees ``T``'s rows if it committed: a number
-    still missing then is never used, and the reader passes it for good.
-    Until then the reader stops before ``g``. No row is written for a hole.
+    ``g`` handed out may not be visible while a larger one is (a *hole*), or
+    while the reader looks: its transaction is still running, or it rolled
+    back (``nextval`` is not undone). :meth:`CommitReader.horizon` tells
+    them apart. After reading the numbers and then the last one handed out
+    (``pg_sequence_last_value``, at least ``g``), it takes a new transaction
+    id ``u`` (and ends that transaction at once). The transaction ``T``
+    holding ``g`` got its id before it took ``g``, so before ``u``: its id is
+    below ``u``. Once a later snapshot has no transaction below ``u`` in
+    progress (its ``xmin`` is at least ``u``), ``T`` has ended: committed, its
+    rows are visible to every later read; otherwise ``g`` never will be. The
+    reader passes the numbers up to the one handed out then for good, and
+    until then stops before the first one it does not see. Nothing is
+    written for a hole.
 
 So a reader that remembers the last number it processed and asks for larger
 ones up to the horizon never skips a commit, reads each once, and reads them
 in number order. Number order is consistent with what each transaction could
 see when it took its number: a transaction that committed before another took
 its number has the smaller one.
+
+A reader that waits for the next commit (:class:`PostgresListener`) is woken
+by a ``NOTIFY`` that writers send only while a reader sleeps (PostgreSQL
+serializes the commits of notifying transactions).
 
 :class:`CommitReader` reads committed rows after a position, whole commits at a
 time; :func:`waiter` returns what waits for the next commit: ``LISTEN`` on
@@ -47,7 +52,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +59,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.log.tables import LogTables, Outcome
-from sentinel.log.writer import notify_channel
+from sentinel.log.writer import ADVISORY_SEED, notify_channel
 
 __all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
 
@@ -93,9 +97,10 @@ class CommitReader:
         self.tables = tables
         #: Every commit number at most this one is visible or will never be.
         self._done = 0
-        #: The hole waited for: (the largest number it is below, the ids of the
-        #: transactions in progress when it was seen, when it was first seen).
-        self._gap: tuple[int, list[str], float] | None = None
+        #: The numbers waited for: (the last number handed out when they were
+        #: seen, a transaction id larger than any their holders can have, taken
+        #: at the second look, when they were first seen).
+        self._gap: tuple[int, str | None, float] | None = None
         self._warned = 0.0
         #: Seconds a hole may be waited for before :meth:`horizon` says so on
         #: the ``sentinel.global`` logger (then again at this interval).
@@ -134,17 +139,21 @@ class CommitReader:
 
     @property
     def waiting(self) -> bool:
-        """Whether the last :meth:`horizon` stopped before a hole (PostgreSQL):
-        a commit numbered after it is visible and not yet read; look again soon."""
+        """Whether the last :meth:`horizon` stopped before a number handed out
+        and not yet visible (PostgreSQL): its transaction may commit at any
+        moment, or rolled back; look again soon."""
         return self._gap is not None
 
     def horizon(self, conn: Connection, after: int, *, wait: float = 0.0) -> int | None:
         """The largest commit number ``h >= after`` such that every number from
         ``after + 1`` to ``h`` is visible now or will never be (see the module
         docs); ``None`` on SQLite and MariaDB, where every visible number is
-        (numbers are taken under a lock). Compute it *before* reading the rows
-        (:meth:`read`) and read those numbered up to it: reading first could
-        miss a commit that became visible in between.
+        (numbers are taken under a lock). A number handed out and not visible
+        stops it until its transaction committed (it is visible then) or every
+        transaction that could hold it has ended (it never will be). Compute
+        it *before* reading the rows (:meth:`read`) and read those numbered up
+        to it: reading first could miss a commit that became visible in
+        between.
 
         A hole is waited for up to ``wait`` seconds (with back-off, ending the
         connection's transaction before each pause, so it holds no snapshot
@@ -184,52 +193,52 @@ class CommitReader:
                 .scalars()
                 .all()
             )
+            # read after the numbers: every visible one a transaction took is
+            # at most this; those above it (forged, imported) make no hole
+            handed = self.handed_out(conn)
             top = base
             for n in nums:
-                if n != top + 1:
+                if n != top + 1 or n > handed:
                     break
                 top = n
             gap = self._gap
             if gap is not None and top >= gap[0]:
                 self._gap = gap = None  # filled: the transactions committed
-            if top == (nums[-1] if nums else base):
-                return top  # no hole below a visible number
+            if top >= handed:
+                return top  # every number handed out is visible
             if gap is None:
-                # numbers ahead of the last one handed out were not taken by a
-                # transaction (forged, imported): they make no hole
-                handed = self.handed_out(conn)
-                below = [n for n in nums if n <= handed]
-                if not below or below[-1] <= top:
-                    return top
-                # read after the numbers (and the sequence): the transaction
-                # holding a missing number is in progress in it, or has ended
-                xip = conn.execute(_PG_IN_PROGRESS).scalars().all()
-                gap = self._gap = (below[-1], [str(x) for x in xip], time.monotonic())
-            running = (
-                conn.execute(_PG_STILL_RUNNING, {"w": gap[1]}).scalars().all() if gap[1] else []
-            )
-            if running:
-                self._gap = (gap[0], [str(x) for x in running], gap[2])
-                self._warn(top, running)
+                # first sight: the numbers usually commit within milliseconds
+                self._gap = (handed, None, time.monotonic())
                 return top
-            # every transaction that could hold a missing number up to gap[0]
-            # has ended: what committed is visible from now on, the rest never
+            if gap[1] is None:
+                # after the sequence was read: the transaction holding a number
+                # up to ``gap[0]`` got its id before it, so before this one
+                bound = str(conn.execute(_PG_NEW_XID).scalar_one())
+                conn.rollback()  # ends the id's transaction at once
+                gap = self._gap = (gap[0], bound, gap[2])
+            ended = conn.execute(_PG_ENDED, {"u": gap[1]}).scalar_one()
+            if not ended:
+                self._warn(conn, top)
+                return top
+            # every transaction with an id below the bound has ended: what
+            # committed is visible from now on, the rest never will be
             self._done = gap[0]
             self._gap = None
 
-    def _warn(self, top: int, running: Sequence[Any]) -> None:
-        """Say on the logger (every :attr:`gap_warn` seconds) that a hole has
+    def _warn(self, conn: Connection, top: int) -> None:
+        """Say on the logger (every :attr:`gap_warn` seconds) that a number has
         been waited for that long, and which transactions it waits for."""
         gap = self._gap
         now = time.monotonic()
         if gap is None or now - gap[2] < self.gap_warn or now < self._warned:
             return
         self._warned = now + self.gap_warn
+        running = conn.execute(_PG_RUNNING_BELOW, {"u": gap[1]}).scalars().all()
         log.warning(
-            "sentinel global: commit number %d is missing while later ones are visible, "
-            "for %.0f s: its transaction is still running, or rolled back; commits "
-            "numbered after it are not read until these transactions have ended "
-            "(pg_stat_activity.backend_xid): %s",
+            "sentinel global: commit number %d was handed out %.0f s ago and is not "
+            "visible: its transaction is still running, or rolled back; commits "
+            "numbered after it are not read until the transactions running then have "
+            "ended (pg_stat_activity.backend_xid): %s",
             top + 1,
             now - gap[2],
             ", ".join(str(x) for x in running[:10]),
@@ -303,12 +312,16 @@ class CommitReader:
 
 
 _PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
-#: The transactions in progress in this statement's snapshot.
-_PG_IN_PROGRESS = sa.text("SELECT CAST(x AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x")
-#: Those of ``:w`` still in progress in this statement's snapshot.
-_PG_STILL_RUNNING = sa.text(
-    "SELECT x FROM unnest(CAST(:w AS text[])) x "
-    "WHERE NOT pg_visible_in_snapshot(CAST(x AS xid8), pg_current_snapshot())"
+#: A new transaction id: larger than every id assigned before it.
+_PG_NEW_XID = sa.text("SELECT pg_current_xact_id()")
+#: Whether every transaction with an id below ``:u`` has ended (this
+#: statement's snapshot has none of them in progress, and it counts every id
+#: below ``:u`` as assigned: its ``xmin`` is at least ``:u``).
+_PG_ENDED = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:u AS xid8)")
+#: The transactions with an id below ``:u`` in progress now.
+_PG_RUNNING_BELOW = sa.text(
+    "SELECT CAST(x AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x "
+    "WHERE x < CAST(:u AS xid8)"
 )
 #: How many commit numbers one look of :meth:`CommitReader.horizon` reads.
 _SPAN = 2000
@@ -373,6 +386,15 @@ class Poller:
         self.max_wait = max_wait
         self._next = min_wait
 
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`prepare` was called since the last wait or reset
+        (a poller needs no preparing: always)."""
+        return True
+
+    def prepare(self) -> None:
+        """Before the last read ahead of a wait (see :class:`PostgresListener`)."""
+
     def wait(self, stop: threading.Event, limit: float | None = None) -> None:
         w = self._next if limit is None else min(self._next, max(0.0, limit))
         stop.wait(w)
@@ -389,13 +411,24 @@ class PostgresListener(Poller):
     """Waits for a ``NOTIFY`` of a commit that wrote log rows (sent by
     :meth:`~sentinel.log.LogWriter.take_commit_seq`), on a connection of its
     own; at most ``max_wait`` seconds (a safety net: the reader re-reads then,
-    whatever happened to the notification)."""
+    whatever happened to the notification).
+
+    Writers notify only while a reader sleeps (PostgreSQL serializes the
+    commits of notifying transactions): :meth:`prepare` takes the log's
+    advisory lock, shared, on the listening connection, and the wait releases
+    it when it ends (so does :meth:`reset`). The reader reads the log once
+    more between the two, up to every number handed out
+    (:meth:`CommitReader.horizon`), and sleeps only if that read found
+    nothing: a writer takes its number, then tries the lock, so one that took
+    a number after that read finds the lock held and notifies."""
 
     def __init__(self, engine: Engine, tables: LogTables, max_wait: float = 5.0) -> None:
         super().__init__(max_wait, max_wait)
         self.channel = notify_channel(tables)
         self._conn: Any = None
         self._engine = engine
+        self._lock = {"s": tables.schema, "p": tables.prefix, "k": ADVISORY_SEED}
+        self._held = False
 
     def _connect(self) -> Any:
         if self._conn is None:
@@ -406,8 +439,33 @@ class PostgresListener(Poller):
             self._raw, self._conn = raw, driver
         return self._conn
 
+    @property
+    def ready(self) -> bool:
+        return self._held
+
+    def prepare(self) -> None:
+        if self._held:
+            return
+        try:
+            self._connect().execute(_LOCK_SHARED, self._lock)
+            self._held = True
+        except Exception:  # the wait then polls
+            log.warning("sentinel global: LISTEN failed; polling", exc_info=True)
+            self.close()
+
+    def _release(self) -> None:
+        if self._held and self._conn is not None:
+            try:
+                self._conn.execute(_UNLOCK_SHARED, self._lock)
+            except Exception:
+                self.close()
+        self._held = False
+
     def wait(self, stop: threading.Event, limit: float | None = None) -> None:
         timeout = self.max_wait if limit is None else min(self.max_wait, max(0.0, limit))
+        if not self._held:  # not announced: writers do not notify
+            stop.wait(min(timeout, 1.0))
+            return
         try:
             conn = self._connect()
             # wake at the first notification; drain those that came together
@@ -417,12 +475,22 @@ class PostgresListener(Poller):
             log.warning("sentinel global: LISTEN failed; polling", exc_info=True)
             self.close()
             stop.wait(min(timeout, 1.0))
+        self._release()
+
+    def reset(self) -> None:
+        self._release()
 
     def close(self) -> None:
+        self._held = False
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._raw.invalidate()
             self._conn = None
+
+
+_LOCK_KEY = "hashtextextended(coalesce(%(s)s::text, current_schema()) || '.' || %(p)s::text, %(k)s)"
+_LOCK_SHARED = f"SELECT pg_advisory_lock_shared({_LOCK_KEY})"
+_UNLOCK_SHARED = f"SELECT pg_advisory_unlock_shared({_LOCK_KEY})"
 
 
 def waiter(engine: Engine, tables: LogTables, *, min_wait: float, max_wait: float) -> Poller:

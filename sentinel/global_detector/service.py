@@ -617,10 +617,16 @@ class GlobalDetector:
                 self.waiter.reset()
                 continue
             if r.leader and self.reader.waiting:
-                # a hole in the commit numbers (PostgreSQL): its transaction
-                # may commit (a NOTIFY) or may have rolled back (none comes)
-                self.waiter.wait(stop, self.min_wait)
+                # a number handed out and not visible (PostgreSQL): its
+                # transaction may commit any moment, or may have rolled back
+                stop.wait(self.min_wait)
                 continue
+            if not self.waiter.ready:
+                # PostgreSQL: say it is about to sleep (writers notify from
+                # now on), then read once more before sleeping
+                self.waiter.prepare()
+                if self.waiter.ready:
+                    continue
             if until_idle and r.leader:
                 return
             if r.leader and self.run_actions and time.monotonic() - last_pending > self.lease:

@@ -622,8 +622,11 @@ class LogWriter:
 
         PostgreSQL: ``nextval`` of the sequence, without a lock, in one
         statement that first gives the transaction its id
-        (``pg_current_xact_id()``), and a ``NOTIFY`` on :func:`notify_channel`
-        delivered at the commit. Concurrent writers do not wait for each
+        (``pg_current_xact_id()``); and, when a reader sleeps waiting for the
+        next commit (it holds the log's advisory lock, see
+        :data:`ADVISORY_SEED`), a ``NOTIFY`` on :func:`notify_channel`
+        delivered at the commit (PostgreSQL serializes the commits of
+        notifying transactions). Concurrent writers do not wait for each
         other, so numbers need not follow commit order and a number can be
         visible while a smaller one is not yet (or never: its transaction
         rolled back); the reader waits for such a hole until the
@@ -639,13 +642,22 @@ class LogWriter:
         if name == "postgresql":
             q = t.commit_sequence_name
             seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
-            # one statement: the outer target list (nextval, the notification)
-            # is evaluated for the row the subquery yields (the filter needs
-            # its value), after the transaction got its id; so a reader that
-            # finds the number missing while a larger one is visible finds the
-            # transaction holding it in progress, or ended
+            # one statement: nextval is evaluated for the row the innermost
+            # subquery yields (the filter needs its value), after the
+            # transaction got its id; so a reader that finds the number not
+            # visible finds the transaction holding it in progress, or ended.
+            # Then (the outer filter needs the number) whether a reader sleeps
+            # waiting for a NOTIFY: one holds the log's advisory lock, shared,
+            # while it sleeps (PostgresListener); a writer that cannot take it
+            # exclusively notifies
             # (text() with bind parameters: every PostgreSQL driver's paramstyle)
-            n = conn.execute(_PG_COMMIT_SEQ, {"q": seq, "c": notify_channel(t)}).scalar_one()
+            n, wake = conn.execute(
+                _PG_COMMIT_SEQ, {"q": seq, "k": ADVISORY_SEED, "s": t.schema, "p": t.prefix}
+            ).one()
+            if wake:
+                # delivered at the commit; PostgreSQL serializes the commits of
+                # notifying transactions, so only while a reader sleeps
+                conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
             return int(n)
         c = t.commit_counter
         if name in ("mysql", "mariadb"):
@@ -748,9 +760,21 @@ def notify_channel(tables: LogTables) -> str:
 
 
 _PG_COMMIT_SEQ = sa.text(
-    "SELECT nextval(CAST(:q AS regclass)), pg_notify(:c, '') "
-    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS t WHERE t.x IS NOT NULL"
+    "SELECT b.n, CASE WHEN pg_try_advisory_lock(b.k) THEN NOT pg_advisory_unlock(b.k) "
+    "ELSE true END "
+    "FROM (SELECT nextval(CAST(:q AS regclass)) AS n, "
+    "hashtextextended(coalesce(CAST(:s AS text), current_schema()) || '.' || "
+    "CAST(:p AS text), :k) AS k "
+    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL "
+    "OFFSET 0) AS b WHERE b.n IS NOT NULL"
 )
+_PG_NOTIFY = sa.text("SELECT pg_notify(:c, '')")
+
+#: The seed of the hash naming a log's advisory lock on PostgreSQL
+#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``), which a
+#: reader waiting for a ``NOTIFY`` of the next commit holds, shared: a writer
+#: that cannot take it notifies (:meth:`LogWriter.take_commit_seq`).
+ADVISORY_SEED = 0x5E17
 
 
 def _first_line(err: BaseException) -> str:

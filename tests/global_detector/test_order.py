@@ -189,7 +189,7 @@ def test_a_rolled_back_number_is_passed_once_every_transaction_it_could_be_has_e
             a.rollback()
             assert _tail(reader, look, 0) == []  # C runs: it could hold 1
             assert reader.waiting
-        assert "commit number 1 is missing" in caplog.text
+        assert "commit number 1 was handed out" in caplog.text
         assert str(c_xid) in caplog.text
         c.commit()
         # (transactions of other databases of the server, running when the
