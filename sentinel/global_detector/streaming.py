@@ -131,6 +131,10 @@ _STATE_STRUCT = StructType(
         StructField("rows", StringType(), False),  # JSON: [[field..., rank], ...]
     ]
 )
+#: PostgreSQL: seconds a micro-batch's planning waits for a commit number
+#: handed out and not yet visible, when nothing can be read before it (see
+#: :meth:`~.order.CommitReader.horizon`).
+GAP_WAIT = 1.0
 # Spark redacts option values whose key matches spark.redaction.regex ("secret"...).
 _URL_OPTION = "url_secret"
 
@@ -160,8 +164,10 @@ class _CommitStreamReader(DataSourceStreamReader):
         with self._connect().connect() as conn:
             # PostgreSQL: not past a hole in the numbers (computed before the
             # rows are read, by the tasks: see CommitReader.horizon)
+            # (waited for a while when nothing is readable before it: a
+            # micro-batch that reads nothing tells Spark the source is drained)
             after = 0 if start is None else int(start["commit_seq"])
-            upto = reader.horizon(conn, after)
+            upto = reader.horizon(conn, after, wait=GAP_WAIT)
             # only numbers handed out (read first: a commit numbered after it
             # is left for the next batch): a row numbered ahead of the counter
             # (forged, imported, left by a reset) would move the offset past
