@@ -479,11 +479,16 @@ class LogWriter:
         if self._check:
             self.check(connection)
         t = self.tables
-        seq = (
-            self.take_commit_seq(connection)
-            if sequence and self.commit_order and (prepared or restamp is not None)
-            else None
-        )
+        numbered = sequence and self.commit_order and (prepared or restamp is not None)
+        if numbered and restamp is None and len(prepared) == 1:
+            # PostgreSQL: the row's insert takes the number itself (one
+            # statement less, and the number as late as can be)
+            assert plan is not None
+            inline = self._numbered_sql(connection, plan)
+            if inline is not None:
+                self._send_numbered(connection, inline, prepared[0])
+                numbered, prepared = False, []
+        seq = self.take_commit_seq(connection) if numbered else None
         if restamp is not None and seq is not None:
             b = t.batches
             connection.execute(
@@ -677,6 +682,45 @@ class LogWriter:
         conn.execute(sa.insert(c).values(id=1, n=1))
         return 1
 
+    def _numbered_sql(self, conn: Connection, plan: _BatchInsert) -> str | None:
+        """PostgreSQL through a driver with named parameters (``pyformat``:
+        psycopg, psycopg2): the ``event_batches`` insert of one row whose
+        ``commit_seq`` is taken in it, as :meth:`take_commit_seq` takes it (the
+        transaction's id first, then ``nextval``), returning the number and
+        whether a reader sleeps (then the caller notifies). ``None`` elsewhere."""
+        key = (conn.dialect.name, self.tables.batches.name, "numbered")
+        if key in self._plans:
+            return self._plans[key]  # type: ignore[no-any-return]
+        sql = None
+        if (
+            conn.dialect.name == "postgresql"
+            and plan.names is not None
+            and conn.dialect.paramstyle == "pyformat"
+        ):
+            mark = f"%({plan.names[8]})s"  # commit_seq's
+            base = plan.sql.split(" RETURNING ")[0]
+            if base.count(mark) == 1:
+                sql = base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
+        self._plans[key] = sql
+        return sql
+
+    def _send_numbered(self, conn: Connection, sql: str, row: dict[str, Any]) -> None:
+        """Insert ``row`` with :meth:`_numbered_sql`'s ``sql``, and queue a
+        ``NOTIFY`` when a reader sleeps (see :meth:`take_commit_seq`)."""
+        t = self.tables
+        q = t.commit_sequence_name
+        params = {
+            **row,
+            "sentinel_seq": f'"{t.schema}"."{q}"' if t.schema else f'"{q}"',
+            "sentinel_schema": t.schema,
+            "sentinel_prefix": t.prefix,
+            "sentinel_seed": ADVISORY_SEED,
+        }
+        result = self._send(conn, t.batches, params, sql=sql)
+        _, wake = result.one()
+        if wake:
+            conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
+
     def _plan(self, conn: Connection, table: sa.Table, columns: Sequence[str]) -> _InsertPlan:
         dialect = conn.dialect
         key = (dialect.name, table.name, ",".join(columns))
@@ -709,12 +753,17 @@ class LogWriter:
         rows = plan.rows(values)  # may raise (unloggable values) before any SQL
         self._send(conn, table, rows, plan)
 
-    def _send(self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None) -> None:
+    def _send(
+        self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None, sql: str | None = None
+    ) -> Any:
         """Send ``rows`` (made by ``plan.rows``; the batches' plan by default)
-        with one ``executemany``."""
-        sql = (plan or self._batches_plan(conn)).sql
+        with one ``executemany`` (one row, a dict, with one ``execute``: of
+        ``sql`` if given); return the result."""
+        if sql is None:
+            sql = (plan or self._batches_plan(conn)).sql
+        n = 1 if isinstance(rows, dict) else len(rows)
         try:
-            conn.exec_driver_sql(sql, rows)
+            return conn.exec_driver_sql(sql, rows)
         except sa.exc.IntegrityError as err:
             text = _first_line(err).lower()
             duplicate = "unique" in text or "duplicate" in text
@@ -726,14 +775,14 @@ class LogWriter:
                 else "a constraint was violated"
             )
             raise LogWriteError(
-                f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
+                f"writing {n} row(s) to {self.tables.qualified(table.name)} failed: "
                 f"{what} ({_first_line(err)})",
                 table=table.name,
             ) from err
         except sa.exc.DBAPIError as err:
             self._diagnose(conn, err)
             raise LogWriteError(
-                f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
+                f"writing {n} row(s) to {self.tables.qualified(table.name)} failed: "
                 f"{_first_line(err)}",
                 table=table.name,
             ) from err
@@ -769,6 +818,19 @@ _PG_COMMIT_SEQ = sa.text(
     "OFFSET 0) AS b WHERE b.n IS NOT NULL"
 )
 _PG_NOTIFY = sa.text("SELECT pg_notify(:c, '')")
+#: :data:`_PG_COMMIT_SEQ` inside the batches' insert (``pyformat`` parameters).
+_PG_INLINE_SEQ = (
+    "(SELECT nextval(CAST(%(sentinel_seq)s AS regclass)) "
+    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL)"
+)
+_PG_INLINE_LOCK = (
+    "hashtextextended(coalesce(CAST(%(sentinel_schema)s AS text), current_schema()) "
+    "|| '.' || CAST(%(sentinel_prefix)s AS text), %(sentinel_seed)s)"
+)
+_PG_INLINE_RETURNING = (
+    f" RETURNING commit_seq, CASE WHEN pg_try_advisory_lock({_PG_INLINE_LOCK}) "
+    f"THEN NOT pg_advisory_unlock({_PG_INLINE_LOCK}) ELSE true END"
+)
 
 #: The seed of the hash naming a log's advisory lock on PostgreSQL
 #: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``), which a
