@@ -102,6 +102,8 @@ class CommitReader:
         #: at the second look, when they were first seen).
         self._gap: tuple[int, str | None, float] | None = None
         self._warned = 0.0
+        #: The last commit number handed out, as :meth:`horizon` last read it.
+        self.handed = 0
         #: Seconds a hole may be waited for before :meth:`horizon` says so on
         #: the ``sentinel.global`` logger (then again at this interval).
         self.gap_warn = 30.0
@@ -144,7 +146,9 @@ class CommitReader:
         moment, or rolled back; look again soon."""
         return self._gap is not None
 
-    def horizon(self, conn: Connection, after: int, *, wait: float = 0.0) -> int | None:
+    def horizon(
+        self, conn: Connection, after: int, *, wait: float = 0.0, span: int = 2000
+    ) -> int | None:
         """The largest commit number ``h >= after`` such that every number from
         ``after + 1`` to ``h`` is visible now or will never be (see the module
         docs); ``None`` on SQLite and MariaDB, where every visible number is
@@ -157,14 +161,16 @@ class CommitReader:
 
         A hole is waited for up to ``wait`` seconds (with back-off, ending the
         connection's transaction before each pause, so it holds no snapshot
-        meanwhile) when nothing after ``after`` can be read before it. Call it
-        outside a transaction of your own: it ends the connection's."""
+        meanwhile) when nothing after ``after`` can be read before it. One
+        look reads at most ``span`` numbers: the horizon is at most that far
+        past ``after`` (or past what was proved before). Call it outside a
+        transaction of your own: it ends the connection's."""
         if conn.dialect.name != "postgresql":
             return None
         deadline = time.monotonic() + wait
         pause = 0.001
         while True:
-            h = self._horizon(conn, after)
+            h = self._horizon(conn, after, span)
             if h > after or self._gap is None:
                 return h
             left = deadline - time.monotonic()
@@ -175,7 +181,7 @@ class CommitReader:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
 
-    def _horizon(self, conn: Connection, after: int) -> int:
+    def _horizon(self, conn: Connection, after: int, span: int) -> int:
         """One look of :meth:`horizon` (PostgreSQL)."""
         b = self.tables.batches
         while True:
@@ -188,14 +194,14 @@ class CommitReader:
                     .where(b.c.commit_seq > base)
                     .group_by(b.c.commit_seq)
                     .order_by(b.c.commit_seq)
-                    .limit(_SPAN)
+                    .limit(span)
                 )
                 .scalars()
                 .all()
             )
             # read after the numbers: every visible one a transaction took is
             # at most this; those above it (forged, imported) make no hole
-            handed = self.handed_out(conn)
+            handed = self.handed = self.handed_out(conn)
             top = base
             for n in nums:
                 if n != top + 1 or n > handed:
@@ -206,6 +212,8 @@ class CommitReader:
                 self._gap = gap = None  # filled: the transactions committed
             if top >= handed:
                 return top  # every number handed out is visible
+            if len(nums) == span and top == nums[-1]:
+                return top  # no hole among as many as it looked at
             if gap is None:
                 # first sight: the numbers usually commit within milliseconds
                 self._gap = (handed, None, time.monotonic())
@@ -323,8 +331,6 @@ _PG_RUNNING_BELOW = sa.text(
     "SELECT CAST(x AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x "
     "WHERE x < CAST(:u AS xid8)"
 )
-#: How many commit numbers one look of :meth:`CommitReader.horizon` reads.
-_SPAN = 2000
 
 
 def _rows(r: Any) -> list[LogRow]:

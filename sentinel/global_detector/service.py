@@ -326,8 +326,13 @@ class GlobalDetector:
         report.position = old
         with self.engine.connect() as conn:
             # before the rows: every number up to it is visible, or never will be
-            upto = self.reader.horizon(conn, old, wait=self.gap_wait)
+            # (as many numbers as the read takes rows at most, and one more)
+            span = max(1, self.batch // 100) + 1
+            upto = self.reader.horizon(conn, old, wait=self.gap_wait, span=span)
             rows = self.reader.read(conn, old, limit=self.batch)
+            if upto is not None:
+                # every number up to the horizon was handed out then
+                self._handed = max(self._handed, self.reader.handed)
             if rows and rows[-1].commit_seq > self._handed:
                 # read after the rows: at least the number of every row that
                 # committed with a number taken from the counter

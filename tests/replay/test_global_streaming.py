@@ -320,6 +320,7 @@ def test_the_source_offset_stops_before_a_number_whose_transaction_runs(log_db: 
         a.begin()
         writer.write(a, [Occurrence("order", 1, 1000.0, scope="txA", params={"customer": 1})])
         with log_db.begin() as b:
+            b.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
             writer.write(b, [Occurrence("payment", 1, 1001.0, scope="txB", params={"customer": 1})])
         assert source.latestOffset({"commit_seq": 0}) == {"commit_seq": 0}
         a.commit()
