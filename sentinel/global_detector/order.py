@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import REGCLASS
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.log.tables import LogTables, Outcome
@@ -104,6 +105,23 @@ class CommitReader:
         self._warned = 0.0
         #: The last commit number handed out, as :meth:`horizon` last read it.
         self.handed = 0
+        q = tables.commit_sequence_name
+        self._seq = f'"{tables.schema}"."{q}"' if tables.schema else f'"{q}"'
+        seqs = tables.batches.c.commit_seq
+        nums = (
+            sa.select(seqs)
+            .where(seqs > sa.bindparam("base", type_=sa.BigInteger))
+            .group_by(seqs)
+            .order_by(seqs)
+            .limit(sa.bindparam("span", type_=sa.Integer))
+            .subquery()
+        )
+        #: One look of :meth:`horizon` (PostgreSQL): the last number handed
+        #: out and the numbers after ``base``.
+        self._look = sa.select(
+            sa.func.pg_sequence_last_value(sa.cast(sa.bindparam("q", type_=sa.Text), REGCLASS)),
+            sa.select(sa.func.array_agg(nums.c.commit_seq)).scalar_subquery(),
+        )
         #: Seconds a hole may be waited for before :meth:`horizon` says so on
         #: the ``sentinel.global`` logger (then again at this interval).
         self.gap_warn = 30.0
@@ -183,25 +201,16 @@ class CommitReader:
 
     def _horizon(self, conn: Connection, after: int, span: int) -> int:
         """One look of :meth:`horizon` (PostgreSQL)."""
-        b = self.tables.batches
         while True:
             base = max(after, self._done)
-            # every number, whatever its rows' outcome: a commit whose rows are
-            # all aborted (rolled-back savepoints) still used its number
-            nums = (
-                conn.execute(
-                    sa.select(b.c.commit_seq)
-                    .where(b.c.commit_seq > base)
-                    .group_by(b.c.commit_seq)
-                    .order_by(b.c.commit_seq)
-                    .limit(span)
-                )
-                .scalars()
-                .all()
-            )
-            # read after the numbers: every visible one a transaction took is
-            # at most this; those above it (forged, imported) make no hole
-            handed = self.handed = self.handed_out(conn)
+            # every number, whatever its rows' outcome (a commit whose rows are
+            # all aborted, by rolled-back savepoints, still used its number),
+            # and the last one handed out, read after this statement's snapshot
+            # was taken: every visible number a transaction took is at most
+            # it; those above it (forged, imported) make no hole
+            last, arr = conn.execute(self._look, {"q": self._seq, "base": base, "span": span}).one()
+            nums = sorted(arr or ())
+            handed = self.handed = int(last or 0)
             top = base
             for n in nums:
                 if n != top + 1 or n > handed:

@@ -182,6 +182,7 @@ def test_a_rolled_back_number_is_passed_once_every_transaction_it_could_be_has_e
         a.begin()
         writer.write(a, [_occ("order", 1, "txA", customer=1)])
         with engine.begin() as b:
+            b.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
             writer.write(b, [_occ("payment", 1, "txB", customer=1)])
         with caplog.at_level(logging.WARNING, logger="sentinel.global"):
             assert _tail(reader, look, 0) == []  # A runs: 1 may still commit
