@@ -2,23 +2,41 @@
 
 Every transaction that writes log rows takes a *commit sequence number* just
 before its commit (:meth:`sentinel.log.LogWriter.take_commit_seq`) and stamps its
-rows with it (``event_batches.commit_seq``). The number is taken under a lock that the
-transaction holds until it ends, so:
+rows with it (``event_batches.commit_seq``). How a reader knows it has seen
+every number up to some ``n`` depends on the backend:
 
-- numbers are handed out in commit order (the next transaction can take one only
-  after the previous one ended), and
-- a reader never sees a number while a smaller one may still commit: when
-  number ``n`` is visible, every transaction that took a smaller number has
-  ended, committed (visible) or rolled back (its number is never used, or is
-  reused by the next transaction, which is why it was not visible).
+SQLite and MariaDB
+    the number is taken by an ``UPDATE`` of a counter row, held until the
+    transaction ends. Numbers are handed out in commit order and there are no
+    holes: when number ``n`` is visible, every transaction that took a smaller
+    number has ended (a rolled-back transaction's number is reused by the
+    next one). Log-writing commits wait for each other.
+PostgreSQL
+    the number is ``nextval`` of a sequence, taken without a lock, after the
+    transaction got its id. Writers do not wait for each other, so a number
+    ``g`` handed out may not be visible while a larger one is (a *hole*), or
+    while the reader looks: its transaction is still running, or it rolled
+    back (``nextval`` is not undone). :meth:`CommitReader.horizon` tells
+    them apart. After reading the numbers and then the last one handed out
+    (``pg_sequence_last_value``, at least ``g``), it takes a new transaction
+    id ``u`` (and ends that transaction at once). The transaction ``T``
+    holding ``g`` got its id before it took ``g``, so before ``u``: its id is
+    below ``u``. Once a later snapshot has no transaction below ``u`` in
+    progress (its ``xmin`` is at least ``u``), ``T`` has ended: committed, its
+    rows are visible to every later read; otherwise ``g`` never will be. The
+    reader passes the numbers up to the one handed out then for good, and
+    until then stops before the first one it does not see. Nothing is
+    written for a hole.
 
-So a reader that remembers the last number it processed and asks for larger ones
-never skips a row that commits later: there are no holes to wait for, on any
-backend. PostgreSQL takes the number with ``nextval`` under a transaction-level
-advisory lock; SQLite and MariaDB increment a counter row (on SQLite writers are
-serialized anyway). The cost is on the writing side: from the moment a
-transaction takes its number to its commit (its last ``INSERT`` s and the
-commit's flush to disk) other log-writing transactions wait.
+So a reader that remembers the last number it processed and asks for larger
+ones up to the horizon never skips a commit, reads each once, and reads them
+in number order. Number order is consistent with what each transaction could
+see when it took its number: a transaction that committed before another took
+its number has the smaller one.
+
+A reader that waits for the next commit (:class:`PostgresListener`) is woken
+by a ``NOTIFY`` that writers send only while a reader sleeps (PostgreSQL
+serializes the commits of notifying transactions).
 
 :class:`CommitReader` reads committed rows after a position, whole commits at a
 time; :func:`waiter` returns what waits for the next commit: ``LISTEN`` on
@@ -33,14 +51,16 @@ import json
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import REGCLASS
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.log.tables import LogTables, Outcome
-from sentinel.log.writer import notify_channel
+from sentinel.log.writer import ADVISORY_SEED, notify_channel
 
 __all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
 
@@ -68,10 +88,43 @@ class CommitReader:
     """Reads the committed occurrences of the log (rows whose ``outcome`` is
     committed or NULL) in commit order: by ``commit_seq``, then by row ``id``
     (insertion order within a transaction), then by ``t_occ`` within a row;
-    whole commits only."""
+    whole commits only.
+
+    A reader that tails the log reads up to :meth:`horizon`, which remembers
+    what it proved about the holes of the log it reads (PostgreSQL): use one
+    instance per log."""
 
     def __init__(self, tables: LogTables) -> None:
         self.tables = tables
+        #: Every commit number at most this one is visible or will never be.
+        self._done = 0
+        #: The numbers waited for: (the last number handed out when they were
+        #: seen, a transaction id larger than any their holders can have, taken
+        #: at the second look, when they were first seen).
+        self._gap: tuple[int, str | None, float] | None = None
+        self._warned = 0.0
+        #: The last commit number handed out, as :meth:`horizon` last read it.
+        self.handed = 0
+        q = tables.commit_sequence_name
+        self._seq = f'"{tables.schema}"."{q}"' if tables.schema else f'"{q}"'
+        seqs = tables.batches.c.commit_seq
+        nums = (
+            sa.select(seqs)
+            .where(seqs > sa.bindparam("base", type_=sa.BigInteger))
+            .group_by(seqs)
+            .order_by(seqs)
+            .limit(sa.bindparam("span", type_=sa.Integer))
+            .subquery()
+        )
+        #: One look of :meth:`horizon` (PostgreSQL): the last number handed
+        #: out and the numbers after ``base``.
+        self._look = sa.select(
+            sa.func.pg_sequence_last_value(sa.cast(sa.bindparam("q", type_=sa.Text), REGCLASS)),
+            sa.select(sa.func.array_agg(nums.c.commit_seq)).scalar_subquery(),
+        )
+        #: Seconds a hole may be waited for before :meth:`horizon` says so on
+        #: the ``sentinel.global`` logger (then again at this interval).
+        self.gap_warn = 30.0
         b = tables.batches
         self._committed = sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value)
         self._select = sa.select(
@@ -103,6 +156,110 @@ class CommitReader:
             else:
                 rows = [r for r in rows if r.commit_seq != last]
         return [o for r in rows for o in _rows(r)]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the last :meth:`horizon` stopped before a number handed out
+        and not yet visible (PostgreSQL): its transaction may commit at any
+        moment, or rolled back; look again soon."""
+        return self._gap is not None
+
+    def horizon(
+        self, conn: Connection, after: int, *, wait: float = 0.0, span: int = 2000
+    ) -> int | None:
+        """The largest commit number ``h >= after`` such that every number from
+        ``after + 1`` to ``h`` is visible now or will never be (see the module
+        docs); ``None`` on SQLite and MariaDB, where every visible number is
+        (numbers are taken under a lock). A number handed out and not visible
+        stops it until its transaction committed (it is visible then) or every
+        transaction that could hold it has ended (it never will be). Compute
+        it *before* reading the rows (:meth:`read`) and read those numbered up
+        to it: reading first could miss a commit that became visible in
+        between.
+
+        A hole is waited for up to ``wait`` seconds (with back-off, ending the
+        connection's transaction before each pause, so it holds no snapshot
+        meanwhile) when nothing after ``after`` can be read before it. One
+        look reads at most ``span`` numbers: the horizon is at most that far
+        past ``after`` (or past what was proved before). Call it outside a
+        transaction of your own: it ends the connection's."""
+        if conn.dialect.name != "postgresql":
+            return None
+        deadline = time.monotonic() + wait
+        pause = 0.001
+        while True:
+            h = self._horizon(conn, after, span)
+            if h > after or self._gap is None:
+                return h
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return h
+            if conn.in_transaction():
+                conn.rollback()
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def _horizon(self, conn: Connection, after: int, span: int) -> int:
+        """One look of :meth:`horizon` (PostgreSQL)."""
+        while True:
+            base = max(after, self._done)
+            # every number, whatever its rows' outcome (a commit whose rows are
+            # all aborted, by rolled-back savepoints, still used its number),
+            # and the last one handed out, read after this statement's snapshot
+            # was taken: every visible number a transaction took is at most
+            # it; those above it (forged, imported) make no hole
+            last, arr = conn.execute(self._look, {"q": self._seq, "base": base, "span": span}).one()
+            nums = sorted(arr or ())
+            handed = self.handed = int(last or 0)
+            top = base
+            for n in nums:
+                if n != top + 1 or n > handed:
+                    break
+                top = n
+            gap = self._gap
+            if gap is not None and top >= gap[0]:
+                self._gap = gap = None  # filled: the transactions committed
+            if top >= handed:
+                return top  # every number handed out is visible
+            if len(nums) == span and top == nums[-1]:
+                return top  # no hole among as many as it looked at
+            if gap is None:
+                # first sight: the numbers usually commit within milliseconds
+                self._gap = (handed, None, time.monotonic())
+                return top
+            if gap[1] is None:
+                # after the sequence was read: the transaction holding a number
+                # up to ``gap[0]`` got its id before it, so before this one
+                bound = str(conn.execute(_PG_NEW_XID).scalar_one())
+                conn.rollback()  # ends the id's transaction at once
+                gap = self._gap = (gap[0], bound, gap[2])
+            ended = conn.execute(_PG_ENDED, {"u": gap[1]}).scalar_one()
+            if not ended:
+                self._warn(conn, top)
+                return top
+            # every transaction with an id below the bound has ended: what
+            # committed is visible from now on, the rest never will be
+            self._done = gap[0]
+            self._gap = None
+
+    def _warn(self, conn: Connection, top: int) -> None:
+        """Say on the logger (every :attr:`gap_warn` seconds) that a number has
+        been waited for that long, and which transactions it waits for."""
+        gap = self._gap
+        now = time.monotonic()
+        if gap is None or now - gap[2] < self.gap_warn or now < self._warned:
+            return
+        self._warned = now + self.gap_warn
+        running = conn.execute(_PG_RUNNING_BELOW, {"u": gap[1]}).scalars().all()
+        log.warning(
+            "sentinel global: commit number %d was handed out %.0f s ago and is not "
+            "visible: its transaction is still running, or rolled back; commits "
+            "numbered after it are not read until the transactions running then have "
+            "ended (pg_stat_activity.backend_xid): %s",
+            top + 1,
+            now - gap[2],
+            ", ".join(str(x) for x in running[:10]),
+        )
 
     def unnumbered(self, conn: Connection, after_id: int) -> tuple[int, int]:
         """How many occurrences in rows with an id above ``after_id`` have no
@@ -172,6 +329,17 @@ class CommitReader:
 
 
 _PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
+#: A new transaction id: larger than every id assigned before it.
+_PG_NEW_XID = sa.text("SELECT pg_current_xact_id()")
+#: Whether every transaction with an id below ``:u`` has ended (this
+#: statement's snapshot has none of them in progress, and it counts every id
+#: below ``:u`` as assigned: its ``xmin`` is at least ``:u``).
+_PG_ENDED = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:u AS xid8)")
+#: The transactions with an id below ``:u`` in progress now.
+_PG_RUNNING_BELOW = sa.text(
+    "SELECT CAST(x AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x "
+    "WHERE x < CAST(:u AS xid8)"
+)
 
 
 def _rows(r: Any) -> list[LogRow]:
@@ -233,6 +401,15 @@ class Poller:
         self.max_wait = max_wait
         self._next = min_wait
 
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`prepare` was called since the last wait or reset
+        (a poller needs no preparing: always)."""
+        return True
+
+    def prepare(self) -> None:
+        """Before the last read ahead of a wait (see :class:`PostgresListener`)."""
+
     def wait(self, stop: threading.Event, limit: float | None = None) -> None:
         w = self._next if limit is None else min(self._next, max(0.0, limit))
         stop.wait(w)
@@ -249,13 +426,24 @@ class PostgresListener(Poller):
     """Waits for a ``NOTIFY`` of a commit that wrote log rows (sent by
     :meth:`~sentinel.log.LogWriter.take_commit_seq`), on a connection of its
     own; at most ``max_wait`` seconds (a safety net: the reader re-reads then,
-    whatever happened to the notification)."""
+    whatever happened to the notification).
+
+    Writers notify only while a reader sleeps (PostgreSQL serializes the
+    commits of notifying transactions): :meth:`prepare` takes the log's
+    advisory lock, shared, on the listening connection, and the wait releases
+    it when it ends (so does :meth:`reset`). The reader reads the log once
+    more between the two, up to every number handed out
+    (:meth:`CommitReader.horizon`), and sleeps only if that read found
+    nothing: a writer takes its number, then tries the lock, so one that took
+    a number after that read finds the lock held and notifies."""
 
     def __init__(self, engine: Engine, tables: LogTables, max_wait: float = 5.0) -> None:
         super().__init__(max_wait, max_wait)
         self.channel = notify_channel(tables)
         self._conn: Any = None
         self._engine = engine
+        self._lock = {"s": tables.schema, "p": tables.prefix, "k": ADVISORY_SEED}
+        self._held = False
 
     def _connect(self) -> Any:
         if self._conn is None:
@@ -266,8 +454,33 @@ class PostgresListener(Poller):
             self._raw, self._conn = raw, driver
         return self._conn
 
+    @property
+    def ready(self) -> bool:
+        return self._held
+
+    def prepare(self) -> None:
+        if self._held:
+            return
+        try:
+            self._connect().execute(_LOCK_SHARED, self._lock)
+            self._held = True
+        except Exception:  # the wait then polls
+            log.warning("sentinel global: LISTEN failed; polling", exc_info=True)
+            self.close()
+
+    def _release(self) -> None:
+        if self._held and self._conn is not None:
+            try:
+                self._conn.execute(_UNLOCK_SHARED, self._lock)
+            except Exception:
+                self.close()
+        self._held = False
+
     def wait(self, stop: threading.Event, limit: float | None = None) -> None:
         timeout = self.max_wait if limit is None else min(self.max_wait, max(0.0, limit))
+        if not self._held:  # not announced: writers do not notify
+            stop.wait(min(timeout, 1.0))
+            return
         try:
             conn = self._connect()
             # wake at the first notification; drain those that came together
@@ -277,12 +490,22 @@ class PostgresListener(Poller):
             log.warning("sentinel global: LISTEN failed; polling", exc_info=True)
             self.close()
             stop.wait(min(timeout, 1.0))
+        self._release()
+
+    def reset(self) -> None:
+        self._release()
 
     def close(self) -> None:
+        self._held = False
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._raw.invalidate()
             self._conn = None
+
+
+_LOCK_KEY = "hashtextextended(coalesce(%(s)s::text, current_schema()) || '.' || %(p)s::text, %(k)s)"
+_LOCK_SHARED = f"SELECT pg_advisory_lock_shared({_LOCK_KEY})"
+_UNLOCK_SHARED = f"SELECT pg_advisory_unlock_shared({_LOCK_KEY})"
 
 
 def waiter(engine: Engine, tables: LogTables, *, min_wait: float, max_wait: float) -> Poller:

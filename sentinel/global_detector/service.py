@@ -251,6 +251,13 @@ class GlobalDetector:
         self.ahead: list[tuple[int, int]] = []
         #: Seconds between two reports of the same rows in :attr:`ahead`.
         self.ahead_every = 30.0
+        #: PostgreSQL: seconds a step waits for a hole in the commit numbers
+        #: (a commit numbered after it visible, not yet one numbered at it)
+        #: when nothing can be read before it (see
+        #: :meth:`~sentinel.global_detector.order.CommitReader.horizon`); the
+        #: loop then looks again every ``min_wait`` seconds while it is there.
+        self.gap_wait = 0.1
+        self.min_wait = min_wait
         self._ahead_at = 0.0
 
     # -- one iteration -----------------------------------------------------------------
@@ -318,11 +325,22 @@ class GlobalDetector:
         old = feeder.position
         report.position = old
         with self.engine.connect() as conn:
+            # before the rows: every number up to it is visible, or never will be
+            # (as many numbers as the read takes rows at most, and one more)
+            span = max(1, self.batch // 100) + 1
+            upto = self.reader.horizon(conn, old, wait=self.gap_wait, span=span)
             rows = self.reader.read(conn, old, limit=self.batch)
+            if upto is not None:
+                # every number up to the horizon was handed out then
+                self._handed = max(self._handed, self.reader.handed)
             if rows and rows[-1].commit_seq > self._handed:
                 # read after the rows: at least the number of every row that
                 # committed with a number taken from the counter
                 self._handed = self.reader.handed_out(conn)
+            if upto is not None and rows and rows[-1].commit_seq > upto:
+                # past a hole (PostgreSQL): what comes after it waits for it;
+                # rows numbered ahead of the counter are refused below
+                rows = [r for r in rows if r.commit_seq <= upto or r.commit_seq > self._handed]
             if rows and rows[-1].commit_seq > self._handed:
                 rows = self._refuse_ahead(rows)
             else:
@@ -420,7 +438,10 @@ class GlobalDetector:
         if feeder is None or not self._leader:
             return
         with self.engine.connect() as conn:
+            upto = self.reader.horizon(conn, feeder.position, wait=self.gap_wait)
             handed = self.reader.handed_out(conn)
+            if upto is not None:
+                handed = min(handed, upto)
             rows = [
                 r
                 for r in self.reader.read(conn, feeder.position, limit=self.batch)
@@ -600,6 +621,17 @@ class GlobalDetector:
             if r.rows or r.clock:
                 self.waiter.reset()
                 continue
+            if r.leader and self.reader.waiting:
+                # a number handed out and not visible (PostgreSQL): its
+                # transaction may commit any moment, or may have rolled back
+                stop.wait(self.min_wait)
+                continue
+            if not self.waiter.ready:
+                # PostgreSQL: say it is about to sleep (writers notify from
+                # now on), then read once more before sleeping
+                self.waiter.prepare()
+                if self.waiter.ready:
+                    continue
             if until_idle and r.leader:
                 return
             if r.leader and self.run_actions and time.monotonic() - last_pending > self.lease:

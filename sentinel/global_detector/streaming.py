@@ -9,8 +9,9 @@ the source (``sentinel_commits``)
     a Python streaming data source whose offset is the commit number
     (``event_batches.commit_seq``, see :mod:`.order`): a micro-batch reads the commits
     numbered after the previous batch's end up to the largest number visible
-    when it was planned. A visible number ``n`` means every smaller one has
-    ended, so no commit is skipped. Each row carries its rank in its commit
+    when it was planned, and not past a hole in the numbers that may still
+    fill (PostgreSQL: :meth:`~.order.CommitReader.horizon`), so no commit is
+    skipped. Each row carries its rank in its commit
     (its global ``t_occ`` is ``commit_seq * 2**20 + rank``, as in the service).
 the detection
     rows are grouped by the key's value (``key``: a parameter name; rows
@@ -130,6 +131,10 @@ _STATE_STRUCT = StructType(
         StructField("rows", StringType(), False),  # JSON: [[field..., rank], ...]
     ]
 )
+#: PostgreSQL: seconds a micro-batch's planning waits for a commit number
+#: handed out and not yet visible, when nothing can be read before it (see
+#: :meth:`~.order.CommitReader.horizon`).
+GAP_WAIT = 1.0
 # Spark redacts option values whose key matches spark.redaction.regex ("secret"...).
 _URL_OPTION = "url_secret"
 
@@ -143,6 +148,8 @@ class _CommitStreamReader(DataSourceStreamReader):
         self.parts = max(1, int(options.get("partitions") or 1))
         self._engine: sa.Engine | None = None
         self._ahead_at = 0.0
+        #: Remembers the holes in the commit numbers proved never to fill.
+        self._reader = CommitReader(log_tables(self.schema, self.prefix))
 
     def _connect(self) -> sa.Engine:
         if self._engine is None:
@@ -153,8 +160,14 @@ class _CommitStreamReader(DataSourceStreamReader):
         return {"commit_seq": 0}
 
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
-        reader = CommitReader(log_tables(self.schema, self.prefix))
+        reader = self._reader
         with self._connect().connect() as conn:
+            # PostgreSQL: not past a hole in the numbers (computed before the
+            # rows are read, by the tasks: see CommitReader.horizon)
+            # (waited for a while when nothing is readable before it: a
+            # micro-batch that reads nothing tells Spark the source is drained)
+            after = 0 if start is None else int(start["commit_seq"])
+            upto = reader.horizon(conn, after, wait=GAP_WAIT)
             # only numbers handed out (read first: a commit numbered after it
             # is left for the next batch): a row numbered ahead of the counter
             # (forged, imported, left by a reset) would move the offset past
@@ -164,6 +177,8 @@ class _CommitStreamReader(DataSourceStreamReader):
             top = reader.head(conn)
             if top > head and top > (handed := reader.handed_out(conn)):
                 self._report_ahead(top, handed)
+        if upto is not None:
+            head = min(head, upto)
         if start is not None:
             head = max(head, int(start["commit_seq"]))
         return {"commit_seq": head}

@@ -284,8 +284,8 @@ class LogTables:
             sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
             sa.Column("n", sa.BigInteger(), nullable=False),
         )
-        #: PostgreSQL: the commit sequence (taken under a transaction-level
-        #: advisory lock, so numbers follow commit order).
+        #: PostgreSQL: the commit sequence (``nextval`` without a lock: numbers
+        #: need not follow commit order; see ``docs/global.md``).
         self.commit_sequence_name = f"{p}commit_seq"
         seq = f'"{schema}"."{p}commit_seq"' if schema else f'"{p}commit_seq"'
         create = sa.DDL(f"CREATE SEQUENCE IF NOT EXISTS {seq}")  # type: ignore[no-untyped-call]

@@ -127,8 +127,9 @@ class LogWriter:
         self.tables: LogTables = log_tables(schema, prefix)
         #: Number each writing transaction in commit order (``event_batches.commit_seq``,
         #: :meth:`take_commit_seq`), for a global detector (``docs/global.md``).
-        #: Off by default: the number is taken under a lock held until the
-        #: commit, so concurrent log-writing commits wait for each other.
+        #: Off by default: on SQLite and MariaDB the number is taken under a
+        #: lock held until the commit, so concurrent log-writing commits wait
+        #: for each other (PostgreSQL takes it without a lock).
         self.commit_order = commit_order
         #: Seconds after which the next write checks the schema revision again.
         self.recheck = recheck
@@ -455,7 +456,9 @@ class LogWriter:
         do the rows of scope ``restamp`` written earlier in this transaction
         without one (a long transaction's flushes, written with
         ``sequence=False``: a number is taken only at the last write before
-        the commit, because taking it holds a lock until the commit)."""
+        the commit, because on SQLite and MariaDB taking it holds a lock until
+        the commit, and on PostgreSQL the reader waits for a number taken and
+        not yet committed)."""
         rows: list[tuple[Any, ...]] = []
         for group in groups:
             rows.extend(self.event_values(*group))
@@ -476,11 +479,16 @@ class LogWriter:
         if self._check:
             self.check(connection)
         t = self.tables
-        seq = (
-            self.take_commit_seq(connection)
-            if sequence and self.commit_order and (prepared or restamp is not None)
-            else None
-        )
+        numbered = sequence and self.commit_order and (prepared or restamp is not None)
+        if numbered and restamp is None and len(prepared) == 1:
+            # PostgreSQL: the row's insert takes the number itself (one
+            # statement less, and the number as late as can be)
+            assert plan is not None
+            inline = self._numbered_sql(connection, plan)
+            if inline is not None:
+                self._send_numbered(connection, inline, prepared[0])
+                numbered, prepared = False, []
+        seq = self.take_commit_seq(connection) if numbered else None
         if restamp is not None and seq is not None:
             b = t.batches
             connection.execute(
@@ -611,38 +619,50 @@ class LogWriter:
         return known[1]
 
     def take_commit_seq(self, conn: Connection) -> int:
-        """Number the current transaction in commit order and return the number.
+        """Number the current transaction for the global detector's commit
+        order and return the number (``docs/global.md``, "The ordering
+        guarantee"). Take it in the transaction's last statements before its
+        commit (the ORM layer does): a transaction that committed before the
+        number was taken has a smaller one.
 
-        The number is taken under a lock held until the transaction ends, so
-        numbers are handed out in commit order and a reader never sees a number
-        before a smaller one (a rolled-back transaction's number is skipped or
-        reused; the one after it is taken only once it ended). PostgreSQL: a
-        transaction-level advisory lock, then ``nextval`` of the sequence
-        (an ``UPDATE`` of a counter row would fail under REPEATABLE READ), and a
-        ``NOTIFY`` on :func:`notify_channel` delivered at the commit. SQLite
-        and MariaDB: an ``UPDATE`` of the counter row. Concurrent transactions
-        that write log rows wait for each other from here to their commit: the
-        price of a gapless commit order (see ``docs/global.md``)."""
+        PostgreSQL: ``nextval`` of the sequence, without a lock, in one
+        statement that first gives the transaction its id
+        (``pg_current_xact_id()``); and, when a reader sleeps waiting for the
+        next commit (it holds the log's advisory lock, see
+        :data:`ADVISORY_SEED`), a ``NOTIFY`` on :func:`notify_channel`
+        delivered at the commit (PostgreSQL serializes the commits of
+        notifying transactions). Concurrent writers do not wait for each
+        other, so numbers need not follow commit order and a number can be
+        visible while a smaller one is not yet (or never: its transaction
+        rolled back); the reader waits for such a hole until the
+        transactions that were running when it saw it have ended
+        (:meth:`sentinel.global_detector.order.CommitReader.horizon`), which
+        the transaction id taken before the number makes sufficient.
+        SQLite and MariaDB: an ``UPDATE`` of the counter row, held until the
+        commit, so numbers follow commit order and there are no holes;
+        concurrent log-writing transactions wait for each other from here to
+        their commit (on SQLite writers are serialized anyway)."""
         t = self.tables
         name = conn.dialect.name
         if name == "postgresql":
             q = t.commit_sequence_name
             seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
-            # one statement: the outer target list (nextval, the notification)
-            # is evaluated for the row the subquery yields, after it took the lock
-            # the lock is the log's: named by the schema its tables are in (the
-            # search path's first when none is configured) and the prefix
+            # one statement: nextval is evaluated for the row the innermost
+            # subquery yields (the filter needs its value), after the
+            # transaction got its id; so a reader that finds the number not
+            # visible finds the transaction holding it in progress, or ended.
+            # Then (the outer filter needs the number) whether a reader sleeps
+            # waiting for a NOTIFY: one holds the log's advisory lock, shared,
+            # while it sleeps (PostgresListener); a writer that cannot take it
+            # exclusively notifies
             # (text() with bind parameters: every PostgreSQL driver's paramstyle)
-            n = conn.execute(
-                _PG_COMMIT_SEQ,
-                {
-                    "q": seq,
-                    "k": ADVISORY_SEED,
-                    "s": t.schema,
-                    "p": t.prefix,
-                    "c": notify_channel(t),
-                },
-            ).scalar_one()
+            n, wake = conn.execute(
+                _PG_COMMIT_SEQ, {"q": seq, "k": ADVISORY_SEED, "s": t.schema, "p": t.prefix}
+            ).one()
+            if wake:
+                # delivered at the commit; PostgreSQL serializes the commits of
+                # notifying transactions, so only while a reader sleeps
+                conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
             return int(n)
         c = t.commit_counter
         if name in ("mysql", "mariadb"):
@@ -661,6 +681,45 @@ class LogWriter:
         # no counter row: tables made by create_all, not by the migration
         conn.execute(sa.insert(c).values(id=1, n=1))
         return 1
+
+    def _numbered_sql(self, conn: Connection, plan: _BatchInsert) -> str | None:
+        """PostgreSQL through a driver with named parameters (``pyformat``:
+        psycopg, psycopg2): the ``event_batches`` insert of one row whose
+        ``commit_seq`` is taken in it, as :meth:`take_commit_seq` takes it (the
+        transaction's id first, then ``nextval``), returning the number and
+        whether a reader sleeps (then the caller notifies). ``None`` elsewhere."""
+        key = (conn.dialect.name, self.tables.batches.name, "numbered")
+        if key in self._plans:
+            return self._plans[key]  # type: ignore[no-any-return]
+        sql = None
+        if (
+            conn.dialect.name == "postgresql"
+            and plan.names is not None
+            and conn.dialect.paramstyle == "pyformat"
+        ):
+            mark = f"%({plan.names[8]})s"  # commit_seq's
+            base = plan.sql.split(" RETURNING ")[0]
+            if base.count(mark) == 1:
+                sql = base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
+        self._plans[key] = sql
+        return sql
+
+    def _send_numbered(self, conn: Connection, sql: str, row: dict[str, Any]) -> None:
+        """Insert ``row`` with :meth:`_numbered_sql`'s ``sql``, and queue a
+        ``NOTIFY`` when a reader sleeps (see :meth:`take_commit_seq`)."""
+        t = self.tables
+        q = t.commit_sequence_name
+        params = {
+            **row,
+            "sentinel_seq": f'"{t.schema}"."{q}"' if t.schema else f'"{q}"',
+            "sentinel_schema": t.schema,
+            "sentinel_prefix": t.prefix,
+            "sentinel_seed": ADVISORY_SEED,
+        }
+        result = self._send(conn, t.batches, params, sql=sql)
+        _, wake = result.one()
+        if wake:
+            conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
 
     def _plan(self, conn: Connection, table: sa.Table, columns: Sequence[str]) -> _InsertPlan:
         dialect = conn.dialect
@@ -694,12 +753,17 @@ class LogWriter:
         rows = plan.rows(values)  # may raise (unloggable values) before any SQL
         self._send(conn, table, rows, plan)
 
-    def _send(self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None) -> None:
+    def _send(
+        self, conn: Connection, table: sa.Table, rows: Any, plan: Any = None, sql: str | None = None
+    ) -> Any:
         """Send ``rows`` (made by ``plan.rows``; the batches' plan by default)
-        with one ``executemany``."""
-        sql = (plan or self._batches_plan(conn)).sql
+        with one ``executemany`` (one row, a dict, with one ``execute``: of
+        ``sql`` if given); return the result."""
+        if sql is None:
+            sql = (plan or self._batches_plan(conn)).sql
+        n = 1 if isinstance(rows, dict) else len(rows)
         try:
-            conn.exec_driver_sql(sql, rows)
+            return conn.exec_driver_sql(sql, rows)
         except sa.exc.IntegrityError as err:
             text = _first_line(err).lower()
             duplicate = "unique" in text or "duplicate" in text
@@ -711,14 +775,14 @@ class LogWriter:
                 else "a constraint was violated"
             )
             raise LogWriteError(
-                f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
+                f"writing {n} row(s) to {self.tables.qualified(table.name)} failed: "
                 f"{what} ({_first_line(err)})",
                 table=table.name,
             ) from err
         except sa.exc.DBAPIError as err:
             self._diagnose(conn, err)
             raise LogWriteError(
-                f"writing {len(rows)} row(s) to {self.tables.qualified(table.name)} failed: "
+                f"writing {n} row(s) to {self.tables.qualified(table.name)} failed: "
                 f"{_first_line(err)}",
                 table=table.name,
             ) from err
@@ -745,14 +809,33 @@ def notify_channel(tables: LogTables) -> str:
 
 
 _PG_COMMIT_SEQ = sa.text(
-    "SELECT nextval(CAST(:q AS regclass)), pg_notify(:c, '') "
-    "FROM (SELECT pg_advisory_xact_lock(hashtextextended("
-    "coalesce(CAST(:s AS text), current_schema()) || '.' || CAST(:p AS text), :k)) "
-    "OFFSET 0) AS l"
+    "SELECT b.n, CASE WHEN pg_try_advisory_lock(b.k) THEN NOT pg_advisory_unlock(b.k) "
+    "ELSE true END "
+    "FROM (SELECT nextval(CAST(:q AS regclass)) AS n, "
+    "hashtextextended(coalesce(CAST(:s AS text), current_schema()) || '.' || "
+    "CAST(:p AS text), :k) AS k "
+    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL "
+    "OFFSET 0) AS b WHERE b.n IS NOT NULL"
+)
+_PG_NOTIFY = sa.text("SELECT pg_notify(:c, '')")
+#: :data:`_PG_COMMIT_SEQ` inside the batches' insert (``pyformat`` parameters).
+_PG_INLINE_SEQ = (
+    "(SELECT nextval(CAST(%(sentinel_seq)s AS regclass)) "
+    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL)"
+)
+_PG_INLINE_LOCK = (
+    "hashtextextended(coalesce(CAST(%(sentinel_schema)s AS text), current_schema()) "
+    "|| '.' || CAST(%(sentinel_prefix)s AS text), %(sentinel_seed)s)"
+)
+_PG_INLINE_RETURNING = (
+    f" RETURNING commit_seq, CASE WHEN pg_try_advisory_lock({_PG_INLINE_LOCK}) "
+    f"THEN NOT pg_advisory_unlock({_PG_INLINE_LOCK}) ELSE true END"
 )
 
-#: The seed of the hash naming a log's commit-order advisory lock on PostgreSQL
-#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``).
+#: The seed of the hash naming a log's advisory lock on PostgreSQL
+#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``), which a
+#: reader waiting for a ``NOTIFY`` of the next commit holds, shared: a writer
+#: that cannot take it notifies (:meth:`LogWriter.take_commit_seq`).
 ADVISORY_SEED = 0x5E17
 
 

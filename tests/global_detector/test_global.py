@@ -485,8 +485,10 @@ def test_rows_without_a_commit_number_are_reported(
 
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
-    """A commit that writes log rows sends a NOTIFY on the log's channel, at the
-    commit (none for a rolled-back one); the service waits on that channel."""
+    """While a reader sleeps (its listener holds the log's advisory lock), a
+    commit that writes log rows sends a NOTIFY on the log's channel, at the
+    commit (none for a rolled-back one); while no reader sleeps, commits do
+    not notify (PostgreSQL serializes notifying commits)."""
     from sentinel.global_detector.order import PostgresListener, waiter
     from sentinel.log.tables import log_tables
     from sentinel.log.writer import notify_channel
@@ -500,6 +502,11 @@ def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
         conn.autocommit = True
         conn.execute(f'LISTEN "{notify_channel(log_tables())}"')
         writer = LogWriter(commit_order=True)
+        with log_db.begin() as c:
+            writer.write(c, [_occ("order", 1, "nobody-sleeps", customer=1)])
+        assert list(conn.notifies(timeout=0.5, stop_after=1)) == []
+        listener.prepare()
+        assert listener.ready
         with log_db.connect() as c:
             c.begin()
             writer.write(c, [_occ("order", 1, "rolled-back", customer=1)])
@@ -509,6 +516,11 @@ def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
             writer.write(c, [_occ("order", 1, "committed", customer=1)])
         (note,) = list(conn.notifies(timeout=30, stop_after=1))
         assert note.channel == notify_channel(log_tables())
+        listener.wait(threading.Event(), 5.0)  # woken by that commit; awake now
+        assert not listener.ready
+        with log_db.begin() as c:
+            writer.write(c, [_occ("order", 1, "awake", customer=1)])
+        assert list(conn.notifies(timeout=0.5, stop_after=1)) == []
     finally:
         raw.close()
         listener.close()

@@ -302,3 +302,29 @@ def test_foreach_batch_gets_each_batch_once_with_its_id(
     ids = [b for b, _ in batches]
     assert ids == sorted(set(ids)) and len(ids) >= 2
     assert sorted(r for _, rows in batches for r in rows) == _replayed(PAID, log_db)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_the_source_offset_stops_before_a_number_whose_transaction_runs(log_db: sa.Engine) -> None:
+    """PostgreSQL numbers commits without a lock: A takes 1, B takes 2 and
+    commits first. A micro-batch planned then ends before 1 (reading 2 and
+    moving the offset past 1 would lose A's commit); once A committed, the
+    next one ends at 2."""
+    pytest.importorskip("pyspark")
+    from sentinel.global_detector.streaming import _URL_OPTION, _CommitStreamReader
+
+    source = _CommitStreamReader({_URL_OPTION: _url(log_db)})
+    writer = LogWriter(commit_order=True)
+    a = log_db.connect()
+    try:
+        a.begin()
+        writer.write(a, [Occurrence("order", 1, 1000.0, scope="txA", params={"customer": 1})])
+        with log_db.begin() as b:
+            b.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
+            writer.write(b, [Occurrence("payment", 1, 1001.0, scope="txB", params={"customer": 1})])
+        assert source.latestOffset({"commit_seq": 0}) == {"commit_seq": 0}
+        a.commit()
+    finally:
+        a.close()
+    assert source.latestOffset({"commit_seq": 0}) == {"commit_seq": 2}
+    source.stop()
