@@ -222,9 +222,11 @@ def hand_tailer(db: Database, out: list[float], stop: threading.Event) -> None:
     last = 0
     orders: dict[Any, deque[Any]] = defaultdict(deque)
     q = sa.text(
-        "SELECT id, event, params FROM sentinel_events WHERE id > :last "
+        # the per-occurrence view; a row id holds a whole transaction, which
+        # commits at once
+        "SELECT id, event, params FROM sentinel_occurrences WHERE id > :last "
         "AND event IN ('order', 'payment') AND (outcome IS NULL OR outcome <> 'aborted') "
-        "ORDER BY id"
+        "ORDER BY id, t_occ"
     )
     with db.engine.connect() as conn:
         while not stop.is_set():
@@ -293,8 +295,8 @@ def tailing(backend: str, txns: int) -> tuple[float, float, float, int]:
         with db.engine.connect() as conn:
             for event, params in conn.execute(
                 sa.text(
-                    "SELECT event, params FROM sentinel_events WHERE commit_seq IS NOT NULL "
-                    "ORDER BY commit_seq, id"
+                    "SELECT event, params FROM sentinel_occurrences "
+                    "WHERE commit_seq IS NOT NULL ORDER BY commit_seq, id, t_occ"
                 )
             ):
                 p = json.loads(params) if isinstance(params, str) else params

@@ -331,7 +331,8 @@ class LogSink:
         # rows a long transaction wrote at flushes get its commit number now
         restamp = st.scope_id if st.written else None
         main_firings = [*firings, *pending] if pending else firings
-        # Each write takes its database's commit-number lock until the commit: in
+        # Each write takes its database's commit-number lock until the commit
+        # (SQLite, MariaDB; PostgreSQL numbers without one): in
         # one order (by URL), so two transactions using the same databases never
         # wait for each other's lock on two databases at once.
         rows = 0
