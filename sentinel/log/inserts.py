@@ -316,37 +316,33 @@ def _plain(params: Any) -> bool:
     for k, v in params.items():
         if type(k) is not str or "\x00" in k:
             return False
-        t = type(v)
-        if t is str:
-            if "\x00" in v:
-                return False
-            chars += len(v)
-        elif t is float:
-            if not -1e16 < v < 1e16 or (v == 0.0 and _copysign(1.0, v) < 0):
-                return False
-        elif t is int:
-            if not _INT_MIN <= v <= _INT_MAX:
-                return False
-        elif t is MappingProxyType:
+        if type(v) is MappingProxyType:
             for k2, v2 in v.items():
                 if type(k2) is not str or k2.startswith("$") or "\x00" in k2:
                     return False
-                t2 = type(v2)
-                if t2 is str:
-                    if "\x00" in v2:
-                        return False
-                    chars += len(v2)
-                elif t2 is float:
-                    if not -1e16 < v2 < 1e16 or (v2 == 0.0 and _copysign(1.0, v2) < 0):
-                        return False
-                elif t2 is int:
-                    if not _INT_MIN <= v2 <= _INT_MAX:
-                        return False
-                elif not (v2 is None or t2 is bool):
+                n = _plain_chars(v2)
+                if n < 0:
                     return False
-        elif not (v is None or t is bool):
-            return False
+                chars += n
+        else:
+            n = _plain_chars(v)
+            if n < 0:
+                return False
+            chars += n
     return chars <= _PLAIN_CHARS
+
+
+def _plain_chars(v: Any) -> int:
+    """The characters of ``v`` if it is a plain value :func:`_plain` lets
+    through (0 for a number, a boolean or ``None``), else -1."""
+    t = type(v)
+    if t is str:
+        return -1 if "\x00" in v else len(v)
+    if t is float:
+        return 0 if -1e16 < v < 1e16 and (v != 0.0 or _copysign(1.0, v) > 0) else -1
+    if t is int:
+        return 0 if _INT_MIN <= v <= _INT_MAX else -1
+    return 0 if v is None or t is bool else -1
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
