@@ -210,8 +210,8 @@ def hand_tailer(db: Database, out: list[float], stop: threading.Event) -> None:
     """The plain loop: new rows by id, pair orders and payments, act."""
     import json
 
+    from sentinel.log.commit_order import notify_channel
     from sentinel.log.tables import log_tables
-    from sentinel.log.writer import notify_channel
 
     listen: Any = None
     if db.backend == "postgresql":

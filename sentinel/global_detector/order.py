@@ -59,8 +59,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import REGCLASS
 from sqlalchemy.engine import Connection, Engine
 
+from sentinel.log.commit_order import ADVISORY_SEED, notify_channel
 from sentinel.log.tables import LogTables, Outcome
-from sentinel.log.writer import ADVISORY_SEED, notify_channel
 
 __all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
 

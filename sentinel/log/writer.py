@@ -33,7 +33,6 @@ application (see ``bench/orm.py``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import socket
 import threading
@@ -49,6 +48,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
+from sentinel.log.commit_order import (
+    _PG_INLINE_RETURNING,
+    _PG_INLINE_SEQ,
+    _PG_NOTIFY,
+    ADVISORY_SEED,
+    notify_channel,
+    take_commit_seq,
+)
 from sentinel.log.encoding import _key_text
 from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
 from sentinel.log.policy import LogPolicy
@@ -620,67 +627,9 @@ class LogWriter:
 
     def take_commit_seq(self, conn: Connection) -> int:
         """Number the current transaction for the global detector's commit
-        order and return the number (``docs/global.md``, "The ordering
-        guarantee"). Take it in the transaction's last statements before its
-        commit (the ORM layer does): a transaction that committed before the
-        number was taken has a smaller one.
-
-        PostgreSQL: ``nextval`` of the sequence, without a lock, in one
-        statement that first gives the transaction its id
-        (``pg_current_xact_id()``); and, when a reader sleeps waiting for the
-        next commit (it holds the log's advisory lock, see
-        :data:`ADVISORY_SEED`), a ``NOTIFY`` on :func:`notify_channel`
-        delivered at the commit (PostgreSQL serializes the commits of
-        notifying transactions). Concurrent writers do not wait for each
-        other, so numbers need not follow commit order and a number can be
-        visible while a smaller one is not yet (or never: its transaction
-        rolled back); the reader waits for such a hole until the
-        transactions that were running when it saw it have ended
-        (:meth:`sentinel.global_detector.order.CommitReader.horizon`), which
-        the transaction id taken before the number makes sufficient.
-        SQLite and MariaDB: an ``UPDATE`` of the counter row, held until the
-        commit, so numbers follow commit order and there are no holes;
-        concurrent log-writing transactions wait for each other from here to
-        their commit (on SQLite writers are serialized anyway)."""
-        t = self.tables
-        name = conn.dialect.name
-        if name == "postgresql":
-            q = t.commit_sequence_name
-            seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
-            # one statement: nextval is evaluated for the row the innermost
-            # subquery yields (the filter needs its value), after the
-            # transaction got its id; so a reader that finds the number not
-            # visible finds the transaction holding it in progress, or ended.
-            # Then (the outer filter needs the number) whether a reader sleeps
-            # waiting for a NOTIFY: one holds the log's advisory lock, shared,
-            # while it sleeps (PostgresListener); a writer that cannot take it
-            # exclusively notifies
-            # (text() with bind parameters: every PostgreSQL driver's paramstyle)
-            n, wake = conn.execute(
-                _PG_COMMIT_SEQ, {"q": seq, "k": ADVISORY_SEED, "s": t.schema, "p": t.prefix}
-            ).one()
-            if wake:
-                # delivered at the commit; PostgreSQL serializes the commits of
-                # notifying transactions, so only while a reader sleeps
-                conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
-            return int(n)
-        c = t.commit_counter
-        if name in ("mysql", "mariadb"):
-            # LAST_INSERT_ID(expr) hands the new value back as the result's lastrowid
-            res = conn.execute(
-                sa.update(c).where(c.c.id == 1).values(n=sa.func.last_insert_id(c.c.n + 1))
-            )
-            if res.rowcount == 1:
-                return int(res.lastrowid)
-        else:
-            row = conn.execute(
-                sa.update(c).where(c.c.id == 1).values(n=c.c.n + 1).returning(c.c.n)
-            ).one_or_none()
-            if row is not None:
-                return int(row[0])
-        # no counter row: tables made by create_all, not by the migration
-        conn.execute(sa.insert(c).values(id=1, n=1))
-        return 1
+        order and return the number: :func:`sentinel.log.commit_order.take_commit_seq`
+        for this writer's tables."""
+        return take_commit_seq(conn, self.tables)
 
     def _numbered_sql(self, conn: Connection, plan: _BatchInsert) -> str | None:
         """PostgreSQL through a driver with named parameters (``pyformat``:
@@ -799,44 +748,6 @@ class LogWriter:
             raise schema_err from err
         except Exception:  # the diagnosis is best effort; report the original error
             return
-
-
-def notify_channel(tables: LogTables) -> str:
-    """The PostgreSQL ``NOTIFY`` channel on which a commit that wrote log rows
-    to ``tables`` announces its commit sequence number."""
-    raw = f"{tables.schema or ''}.{tables.prefix}events"
-    return "sentinel_" + hashlib.sha1(raw.encode()).hexdigest()[:16]
-
-
-_PG_COMMIT_SEQ = sa.text(
-    "SELECT b.n, CASE WHEN pg_try_advisory_lock(b.k) THEN NOT pg_advisory_unlock(b.k) "
-    "ELSE true END "
-    "FROM (SELECT nextval(CAST(:q AS regclass)) AS n, "
-    "hashtextextended(coalesce(CAST(:s AS text), current_schema()) || '.' || "
-    "CAST(:p AS text), :k) AS k "
-    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL "
-    "OFFSET 0) AS b WHERE b.n IS NOT NULL"
-)
-_PG_NOTIFY = sa.text("SELECT pg_notify(:c, '')")
-#: :data:`_PG_COMMIT_SEQ` inside the batches' insert (``pyformat`` parameters).
-_PG_INLINE_SEQ = (
-    "(SELECT nextval(CAST(%(sentinel_seq)s AS regclass)) "
-    "FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS a WHERE a.x IS NOT NULL)"
-)
-_PG_INLINE_LOCK = (
-    "hashtextextended(coalesce(CAST(%(sentinel_schema)s AS text), current_schema()) "
-    "|| '.' || CAST(%(sentinel_prefix)s AS text), %(sentinel_seed)s)"
-)
-_PG_INLINE_RETURNING = (
-    f" RETURNING commit_seq, CASE WHEN pg_try_advisory_lock({_PG_INLINE_LOCK}) "
-    f"THEN NOT pg_advisory_unlock({_PG_INLINE_LOCK}) ELSE true END"
-)
-
-#: The seed of the hash naming a log's advisory lock on PostgreSQL
-#: (``hashtextextended(schema || '.' || prefix, ADVISORY_SEED)``), which a
-#: reader waiting for a ``NOTIFY`` of the next commit holds, shared: a writer
-#: that cannot take it notifies (:meth:`LogWriter.take_commit_seq`).
-ADVISORY_SEED = 0x5E17
 
 
 def _first_line(err: BaseException) -> str:

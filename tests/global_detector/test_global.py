@@ -490,8 +490,8 @@ def test_postgresql_commits_notify_the_service(log_db: sa.Engine) -> None:
     commit (none for a rolled-back one); while no reader sleeps, commits do
     not notify (PostgreSQL serializes notifying commits)."""
     from sentinel.global_detector.order import PostgresListener, waiter
+    from sentinel.log.commit_order import notify_channel
     from sentinel.log.tables import log_tables
-    from sentinel.log.writer import notify_channel
 
     listener = waiter(log_db, log_tables(), min_wait=0.05, max_wait=1.0)
     assert isinstance(listener, PostgresListener)
