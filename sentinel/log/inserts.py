@@ -198,7 +198,9 @@ def _name_text(name: str) -> str:
 
 class BadValue(ValueError):
     """A value the log cannot hold; ``index`` is the row of the writer's
-    values it came from, ``what`` says why."""
+    values it came from, ``what`` which value: ``"occurrence time"``,
+    ``"detection time"``, ``"t_occ"``, ``"event"``, or ``"repeated"`` (index
+    -1) for an occurrence id given twice."""
 
     def __init__(self, index: int, what: str, scope: Any = None, t_occ: Any = None) -> None:
         super().__init__(what)
@@ -368,7 +370,7 @@ def _which(values: Sequence[Sequence[Any]]) -> None:
             except TypeError:
                 ok = False
             if not ok:
-                raise BadValue(i, "time" if what == "occurrence time" else "detection time")
+                raise BadValue(i, what)
         if type(t_occ) is not int:
             raise BadValue(i, "t_occ")
         if type(row[2]) is not str:

@@ -63,21 +63,9 @@ VIEW_COLUMNS: tuple[str, ...] = (
     "savepoint",
     "commit_seq",
 )
-#: Columns carried through every layer of the view.
-_CARRIED = (
-    "id",
-    "scope",
-    "t_occ",
-    "event",
-    "ts",
-    "detected_ts",
-    "source_class",
-    "source_key",
-    "params",
-    "outcome",
-    "savepoint",
-    "commit_seq",
-)
+#: Columns carried through every layer of the view (the times and the
+#: archive mark are computed in the last).
+_CARRIED = tuple(c for c in VIEW_COLUMNS if c not in ("at", "detected_at", "expired_at"))
 
 
 def _mysql(dialect: str) -> bool:

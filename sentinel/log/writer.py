@@ -317,18 +317,11 @@ class LogWriter:
                 "its t_occ is not an integer",
                 table=self.tables.batches.name,
             ) from None
-        for what, value in (("occurrence time", ts), ("detection time", dts)):
-            try:
-                _fromtimestamp(value, UTC)
-            except (ValueError, OverflowError, TypeError):
-                raise LogWriteError(
-                    f"cannot log occurrence {event[:80]}@{t_occ}: its {what} {value!r:.80} "
-                    "(POSIX seconds) is outside the years 1 to 9999 that the log's "
-                    "datetime columns hold",
-                    table=self.tables.batches.name,
-                ) from None
-        raise LogWriteError(  # pragma: no cover - a bound datetime holds but we refused
-            f"cannot log occurrence {event[:80]}@{t_occ}: its times are not POSIX seconds",
+        value = ts if bad.what == "occurrence time" else dts
+        raise LogWriteError(
+            f"cannot log occurrence {event[:80]}@{t_occ}: its {bad.what} {value!r:.80} "
+            "(POSIX seconds) is outside the years 1 to 9999 that the log's "
+            "datetime columns hold",
             table=self.tables.batches.name,
         ) from None
 
