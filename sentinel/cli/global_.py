@@ -75,6 +75,22 @@ __all__ = ["global_command"]
     help="Rules with temporal events: skip (and report) a log row more than this many "
     "seconds behind the log's clock.",
 )
+@click.option(
+    "--busy-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="SQLite: seconds a statement waits for another connection's write lock before it "
+    "fails (the driver's default is 5 s); ignored on other databases.",
+)
+@click.option(
+    "--retry-delay",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds a worker thread waits before it tries again an action it could not claim "
+    "(the database away, or locked past --busy-timeout).",
+)
 @click.option("--no-actions", is_flag=True, help="Only enqueue; `sentinel worker` acts.")
 @click.option(
     "--until-idle", is_flag=True, help="Exit once the log is read to its end (for cron, tests)."
@@ -92,6 +108,8 @@ def global_command(
     action_lease: float,
     max_ahead: float,
     max_late: float,
+    busy_timeout: float,
+    retry_delay: float,
     no_actions: bool,
     until_idle: bool,
 ) -> None:
@@ -123,6 +141,8 @@ def global_command(
         actions=global_actions,
         max_ahead=max_ahead,
         max_late=max_late,
+        busy_timeout=busy_timeout,
+        retry_delay=retry_delay,
     )
     totals = {"rows": 0, "detections": 0}
 

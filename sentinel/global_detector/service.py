@@ -118,6 +118,16 @@ def _resolve(rules: Any) -> LocalEventDetector:
     return det
 
 
+def _engine(bind: str | Engine, busy_timeout: float) -> Engine:
+    """``bind`` as an Engine: one made from a URL waits ``busy_timeout``
+    seconds for SQLite's write lock."""
+    if not isinstance(bind, str):
+        return bind
+    if sa.engine.make_url(bind).get_backend_name() == "sqlite":
+        return sa.create_engine(bind, connect_args={"timeout": busy_timeout})
+    return sa.create_engine(bind)
+
+
 class GlobalDetector:
     """Rules over every process's committed occurrences (see the module docs).
 
@@ -162,6 +172,18 @@ class GlobalDetector:
         ``max_late`` seconds behind the log's clock, is reported and skipped
         (:class:`~sentinel.global_detector.detect.CommitFeeder`); ``None``
         lifts a bound.
+    ``busy_timeout``
+        SQLite, ``bind`` given as a URL: seconds a statement waits for
+        another connection's write lock before it fails (the driver's
+        ``timeout``; its own default is 5 s). Busy writers hold the lock one
+        commit at a time: a longer wait fails fewer of the service's
+        statements. Ignored for an Engine (set it where the engine is made:
+        ``connect_args={"timeout": ...}``) and on other databases.
+    ``retry_delay``
+        seconds a worker thread (``workers`` > 0) waits before it tries
+        again an entry it could not claim (the database away, or locked past
+        ``busy_timeout``); the outbox runner's own default is its longest
+        back-off, 60 s.
 
     Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
     """
@@ -188,6 +210,8 @@ class GlobalDetector:
         clock: Callable[[], float] = time.time,
         max_ahead: float | None = 300.0,
         max_late: float | None = 86_400.0,
+        busy_timeout: float = 30.0,
+        retry_delay: float = 1.0,
     ) -> None:
         self.rules = _resolve(rules)
         check_rules(self.rules)
@@ -197,7 +221,12 @@ class GlobalDetector:
             raise GlobalDetectorError(
                 "lease and min_wait must be positive, max_wait at least min_wait, batch >= 1"
             )
-        self.engine = sa.create_engine(bind) if isinstance(bind, str) else bind
+        if not busy_timeout >= 0 or not retry_delay >= 0:  # NaN too
+            raise GlobalDetectorError(
+                f"busy_timeout and retry_delay are seconds, 0 or more (got {busy_timeout!r} "
+                f"and {retry_delay!r})"
+            )
+        self.engine = _engine(bind, busy_timeout)
         self._owns_engine = isinstance(bind, str)
         self.tables = log_tables(schema, prefix)
         self.writer = LogWriter(schema=schema, prefix=prefix, commit_order=True)
@@ -233,6 +262,9 @@ class GlobalDetector:
                 max_attempts=max_attempts,
                 session_factory=session_factory,
             )
+            runner = getattr(self.attachment, "runner", None)
+            if runner is not None:
+                runner.claim_retry = retry_delay
         self._stop = threading.Event()
         #: Seconds between two looks for rows without a commit number (when idle).
         self.unnumbered_every = 30.0

@@ -185,6 +185,11 @@ class Runner:
         self.batch = 100
         #: Seconds between two looks (by a drain) for entries of unknown status.
         self.unknown_every = 30.0
+        #: Seconds a pool thread waits before it tries again an entry it could
+        #: not claim (the database away, or locked past SQLite's busy
+        #: timeout): ``max_backoff`` by default; ``sentinel global
+        #: --retry-delay`` sets it.
+        self.claim_retry = self.max_backoff
         self._unknown_at = 0.0
 
     # -- the pool ----------------------------------------------------------------------
@@ -231,9 +236,9 @@ class Runner:
                 log.exception(
                     "sentinel's outbox: entry %s could not be run; trying again in %g s",
                     key[:12],
-                    self.max_backoff,
+                    self.claim_retry,
                 )
-                self.submit(key, self.max_backoff)
+                self.submit(key, self.claim_retry)
             finally:
                 with cond:
                     self._busy -= 1

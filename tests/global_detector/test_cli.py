@@ -72,3 +72,36 @@ def test_sentinel_global_says_it_left_rows_numbered_ahead_of_the_counter(
     assert "1 log row(s) numbered ahead of the last commit number handed out were not read" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sentinel_global_passes_its_busy_timeout_and_retry_delay(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--busy-timeout`` and ``--retry-delay`` reach the service; without
+    them it waits 30 s for SQLite's lock and retries a claim after 1 s."""
+    import sentinel.global_detector as gd
+
+    migrate.upgrade(engine)
+    made: list[gd.GlobalDetector] = []
+    real = gd.GlobalDetector
+
+    def recorded(*args: object, **kwargs: object) -> gd.GlobalDetector:
+        made.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(gd, "GlobalDetector", recorded)
+    url = engine.url.render_as_string(hide_password=False)
+    args = ["global", "--rules", "tests.global_detector.rules:detector", "--url", url]
+    for extra, timeout_ms, retry in [
+        ([], 30_000, 1.0),
+        (["--busy-timeout", "2.5", "--retry-delay", "0.25"], 2_500, 0.25),
+    ]:
+        result = CliRunner().invoke(main, [*args, "--until-idle", *extra])
+        assert result.exit_code == 0, result.output
+        service = made[-1]
+        with service.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == timeout_ms
+        assert service.attachment.runner.claim_retry == retry
+    help_text = CliRunner().invoke(main, ["global", "--help"]).output
+    assert "--busy-timeout" in help_text and "--retry-delay" in help_text

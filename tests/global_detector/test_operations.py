@@ -1,7 +1,8 @@
 """Operating the global detector: a lease taken over mid-step surfaces as
 ``LeaseLost`` (logged without a traceback) and the detection is acted on once;
 the lag reads 0 after a clean stop; a method event called before the flush
-has a process-local source."""
+has a process-local source; SQLite's busy timeout and the pool's retry delay
+are the service's options."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 import sentinel
 from sentinel import SOURCE, LocalEventDetector, ObjectRef, Reactive, event
-from sentinel.errors import LeaseLost, LogWriteError
+from sentinel.errors import GlobalDetectorError, LeaseLost, LogWriteError
 from sentinel.global_detector import GlobalDetector, replay_committed
 from sentinel.log import LogWriter, migrate
 from sentinel.log.tables import log_tables
@@ -268,3 +269,59 @@ def test_a_method_event_before_the_flush_has_a_local_source_globally(log_db: sa.
         (2, ObjectRef("_Item", (1,))),
         (3, ObjectRef("_Item", (1,))),
     ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_claim_the_pool_could_not_take_is_tried_again_after_the_retry_delay(
+    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker thread whose claim fails (SQLite locked past its busy
+    timeout) tries the entry again after the service's ``retry_delay``, not
+    after the outbox runner's longest back-off (60 s), and runs it once."""
+    service = GlobalDetector(
+        rules.detector, log_db, workers=1, retry_delay=0.05, actions=global_actions
+    )
+    runner = service.attachment.runner
+    claim = runner.store.claim
+    failed: list[str] = []
+
+    def locked_once(conn: Any, key: str, *args: Any) -> Any:
+        if not failed:
+            failed.append(key)
+            raise sa.exc.OperationalError("claim", {}, Exception("database is locked"))
+        return claim(conn, key, *args)
+
+    delays: list[float] = []
+    submit = runner.submit
+
+    def submit_recorded(key: str, delay: float = 0.0) -> None:
+        delays.append(delay)
+        submit(key, delay)
+
+    monkeypatch.setattr(runner.store, "claim", locked_once)
+    monkeypatch.setattr(runner, "submit", submit_recorded)
+    try:
+        _write(log_db, "order", 1, "t1")
+        _write(log_db, "payment", 2, "t2")
+        assert service.step().detections == 1
+        assert runner.wait(30)
+    finally:
+        service.close()
+    assert failed and delays == [0.0, 0.05]
+    assert _count(log_db, "gd_effects") == 1
+
+
+def test_the_service_waits_for_sqlites_lock_as_long_as_its_busy_timeout(tmp_path: Any) -> None:
+    """A service given a SQLite URL waits ``busy_timeout`` seconds (30 by
+    default) for another connection's write lock; bad values are refused."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(sa.create_engine(url))
+    for kwargs, ms in [({}, 30_000), ({"busy_timeout": 0.5}, 500)]:
+        service = GlobalDetector(rules.detector, url, run_actions=False, **kwargs)
+        try:
+            with service.engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == ms
+        finally:
+            service.close()
+    with pytest.raises(GlobalDetectorError, match="busy_timeout and retry_delay"):
+        GlobalDetector(rules.detector, url, run_actions=False, retry_delay=float("nan"))
