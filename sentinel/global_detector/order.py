@@ -105,6 +105,8 @@ class CommitReader:
         self._warned = 0.0
         #: The last commit number handed out, as :meth:`horizon` last read it.
         self.handed = 0
+        #: How many log rows the last :meth:`read` returned.
+        self.log_rows = 0
         q = tables.commit_sequence_name
         self._seq = f'"{tables.schema}"."{q}"' if tables.schema else f'"{q}"'
         seqs = tables.batches.c.commit_seq
@@ -135,27 +137,30 @@ class CommitReader:
             sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
         ).where(self._committed)
 
-    def read(self, conn: Connection, after: int, *, limit: int = 5000) -> list[LogRow]:
+    def read(
+        self, conn: Connection, after: int, *, limit: int = 5000, rows: int | None = None
+    ) -> list[LogRow]:
         """The committed occurrences with ``commit_seq > after``, in commit
-        order, about ``limit`` of them (read as ``limit // 100`` log rows, at
-        least one) but always whole commits (one commit larger than that is
-        read whole)."""
+        order, about ``limit`` of them (read as ``rows`` log rows, by default
+        ``limit // 100``, at least one) but always whole commits (one commit
+        larger than that is read whole)."""
         b = self.tables.batches
-        rows_limit = max(1, limit // 100)
+        rows_limit = max(1, limit // 100 if rows is None else rows)
         q = (
             self._select.where(b.c.commit_seq > after)
             .order_by(b.c.commit_seq, b.c.id)
             .limit(rows_limit + 1)
         )
-        rows = conn.execute(q).all()
-        if len(rows) > rows_limit:
-            last = rows[-1].commit_seq
-            if rows[0].commit_seq == last:  # one commit: read all of it
+        got = conn.execute(q).all()
+        if len(got) > rows_limit:
+            last = got[-1].commit_seq
+            if got[0].commit_seq == last:  # one commit: read all of it
                 q = self._select.where(b.c.commit_seq == last).order_by(b.c.id)
-                rows = conn.execute(q).all()
+                got = conn.execute(q).all()
             else:
-                rows = [r for r in rows if r.commit_seq != last]
-        return [o for r in rows for o in _rows(r)]
+                got = [r for r in got if r.commit_seq != last]
+        self.log_rows = len(got)
+        return [o for r in got for o in _rows(r)]
 
     @property
     def waiting(self) -> bool:

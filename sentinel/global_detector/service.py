@@ -16,9 +16,11 @@ One iteration (:meth:`GlobalDetector.step`):
    still this instance's, else :class:`~sentinel.errors.LeaseLost` and the
    instance stands by; the cursor's row then stays locked until the commit)
    and write an outbox entry per detection;
-5. after the commit, hand the entries to the outbox runner, which runs each
-   rule's condition and action in a transaction of its own that also marks the
-   entry done (:mod:`sentinel.orm.worker`): database effects exactly once.
+5. after the commit, hand the entries to the outbox runner, which runs the
+   rules' conditions and actions in a transaction that also marks the entries
+   done (:mod:`sentinel.orm.worker`; in this thread, one transaction for the
+   batch's entries: :mod:`sentinel.orm.together`): database effects exactly
+   once.
 
 Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
 leaves the position and the entries as they were: the detector's memory is
@@ -155,8 +157,13 @@ class GlobalDetector:
         enqueues (a ``sentinel worker`` with the same rules runs them).
     ``workers``, ``max_attempts``, ``action_lease``
         passed to ``actions``: the threads running the actions (0: in the
-        service's thread, after each batch), the attempts per entry and how
-        long a claim outlives its worker's last heartbeat.
+        service's thread, after each batch, the batch's actions in one
+        transaction: ``Runner.run_claimed_together``), the attempts per entry
+        and how long a claim outlives its worker's last heartbeat.
+    ``batch``
+        about how many occurrences a step reads (whole commits, at most
+        ``batch // 20`` of them): the detections of a step's rows are
+        enqueued, with the cursor's move, in one transaction.
     ``session_factory``
         passed to ``actions``: where actions get their session (default: a
         ``sessionmaker`` on ``bind``).
@@ -235,6 +242,9 @@ class GlobalDetector:
         self.name = name
         self.lease = lease
         self.batch = batch
+        #: Occurrences per log row in the last read (a step reads about
+        #: ``batch`` occurrences: ``batch / _per_row`` log rows).
+        self._per_row = 100.0
         self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.waiter: Poller = waiter(self.engine, self.tables, min_wait=min_wait, max_wait=max_wait)
         self.max_wait = max_wait
@@ -357,11 +367,17 @@ class GlobalDetector:
         old = feeder.position
         report.position = old
         with self.engine.connect() as conn:
+            # about `batch` occurrences: as many log rows as that makes at
+            # the size of the last read's (a log row holds a transaction's),
+            # at most batch/20 (larger reads measured no faster: the step's
+            # commit is amortised by then)
+            log_rows = max(1, min(self.batch // 20, round(self.batch / self._per_row)))
             # before the rows: every number up to it is visible, or never will be
             # (as many numbers as the read takes rows at most, and one more)
-            span = max(1, self.batch // 100) + 1
-            upto = self.reader.horizon(conn, old, wait=self.gap_wait, span=span)
-            rows = self.reader.read(conn, old, limit=self.batch)
+            upto = self.reader.horizon(conn, old, wait=self.gap_wait, span=log_rows + 1)
+            rows = self.reader.read(conn, old, limit=self.batch, rows=log_rows)
+            if rows:
+                self._per_row = max(1.0, len(rows) / max(1, self.reader.log_rows))
             if upto is not None:
                 # every number up to the horizon was handed out then
                 self._handed = max(self._handed, self.reader.handed)
@@ -393,11 +409,16 @@ class GlobalDetector:
         report.position = feeder.position
         report.keys = [e.idempotency_key for e in entries]
         if inline:
+            together = getattr(runner, "run_claimed_together", None)
+            due = [(key, got) for key, got in claims if got is not None]
+            if together is not None and len(due) > 1:
+                together(due)  # one transaction for the batch's actions
+            else:
+                for key, got in due:
+                    runner.run_claimed(key, got)
             for key, got in claims:
                 if got is None:  # not due yet by the runner's clock: as before
                     runner.run_one(key)
-                else:
-                    runner.run_claimed(key, got)
         elif self.run_actions and entries:
             self._act(report.keys)
         return report

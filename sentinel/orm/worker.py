@@ -360,6 +360,16 @@ class Runner:
         with self._entered():
             return self._run_claimed(self.attachment.engine(), key, got)
 
+    def run_claimed_together(
+        self, claims: Sequence[tuple[str, Claimed | Exhausted | None]]
+    ) -> list[str]:
+        """Run entries claimed by :meth:`claim_in` (whose transaction has
+        committed) in one transaction, each in a savepoint, with one commit
+        for all (:mod:`sentinel.orm.together`); return their outcomes."""
+        from sentinel.orm.together import run_together
+
+        return run_together(self, claims)
+
     def _run_claimed(self, engine: Engine, key: str, got: Claimed | Exhausted | None) -> str:
         if got is None:
             return "skipped"

@@ -1,0 +1,164 @@
+"""The service acts on the detections of one read batch in one transaction:
+two commits per batch (entries, claims and cursor; the actions and their
+``done`` marks), however many detections it holds. An action that fails is
+rolled back alone and retried; one that ends the shared transaction fails for
+good and the others run again, each alone: every database effect exactly once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel import LocalEventDetector
+from sentinel.global_detector import GlobalDetector
+from sentinel.log import LogWriter, migrate
+from sentinel.occurrence import Occurrence
+from sentinel.orm import detached_context, global_actions
+
+from . import rules
+
+
+@pytest.fixture
+def log_db(engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(engine)
+    rules.make_effects(engine)
+    return engine
+
+
+#: Customers whose action raises, and whose action commits its session.
+FAIL: set[int] = set()
+END: set[int] = set()
+
+
+def act(occ: Any) -> None:
+    """Record the detection; raise for a customer in ``FAIL``, commit the
+    session for one in ``END``."""
+    customer = occ.constituents[0].params["customer"]
+    ctx = detached_context()
+    ctx.session.execute(
+        sa.insert(rules.EFFECTS).values(
+            rule=ctx.rule, ikey=ctx.idempotency_key, detail=str(customer)
+        )
+    )
+    if customer in FAIL:
+        raise RuntimeError(f"customer {customer} refused")
+    if customer in END:
+        ctx.session.commit()
+
+
+def _detector(fail: set[int], end: set[int]) -> LocalEventDetector:
+    """Order then payment by customer, acted on by :func:`act`."""
+    FAIL.clear()
+    FAIL.update(fail)
+    END.clear()
+    END.update(end)
+    det = LocalEventDetector()
+    rules.events(det)
+    det.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=act,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    return det
+
+
+def _orders_and_payments(engine: sa.Engine, customers: range) -> None:
+    """Each customer's order and payment in two transactions: one detection each."""
+    writer = LogWriter(commit_order=True)
+    for c in customers:
+        for t, event in ((2 * c, "order"), (2 * c + 1, "payment")):
+            with engine.begin() as conn:
+                occ = Occurrence(event, t, 1000.0 + t, scope=f"s{t}", params={"customer": c})
+                writer.write(conn, [occ])
+
+
+def _effects(engine: sa.Engine) -> list[int]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT detail FROM gd_effects ORDER BY id")).scalars()
+        return sorted(int(d) for d in rows)
+
+
+def _statuses(engine: sa.Engine) -> list[tuple[str, int]]:
+    with engine.connect() as conn:
+        q = "SELECT status, attempts FROM sentinel_outbox ORDER BY id"
+        return [(s, int(a)) for s, a in conn.execute(sa.text(q))]
+
+
+def _step_counting_commits(engine: sa.Engine, service: GlobalDetector) -> tuple[Any, int]:
+    commits: list[object] = []
+
+    def count(conn: object) -> None:
+        commits.append(conn)
+
+    sa.event.listen(engine, "commit", count)
+    try:
+        r = service.step()
+    finally:
+        sa.event.remove(engine, "commit", count)
+    return r, len(commits)
+
+
+def test_a_batch_of_detections_is_acted_on_in_one_transaction(log_db: sa.Engine) -> None:
+    """Five detections read in one step: one commit for their entries, claims
+    and the cursor, one for the five actions and their done marks (six
+    before: one per action)."""
+    service = GlobalDetector(_detector(set(), set()), log_db, lease=10, actions=global_actions)
+    try:
+        service.step()  # takes the lease: nothing to read yet
+        _orders_and_payments(log_db, range(1, 6))
+        r, commits = _step_counting_commits(log_db, service)
+        assert r.detections == 5
+        assert commits == 2
+        assert _effects(log_db) == [1, 2, 3, 4, 5]
+        assert _statuses(log_db) == [("done", 1)] * 5
+    finally:
+        service.close()
+
+
+def test_an_action_that_fails_is_rolled_back_alone_and_retried(log_db: sa.Engine) -> None:
+    """The batch's other actions commit; the failing one's work is undone, its
+    entry is pending for a retry (attempt 1 recorded), and it is not done."""
+    service = GlobalDetector(_detector({3}, set()), log_db, lease=10, actions=global_actions)
+    try:
+        service.step()
+        _orders_and_payments(log_db, range(1, 6))
+        assert service.step().detections == 5
+        assert _effects(log_db) == [1, 2, 4, 5]
+        with log_db.connect() as conn:
+            rows = conn.execute(
+                sa.text("SELECT status, attempts, last_error FROM sentinel_outbox ORDER BY id")
+            ).all()
+        assert [(s, a) for s, a, _ in rows] == [("done", 1)] * 2 + [("pending", 1)] + [
+            ("done", 1)
+        ] * 2
+        assert "customer 3 refused" in rows[2].last_error
+    finally:
+        service.close()
+
+
+def test_an_action_ending_the_shared_transaction_fails_and_the_others_run_alone(
+    log_db: sa.Engine,
+) -> None:
+    """An action that commits the session itself is refused, as it is alone
+    (failed for good, nothing of it committed); the others of its batch, whose
+    work that undid, run again each in a transaction of its own: each effect
+    exactly once."""
+    service = GlobalDetector(_detector(set(), {2}), log_db, lease=10, actions=global_actions)
+    try:
+        service.step()
+        _orders_and_payments(log_db, range(1, 5))
+        assert service.step().detections == 4
+        assert _effects(log_db) == [1, 3, 4]
+        assert [s for s, _ in _statuses(log_db)] == ["done", "failed", "done", "done"]
+    finally:
+        service.close()
+    with log_db.connect() as conn:
+        err = conn.execute(
+            sa.text("SELECT last_error FROM sentinel_outbox WHERE status = 'failed'")
+        ).scalar_one()
+    assert "commit()" in err
