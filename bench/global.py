@@ -15,7 +15,8 @@ latency
     commits/s). p50 and p99 over all of them. PostgreSQL wakes up on ``NOTIFY``; SQLite and MariaDB
     poll (back-off from 0.05 s to 1 s). Baseline, in the same run: a hand-written
     tailer of the same log (the plain loop a user would write: ``LISTEN`` on
-    PostgreSQL, a 0.05 s poll elsewhere; ``SELECT ... WHERE id > last``; a dict
+    PostgreSQL, holding the log's advisory lock so that writers notify, a
+    0.05 s poll elsewhere; ``SELECT ... WHERE id > last``; a dict
     pairing orders and payments; it acts by appending to a list, no outbox).
 tailing
     a log of N committed transactions (order, payment, two page views each) is
@@ -227,7 +228,7 @@ def hand_tailer(db: Database, out: list[float], stop: threading.Event) -> None:
     """The plain loop: new rows by id, pair orders and payments, act."""
     import json
 
-    from sentinel.log.commit_order import notify_channel
+    from sentinel.log.commit_order import ADVISORY_SEED, notify_channel
     from sentinel.log.tables import log_tables
 
     listen: Any = None
@@ -236,6 +237,14 @@ def hand_tailer(db: Database, out: list[float], stop: threading.Event) -> None:
         listen = raw.driver_connection
         listen.autocommit = True
         listen.execute(f'LISTEN "{notify_channel(log_tables())}"')
+        # sentinel's writers notify only while a reader holds the log's
+        # advisory lock (shared): this loop holds it throughout, so every
+        # commit notifies
+        listen.execute(
+            "SELECT pg_advisory_lock_shared(hashtextextended("
+            "current_schema() || '.' || %s::text, %s))",
+            ("sentinel_", ADVISORY_SEED),
+        )
     last = 0
     orders: dict[Any, deque[Any]] = defaultdict(deque)
     q = sa.text(

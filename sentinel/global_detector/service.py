@@ -451,10 +451,12 @@ class GlobalDetector:
                     if entries:
                         self.writer.enqueue(conn, entries)
                         if claim is not None:
-                            claims = [
-                                (e.idempotency_key, claim.claim_in(conn, e.idempotency_key))
-                                for e in entries
-                            ]
+                            keys = [e.idempotency_key for e in entries]
+                            many = getattr(claim, "claim_enqueued", None)
+                            if many is not None:  # two statements for them all
+                                claims = many(conn, keys)
+                            else:
+                                claims = [(k, claim.claim_in(conn, k)) for k in keys]
             except LeaseLost:
                 raise
             except Exception as err:

@@ -4,8 +4,8 @@ The global detector writes and claims the entries of one read batch in one
 transaction (:meth:`Runner.claim_in <sentinel.orm.worker.Runner.claim_in>`),
 then acts on them. :func:`run_together` runs them in **one** session
 transaction from the attachment's session factory: each entry's condition and
-action in a savepoint of its own, followed (in that savepoint) by its ``done``
-mark, and one commit for them all. What one commit makes durable is the work
+action in a savepoint of its own, then the ``done`` marks of those that
+succeeded (one statement), and one commit for them all. What one commit makes durable is the work
 and the ``done`` mark of every entry that succeeded: exactly once, as with a
 transaction per entry (:mod:`sentinel.orm.worker`), for one commit (and one
 flush to disk) per batch instead of one per entry.
@@ -104,7 +104,7 @@ def _run_shared(
             for i, (key, got, (rule, constituents, extra, occ)) in enumerate(ready):
                 reached.add(key)
                 try:
-                    status = _one(runner, session, transaction, home, got, rule, extra, occ, leases)
+                    status = _one(runner, session, transaction, got, rule, extra, occ, leases)
                 except ClaimLost as err:
                     log.warning("%s", err)
                     outcomes[key] = "skipped"
@@ -127,6 +127,16 @@ def _run_shared(
                     st.firings.append((rule, occ, status, None, clock_of(att.detector)()))
             if again or not transaction.is_active:
                 raise _Ended
+            if done:
+                # the done marks, in one statement; ClaimLost if a claim
+                # ended meanwhile: nothing commits, and each runs alone
+                marks = [g for k, g, _ in ready if k in set(done)]
+                runner.store.finish_many(home, marks, runner.id)
+            # the rows are ours and locked until the commit: no renewal
+            # needed, and one blocked behind the commit must not report a
+            # lost claim
+            for lease in leases.values():
+                runner.heartbeat.release(lease)
     except _Ended:
         pass
     except BaseException as err:  # the commit failed: nothing of it is durable
@@ -166,16 +176,16 @@ def _one(
     runner: Runner,
     session: Session,
     transaction: Any,
-    home: Any,
     got: Claimed,
     rule: Any,
     extra: Any,
     occ: Any,
     leases: dict[str, Any],
 ) -> str:
-    """One entry's condition, action and ``done`` mark, in a savepoint;
-    raises what its rule raised (the savepoint rolled back), :class:`_Ended`
-    when the rule ended the shared transaction."""
+    """One entry's condition and action, in a savepoint (its ``done`` mark is
+    written with the others' before the commit); raises what its rule raised
+    (the savepoint rolled back), :class:`_Ended` when the rule ended the
+    shared transaction."""
     savepoint = session.begin_nested()
     token = _CONTEXT.set(
         DetachedContext(
@@ -201,14 +211,9 @@ def _one(
                     raise _Ended from why
                 raise _Ended from err
             raise
-        lease = leases[got.key]
-        if lease.lost:
+        if leases[got.key].lost:
             raise ClaimLost("the heartbeat found the claim gone", key=got.key)
-        runner.store.finish(home, got, runner.id)
-        # the row is ours and locked until the commit: no renewal needed, and
-        # one blocked behind the commit must not report a lost claim
-        runner.heartbeat.release(lease)
-        savepoint.commit()
+        savepoint.commit()  # its done mark is written with the others' (_run_shared)
         return status
     except _Ended:
         raise

@@ -354,6 +354,14 @@ class Runner:
         to :meth:`run_claimed`."""
         return self.store.claim(conn, key, self.id, self.lease, self.max_attempts)
 
+    def claim_enqueued(self, conn: Connection, keys: Sequence[str]) -> list[tuple[str, Any]]:
+        """:meth:`claim_in` for entries the caller's transaction has just
+        enqueued, all at once (:meth:`OutboxStore.claim_enqueued
+        <sentinel.log.outbox.OutboxStore.claim_enqueued>`): ``(key, claim or
+        None)`` in the order of ``keys``."""
+        got = self.store.claim_enqueued(conn, keys, self.id, self.lease)
+        return [(k, got.get(k)) for k in keys]
+
     def run_claimed(self, key: str, got: Claimed | Exhausted | None) -> str:
         """Run and finish an entry claimed by :meth:`claim_in` (whose transaction
         has committed); returns as :meth:`run_one` does."""
