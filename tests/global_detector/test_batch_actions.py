@@ -162,3 +162,65 @@ def test_an_action_ending_the_shared_transaction_fails_and_the_others_run_alone(
             sa.text("SELECT last_error FROM sentinel_outbox WHERE status = 'failed'")
         ).scalar_one()
     assert "commit()" in err
+
+
+#: A claim to take from the service while the batch's actions run (customer
+#: whose action steals, the entry stolen: its customer).
+STEAL: dict[int, int] = {}
+
+
+def steal(occ: Any) -> None:
+    """:func:`act`, and for a customer in ``STEAL`` another worker takes the
+    claim of another entry of the batch (its lease ended), in a transaction
+    of its own."""
+    act(occ)
+    customer = occ.constituents[0].params["customer"]
+    if customer in STEAL:
+        ctx = detached_context()
+        engine = ctx.session.get_bind()
+        victim = STEAL[customer]
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE sentinel_outbox SET claimed_by = 'another worker' WHERE "
+                    "idempotency_key = (SELECT ikey FROM (SELECT o.idempotency_key AS ikey "
+                    "FROM sentinel_outbox o ORDER BY o.id) x LIMIT 1 OFFSET :n)"
+                ),
+                {"n": victim - 1},
+            )
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_a_claim_lost_while_the_batch_ran_commits_nothing_twice(log_db: sa.Engine) -> None:
+    """Another worker takes one entry's claim while the batch's actions run:
+    the done marks cannot all be written, nothing of the shared transaction
+    commits, and each entry runs again alone: the taken one is skipped (its
+    new holder runs it), every other is done, each effect once."""
+    _detector(set(), set())
+    det = LocalEventDetector()
+    rules.events(det)
+    det.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=steal,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    service = GlobalDetector(det, log_db, lease=10, actions=global_actions)
+    try:
+        service.step()
+        _orders_and_payments(log_db, range(1, 5))
+        STEAL.clear()  # the first action steals the third entry's claim
+        STEAL[1] = 3
+        assert service.step().detections == 4
+        STEAL.clear()
+        with log_db.connect() as conn:
+            rows = conn.execute(
+                sa.text("SELECT status, claimed_by FROM sentinel_outbox ORDER BY id")
+            ).all()
+        assert [s for s, _ in rows] == ["done", "done", "running", "done"]
+        assert rows[2].claimed_by == "another worker"
+        assert _effects(log_db) == [1, 2, 4]
+    finally:
+        service.close()
