@@ -1,4 +1,4 @@
-"""The web view's Starlette application: read-only pages over a log.
+"""The web view's Starlette application: pages over a log, read-only by default.
 
 :func:`create_app` builds it; ``sentinel ui`` serves it with uvicorn. Pages
 (HTML from the Jinja2 templates in ``templates/``, autoescaped) and their JSON:
@@ -13,9 +13,12 @@
     the event log by transaction, filtered by scope, event and time;
 ``/api/live``
     what the pages poll every 2 seconds: the newest firing's id, the outbox's
-    counts, the cursors.
+    counts, the cursors (:mod:`sentinel.ui.live`: read once for all viewers).
 
-Only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the database.
+By default only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the
+database. With ``actions_token`` (``sentinel ui --allow-actions``), the routes
+of :mod:`sentinel.ui.actions` are added (retrying a failed outbox entry),
+behind its token, CSRF and origin checks, and the pages show their buttons.
 Responses carry a Content-Security-Policy that allows the page's own script
 and style files only, so a value that escaped escaping still could not run.
 """
@@ -42,14 +45,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentinel.log import LogReader
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
+from sentinel.ui.actions import Guard, action_routes
 from sentinel.ui.graph import graph_of, svg
+from sentinel.ui.live import POLL_MS, LiveSnapshot
 from sentinel.ui.queries import MAX_PAGE, LogView
 
 __all__ = ["create_app"]
 
 _HERE = Path(__file__).parent
-#: How often the pages poll ``/api/live``, in milliseconds.
-POLL_MS = 2000
 _HEADERS = [
     (
         b"content-security-policy",
@@ -57,7 +60,9 @@ _HEADERS = [
         b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser posts a form
+    # with "Origin: null", and the actions' origin check needs the real one
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
 
@@ -98,28 +103,41 @@ def create_app(
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
     allowed_hosts: list[str] | None = None,
+    actions_token: str | None = None,
 ) -> Starlette:
     """The web view of the log at ``source`` (a URL or an engine), with the
     rules of ``detector`` (a :class:`~sentinel.rules.LocalEventDetector`, or
     ``None``). The schema revision is checked first (as :class:`LogReader`
     does: a log at another revision raises its error here). ``allowed_hosts``
     (``None``: any) are the ``Host`` headers answered, against DNS rebinding
-    when serving on the loopback interface."""
+    when serving on the loopback interface. ``actions_token`` (at least 16
+    characters; ``None``: read-only) adds the actions of
+    :mod:`sentinel.ui.actions`, allowed to a browser that gives that token."""
     reader = LogReader(source, schema=schema, prefix=prefix)
     reader.check()
     view = LogView(reader.engine, reader.tables)
     env = templates_environment()
     rules_svg = svg(graph_of(detector)) if detector is not None else None
+    guard = Guard(actions_token) if actions_token is not None else None
+    snapshot = LiveSnapshot(view)
 
     def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+        csrf, new = guard.csrf(request) if guard is not None else ("", False)
         html = env.get_template(name).render(
             request=request,
             nav=name.removesuffix(".html"),
             location=reader.location,
             poll_ms=POLL_MS,
+            actions=guard is not None,
+            acting=guard is not None,
+            unlocked=guard is not None and guard.unlocked(request),
+            csrf=csrf,
             **context,
         )
-        return HTMLResponse(html)
+        response = HTMLResponse(html)
+        if guard is not None and new:
+            guard.remember(response, request, csrf)
+        return response
 
     def rules(request: Request) -> Response:
         listed = []
@@ -148,6 +166,7 @@ def create_app(
                 raise HTTPException(400, f"no firing status {s!r}")
         got = view.firings(
             rule=q.get("rule") or None,
+            scope=q.get("scope") or None,
             statuses=statuses or None,
             since=_time(q.get("since"), "since"),
             until=_time(q.get("until"), "until"),
@@ -186,6 +205,7 @@ def create_app(
             counts=view.outbox_counts(),
             cursors=view.cursors(),
             limit=limit,
+            retried=_int(request.query_params.get("retried"), "retried"),
         )
 
     def log(request: Request) -> Response:
@@ -208,15 +228,7 @@ def create_app(
         return page(request, "log.html", page=got, query=q, limit=limit)
 
     def live(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "now": datetime.now(UTC).isoformat(),
-                "latest_firing": view.latest_firing(),
-                "outbox": view.outbox_counts(),
-                "cursors": view.cursors(),
-            },
-            headers={"cache-control": "no-store"},
-        )
+        return JSONResponse(snapshot.get(), headers={"cache-control": "no-store"})
 
     async def error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -225,6 +237,8 @@ def create_app(
             nav="",
             location=reader.location,
             poll_ms=POLL_MS,
+            actions=False,
+            acting=guard is not None,
             status=exc.status_code,
             detail=exc.detail,
         )
@@ -240,6 +254,8 @@ def create_app(
         Route("/api/live", live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
+    if guard is not None:
+        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables)
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
@@ -250,6 +266,8 @@ def create_app(
         lifespan=_closing(reader),
     )
     app.state.view = view
+    app.state.guard = guard
+    app.state.live = snapshot
     app.state.templates = env
     return app
 

@@ -5,8 +5,9 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
 
 - firings: ``rule_firings`` by ``id`` (its primary key), newest first, ``LIMIT``
   one page; pages go on from the last ``id`` shown (``WHERE id < :before``),
-  never by ``OFFSET``. A rule filter uses the ``rule`` index; status and time
-  filters are checked on the rows the ``id`` walk meets;
+  never by ``OFFSET``. A rule filter uses the ``rule`` index, a key (the
+  detection's scope) the ``(scope, t_occ)`` index; status and time filters are
+  checked on the rows the ``id`` walk meets;
 - a firing's constituents: each ``(scope, t_occ)`` found through the
   ``event_batches`` unique index ``(scope, t_first)`` (the few rows of that
   scope starting at or before ``t_occ``), then read through the
@@ -100,6 +101,7 @@ class LogView:
         self,
         *,
         rule: str | None = None,
+        scope: str | None = None,
         statuses: list[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -108,11 +110,15 @@ class LogView:
         limit: int = 50,
     ) -> Page:
         """One page of rule firings, newest first: those with ``id < before``
-        (or, going back towards the newest, the ``limit`` just above ``after``)."""
+        (or, going back towards the newest, the ``limit`` just above ``after``),
+        of ``rule``, of the detection key ``scope``, with one of ``statuses``,
+        fired within ``since <= fired_at < until``, when given."""
         f = self.tables.firings
         where: list[sa.ColumnElement[bool]] = []
         if rule:
             where.append(f.c.rule == rule)
+        if scope:
+            where.append(f.c.scope == scope)
         if statuses:
             where.append(f.c.status.in_(statuses))
         if since is not None:
