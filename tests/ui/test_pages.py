@@ -150,6 +150,32 @@ def test_firings_filtered_by_key_and_outcome(client: TestClient) -> None:
     assert 'name="scope" value="tx-10"' in html and ">outcome <select" in html
 
 
+@pytest.mark.parametrize("direction", ["older", "newer"])
+def test_a_status_filter_walks_a_bounded_window_per_page(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, direction: str
+) -> None:
+    """No index serves a status: a page walks at most FIRING_SCAN ids, says
+    so, and the next page goes on from there; walking every page finds each
+    failed firing once, both ways."""
+    monkeypatch.setattr("sentinel.ui.queries.FIRING_SCAN", 10)
+    failed = [N_FIRINGS + 1, *range(57, 0, -7)]
+    seen: list[int] = []
+    url: str | None = "/firings?status=failed" + ("&after=0" if direction == "newer" else "")
+    pages = 0
+    with statements(client) as sql:
+        while url is not None:
+            html = client.get(url).text
+            seen += ids(html)
+            url = link(html, direction)
+            pages += 1
+    assert sorted(seen, reverse=True) == failed and len(seen) == len(failed)
+    assert pages == 7  # 61 firings, 10 ids a page
+    walks = [s for s in sql if "rule_firings" in s and "status IN" in s]
+    assert walks and all("id >= ?" in s or "id <= ?" in s for s in walks)
+    first = client.get("/firings", params={"status": "failed"}).text
+    assert 'id="scan-note"' in first and "looked at firings #52 to #61" in first
+
+
 @pytest.mark.parametrize(
     ("params", "status"),
     [
