@@ -185,6 +185,17 @@ def test_firings_filter_and_a_firing_opens_its_why_tree(
     shoot(browser, shots, "firing")
 
 
+def test_firings_filter_by_key(served: tuple[str, str], browser: Any) -> None:
+    base, _ = served
+    browser.get(base + "/firings")
+    form = browser.find_element(By.ID, "firing-filters")
+    form.find_element(By.NAME, "scope").send_keys("tx-10")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "scope=tx-10" in b.current_url)
+    links = browser.find_elements(By.CSS_SELECTOR, "#firings .firing-link")
+    assert [a.text for a in links] == ["#11"]
+
+
 def test_a_hostile_value_stays_text_in_the_why_tree(
     served: tuple[str, str], browser: Any, shots: Path
 ) -> None:
