@@ -38,6 +38,7 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 
 from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
 from sentinel.algebra.expressions import Expression, Primitive, _check
+from sentinel.algebra.structural import arg
 from sentinel.errors import ExpressionError, SnoopSyntaxError, shortened
 
 __all__ = [
@@ -303,17 +304,9 @@ class Compare(Predicate):
             )
         self._init(_param_name(param), op, value)
 
-    @property
-    def param(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def operator(self) -> str:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def value(self) -> Operand:
-        return self._args[2]  # type: ignore[no-any-return]
+    param: str = arg(0)
+    operator: str = arg(1)
+    value: Operand = arg(2)
 
     def comparisons(self) -> t.Iterator[Predicate]:
         yield self
@@ -360,17 +353,9 @@ class In(Predicate):
                 raise ExpressionError(f"'in' lists values, not the name {v}")
         self._init(_param_name(param), vals, bool(negated))
 
-    @property
-    def param(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def values(self) -> tuple[Scalar, ...]:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def negated(self) -> bool:
-        return self._args[2]  # type: ignore[no-any-return]
+    param: str = arg(0)
+    values: tuple[Scalar, ...] = arg(1)
+    negated: bool = arg(2)
 
     def comparisons(self) -> t.Iterator[Predicate]:
         yield self
@@ -717,13 +702,8 @@ class Masked(Expression):
             )
         self._init(event, _pred(mask, "where"))
 
-    @property
-    def event(self) -> Primitive:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def mask(self) -> Predicate:
-        return self._args[1]  # type: ignore[no-any-return]
+    event: Primitive = arg(0)
+    mask: Predicate = arg(1)
 
     def where(self, spec: Predicate | str | None = None, /, **equal: object) -> Masked:
         """A narrower mask: this one ``and`` the new one."""
