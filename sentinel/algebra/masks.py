@@ -31,12 +31,11 @@ from __future__ import annotations
 import operator
 import re
 import typing as t
-from functools import cache
-from importlib import resources
+from functools import partial
 
-from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected, lalr, unquote
 from sentinel.algebra.expressions import Expression, Primitive, _check
 from sentinel.algebra.structural import arg
 from sentinel.errors import ExpressionError, SnoopSyntaxError, shortened
@@ -549,14 +548,9 @@ def predicate(spec: Predicate | str | None = None, /, **equal: object) -> Predic
 # -- text ------------------------------------------------------------------------------
 
 
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.algebra").joinpath("mask.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
-
-
-def _unquote(s: str) -> str:
-    return re.sub(r"\\(.)", r"\1", s[1:-1])
+_parser = partial(
+    lalr, "sentinel.algebra", "mask.lark", propagate_positions=True, maybe_placeholders=True
+)
 
 
 class _Positioned(Positioned):
@@ -617,7 +611,7 @@ class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
         return float(s)
 
     def string(self, meta: t.Any, c: list[Token]) -> str:
-        return _unquote(str(c[0]))
+        return unquote(str(c[0]))
 
     def true(self, meta: t.Any, c: list[t.Any]) -> bool:
         return True

@@ -31,8 +31,7 @@ from __future__ import annotations
 import importlib
 import re
 import typing as t
-from functools import cache
-from importlib import resources
+from functools import cache, partial
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput
@@ -40,7 +39,7 @@ from lark.exceptions import UnexpectedInput
 from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
+from sentinel.algebra._errors import ErrorAt, TextErrors, Unexpected, build, lalr, unquote
 from sentinel.errors import (
     ExpressionError,
     SnoopSyntaxError,
@@ -73,23 +72,9 @@ _TOKEN_TEXT = {
 }
 
 
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    # No propagate_positions: errors take their positions from tokens, and
-    # positions on every tree node cost a third of the parsing time.
-    return Lark(grammar, parser="lalr", maybe_placeholders=False)
-
-
-def _unquote(s: str) -> str:
-    return re.sub(r"\\(.)", r"\1", s[1:-1])
-
-
-class _Positioned(Positioned):
-    """An ExpressionError raised while transforming, with the node's position."""
-
-    def __init__(self, error: ExpressionError, line: int, column: int) -> None:
-        super().__init__(str(error), line=line, column=column)
+# No propagate_positions: errors take their positions from tokens, and
+# positions on every tree node cost a third of the parsing time.
+_parser = partial(lalr, "sentinel.algebra", "snoop.lark", maybe_placeholders=False)
 
 
 @v_args(meta=True)
@@ -97,21 +82,16 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
     """Parse tree -> expression. One method per grammar rule, named after the
     operator it builds."""
 
-    def or_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.Or(c[0], c[2])
-
-    def seq_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.Seq(c[0], c[1])
-
-    def and_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.And(c[0], c[2])
+    or_op = build(ex.Or, 0, 2)
+    seq_op = build(ex.Seq, 0, 1)
+    and_op = build(ex.And, 0, 2)
 
     def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
         key = c[1]
         try:
             return ex.Keyed(c[0], str(key) if isinstance(key, Token) else key)
         except ExpressionError as e:
-            raise _Positioned(e, *_at(key)) from None
+            raise ErrorAt(e, *_at(key)) from None
 
     def param_key(self, meta: t.Any, c: list[Token]) -> Token:
         return c[0]  # with its position, for an error about it
@@ -121,14 +101,14 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
 
     def name(self, meta: t.Any, c: list[Token]) -> ex.Expression:
         tok = c[0]
-        text = _unquote(str(tok)) if tok.type == "STRING" else str(tok)
+        text = unquote(str(tok)) if tok.type == "STRING" else str(tok)
         if not text:
-            raise _Positioned(ExpressionError("empty event name"), *_at(tok))
+            raise ErrorAt(ExpressionError("empty event name"), *_at(tok))
         return ex.Primitive(text)
 
     def count(self, meta: t.Any, c: list[Token]) -> int:
         if len(c[0]) > 9:
-            raise _Positioned(ExpressionError(f"count {c[0][:12]}... is too large"), *_at(c[0]))
+            raise ErrorAt(ExpressionError(f"count {c[0][:12]}... is too large"), *_at(c[0]))
         return int(c[0])
 
     def masked(self, meta: t.Any, c: list[Token]) -> ex.Expression:
@@ -164,7 +144,7 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         try:
             return _build_call(op, args, bracket)
         except ExpressionError as e:
-            raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
+            raise ErrorAt(e, name_tok.line or 1, name_tok.column or 1) from None
 
 
 def _at(tok: Token) -> tuple[int, int]:
@@ -176,7 +156,7 @@ def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any
     try:
         return read(str(tok), **kw)
     except TimeStringError as e:
-        raise _Positioned(
+        raise ErrorAt(
             ExpressionError(e.reason), tok.line or 1, (tok.column or 1) + e.position
         ) from None
 
@@ -198,17 +178,17 @@ def register_block(name: str, reader: t.Callable[[str], ex.Expression]) -> None:
     _BLOCKS[name] = reader
 
 
-def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> _Positioned:
+def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> ErrorAt:
     """An error at (e.line, e.column) of text that starts at (line, column)."""
     if e.line == 1:
-        return _Positioned(ExpressionError(e.reason), line, column + e.column - 1)
-    return _Positioned(ExpressionError(e.reason), line + e.line - 1, e.column)
+        return ErrorAt(ExpressionError(e.reason), line, column + e.column - 1)
+    return ErrorAt(ExpressionError(e.reason), line + e.line - 1, e.column)
 
 
 def _masked(name: Token, mask: Token) -> ex.Expression:
     from sentinel.algebra.masks import Masked, parse_predicate  # defined on top of this module
 
-    text = _unquote(str(name)) if name.type == "STRING" else str(name)
+    text = unquote(str(name)) if name.type == "STRING" else str(name)
     try:
         predicate = parse_predicate(str(mask)[1:-1])
     except SnoopSyntaxError as e:
@@ -226,7 +206,7 @@ def _block(tok: Token) -> ex.Expression:
         reader = _BLOCKS.get(name)
     if reader is None:
         known = ", ".join(f"{n}{{...}}" for n in sorted({*_BLOCKS, *SHIPPED_BLOCKS}))
-        raise _Positioned(
+        raise ErrorAt(
             ExpressionError(f"unknown block {name}{{...}}; known: {known}"),
             tok.line or 1,
             tok.column or 1,
@@ -238,7 +218,7 @@ def _block(tok: Token) -> ex.Expression:
             e.reason = f"unexpected end of {name}{{...}}"
         raise _inner_error(e, tok.line or 1, (tok.column or 1) + brace + 1) from None
     except ExpressionError as e:
-        raise _Positioned(e, tok.line or 1, tok.column or 1) from None
+        raise ErrorAt(e, tok.line or 1, tok.column or 1) from None
 
 
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
@@ -252,7 +232,7 @@ def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None)
     except ExpressionError as e:
         position = getattr(e, "position", None)
         if position is not None:  # made by Interval.error: reported there
-            raise _Positioned(e, *position) from None
+            raise ErrorAt(e, *position) from None
         raise
 
 
