@@ -209,7 +209,7 @@ class Timing(Primitive):
         object.__setattr__(self, "event", event)
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "late", bounds)
-        object.__setattr__(self, "label", self.to_text(_label))
+        object.__setattr__(self, "label", self.to_text(str))
 
     def resolve_inner(self, resolve: t.Callable[[Expression], Expression]) -> Timing:
         """This timing primitive of the event ``resolve`` makes of its event (the
@@ -245,12 +245,6 @@ class Timing(Primitive):
     @classmethod
     def from_call(cls, call: Call) -> Expression:
         return _from_call(call)
-
-
-def _label(e: Expression) -> str:
-    from sentinel.algebra.syntax import to_text
-
-    return to_text(e)
 
 
 def ANNOUNCEMENT(event: Expression) -> Timing:

@@ -40,6 +40,7 @@ from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.algebra._errors import ErrorAt, TextErrors, Unexpected, build, lalr, unquote
+from sentinel.algebra.masks import Masked, parse_predicate
 from sentinel.errors import (
     ExpressionError,
     SnoopSyntaxError,
@@ -186,8 +187,6 @@ def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> ErrorAt:
 
 
 def _masked(name: Token, mask: Token) -> ex.Expression:
-    from sentinel.algebra.masks import Masked, parse_predicate  # defined on top of this module
-
     text = unquote(str(name)) if name.type == "STRING" else str(name)
     try:
         predicate = parse_predicate(str(mask)[1:-1])

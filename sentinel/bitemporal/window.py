@@ -27,17 +27,17 @@ from sentinel.algebra.bitemporal import Within
 from sentinel.detector import Context
 from sentinel.detector.operators import Handler
 from sentinel.detector.operators import register as register_strategies
-from sentinel.detector.operators.initiators import KeepsAll, KeepsLatest, KeepsOldestFirst
+from sentinel.detector.operators.base import timestamp as _ts
+from sentinel.detector.operators.initiators import (
+    KeepsAll,
+    KeepsFirst,
+    KeepsLatest,
+    KeepsOldestFirst,
+)
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import Occurrence
 
 __all__ = ["WithinChronicle", "WithinContinuous", "WithinCumulative", "WithinRecent"]
-
-
-def _ts(occ: Any) -> float:
-    while type(occ) is not Occurrence:
-        occ = occ[2][-1]
-    return occ[2]  # type: ignore[no-any-return]
 
 
 class _Within(Handler):
@@ -136,11 +136,11 @@ class WithinContinuous(KeepsAll, _Within):
             self.emit_batch(store, out)
 
 
-class WithinCumulative(_Within):
-    __slots__ = ()
+class WithinCumulative(KeepsFirst, _Within):
+    """The first E1 whose window is open: an E1 replaces a kept one whose window
+    has closed."""
 
-    def new_state(self) -> list[Any]:
-        return [None]
+    __slots__ = ()
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]

@@ -47,6 +47,8 @@ from sentinel.algebra import temporal as tm
 from sentinel.algebra.expressions import Expression
 from sentinel.detector import Context, Mode
 from sentinel.detector.operators import Handler, register
+from sentinel.detector.operators.base import timestamp
+from sentinel.detector.operators.initiators import KeepsFirst, KeepsLatest
 from sentinel.detector.regions import ROOT, Region
 from sentinel.detector.scopes import Store
 from sentinel.errors import TemporalError
@@ -59,14 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["Pending", "TemporalHandler"]
 
 _MICROS = 1_000_000
-
-
-def timestamp(occ: Any) -> float:
-    """An occurrence's time: a primitive's ``timestamp``, a composite's
-    terminator's."""
-    while type(occ) is not Occurrence:
-        occ = occ[2][-1]
-    return occ[2]  # type: ignore[no-any-return]
 
 
 class Pending(Timer):
@@ -216,13 +210,10 @@ class _Relative(TemporalHandler):
         return timestamp(ref) + self.offset
 
 
-class RelativeRecent(_Relative):
-    """One pending timer: a newer occurrence replaces it."""
+class RelativeRecent(KeepsLatest, _Relative):
+    """One pending timer: a newer occurrence replaces it (cancelled)."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -310,13 +301,10 @@ class _Periodic(TemporalHandler):
         self.svc.rearm(rec, self.tick_due(rec.ref, rec.n + 1), rec.n + 1)  # type: ignore[union-attr]
 
 
-class PRecent(_Periodic):
+class PRecent(KeepsLatest, _Periodic):
     """The latest E1's interval ticks; a new E1 restarts it; E3 closes it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -388,13 +376,10 @@ class PContinuous(_Periodic):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
-class PCumulative(_Periodic):
+class PCumulative(KeepsFirst, _Periodic):
     """The first E1 of an interval; its first tick consumes it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
