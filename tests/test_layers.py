@@ -135,9 +135,8 @@ def test_no_module_level_import_cycle_inside_a_package() -> None:
 #: only shrinks: an import that closes a new cycle fails the test below, and so
 #: does an entry whose cycle is gone (take it out).
 KNOWN_DEFERRED_CYCLES = {
-    # Expressions print with the printer in syntax, and build the operators of
-    # the modules above them (E + [t], E.where(...)).
-    ("sentinel.algebra.expressions", "sentinel.algebra.syntax"),
+    # The base expression builds operators of the modules above it, its Python
+    # spelling: E + [t] (temporal), E.where(...) (masks).
     ("sentinel.algebra.expressions", "sentinel.algebra.temporal"),
     ("sentinel.algebra.expressions", "sentinel.algebra.masks"),
     # Terms print and read with syntax and take Ode events as operands; an Ode

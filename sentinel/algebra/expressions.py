@@ -43,6 +43,9 @@ __all__ = [
     "Seq",
     "call_form",
     "call_keywords",
+    "text_prefix",
+    "text_within",
+    "to_text",
 ]
 
 
@@ -322,8 +325,6 @@ class Expression(Structural["Expression"]):
                 yield e
 
     def __str__(self) -> str:
-        from sentinel.algebra.syntax import to_text
-
         return to_text(self)
 
 
@@ -617,3 +618,117 @@ class Keyed(Expression):
     def parameters_read(self) -> tuple[str, ...] | None:
         """The key, read from every occurrence inside (none for ``by @source``)."""
         return () if self.key is SOURCE else (str(self.key),)
+
+
+# -- printing: Snoop text (str(expr); sentinel.algebra.syntax reads it) -------------
+
+_PREC = {Or: 1, Seq: 2, And: 3, Keyed: 4}
+_ATOM = 5
+_INFIX = {Or: " | ", Seq: " ; ", And: " ^ "}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _name_text(label: str) -> str:
+    if _PLAIN_NAME.match(label) and label != "by":
+        return label
+    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def to_text(expr: Expression) -> str:
+    """Print ``expr`` as Snoop text, with only the parentheses the text needs.
+
+    Iterative: an expression of any depth prints (thousands of terms of
+    ``a | b | ...``) without exhausting Python's recursion limit.
+    """
+    text, _whole = _print(expr, None, None)
+    return text
+
+
+def text_within(
+    expr: Expression,
+    budget: int | None = None,
+    refs: t.Mapping[Expression, str] | None = None,
+) -> str | None:
+    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
+    that many steps of printing, each an operator, an operand or a piece of text;
+    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
+    the text they map to, like ``#12`` for a node of the event graph). The cost
+    is bounded by the budget, whatever the expression's depth."""
+    text, whole = _print(expr, budget, refs)
+    return text if whole else None
+
+
+def text_prefix(expr: Expression, chars: int) -> tuple[str, bool]:
+    """The beginning of :func:`to_text`'s text of ``expr``, cut after the piece
+    (a name, an operator, a parenthesis) that makes it ``chars`` characters or
+    more, and whether that is the whole text. The cost is bounded by ``chars``
+    and the expression's depth, whatever its size (a sub-expression used twice
+    at each of n levels prints 2**n times)."""
+    return _print(expr, None, None, chars)
+
+
+def _print(
+    expr: Expression,
+    budget: int | None,
+    refs: t.Mapping[Expression, str] | None,
+    chars: int | None = None,
+) -> tuple[str, bool]:
+    """The text of ``expr``, and True; or, when it takes more than ``budget``
+    steps or ``chars`` characters, the text written so far, and False."""
+    out: list[str] = []
+    todo: list[Expression | str] = [expr]
+    steps = 0
+    written = counted = 0  # characters in out[:counted]
+    while todo:
+        if chars is not None:
+            while counted < len(out):
+                written += len(out[counted])
+                counted += 1
+            if written >= chars:
+                return "".join(out), False
+        e = todo.pop()
+        if budget is not None:
+            steps += 1
+            if steps > budget:
+                return "".join(out), False
+        if isinstance(e, str):
+            out.append(e)
+            continue
+        if refs and e in refs:
+            out.append(refs[e])
+            continue
+        cls = type(e)
+        if cls is Primitive:
+            assert isinstance(e, Primitive)
+            out.append(_name_text(e.label))
+        elif cls in _INFIX:
+            prec = _PREC[cls]
+            left, right = e._args
+            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
+            todo.extend(reversed(parts))
+        elif cls is Keyed:
+            assert isinstance(e, Keyed)
+            key = "@source" if e.key is SOURCE else str(e.key)
+            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
+        else:
+            # Other operators say how they print: text and operands (call-form
+            # and temporal ones), or their whole text given a printer for their
+            # operands (embedded languages: Ode, masks).
+            pieces = e.text_parts()
+            if pieces is not None:
+                todo.extend(reversed(pieces))
+                continue
+            whole = getattr(e, "to_text", None)
+            if whole is None:
+                raise TypeError(f"cannot print {cls.__name__}")
+            out.append(whole(to_text))
+    return "".join(out), True
+
+
+def _wrap(
+    child: Expression, prec: int, right: bool, refs: t.Mapping[Expression, str] | None
+) -> list[Expression | str]:
+    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
+    if p < prec or (right and p == prec):
+        return ["(", child, ")"]
+    return [child]

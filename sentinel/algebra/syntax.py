@@ -3,7 +3,9 @@
 :func:`parse` reads Snoop text (grammar in ``snoop.lark``) into an expression whose
 primitive events are plain names; the detector resolves those names against the
 events defined on it (``detector.expression(text)``). :func:`to_text` prints an
-expression as Snoop text that parses back to an equal expression.
+expression as Snoop text that parses back to an equal expression (the printer
+lives with the expressions, :mod:`sentinel.algebra.expressions`, whose ``str``
+it is; it is named here too, with :func:`text_within` and :func:`text_prefix`).
 
 Text syntax::
 
@@ -40,6 +42,7 @@ from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
 from sentinel.algebra._errors import ErrorAt, TextErrors, Unexpected, build, lalr, unquote
+from sentinel.algebra.expressions import text_prefix, text_within, to_text
 from sentinel.algebra.masks import Masked, parse_predicate
 from sentinel.errors import (
     ExpressionError,
@@ -48,7 +51,7 @@ from sentinel.errors import (
     shortened,
 )
 
-__all__ = ["parse", "register_block", "to_text"]
+__all__ = ["parse", "register_block", "text_prefix", "text_within", "to_text"]
 
 _TOKEN_TEXT = {
     "LPAR": '"("',
@@ -346,117 +349,3 @@ def _expected_at(prefix: str) -> list[str]:
         elif ex.call_form(name + "*") is None:
             accepted.discard("STAR")
     return _expected_text(accepted)
-
-
-# -- printing ----------------------------------------------------------------------
-
-_PREC = {ex.Or: 1, ex.Seq: 2, ex.And: 3, ex.Keyed: 4}
-_ATOM = 5
-_INFIX = {ex.Or: " | ", ex.Seq: " ; ", ex.And: " ^ "}
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
-
-
-def _name_text(label: str) -> str:
-    if _PLAIN_NAME.match(label) and label != "by":
-        return label
-    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def to_text(expr: ex.Expression) -> str:
-    """Print ``expr`` as Snoop text, with only the parentheses the text needs.
-
-    Iterative: an expression of any depth prints (thousands of terms of
-    ``a | b | ...``) without exhausting Python's recursion limit.
-    """
-    text, _whole = _print(expr, None, None)
-    return text
-
-
-def text_within(
-    expr: ex.Expression,
-    budget: int | None = None,
-    refs: t.Mapping[ex.Expression, str] | None = None,
-) -> str | None:
-    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
-    that many steps of printing, each an operator, an operand or a piece of text;
-    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
-    the text they map to, like ``#12`` for a node of the event graph). The cost
-    is bounded by the budget, whatever the expression's depth."""
-    text, whole = _print(expr, budget, refs)
-    return text if whole else None
-
-
-def text_prefix(expr: ex.Expression, chars: int) -> tuple[str, bool]:
-    """The beginning of :func:`to_text`'s text of ``expr``, cut after the piece
-    (a name, an operator, a parenthesis) that makes it ``chars`` characters or
-    more, and whether that is the whole text. The cost is bounded by ``chars``
-    and the expression's depth, whatever its size (a sub-expression used twice
-    at each of n levels prints 2**n times)."""
-    return _print(expr, None, None, chars)
-
-
-def _print(
-    expr: ex.Expression,
-    budget: int | None,
-    refs: t.Mapping[ex.Expression, str] | None,
-    chars: int | None = None,
-) -> tuple[str, bool]:
-    """The text of ``expr``, and True; or, when it takes more than ``budget``
-    steps or ``chars`` characters, the text written so far, and False."""
-    out: list[str] = []
-    todo: list[ex.Expression | str] = [expr]
-    steps = 0
-    written = counted = 0  # characters in out[:counted]
-    while todo:
-        if chars is not None:
-            while counted < len(out):
-                written += len(out[counted])
-                counted += 1
-            if written >= chars:
-                return "".join(out), False
-        e = todo.pop()
-        if budget is not None:
-            steps += 1
-            if steps > budget:
-                return "".join(out), False
-        if isinstance(e, str):
-            out.append(e)
-            continue
-        if refs and e in refs:
-            out.append(refs[e])
-            continue
-        cls = type(e)
-        if cls is ex.Primitive:
-            assert isinstance(e, ex.Primitive)
-            out.append(_name_text(e.label))
-        elif cls in _INFIX:
-            prec = _PREC[cls]
-            left, right = e._args
-            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
-            todo.extend(reversed(parts))
-        elif cls is ex.Keyed:
-            assert isinstance(e, ex.Keyed)
-            key = "@source" if e.key is ex.SOURCE else str(e.key)
-            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
-        else:
-            # Other operators say how they print: text and operands (call-form
-            # and temporal ones), or their whole text given a printer for their
-            # operands (embedded languages: Ode, masks).
-            pieces = e.text_parts()
-            if pieces is not None:
-                todo.extend(reversed(pieces))
-                continue
-            whole = getattr(e, "to_text", None)
-            if whole is None:
-                raise TypeError(f"cannot print {cls.__name__}")
-            out.append(whole(to_text))
-    return "".join(out), True
-
-
-def _wrap(
-    child: ex.Expression, prec: int, right: bool, refs: t.Mapping[ex.Expression, str] | None
-) -> list[ex.Expression | str]:
-    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
-    if p < prec or (right and p == prec):
-        return ["(", child, ")"]
-    return [child]
