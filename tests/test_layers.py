@@ -139,23 +139,15 @@ KNOWN_DEFERRED_CYCLES = {
     # spelling: E + [t] (temporal), E.where(...) (masks).
     ("sentinel.algebra.expressions", "sentinel.algebra.temporal"),
     ("sentinel.algebra.expressions", "sentinel.algebra.masks"),
-    # Terms print and read with syntax and take Ode events as operands; an Ode
-    # event prints with syntax, and an event with attributes is checked and
-    # handled by attributes, which is built on the event and its handler.
+    # Terms print with the printer in syntax, and build Ode events (over(), a
+    # bare term as a rule's event, an Ode event as an operand); an Ode event
+    # prints and reads its text with syntax, and one with attributes is checked
+    # and handled by attributes, which builds on the event and its handler.
     ("sentinel.ode.terms", "sentinel.ode.event"),
     ("sentinel.ode.terms", "sentinel.ode.syntax"),
     ("sentinel.ode.event", "sentinel.ode.syntax"),
     ("sentinel.ode.event", "sentinel.ode.attributes"),
     ("sentinel.ode.handlers", "sentinel.ode.attributes"),
-    ("sentinel.ode.syntax", "sentinel.ode.compile"),
-    ("sentinel.ode.syntax", "sentinel.ode.event"),
-    # A reactive class installs its wrappers, hub and references on first use;
-    # they are built on its classes.
-    ("sentinel.reactive.classes", "sentinel.reactive.hub"),
-    ("sentinel.reactive.classes", "sentinel.reactive.refs"),
-    ("sentinel.reactive.classes", "sentinel.reactive.wrapper"),
-    ("sentinel.reactive.declare", "sentinel.reactive.classes"),
-    ("sentinel.reactive.refs", "sentinel.reactive.classes"),
 }
 
 

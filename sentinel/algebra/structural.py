@@ -4,7 +4,8 @@ An :class:`~sentinel.algebra.expressions.Expression` and an
 :class:`~sentinel.ode.terms.Term` are each a tuple of stored arguments (``_args``:
 operands and plain values, in operator order) with its hash computed once. Both
 algebras build on :class:`Structural`: immutability, equality and hashing by
-those arguments, and the operands among them (``children``). :func:`arg` names a stored argument.
+those arguments, and the operands among them (``children``). :func:`arg` names
+a stored argument.
 """
 
 from __future__ import annotations

@@ -30,8 +30,7 @@ from typing import Any, ClassVar
 
 from sentinel.algebra.bitemporal import Within
 from sentinel.detector import Context
-from sentinel.detector.operators import Handler
-from sentinel.detector.operators import register as register_strategies
+from sentinel.detector.operators import Handler, strategy
 from sentinel.detector.operators.aperiodic import AChronicle, ACumulative, ARecent
 from sentinel.detector.operators.base import timestamp as _ts
 from sentinel.detector.operators.initiators import KeepsAll
@@ -76,6 +75,7 @@ class _WithinOne(_Within):
             st[0] = None
 
 
+@strategy(Within, Context.RECENT)
 class WithinRecent(_WithinOne, ARecent):
     __slots__ = ()
 
@@ -89,6 +89,7 @@ class WithinRecent(_WithinOne, ARecent):
         super().gen(slot, g, store, occ)
 
 
+@strategy(Within, Context.CHRONICLE)
 class WithinChronicle(_Within, AChronicle):
     __slots__ = ()
 
@@ -117,6 +118,7 @@ class WithinChronicle(_Within, AChronicle):
         super().gen(slot, g, store, occ)
 
 
+@strategy(Within, Context.CONTINUOUS, Context.UNRESTRICTED)
 class WithinContinuous(KeepsAll, _Within):
     """Each E2 with every open E1 (continuous and unrestricted: A never consumes
     its E1s at E2)."""
@@ -140,6 +142,7 @@ class WithinContinuous(KeepsAll, _Within):
             self.emit_batch(store, out)
 
 
+@strategy(Within, Context.CUMULATIVE)
 class WithinCumulative(_WithinOne, ACumulative):
     """The first E1 whose window is open: an E1 replaces a kept one whose window
     has closed."""
@@ -149,22 +152,3 @@ class WithinCumulative(_WithinOne, ACumulative):
     def on0(self, store: Store, occ: Any) -> None:
         self.expire(store[self.hid], occ)
         super().on0(store, occ)
-
-
-R, CH, CO, CU, U = (
-    Context.RECENT,
-    Context.CHRONICLE,
-    Context.CONTINUOUS,
-    Context.CUMULATIVE,
-    Context.UNRESTRICTED,
-)
-register_strategies(
-    Within,
-    {
-        R: WithinRecent,
-        CH: WithinChronicle,
-        CO: WithinContinuous,
-        CU: WithinCumulative,
-        U: WithinContinuous,
-    },
-)

@@ -36,9 +36,8 @@ from sentinel.algebra.expressions import Primitive
 from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
 from sentinel.errors import ExpressionError, SnoopSyntaxError
 from sentinel.ode import terms as tm
-
-if t.TYPE_CHECKING:
-    from sentinel.ode.event import OdeEvent
+from sentinel.ode.compile import check_size
+from sentinel.ode.event import OdeEvent
 
 __all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
 
@@ -131,8 +130,6 @@ class _ToTerm(Transformer[Token, t.Any]):
             raise ErrorAt(e, meta.line, meta.column) from None
 
     def start(self, meta: t.Any, c: list[t.Any]) -> _Body:
-        from sentinel.ode.compile import check_size
-
         *defs, body = c
         named: dict[str, tm.Term] = {}
         for name, term, where in defs:
@@ -417,8 +414,6 @@ def parse_term(text: str) -> tm.Term:
 def parse(text: str) -> OdeEvent:
     """Read Ode text into an Ode event (see :func:`sentinel.ode.event`); names are
     resolved by the detector the event is used on."""
-    from sentinel.ode.event import OdeEvent
-
     body = _parse_tree(text)
     return OdeEvent(body.term, over=body.over)
 

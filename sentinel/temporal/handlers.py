@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from sentinel.algebra import temporal as tm
 from sentinel.algebra.expressions import Expression
 from sentinel.detector import Context, Mode
-from sentinel.detector.operators import Handler, register
+from sentinel.detector.operators import Handler, strategy
 from sentinel.detector.operators.base import timestamp
 from sentinel.detector.operators.initiators import KeepsFirst, KeepsLatest
 from sentinel.detector.regions import ROOT, Region
@@ -210,6 +210,7 @@ class _Relative(TemporalHandler):
         return timestamp(ref) + self.offset
 
 
+@strategy(tm.Relative, Context.RECENT)
 class RelativeRecent(KeepsLatest, _Relative):
     """One pending timer: a newer occurrence replaces it (cancelled)."""
 
@@ -229,6 +230,7 @@ class RelativeRecent(KeepsLatest, _Relative):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Relative, Context.CHRONICLE, Context.CONTINUOUS, Context.UNRESTRICTED)
 class RelativeEach(_Relative):
     """Each occurrence its own timer and its own detection (chronicle, continuous,
     unrestricted)."""
@@ -253,6 +255,7 @@ class RelativeEach(_Relative):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Relative, Context.CUMULATIVE)
 class RelativeCumulative(_Relative):
     """The first occurrence starts the timer; later ones join its detection."""
 
@@ -301,6 +304,7 @@ class _Periodic(TemporalHandler):
         self.svc.rearm(rec, self.tick_due(rec.ref, rec.n + 1), rec.n + 1)  # type: ignore[union-attr]
 
 
+@strategy(tm.P, Context.RECENT)
 class PRecent(KeepsLatest, _Periodic):
     """The latest E1's interval ticks; a new E1 restarts it; E3 closes it."""
 
@@ -324,6 +328,7 @@ class PRecent(KeepsLatest, _Periodic):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.P, Context.CHRONICLE)
 class PChronicle(_Periodic):
     """Intervals in order; a tick consumes its interval (each E1 is used once)."""
 
@@ -353,6 +358,7 @@ class PChronicle(_Periodic):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.P, Context.CONTINUOUS, Context.UNRESTRICTED)
 class PContinuous(_Periodic):
     """Every interval ticks until E3 closes them all."""
 
@@ -376,6 +382,7 @@ class PContinuous(_Periodic):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.P, Context.CUMULATIVE)
 class PCumulative(KeepsFirst, _Periodic):
     """The first E1 of an interval; its first tick consumes it."""
 
@@ -399,6 +406,7 @@ class PCumulative(KeepsFirst, _Periodic):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Pstar, Context.RECENT)
 class PstarRecent(_Periodic):
     """The latest E1's interval collects its ticks; E3 emits them."""
 
@@ -430,6 +438,7 @@ class PstarRecent(_Periodic):
             self.again(rec)
 
 
+@strategy(tm.Pstar, Context.CUMULATIVE)
 class PstarCumulative(PstarRecent):
     """The first E1 of an interval collects its ticks; E3 emits them."""
 
@@ -442,6 +451,7 @@ class PstarCumulative(PstarRecent):
             st[1] = []
 
 
+@strategy(tm.Pstar, Context.CHRONICLE)
 class PstarChronicle(_Periodic):
     """E3 closes the oldest interval with its own ticks; the others go on."""
 
@@ -470,6 +480,7 @@ class PstarChronicle(_Periodic):
         self.again(rec)
 
 
+@strategy(tm.Pstar, Context.CONTINUOUS, Context.UNRESTRICTED)
 class PstarContinuous(_Periodic):
     """E3 closes every interval, each with its own ticks (one batch)."""
 
@@ -505,34 +516,3 @@ class PstarContinuous(_Periodic):
     def on_tick(self, rec: Pending, tick: Occurrence) -> None:
         rec.store[self.hid][1].append((rec, tick))
         self.again(rec)
-
-
-R, CH, CO, CU, U = (
-    Context.RECENT,
-    Context.CHRONICLE,
-    Context.CONTINUOUS,
-    Context.CUMULATIVE,
-    Context.UNRESTRICTED,
-)
-
-register(
-    tm.Relative,
-    {
-        R: RelativeRecent,
-        CH: RelativeEach,
-        CO: RelativeEach,
-        CU: RelativeCumulative,
-        U: RelativeEach,
-    },
-)
-register(tm.P, {R: PRecent, CH: PChronicle, CO: PContinuous, CU: PCumulative, U: PContinuous})
-register(
-    tm.Pstar,
-    {
-        R: PstarRecent,
-        CH: PstarChronicle,
-        CO: PstarContinuous,
-        CU: PstarCumulative,
-        U: PstarContinuous,
-    },
-)
