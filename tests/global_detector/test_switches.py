@@ -1,0 +1,192 @@
+"""Switching a global rule while the service runs (issue 34, item 2): a
+disable stops the rule's detections from being enqueued and an enable resumes
+them; each switch is recorded at the commit position where the service applied
+it, so an instance that restarts anywhere (rebuilding its memory from the log)
+enqueues exactly what one that never restarted did, and so does batch replay
+given the detector's switches."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+
+from sentinel import LocalEventDetector
+from sentinel.errors import GlobalDetectorError, LogTablesMissingError, RuleSwitchError
+from sentinel.global_detector import GlobalDetector, replay_committed
+from sentinel.global_detector.detect import CommitFeeder
+from sentinel.log import LogWriter, migrate
+from sentinel.log.switches import latest_switches, request_switch
+from sentinel.log.tables import log_tables
+from sentinel.occurrence import Occurrence
+
+from . import rules
+
+TABLES = log_tables()
+OUTBOX = TABLES.outbox
+
+
+@pytest.fixture
+def log_db(engine: sa.Engine) -> sa.Engine:
+    migrate.upgrade(engine)
+    return engine
+
+
+class Clock:
+    t = 0
+
+
+def _write(engine: sa.Engine, event: str, customer: int) -> None:
+    Clock.t += 1
+    with engine.begin() as conn:
+        LogWriter(commit_order=True).write(
+            conn,
+            [
+                Occurrence(
+                    event,
+                    Clock.t,
+                    1000.0 + Clock.t,
+                    scope=f"s{Clock.t}",
+                    params={"customer": customer},
+                )
+            ],
+        )
+
+
+def _service(engine: sa.Engine) -> GlobalDetector:
+    svc = GlobalDetector(rules.detector, engine, run_actions=False)
+    svc.switches.every = 0  # look for requests at every step
+    return svc
+
+
+def _enqueued(engine: sa.Engine) -> list[tuple[str, str, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(OUTBOX.c.rule, OUTBOX.c.scope, OUTBOX.c.t_occ).order_by(OUTBOX.c.id)
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+#: The story: (what happens, and whether the rule ``paid`` is enabled after it).
+#: Orders and payments of customers 1..3; ``paid`` pairs an order with the next
+#: payment of its customer (chronicle, across transactions).
+STORY = [
+    ("order", 1),
+    ("payment", 1),  # paid: detected
+    ("order", 2),
+    ("disable", None),  # customer 2's order is dropped with the rule's state
+    ("payment", 2),  # not detected: disabled
+    ("order", 3),  # not held: disabled
+    ("enable", None),  # NOW trigger mode: only what comes from here on
+    ("payment", 3),  # not detected: its order came while disabled
+    ("order", 1),
+    ("payment", 1),  # detected again
+]
+
+
+def _play(engine: sa.Engine, restart_after: set[int]) -> list[tuple[str, str, int]]:
+    Clock.t = 0
+    svc = _service(engine)
+    try:
+        for i, (what, customer) in enumerate(STORY):
+            if what in ("enable", "disable"):
+                request_switch(engine, TABLES, "paid", what == "enable")
+            else:
+                assert customer is not None
+                _write(engine, what, customer)
+            svc.step()  # applies a pending switch, then reads
+            if i in restart_after:
+                svc.close()
+                svc = _service(engine)
+        svc.step()
+    finally:
+        svc.close()
+    return _enqueued(engine)
+
+
+def test_a_disabled_rule_is_not_enqueued_and_an_enabled_one_is_again(
+    log_db: sa.Engine,
+) -> None:
+    got = _play(log_db, set())
+    # the first and the last payment of customer 1, nothing else
+    assert [(r, s) for r, s, _ in got] == [("paid", "s2"), ("paid", "s8")]
+    with log_db.connect() as conn:
+        done = latest_switches(conn, TABLES)
+    assert [(s.rule, s.enabled, s.state) for s in reversed(done)] == [
+        ("paid", False, "applied"),
+        ("paid", True, "applied"),
+    ]
+    # applied where the service stood: after the order of customer 2 (commit
+    # 3), and after the order of customer 3 (commit 5)
+    assert [s.position for s in reversed(done)] == [3, 5]
+
+
+@pytest.mark.parametrize("restart_after", [{3}, {4}, {5}, {6}, {3, 4, 5, 6, 7}])
+def test_a_restart_anywhere_enqueues_what_an_uninterrupted_run_did(
+    engine: sa.Engine, restart_after: set[int]
+) -> None:
+    """A new instance rebuilds its memory from the log with the switches at
+    their recorded positions: without them it would hold the orders of
+    customers 2 and 3 and detect their payments."""
+    migrate.upgrade(engine)
+    got = _play(engine, restart_after)
+    assert [(r, s) for r, s, _ in got] == [("paid", "s2"), ("paid", "s8")]
+
+
+def test_batch_replay_applies_the_switches_it_is_given(log_db: sa.Engine) -> None:
+    enqueued = _play(log_db, set())
+    with_switches = replay_committed(rules.detector, log_db, switches="global")
+    assert [(d.rule, str(d.occurrence.constituents[-1].scope)) for d in with_switches] == [
+        (r, s) for r, s, _ in enqueued
+    ]
+    # without them: the rules as their module defines them, enabled throughout
+    plain = replay_committed(rules.detector, log_db)
+    assert [str(d.occurrence.constituents[-1].scope) for d in plain] == ["s2", "s4", "s6", "s8"]
+
+
+def test_a_request_for_a_rule_the_service_does_not_have_is_refused_and_recorded(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    svc = _service(log_db)
+    try:
+        request_switch(log_db, TABLES, "no-such-rule", False)
+        with caplog.at_level(logging.WARNING, logger="sentinel.global"):
+            svc.step()
+        assert "defines no rule named 'no-such-rule'" in caplog.text
+        _write(log_db, "order", 1)
+        _write(log_db, "payment", 1)
+        svc.step()
+    finally:
+        svc.close()
+    assert len(_enqueued(log_db)) == 1  # 'paid' still runs
+    with log_db.connect() as conn:
+        (s,) = latest_switches(conn, TABLES)
+    assert s.state == "refused" and "no rule named" in (s.refused or "")
+
+
+def test_enabling_a_rule_that_is_not_detached_is_refused() -> None:
+    det = LocalEventDetector()
+    rules.events(det)
+    det.rule("paid", "order ; payment", action=print, coupling="detached")
+    det.rule("local", "order", action=print, enabled=False)  # immediate
+    feeder = CommitFeeder(det)
+    assert feeder.refusal("local", False) is None
+    assert "not detached" in (feeder.refusal("local", True) or "")
+    with pytest.raises(GlobalDetectorError, match="not detached"):
+        feeder.switch("local", True)
+
+
+def test_a_request_names_a_rule_of_the_rule_set_when_it_is_known(log_db: sa.Engine) -> None:
+    with pytest.raises(RuleSwitchError, match=r"no rule named 'nope'.*'paid'"):
+        request_switch(log_db, TABLES, "nope", False, rules=rules.detector.rules)
+    with log_db.connect() as conn:
+        assert latest_switches(conn, TABLES) == []
+
+
+def test_a_log_without_the_switches_table_says_which_command_adds_it(
+    engine: sa.Engine,
+) -> None:
+    migrate.upgrade(engine, "0006")
+    with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade --url"):
+        request_switch(engine, TABLES, "paid", False)
