@@ -8,9 +8,11 @@ given the detector's switches."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
 from sentinel import LocalEventDetector
 from sentinel.errors import GlobalDetectorError, LogTablesMissingError, RuleSwitchError
@@ -190,3 +192,33 @@ def test_a_log_without_the_switches_table_says_which_command_adds_it(
     migrate.upgrade(engine, "0006")
     with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade --url"):
         request_switch(engine, TABLES, "paid", False)
+
+
+def test_the_cli_writes_and_lists_requests_with_clear_errors(tmp_path: Path) -> None:
+    from sentinel.cli import main
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    run = CliRunner().invoke
+    r = run(main, ["rules", "disable", "paid", "--url", url])
+    assert r.exit_code == 1 and "no SQLite database at" in r.output
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine, "0006")
+    r = run(main, ["rules", "disable", "paid", "--url", url])
+    assert r.exit_code == 1
+    assert "revision 0006" in r.output and f"run `sentinel db upgrade --url {url}`" in r.output
+    migrate.upgrade(engine)
+    ref = "tests.global_detector.rules:detector"
+    r = run(main, ["rules", "disable", "nope", "--url", url, "--rules", ref])
+    assert r.exit_code == 1 and "defines no rule named 'nope' (its rules: 'paid')" in r.output
+    r = run(main, ["rules", "disable", "paid", "--url", url, "--rules", ref])
+    assert r.exit_code == 0 and "request #1: disable rule 'paid'" in r.output
+    r = run(main, ["rules", "enable", "paid", "--url", url, "--name", "other"])
+    assert r.exit_code == 0, r.output
+    r = run(main, ["rules", "switches", "--url", url])
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert "other" in lines[2] and "enable" in lines[2] and "pending" in lines[2]
+    assert "global" in lines[3] and "disable" in lines[3]
+    with engine.connect() as conn:
+        assert [s.rule for s in latest_switches(conn, TABLES)] == ["paid", "paid"]
+    engine.dispose()
