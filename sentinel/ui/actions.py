@@ -34,7 +34,8 @@ Every ``POST`` passes three checks (:meth:`Guard.check`), each answered
     enable|disable`` writes it; the service (``sentinel global``) applies it
     before its next read and records the commit position where it did
     (:mod:`sentinel.global_detector.switches`). With ``--rules``, a rule the
-    rule set does not define is refused (``404``). Only a global detector
+    rule set does not define is refused (``404``), and so is enabling one
+    that is not detached (``400``: the service would refuse it). Only a global detector
     reads these switches: the application's own processes run their rules
     as their code enables them.
 """
@@ -44,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -191,10 +192,10 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 def action_routes(
-    guard: Guard, engine: sa.Engine, tables: LogTables, rules: Collection[str] | None = None
+    guard: Guard, engine: sa.Engine, tables: LogTables, rules: Mapping[str, Any] | None = None
 ) -> list[Route]:
-    """The ``POST`` routes (see the module docs); ``rules``: the names of the
-    rules the view knows (``--rules``), else ``None``."""
+    """The ``POST`` routes (see the module docs); ``rules``: the rules the view
+    knows (``--rules``), by name, else ``None``."""
     store = OutboxStore(tables)
     o = tables.outbox
 
@@ -243,6 +244,12 @@ def action_routes(
         )
 
     def _switch(rule: str, enabled: bool, detector: str) -> int:
+        known = rules.get(rule) if rules is not None else None
+        if enabled and known is not None and str(known.coupling) != "detached":
+            # the service would refuse it: it runs detached rules only
+            raise HTTPException(
+                400, f"rule {rule!r} is not detached: a global detector does not run it"
+            )
         try:
             asked = request_switch(
                 engine, tables, rule, enabled, detector=detector, by="sentinel ui", rules=rules

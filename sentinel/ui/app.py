@@ -162,6 +162,7 @@ def create_app(
                         # switch it applied, else as the rule set defines it
                         "running": switched["applied"].get(rule.name, rule.enabled),
                         "asked": switched["pending"].get(rule.name),
+                        "detached": str(rule.coupling) == "detached",
                     }
                 )
         return page(
@@ -287,8 +288,8 @@ def create_app(
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     if guard is not None:
-        names = set(detector.rules) if detector is not None else None
-        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables, names)
+        known = detector.rules if detector is not None else None
+        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables, known)
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))

@@ -54,10 +54,11 @@ def test_an_unlocked_browser_disables_then_enables_a_rule(app: Any, db: str) -> 
     with TestClient(app, base_url=BASE) as browser:
         page = browser.get("/rules").text
         csrf = csrf_of(page)
-        # one switch per rule, disabled until unlocked; 'idle' is disabled
-        # by its module, so it is offered to be enabled
-        assert page.count('class="switch"') == 4
-        assert page.count(">Disable</button>") == 3 and page.count(">Enable</button>") == 1
+        # a switch on the one detached rule, locked until unlocked; the
+        # others are not run by a global detector
+        assert page.count('class="switch"') == 1
+        assert page.count(">Disable</button>") == 1 and page.count(">Enable</button>") == 0
+        assert page.count(">not detached</span>") == 3
         assert "unlock actions first" in page
         browser.post("/unlock", data={"csrf": csrf, "token": TOKEN}, headers={"origin": BASE})
         r = browser.post(
@@ -71,18 +72,19 @@ def test_an_unlocked_browser_disables_then_enables_a_rule(app: Any, db: str) -> 
         )
         page = browser.get(r.headers["location"]).text
         assert 'id="switched"' in page and "(disable pending)" in page
+        assert ">Enable</button>" in page  # what a second request would ask
         r = browser.post(
             "/rules/switch",
-            data={"csrf": csrf, "rule": HOSTILE, "enabled": "1"},
+            data={"csrf": csrf, "rule": HOSTILE, "enabled": "0"},
             headers={"origin": BASE},
             follow_redirects=False,
         )
         assert r.status_code == 303
         page = browser.get("/rules").text
-        assert HOSTILE not in page  # the rule's name stays text
+        assert HOSTILE not in page  # the rule's name stays text in the switches
     assert switches(db) == [
         ("global", "paid", False, "pending"),
-        ("global", HOSTILE, True, "pending"),
+        ("global", HOSTILE, False, "pending"),
     ]
 
 
@@ -110,6 +112,9 @@ def test_a_rule_the_rule_set_does_not_define_is_refused(app: Any, db: str) -> No
     assert r.status_code == 404 and "no rule named &#39;no-such-rule&#39;" in r.text
     r = post_switch(app, good(), enabled="maybe")
     assert r.status_code == 400
+    # the service would refuse to run a rule that is not detached
+    r = post_switch(app, good(), rule="shipped", enabled="1")
+    assert r.status_code == 400 and "not detached" in r.text
     assert switches(db) == []
 
 
