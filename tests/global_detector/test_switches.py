@@ -18,6 +18,7 @@ from sentinel import LocalEventDetector
 from sentinel.errors import GlobalDetectorError, LogTablesMissingError, RuleSwitchError
 from sentinel.global_detector import GlobalDetector, replay_committed
 from sentinel.global_detector.detect import CommitFeeder
+from sentinel.global_detector.order import LogRow
 from sentinel.log import LogWriter, migrate
 from sentinel.log.switches import latest_switches, request_switch
 from sentinel.log.tables import log_tables
@@ -222,3 +223,69 @@ def test_the_cli_writes_and_lists_requests_with_clear_errors(tmp_path: Path) -> 
     with engine.connect() as conn:
         assert [s.rule for s in latest_switches(conn, TABLES)] == ["paid", "paid"]
     engine.dispose()
+
+
+def test_a_switch_applies_where_the_service_stands_not_at_the_logs_end(
+    log_db: sa.Engine,
+) -> None:
+    """The boundary is a place in the commit order: a pair committed before
+    the request, but not read yet by the service, is read after the switch."""
+    Clock.t = 0
+    svc = _service(log_db)
+    try:
+        svc.step()
+        _write(log_db, "order", 1)
+        _write(log_db, "payment", 1)  # in the log, not read yet
+        request_switch(log_db, TABLES, "paid", False)
+        svc.step()
+    finally:
+        svc.close()
+    assert _enqueued(log_db) == []
+    with log_db.connect() as conn:
+        (s,) = latest_switches(conn, TABLES)
+    assert (s.state, s.position) == ("applied", 0)
+
+
+def _rows(*events: tuple[int, str]) -> list[LogRow]:
+    return [
+        LogRow(
+            seq,
+            seq,
+            f"s{seq}",
+            1,
+            event,
+            1000.0 + seq,
+            1000.0 + seq,
+            None,
+            None,
+            '{"customer": 1}',
+            "committed",
+        )
+        for seq, event in events
+    ]
+
+
+def test_a_rule_its_module_disables_detects_once_a_switch_enables_it() -> None:
+    """Enabling a rule the rule set defines disabled makes the detector listen
+    to its events from there on (and check its partition key)."""
+    det = LocalEventDetector()
+    rules.events(det)
+    det.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=print,
+        coupling="detached",
+        enabled=False,
+        flush=False,
+    )
+    feeder = CommitFeeder(det)
+    assert feeder.feed(_rows((1, "order"), (2, "payment"))) == []
+    feeder.schedule([(2, "paid", True)])
+    got = feeder.feed(_rows((3, "order"), (4, "payment")))
+    assert [(d.rule, d.commit_seq) for d in got] == [("paid", 4)]
+    # a row whose key cannot be a key is refused now that a rule partitions by it
+    bad = LogRow(
+        5, 5, "s5", 1, "order", 1005.0, 1005.0, None, None, '{"customer": {"a": 1}}', "committed"
+    )
+    feeder.feed([bad])
+    assert [i for i, _ in feeder.skipped] == [5]
