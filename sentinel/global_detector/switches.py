@@ -22,10 +22,11 @@ service (:class:`Switchboard`, called by
   the feed applies each between the same two commits as the first time. So
   what is detected does not depend on when an instance restarted.
 
-Each step looks for pending requests at most every :attr:`Switchboard.every`
-seconds (one indexed query); a log without the table (revision 0006) has no
-switches: the service says so once on the ``sentinel.global`` logger, with the
-command that adds it, and runs its rules as defined.
+Each step looks for pending requests (one indexed query; at most every
+:attr:`Switchboard.every` seconds when that is set). On a log without the table
+(revision 0006) a step raises :class:`~sentinel.errors.LogTablesMissingError`
+naming the command that adds it, as the service's log writer would refuse a
+log older than the revision this code expects.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LeaseLost
 from sentinel.global_detector.detect import CommitFeeder
-from sentinel.log.schema import upgrade_hint
 from sentinel.log.switches import (
     Switch,
     applied_switches,
     has_switches,
     mark_handled,
     pending_switches,
+    require_switches,
 )
 from sentinel.log.tables import LogTables
 
@@ -78,31 +79,28 @@ class Switchboard:
         self.engine = engine
         self.tables = tables
         self.name = name
-        #: Seconds between two looks for pending requests (0: every step).
-        self.every = 0.5
+        #: Seconds between two looks for pending requests (0, the default:
+        #: every step; one indexed query, small beside a step's reads).
+        self.every = 0.0
         self._next = 0.0
-        #: Whether the log has the switches table (``None``: not looked yet).
-        self.available: bool | None = None
+        #: Whether the log was found to have the switches table.
+        self.available = False
         #: The switches this instance handled, in order (applied or refused).
         self.handled: list[Switch] = []
 
-    def _available(self, conn: Connection) -> bool:
-        if self.available is None:
-            self.available = has_switches(conn, self.tables)
-            if not self.available:
-                log.warning(
-                    "sentinel global %r: the log has no rule switches table "
-                    "(schema revision 0007): its rules cannot be switched while it runs; %s",
-                    self.name,
-                    upgrade_hint(conn, self.tables),
-                )
-        return self.available
+    def _check(self, conn: Connection) -> None:
+        """Raise :class:`~sentinel.errors.LogTablesMissingError`, naming the
+        command that adds it, when the log has no switches table (once found,
+        it is not looked for again)."""
+        if not self.available:
+            require_switches(conn, self.tables)
+            self.available = True
 
     def load(self, conn: Connection, feeder: CommitFeeder, position: int) -> None:
         """Before ``feeder`` is fed the log up to ``position`` (a rebuild):
         schedule the switches applied up to there."""
-        if self._available(conn):
-            schedule_switches(conn, self.tables, self.name, feeder, position)
+        self._check(conn)
+        schedule_switches(conn, self.tables, self.name, feeder, position)
 
     def apply(self, service: Any, feeder: CommitFeeder) -> list[Switch]:
         """At a read-batch boundary (``feeder`` has fed every commit up to the
@@ -115,8 +113,7 @@ class Switchboard:
             return []
         self._next = now + self.every
         with self.engine.connect() as conn:
-            if not self._available(conn):
-                return []
+            self._check(conn)
             pending = pending_switches(conn, self.tables, self.name)
         if not pending:
             return []

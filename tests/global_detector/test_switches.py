@@ -58,9 +58,7 @@ def _write(engine: sa.Engine, event: str, customer: int) -> None:
 
 
 def _service(engine: sa.Engine) -> GlobalDetector:
-    svc = GlobalDetector(rules.detector, engine, run_actions=False)
-    svc.switches.every = 0  # look for requests at every step
-    return svc
+    return GlobalDetector(rules.detector, engine, run_actions=False)
 
 
 def _enqueued(engine: sa.Engine) -> list[tuple[str, str, int]]:
@@ -193,6 +191,12 @@ def test_a_log_without_the_switches_table_says_which_command_adds_it(
     migrate.upgrade(engine, "0006")
     with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade --url"):
         request_switch(engine, TABLES, "paid", False)
+    svc = _service(engine)
+    try:
+        with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade"):
+            svc.step()
+    finally:
+        svc.close()
 
 
 def test_the_cli_writes_and_lists_requests_with_clear_errors(tmp_path: Path) -> None:
