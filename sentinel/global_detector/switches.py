@@ -130,7 +130,12 @@ class Switchboard:
                     conn, self.tables, [(s.id, why) for s, why in outcome], position, service.id
                 )
         except LeaseLost:
-            return []
+            return []  # rolled back: nothing recorded, nothing applied
+        except BaseException:
+            # the commit's outcome may be unknown (recorded, or not): the next
+            # step rebuilds the detector from the log, which says which
+            service._feeder = None
+            raise
         done: list[Switch] = []
         for s, why in outcome:
             handled = Switch(

@@ -293,3 +293,39 @@ def test_a_rule_its_module_disables_detects_once_a_switch_enables_it() -> None:
     )
     feeder.feed([bad])
     assert [i for i, _ in feeder.skipped] == [5]
+
+
+def test_a_failure_while_recording_a_switch_leaves_it_pending_and_the_memory_rebuilt(
+    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails while the switch is recorded, the detector does not go
+    on with a memory the log may contradict: it is rebuilt at the next step,
+    which applies the request (rolled back: still pending) then."""
+    from sentinel.global_detector import switches as module
+
+    Clock.t = 0
+    svc = _service(log_db)
+    try:
+        _write(log_db, "order", 1)
+        svc.step()
+        request_switch(log_db, TABLES, "paid", False)
+        mark = module.mark_handled
+
+        def fail(*args: object, **kwargs: object) -> int:
+            mark(*args, **kwargs)  # type: ignore[arg-type]
+            raise RuntimeError("the connection went away")
+
+        monkeypatch.setattr(module, "mark_handled", fail)
+        with pytest.raises(RuntimeError):
+            svc.step()
+        assert svc._feeder is None
+        monkeypatch.setattr(module, "mark_handled", mark)
+        svc.step()
+        _write(log_db, "payment", 1)
+        svc.step()
+    finally:
+        svc.close()
+    assert _enqueued(log_db) == []  # the order was dropped with the rule's state
+    with log_db.connect() as conn:
+        (s,) = latest_switches(conn, TABLES)
+    assert (s.state, s.position) == ("applied", 1)
