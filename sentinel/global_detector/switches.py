@@ -98,9 +98,11 @@ class Switchboard:
 
     def load(self, conn: Connection, feeder: CommitFeeder, position: int) -> None:
         """Before ``feeder`` is fed the log up to ``position`` (a rebuild):
-        schedule the switches applied up to there."""
+        schedule every switch applied, those up to there applied as the
+        rebuild passes them, and any beyond (a cursor set back by an
+        operator) as the service's reads pass them again."""
         self._check(conn)
-        schedule_switches(conn, self.tables, self.name, feeder, position)
+        schedule_switches(conn, self.tables, self.name, feeder)
 
     def apply(self, service: Any, feeder: CommitFeeder) -> list[Switch]:
         """At a read-batch boundary (``feeder`` has fed every commit up to the

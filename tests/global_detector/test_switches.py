@@ -329,3 +329,20 @@ def test_a_failure_while_recording_a_switch_leaves_it_pending_and_the_memory_reb
     with log_db.connect() as conn:
         (s,) = latest_switches(conn, TABLES)
     assert (s.state, s.position) == ("applied", 1)
+
+
+def test_a_cursor_set_back_reads_again_with_the_switches_where_they_were(
+    log_db: sa.Engine,
+) -> None:
+    from sentinel.global_detector.cursor import Cursor
+
+    first = _play(log_db, set())
+    with log_db.begin() as conn:
+        Cursor(TABLES, "global").reset(conn, 1)
+        conn.execute(sa.delete(OUTBOX))
+    svc = _service(log_db)
+    try:
+        svc.run(until_idle=True)
+    finally:
+        svc.close()
+    assert _enqueued(log_db) == first
