@@ -32,7 +32,8 @@ TOKEN_ENV = "SENTINEL_UI_TOKEN"
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Offer the one action that changes state: retrying a failed outbox entry. "
+    help="Offer the actions that change state: retrying a failed outbox entry, and "
+    "disabling or enabling a rule of a running global detector (sentinel global). "
     "A browser must first give the token printed at the start (or the value of "
     "SENTINEL_UI_TOKEN, at least 16 characters); every action is checked against "
     "CSRF and its origin.",

@@ -1,4 +1,4 @@
-"""The web view's one action, and what guards it (``sentinel ui --allow-actions``).
+"""The web view's actions, and what guards them (``sentinel ui --allow-actions``).
 
 Without ``--allow-actions`` none of this is mounted: no route takes ``POST``
 and the pages show no buttons. With it, :func:`action_routes` adds
@@ -26,10 +26,18 @@ Every ``POST`` passes three checks (:meth:`Guard.check`), each answered
    does not hold the token itself), or the token in the form's ``token``
    field or an ``Authorization: Bearer`` header (for a script).
 
-Enabling or disabling a rule is not offered: a rule's enabled state lives in
-the memory of each process running the rules (the application, ``sentinel
-global``, ``sentinel worker``); the log has no switch those processes read,
-so a button here could only change the view's own copy of the rules.
+``POST /rules/switch``
+    a request to enable or disable a rule of a running global detector
+    (form fields ``rule``, ``enabled`` = ``1`` or ``0``, ``detector``,
+    default ``global``): written to the log's ``rule_switches`` table with
+    :func:`~sentinel.log.switches.request_switch`, as ``sentinel rules
+    enable|disable`` writes it; the service (``sentinel global``) applies it
+    before its next read and records the commit position where it did
+    (:mod:`sentinel.global_detector.switches`). With ``--rules``, a rule the
+    rule set does not define is refused (``404``), and so is enabling one
+    that is not detached (``400``: the service would refuse it). Only a global detector
+    reads these switches: the application's own processes run their rules
+    as their code enables them.
 """
 
 from __future__ import annotations
@@ -37,8 +45,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
@@ -47,7 +56,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from sentinel.errors import LogTablesMissingError, RuleSwitchError
 from sentinel.log.outbox import OutboxStore
+from sentinel.log.switches import request_switch
 from sentinel.log.tables import LogTables, OutboxStatus
 
 __all__ = ["AUTH_COOKIE", "CSRF_COOKIE", "MIN_TOKEN", "Guard", "action_routes", "new_token"]
@@ -180,8 +191,11 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items()}
 
 
-def action_routes(guard: Guard, engine: sa.Engine, tables: LogTables) -> list[Route]:
-    """The ``POST`` routes (see the module docs)."""
+def action_routes(
+    guard: Guard, engine: sa.Engine, tables: LogTables, rules: Mapping[str, Any] | None = None
+) -> list[Route]:
+    """The ``POST`` routes (see the module docs); ``rules``: the rules the view
+    knows (``--rules``), by name, else ``None``."""
     store = OutboxStore(tables)
     o = tables.outbox
 
@@ -218,9 +232,38 @@ def action_routes(guard: Guard, engine: sa.Engine, tables: LogTables) -> list[Ro
             raise HTTPException(409, f"outbox entry #{oid} changed meanwhile: nothing retried")
         return oid
 
+    async def switch(request: Request) -> Response:
+        form = await guard.check(request)
+        rule = form.get("rule", "")
+        if form.get("enabled") not in ("0", "1"):
+            raise HTTPException(400, "enabled is 1 (enable) or 0 (disable)")
+        detector = form.get("detector") or "global"
+        sid = await run_in_threadpool(_switch, rule, form["enabled"] == "1", detector)
+        return RedirectResponse(
+            f"/rules?detector={quote(detector)}&switched={sid}", status_code=303
+        )
+
+    def _switch(rule: str, enabled: bool, detector: str) -> int:
+        known = rules.get(rule) if rules is not None else None
+        if enabled and known is not None and str(known.coupling) != "detached":
+            # the service would refuse it: it runs detached rules only
+            raise HTTPException(
+                400, f"rule {rule!r} is not detached: a global detector does not run it"
+            )
+        try:
+            asked = request_switch(
+                engine, tables, rule, enabled, detector=detector, by="sentinel ui", rules=rules
+            )
+        except RuleSwitchError as err:
+            raise HTTPException(404 if rules and rule not in rules else 400, str(err)) from None
+        except LogTablesMissingError as err:
+            raise HTTPException(409, str(err)) from None
+        return asked.id
+
     return [
         Route("/unlock", unlock, methods=["POST"]),
         Route("/outbox/{oid}/retry", retry, methods=["POST"]),
+        Route("/rules/switch", switch, methods=["POST"]),
     ]
 
 

@@ -17,7 +17,8 @@
 
 By default only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the
 database. With ``actions_token`` (``sentinel ui --allow-actions``), the routes
-of :mod:`sentinel.ui.actions` are added (retrying a failed outbox entry),
+of :mod:`sentinel.ui.actions` are added (retrying a failed outbox entry,
+switching a rule of a running global detector),
 behind its token, CSRF and origin checks, and the pages show their buttons.
 Responses carry a Content-Security-Policy that allows the page's own script
 and style files only, so a value that escaped escaping still could not run.
@@ -44,6 +45,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentinel.log import LogReader
+from sentinel.log.switches import applied_switches, latest_switches, pending_switches
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
 from sentinel.ui.actions import Guard, action_routes
 from sentinel.ui.graph import graph_of, svg
@@ -141,7 +143,10 @@ def create_app(
 
     def rules(request: Request) -> Response:
         listed = []
+        chosen = request.query_params.get("detector") or "global"
+        switched = switches(chosen) if detector is not None else None
         if detector is not None:
+            assert switched is not None
             for rule in detector.rules.values():
                 listed.append(
                     {
@@ -153,9 +158,37 @@ def create_app(
                         "priority": rule.priority,
                         "enabled": rule.enabled,
                         "flush": rule.flush,
+                        # as the global detector ``chosen`` runs it: the last
+                        # switch it applied, else as the rule set defines it
+                        "running": switched["applied"].get(rule.name, rule.enabled),
+                        "asked": switched["pending"].get(rule.name),
+                        "detached": str(rule.coupling) == "detached",
                     }
                 )
-        return page(request, "rules.html", rules=listed, graph=rules_svg, loaded=detector)
+        return page(
+            request,
+            "rules.html",
+            rules=listed,
+            graph=rules_svg,
+            loaded=detector,
+            detector=chosen,
+            switches=switched["latest"] if switched else [],
+            switched=_int(request.query_params.get("switched"), "switched"),
+        )
+
+    def switches(name: str) -> dict[str, Any]:
+        """The rule switches of global detector ``name``: the state its applied
+        switches leave each rule in, the pending requests, and the newest
+        requests of every detector (a few rows: people make them)."""
+        with reader.engine.connect() as conn:
+            applied = applied_switches(conn, reader.tables, name)
+            pending = pending_switches(conn, reader.tables, name)
+            latest = latest_switches(conn, reader.tables, limit=20)
+        return {
+            "applied": {s.rule: s.enabled for s in applied},
+            "pending": {s.rule: s.enabled for s in pending},
+            "latest": latest,
+        }
 
     def firings(request: Request) -> Response:
         q = request.query_params
@@ -255,7 +288,8 @@ def create_app(
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     if guard is not None:
-        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables)
+        known = detector.rules if detector is not None else None
+        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables, known)
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))

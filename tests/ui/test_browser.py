@@ -296,3 +296,30 @@ def test_a_wrong_token_unlocks_nothing(served_acting: tuple[str, str], browser: 
     assert "refused" in browser.find_element(By.ID, "error").text
     browser.get(base + "/outbox")
     assert not browser.find_elements(By.ID, "unlocked")
+
+
+def test_an_unlocked_browser_disables_a_rule_of_the_global_detector(
+    served_acting: tuple[str, str], browser: Any, shots: Path
+) -> None:
+    """The switch in Chromium: the Disable button is locked until the token
+    is typed; then it writes a request the Rules page shows as pending."""
+    base, url = served_acting
+    browser.delete_all_cookies()
+    browser.get(base + "/rules")
+    switch = browser.find_element(By.CSS_SELECTOR, "#rules form.switch button")
+    assert not switch.is_enabled() and switch.text == "Disable"  # locked
+    browser.find_element(By.CSS_SELECTOR, "#unlock input[name=token]").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#unlock button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "unlocked"))
+    browser.find_element(By.CSS_SELECTOR, "#rules form.switch button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "switched"))
+    assert "(disable pending)" in browser.find_element(By.ID, "rules").text
+    assert "pending" in browser.find_element(By.ID, "switches").text
+    shoot(browser, shots, "rules-actions")
+    no_alert(browser)
+    t = log_tables().rule_switches
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        asked = conn.execute(sa.select(t.c.rule, t.c.enabled, t.c.position)).all()
+    engine.dispose()
+    assert [tuple(a) for a in asked] == [("paid", False, None)]
