@@ -141,12 +141,9 @@ def state_size(spark: Any, checkpoint: Path) -> tuple[int, int, int]:
     """Buckets, occurrence entries held and dumped bytes, from the state reader."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("statestore").load(str(checkpoint))
-    row = df.agg(
-        F.count("*"),
-        F.sum("value.retained"),
-        F.sum(F.length("value.detector")),
-    ).first()
+    from sentinel.global_detector.streaming import read_state
+
+    row = read_state(spark, checkpoint).agg(F.count("*"), F.sum("retained"), F.sum("bytes")).first()
     return int(row[0]), int(row[1] or 0), int(row[2] or 0)
 
 

@@ -41,8 +41,9 @@ import logging
 import os
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -50,7 +51,7 @@ import sqlalchemy as sa
 from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError, MissingExtraError
 from sentinel.global_detector.detect import CommitFeeder, check_rules
-from sentinel.global_detector.order import CommitReader, LogRow
+from sentinel.global_detector.order import CommitReader
 from sentinel.global_detector.state import dump, dumpable, load, retained
 from sentinel.log.tables import DEFAULT_PREFIX, log_tables
 from sentinel.params import dumps
@@ -91,6 +92,7 @@ __all__ = [
     "CommitSource",
     "global_detections",
     "read_commits",
+    "read_state",
     "rules_key",
     "stream_global",
 ]
@@ -116,6 +118,7 @@ COMMIT_STRUCT = StructType(
 _ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name != "rank"]
 _ARROW_SCHEMA = to_arrow_schema(COMMIT_STRUCT)
 _ARROW_FIELDS = [(f, _ARROW_SCHEMA.field(f).type) for f in _ROW_FIELDS]
+_FIELDS_OF = attrgetter(*_ROW_FIELDS)
 
 #: One row per detection: the rule, the commit that completed it, the key's
 #: value (JSON text; ``None`` for rows without the key or for no key), the
@@ -281,7 +284,8 @@ class CommitSource(DataSource):
 
 def _arrow(rows: list[Any], ranks: list[int]) -> pa.RecordBatch:
     """``rows`` (:class:`~.order.LogRow`) and their ranks as a :data:`COMMIT_STRUCT` batch."""
-    arrays = [pa.array([getattr(r, f) for r in rows], t) for f, t in _ARROW_FIELDS]
+    columns = zip(*map(_FIELDS_OF, rows), strict=True)
+    arrays = [pa.array(c, t) for c, (_f, t) in zip(columns, _ARROW_FIELDS, strict=True)]
     arrays.append(pa.array(ranks, pa.int32()))
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
 
@@ -411,11 +415,6 @@ def _detect_bucket(
     key), the detections their commits complete out; the state is the
     detector's (:mod:`.state`), not the rows."""
     (bucket,) = group
-    new_rows: list[list[Any]] = []
-    for frame in frames:
-        columns = [frame[c].tolist() for c in _COLUMNS]
-        new_rows.extend(map(list, zip(*columns, strict=True)))
-    new_rows.sort(key=_order)
     det = _rules(rules)
     dumped = dumpable(det)
     blob: bytes | None = None
@@ -429,7 +428,7 @@ def _detect_bucket(
             )
     else:
         position = 0
-    fresh = [_plain(r) for r in new_rows if r[1] > position]  # a replayed batch's rows: once
+    fresh, ranks = _fresh_rows(list(frames), position)  # a replayed batch's rows: once
     cache_key = (query, int(bucket))
     cached = _FEEDERS.pop(cache_key, None)
     if cached is not None and cached[1] == position:
@@ -440,18 +439,18 @@ def _detect_bucket(
         feeder = CommitFeeder(det)
         stored = json.loads(text) if text else []
         if stored:
-            feeder.feed([_log_row(r) for r in stored], [r[-1] for r in stored])
+            feeder.feed([_Row(*r[:-1]) for r in stored], [r[-1] for r in stored])
     out = []
     if fresh:
-        for d in feeder.feed([_log_row(r) for r in fresh], [r[-1] for r in fresh]):
+        for d in feeder.feed(fresh, ranks):
             out.append(_occ_row(d.rule, d.commit_seq, key, d.occurrence))
         feeder.skipped.clear()  # reported on the worker's log
-        position = int(fresh[-1][1])
+        position = int(fresh[-1].commit_seq)
         if dumped:
             blob, text = dump(feeder), None
         else:
             rows = json.loads(text) if text else []
-            rows.extend(fresh)
+            rows.extend([*r, k] for r, k in zip(fresh, ranks, strict=True))
             blob, text = None, json.dumps(rows, separators=(",", ":"))
         state.update((position, buckets, retained(feeder), blob, text))
     _FEEDERS[cache_key] = (feeder, position)
@@ -464,36 +463,25 @@ def _detect_bucket(
 _COLUMNS = [*_ROW_FIELDS, "rank"]
 _OUT = DETECTION_STRUCT.fieldNames()
 _NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
+#: A log row as the detector reads it (:class:`~.order.LogRow`'s fields),
+#: cheaper to make than one.
+_Row = namedtuple("_Row", _ROW_FIELDS)  # type: ignore[misc]
 
 
-def _order(row: list[Any]) -> tuple[int, int]:
-    return row[1], row[-1]  # commit, rank in the commit
-
-
-def _plain(row: list[Any]) -> list[Any]:
-    """A row as the state stores it: JSON values (a null column that pandas
-    made a float NaN is ``None``)."""
-    for i in _NULLABLE:
-        v = row[i]
-        if v is not None and v != v:
-            row[i] = None
-    return row
-
-
-def _log_row(r: Any) -> LogRow:
-    return LogRow(
-        int(r[0]),
-        int(r[1]),
-        r[2],
-        int(r[3]),
-        r[4],
-        float(r[5]),
-        float(r[6]),
-        r[7],
-        r[8],
-        r[9],
-        r[10],
-    )
+def _fresh_rows(frames: list[pd.DataFrame], position: int) -> tuple[list[Any], list[int]]:
+    """The rows of ``frames`` numbered after ``position``, in commit order, and
+    their ranks in their commits."""
+    if not frames:
+        return [], []
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if position:
+        frame = frame[frame["commit_seq"] > position]
+    frame = frame.sort_values(["commit_seq", "rank"], kind="stable")
+    columns = [frame[c].tolist() for c in _COLUMNS]
+    for i in _NULLABLE:  # a column of nulls only may come as floats (NaN)
+        if frame[_COLUMNS[i]].dtype != object:
+            columns[i] = [None if v != v else v for v in columns[i]]
+    return list(map(_Row, *columns[:-1])), columns[-1]
 
 
 #: ``key=RULES_KEY``: partition by the key the rules share (see :func:`rules_key`).
@@ -587,14 +575,9 @@ def global_detections(
     _check_key(det, key)
     if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
         raise GlobalDetectorError(f"buckets must be a whole number at least 1, not {buckets!r}")
-    wanted = None
-    if key is not None:
-        from sentinel.replay.batch import Replayer
-
-        names = [r.name for r in det.rules.values() if r.enabled]
-        # a key's group needs only what its rules listen to (without timers, the
-        # other rows move no clock that matters)
-        wanted = Replayer(det, order="t_occ", only=names).needed_events()
+    # a bucket needs only what its rules listen to (without timers, the other
+    # rows move no clock that matters)
+    wanted = None if key is None else _wanted(det)
     rows = read_commits(
         spark, source, partitions=partitions, schema=schema, prefix=prefix, events=wanted
     )
@@ -612,6 +595,24 @@ def global_detections(
         outputMode="append",
         timeoutConf=GroupStateTimeout.NoTimeout,
     )
+
+
+def _wanted(det: LocalEventDetector) -> list[str] | None:
+    """The events the enabled rules of ``det`` read (``None``: every one)."""
+    from sentinel.bitemporal.service import TICK
+    from sentinel.replay.batch import Replayer
+
+    replayer = Replayer(det, order="t_occ", only=[r.name for r in det.rules.values() if r.enabled])
+    wanted = replayer.needed_events()
+    if wanted is not None:
+        return wanted
+    # a layer routes logged occurrences by name: under a lifespan, the bitemporal
+    # layer (its logged ticks purge); another one's names are not known here
+    probe = CommitFeeder(det)._start(0.0)
+    svc = probe.__dict__.get("_sentinel_bitemporal")
+    if svc is None or any(getattr(fn, "__self__", None) is not svc for fn in probe.dispatch.route):
+        return None
+    return sorted({*replayer.listened, "txn:abort", "txn:commit", TICK})
 
 
 def _bind(ref: str, key: str | None, buckets: int) -> Callable[..., Iterator[pd.DataFrame]]:
@@ -677,3 +678,20 @@ def stream_global(
         return writer.format("parquet").start(os.fspath(out))
     assert foreach_batch is not None
     return writer.foreachBatch(foreach_batch).start()
+
+
+def read_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> DataFrame:
+    """What the query of ``checkpoint`` keeps in Spark's state after its last
+    committed micro-batch, one row per bucket: ``bucket``, ``position`` (the
+    last commit its detector was fed), ``retained`` (the occurrence entries
+    the detector holds: orders waiting for their payment...) and ``bytes``
+    (the dumped detector's, or for rules with timers its rows'). Read with
+    Spark's state reader (``statestore``), while the query runs or not."""
+    df = spark.read.format("statestore").load(os.fspath(checkpoint))
+    s = "value.groupState"
+    return df.select(
+        F.col("key.bucket").alias("bucket"),
+        F.col(f"{s}.position").alias("position"),
+        F.col(f"{s}.retained").alias("retained"),
+        F.coalesce(F.length(f"{s}.detector"), F.length(f"{s}.rows"), F.lit(0)).alias("bytes"),
+    )
