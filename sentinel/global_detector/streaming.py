@@ -2,7 +2,7 @@
 
 The same detection as :class:`~sentinel.global_detector.GlobalDetector` and
 :func:`~sentinel.global_detector.replay_committed` (one
-:class:`~sentinel.global_detector.detect.CommitFeeder` per key, no second
+:class:`~sentinel.global_detector.detect.CommitFeeder` per bucket of keys, no second
 implementation of the operators), scaled out by the rules' key:
 
 the source (``sentinel_commits``)
@@ -14,15 +14,19 @@ the source (``sentinel_commits``)
     skipped. Each row carries its rank in its commit
     (its global ``t_occ`` is ``commit_seq * 2**20 + rank``, as in the service).
 the detection
-    rows are grouped by the key's value (``key``: a parameter name; rows
-    without it form one group; no key: one group for everything) and each
-    group is detected by ``applyInPandasWithState``. Spark's state store holds,
-    per key, the key's committed rows read so far and the last commit fed; a
-    micro-batch feeds a fresh detector the stored rows (without emitting) and
-    then the new ones, and emits the detections the new commits complete. A
-    Python worker keeps the detector it built for a key, so the next batch
-    of the same key usually feeds only the new rows; the state store stays
-    the truth (a retried batch, another worker or a restart rebuild from it).
+    rows are hashed by the value of the rules' key (``key``: a parameter name;
+    rows without it hash together; no key: one group for everything) into
+    ``buckets`` groups, and each group is detected by ``applyInPandasWithState``
+    with one detector (the rules are partitioned by the key: the detector keeps
+    one partition per value). Spark's state store holds, per bucket, the
+    detector's state (:mod:`.state`: what it remembers, orders waiting for their
+    payment; not the rows it read) and the last commit fed; under a lifespan
+    that state is bounded. A micro-batch's rows of a bucket are fed in commit
+    order in one call, and the detections their commits complete come out. A
+    Python worker keeps the detector of a bucket, so the next batch usually
+    starts from it; the state store stays the truth (a retried batch, another
+    worker or a restart load the detector from it). Rules with timers (only
+    with ``key=None``) keep their rows instead: timers cannot be dumped.
 the sink
     the detections (:data:`DETECTION_STRUCT`) go to any streaming sink:
     :func:`stream_global` writes Parquet files (exactly once, with Spark's
