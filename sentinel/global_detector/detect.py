@@ -198,6 +198,8 @@ class CommitFeeder:
         # rows for nothing (a writer's clock running fast would lose its rows),
         # and the service, a restarted one and batch replay would disagree
         timed = any(is_temporal(r.event) for r in on)
+        #: Whether the enabled rules have temporal events (timers).
+        self.timed = timed
         max_ahead, max_late = self._asked
         self.max_ahead = max_ahead if timed else None
         self.max_late = max_late if timed else None
@@ -358,6 +360,7 @@ class CommitFeeder:
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
+        timed = self.timed
         out: list[Detection] = []
         seq = -1
         rank = 0
@@ -398,9 +401,12 @@ class CommitFeeder:
                     floor = ts - late
             if ts > clock.now():
                 clock.set(ts)  # fires the timers due before this row
-            # after the ticks those timers signalled (they took the next t_occs)
+            # after the ticks those timers signalled (they took the next t_occs);
+            # without timers the only ticks are the lifespans' purges, which no
+            # rule sees: a row keeps its number, wherever a purge fell (a detector
+            # fed one key's rows purges at other places than one fed them all)
             t = global_t_occ(seq, rank)
-            if t <= det.clock:
+            if timed and t <= det.clock:
                 t = det.clock + 1
             rank += 1
             if r.event == CLOCK_EVENT or not listens(r.event):
