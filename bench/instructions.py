@@ -11,7 +11,8 @@ the count divided by ``n`` is printed.
 Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
 for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
 a decorated method: nothing listening, a rule listening with its condition
-false, the event log's listener alone.
+false, the event log's listener alone; and for the method, a bare call and the
+hand-fused floor of ``bench/wrapper.py`` (the least a listened call must do).
 """
 
 from __future__ import annotations
@@ -89,6 +90,20 @@ det = LocalEventDetector()
 cls = w.reactive_class(det)
 det.rule("r", cls.set_price.end, lambda occ: False, action=w._noop)
 obj = cls()
+def go(lo, hi):
+    for _ in range(lo, hi):
+        obj.set_price(1.5)
+""",
+    "method, hand-fused floor": """
+import wrapper as w
+obj = w.HandFused()
+def go(lo, hi):
+    for _ in range(lo, hi):
+        obj.set_price(1.5)
+""",
+    "method, bare": """
+import wrapper as w
+obj = w.Bare()
 def go(lo, hi):
     for _ in range(lo, hi):
         obj.set_price(1.5)

@@ -10,7 +10,17 @@ no network), ``--rounds`` times, and its median and slowest time printed.
 
 Pages: the worst cases of each filter too (a status that only the oldest
 firings have, an event in one transaction of a thousand, a time range at the
-log's beginning, the last page of firings).
+log's beginning, the last page of firings). The live JSON twice: as most polls
+get it (from the reading shared by every open page, :mod:`sentinel.ui.live`)
+and when it reads the log afresh (once a second at most).
+
+With ``--browser`` (needs Debian's ``chromium`` and ``chromium-driver``, and
+selenium), each page is also loaded in headless Chromium from the view served
+by uvicorn on the loopback, with actions allowed (their forms on the pages),
+and the browser's own Navigation Timing printed: the time to the response's
+last byte and to the ``load`` event (the page parsed, its CSS and script
+loaded), median and slowest of ``--rounds`` (after one untimed load: the
+browser's own start).
 """
 
 from __future__ import annotations
@@ -103,6 +113,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a tenth of the log")
     parser.add_argument("--db", default=None, help="SQLite file (default: bench/.ui-LOG.db)")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--browser", action="store_true", help="also load each page in headless Chromium"
+    )
     args = parser.parse_args()
     transactions = 10_000 if args.quick else 100_000
     path = Path(args.db or HERE / f".ui-{transactions}.db")
@@ -130,6 +143,8 @@ def main() -> None:
         "firings, page in the middle": f"/firings?before={middle}",
         "firings, last page": "/firings?before=30",
         "firings, rule=paid": "/firings?rule=paid",
+        "firings, key (one scope)": f"/firings?scope=tx-{middle:07d}",
+        "firings, key and outcome=failed": f"/firings?scope=tx-{middle:07d}&status=failed",
         "firings, status=failed (oldest tenth only)": "/firings?status=failed",
         "firings, time range at the beginning": "/firings?since=2026-01-01T00:00:10"
         "&until=2026-01-01T00:01:00",
@@ -140,18 +155,71 @@ def main() -> None:
         "log, event=rare (1 in 1,000 transactions)": "/log?event=rare",
         "log, time range at the beginning": "/log?since=2026-01-01T00:00:10"
         "&until=2026-01-01T00:01:00",
-        "live JSON (polled every 2 s)": "/api/live",
+        "live JSON, from the shared reading": "/api/live",
     }
     with TestClient(create_app(url, detector=rules())) as client:
         print(f"{'page':45} {'median ms':>10} {'slowest ms':>11}")
-        for name, page in pages.items():
+        live = client.app.state.live  # type: ignore[attr-defined]
+        for name, page in [*pages.items(), ("live JSON, reading the log afresh", "/api/live")]:
             times = []
             for _ in range(args.rounds):
+                if name.endswith("afresh"):
+                    live._at = None  # as if the last reading were a second old
                 started = time.perf_counter()
                 r = client.get(page)
                 times.append((time.perf_counter() - started) * 1000)
                 assert r.status_code == 200, (page, r.status_code, r.text[:300])
             print(f"{name:45} {statistics.median(times):10.1f} {max(times):11.1f}")
+    if args.browser:
+        in_browser(url, pages, args.rounds)
+
+
+def in_browser(url: str, pages: dict[str, str], rounds: int) -> None:
+    """Each page loaded in headless Chromium from uvicorn: Navigation Timing."""
+    import socket
+    import threading
+
+    import uvicorn
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from sentinel.ui import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(url, detector=rules(), actions_token="bench-token-0123456789")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    timing = (
+        "const n = performance.getEntriesByType('navigation')[0];"
+        "return [n.responseEnd - n.startTime, n.loadEventEnd - n.startTime];"
+    )
+    try:
+        driver.get(f"http://127.0.0.1:{port}/rules")  # the browser's own start, not timed
+        print(f"\nin Chromium: {'page':34} {'response ms':>12} {'load ms':>8} {'slowest load':>13}")
+        for name, page in pages.items():
+            if page.startswith("/api/"):
+                continue
+            got = []
+            for _ in range(rounds):
+                driver.get(f"http://127.0.0.1:{port}{page}")
+                got.append(driver.execute_script(timing))
+            response = statistics.median(g[0] for g in got)
+            load = [g[1] for g in got]
+            print(f"{name:47} {response:12.1f} {statistics.median(load):8.1f} {max(load):13.1f}")
+    finally:
+        driver.quit()
+        server.should_exit = True
+        thread.join(10)
 
 
 if __name__ == "__main__":

@@ -577,6 +577,18 @@ class LeaseLost(GlobalDetectorError):
     and another instance took it): its batch is rolled back, nothing acted."""
 
 
+class RuleSwitchError(EventLogError, LookupError):
+    """A request to enable or disable a global detector's rule cannot be
+    written: a rule the rule set does not define (``rule`` names it). A log
+    without the switches table raises
+    :class:`LogTablesMissingError` (or :class:`LogSchemaOutdatedError`)
+    instead, naming the command that adds it."""
+
+    def __init__(self, message: str, *, rule: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(message)
+
+
 class UnloggableParameter(SentinelError, TypeError):
     """A parameter value that cannot be written to the event log.
 

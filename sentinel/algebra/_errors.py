@@ -1,4 +1,4 @@
-"""Errors in text read with lark: one helper for sentinel's four front-ends.
+"""Text read with lark: what sentinel's four front-ends share.
 
 Snoop (:mod:`sentinel.algebra.syntax`), masks (:mod:`sentinel.algebra.masks`),
 Ode (:mod:`sentinel.ode.syntax`) and BiCEPL (:mod:`sentinel.bicep.parser`) each
@@ -13,22 +13,68 @@ own way; what they share is here:
   starts with, a token out of place), the token and the terminals expected;
 - :class:`TextErrors`: a front-end's way of making its error at a place (line,
   column, the line with a caret under the column), and :meth:`TextErrors.reading`,
-  which turns lark's exceptions raised while reading into that error.
+  which turns lark's exceptions raised while reading into that error;
+- :class:`ErrorAt`: a :class:`Positioned` made of an exception and its line and
+  column;
+- :func:`lalr`, a front-end's parser made from the grammar file it ships;
+  :func:`build`, a transformer method that makes a node of its children;
+  :func:`unquote`, a quoted string's text.
 """
 
 from __future__ import annotations
 
+import re
 import typing as t
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import cache
+from importlib import resources
 
+from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sentinel.errors import caret_context
 
-__all__ = ["Positioned", "TextErrors", "Unexpected", "caret", "position"]
+__all__ = [
+    "ErrorAt",
+    "Positioned",
+    "TextErrors",
+    "Unexpected",
+    "build",
+    "caret",
+    "lalr",
+    "position",
+    "unquote",
+]
 
 E = t.TypeVar("E", bound=Exception)
+N = t.TypeVar("N")
+
+
+@cache
+def lalr(package: str, grammar: str, **options: t.Any) -> Lark:
+    """The LALR parser of the grammar file ``grammar`` shipped in ``package``
+    (``options`` as lark's: ``propagate_positions``, ``maybe_placeholders``),
+    made once."""
+    text = resources.files(package).joinpath(grammar).read_text("utf-8")
+    return Lark(text, parser="lalr", **options)
+
+
+def build(node: Callable[..., N], *at: int) -> Callable[[t.Any, t.Any, list[t.Any]], N]:
+    """A transformer method (of a ``v_args(meta=True)`` transformer) that makes
+    ``node`` of the rule's children at the places ``at``: ``or_op = build(Or,
+    0, 2)`` for ``a | b``, whose child 1 is the operator's token."""
+
+    def method(self: t.Any, meta: t.Any, c: list[t.Any]) -> N:
+        return node(*[c[i] for i in at])
+
+    method.__name__ = f"build_{getattr(node, '__name__', 'node')}"
+    return method
+
+
+def unquote(s: str) -> str:
+    """The text of a quoted string token: its quotes off, its escapes undone."""
+    return re.sub(r"\\(.)", r"\1", s[1:-1])
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
@@ -61,6 +107,13 @@ class Positioned(Exception):
     ) -> None:
         super().__init__(message)
         self.message, self.offset, self.line, self.column = message, offset, line, column
+
+
+class ErrorAt(Positioned):
+    """``error`` (its text the message) at ``line`` and ``column``."""
+
+    def __init__(self, error: Exception, line: int, column: int) -> None:
+        super().__init__(str(error), line=line, column=column)
 
 
 class Unexpected(t.NamedTuple):

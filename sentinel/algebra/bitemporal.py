@@ -26,6 +26,7 @@ import typing as t
 from itertools import combinations
 
 from sentinel.algebra.expressions import Call, Expression, Interval, Primitive, _check
+from sentinel.algebra.structural import arg
 from sentinel.algebra.temporal import Duration
 from sentinel.errors import ExpressionError
 
@@ -208,7 +209,7 @@ class Timing(Primitive):
         object.__setattr__(self, "event", event)
         object.__setattr__(self, "kinds", kinds)
         object.__setattr__(self, "late", bounds)
-        object.__setattr__(self, "label", self.to_text(_label))
+        object.__setattr__(self, "label", self.to_text(str))
 
     def resolve_inner(self, resolve: t.Callable[[Expression], Expression]) -> Timing:
         """This timing primitive of the event ``resolve`` makes of its event (the
@@ -244,12 +245,6 @@ class Timing(Primitive):
     @classmethod
     def from_call(cls, call: Call) -> Expression:
         return _from_call(call)
-
-
-def _label(e: Expression) -> str:
-    from sentinel.algebra.syntax import to_text
-
-    return to_text(e)
 
 
 def ANNOUNCEMENT(event: Expression) -> Timing:
@@ -317,17 +312,9 @@ class Within(Expression):
     def __init__(self, start: Expression, middle: Expression, window: t.Any) -> None:
         self._init(_check(start, "WITHIN"), _check(middle, "WITHIN"), _window(window))
 
-    @property
-    def start(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def middle(self) -> Expression:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def window(self) -> Duration:
-        return self._args[2]  # type: ignore[no-any-return]
+    start: Expression = arg(0)
+    middle: Expression = arg(1)
+    window: Duration = arg(2)
 
     def to_text(self, text: t.Callable[[Expression], str]) -> str:
         return "".join(p if isinstance(p, str) else text(p) for p in self.text_parts())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import typing as t
 
+from sentinel.algebra.structural import Structural, arg
 from sentinel.errors import ExpressionError, shortened
 
 __all__ = [
@@ -42,6 +43,9 @@ __all__ = [
     "Seq",
     "call_form",
     "call_keywords",
+    "text_prefix",
+    "text_within",
+    "to_text",
 ]
 
 
@@ -152,12 +156,10 @@ class Call(t.NamedTuple):
         return f"{len(self.args)} argument(s): " + ", ".join(kinds)
 
 
-class Expression:
+class Expression(Structural["Expression"]):
     """Base of every event expression. Immutable; equal by structure."""
 
-    __slots__ = ("_args", "_hash")
-    _args: tuple[t.Any, ...]
-    _hash: int
+    __slots__ = ()
 
     #: Operator name used in errors and by the printer.
     op: t.ClassVar[str] = "?"
@@ -229,24 +231,11 @@ class Expression:
         answer for themselves."""
         return None if self.reads_parameters else ()
 
-    def _init(self, *args: t.Any) -> None:
-        object.__setattr__(self, "_args", args)
-        object.__setattr__(self, "_hash", hash((type(self).__name__, args)))
-
-    def __setattr__(self, name: str, value: t.Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(self) is not type(other):
-            return NotImplemented
-        assert isinstance(other, Expression)
-        if self._hash != other._hash:
-            return False
+    def _same_args(self, other: Structural[t.Any]) -> bool:
         # Operand by operand with a stack, not recursively: expressions of any
         # depth compare. A pair already compared is not compared again, so
         # shared sub-expressions cost once, not once per path to them.
+        assert isinstance(other, Expression)
         pairs: list[tuple[Expression, Expression]] = [(self, other)]
         compared: set[tuple[int, int]] = set()
         while pairs:
@@ -266,13 +255,6 @@ class Expression:
                     return False
         return True
 
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self) -> int:
-        return self._hash
-
     def __reduce__(self) -> tuple[t.Any, ...]:
         # A flat table of nodes, not nested reductions: pickle and deepcopy
         # recurse once per level of nesting, so an expression as deep as the
@@ -291,19 +273,11 @@ class Expression:
 
     @classmethod
     def _from_args(cls, *args: t.Any) -> Expression:
-        """Rebuild from ``_args`` (the stored arguments, children in operator order)."""
         return cls(*args)
 
     def with_children(self, children: t.Sequence[Expression]) -> Expression:
-        """A copy of this expression with its operands replaced, in order."""
-        it = iter(children)
-        args = [next(it) if isinstance(a, Expression) else a for a in self._args]
-        return type(self)._from_args(*args)
-
-    @property
-    def children(self) -> tuple[Expression, ...]:
-        """The operand expressions, in operator order."""
-        return tuple(a for a in self._args if isinstance(a, Expression))
+        """A copy with the operands replaced, in order."""
+        return self._from_args(*self._args_with(children))
 
     # -- the Python spelling of the algebra ---------------------------------------
     def __or__(self, other: Expression) -> Or:
@@ -351,12 +325,10 @@ class Expression:
                 yield e
 
     def __str__(self) -> str:
-        from sentinel.algebra.syntax import to_text
-
         return to_text(self)
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self}>"
+
+Expression.operand_type = Expression
 
 
 def _qualname(cls: type) -> str:
@@ -459,13 +431,8 @@ class Primitive(Expression):
         self._init(name, selector)
         object.__setattr__(self, "label", label or name)
 
-    @property
-    def name(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def selector(self) -> t.Hashable | None:
-        return self._args[1]  # type: ignore[no-any-return]
+    name: str = arg(0)
+    selector: t.Hashable | None = arg(1)
 
     def _reduce_node(self) -> tuple[t.Callable[..., Expression], tuple[t.Any, ...]]:
         return (Primitive, (self._args[0], self._args[1], self.label))
@@ -489,13 +456,8 @@ class _Binary(Expression):
     def __init__(self, left: Expression, right: Expression) -> None:
         self._init(_check(left, self.op), _check(right, self.op))
 
-    @property
-    def left(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def right(self) -> Expression:
-        return self._args[1]  # type: ignore[no-any-return]
+    left: Expression = arg(0)
+    right: Expression = arg(1)
 
 
 class Or(_Binary):
@@ -555,9 +517,7 @@ class Any(Expression):
             )
         self._init(m, *events)
 
-    @property
-    def m(self) -> int:
-        return self._args[0]  # type: ignore[no-any-return]
+    m: int = arg(0)
 
     @classmethod
     def from_call(cls, call: Call) -> Expression:
@@ -580,17 +540,9 @@ class _Ternary(Expression):
     def __init__(self, start: Expression, middle: Expression, end: Expression) -> None:
         self._init(_check(start, self.op), _check(middle, self.op), _check(end, self.op))
 
-    @property
-    def start(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def middle(self) -> Expression:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def end(self) -> Expression:
-        return self._args[2]  # type: ignore[no-any-return]
+    start: Expression = arg(0)
+    middle: Expression = arg(1)
+    end: Expression = arg(2)
 
 
 class A(_Ternary):
@@ -626,17 +578,9 @@ class Not(Expression):
         # Stored in interval order (start, middle, end) like A and A*.
         self._init(_check(start, "NOT"), _check(middle, "NOT"), _check(end, "NOT"))
 
-    @property
-    def start(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def middle(self) -> Expression:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def end(self) -> Expression:
-        return self._args[2]  # type: ignore[no-any-return]
+    start: Expression = arg(0)
+    middle: Expression = arg(1)
+    end: Expression = arg(2)
 
     @classmethod
     def _from_args(cls, *args: t.Any) -> Expression:
@@ -668,14 +612,123 @@ class Keyed(Expression):
             raise ExpressionError(f"a partition key is a parameter name or SOURCE, not {key!r}")
         self._init(expression, key)
 
-    @property
-    def expression(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def key(self) -> KeySpec:
-        return self._args[1]  # type: ignore[no-any-return]
+    expression: Expression = arg(0)
+    key: KeySpec = arg(1)
 
     def parameters_read(self) -> tuple[str, ...] | None:
         """The key, read from every occurrence inside (none for ``by @source``)."""
         return () if self.key is SOURCE else (str(self.key),)
+
+
+# -- printing: Snoop text (str(expr); sentinel.algebra.syntax reads it) -------------
+
+_PREC = {Or: 1, Seq: 2, And: 3, Keyed: 4}
+_ATOM = 5
+_INFIX = {Or: " | ", Seq: " ; ", And: " ^ "}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _name_text(label: str) -> str:
+    if _PLAIN_NAME.match(label) and label != "by":
+        return label
+    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def to_text(expr: Expression) -> str:
+    """Print ``expr`` as Snoop text, with only the parentheses the text needs.
+
+    Iterative: an expression of any depth prints (thousands of terms of
+    ``a | b | ...``) without exhausting Python's recursion limit.
+    """
+    text, _whole = _print(expr, None, None)
+    return text
+
+
+def text_within(
+    expr: Expression,
+    budget: int | None = None,
+    refs: t.Mapping[Expression, str] | None = None,
+) -> str | None:
+    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
+    that many steps of printing, each an operator, an operand or a piece of text;
+    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
+    the text they map to, like ``#12`` for a node of the event graph). The cost
+    is bounded by the budget, whatever the expression's depth."""
+    text, whole = _print(expr, budget, refs)
+    return text if whole else None
+
+
+def text_prefix(expr: Expression, chars: int) -> tuple[str, bool]:
+    """The beginning of :func:`to_text`'s text of ``expr``, cut after the piece
+    (a name, an operator, a parenthesis) that makes it ``chars`` characters or
+    more, and whether that is the whole text. The cost is bounded by ``chars``
+    and the expression's depth, whatever its size (a sub-expression used twice
+    at each of n levels prints 2**n times)."""
+    return _print(expr, None, None, chars)
+
+
+def _print(
+    expr: Expression,
+    budget: int | None,
+    refs: t.Mapping[Expression, str] | None,
+    chars: int | None = None,
+) -> tuple[str, bool]:
+    """The text of ``expr``, and True; or, when it takes more than ``budget``
+    steps or ``chars`` characters, the text written so far, and False."""
+    out: list[str] = []
+    todo: list[Expression | str] = [expr]
+    steps = 0
+    written = counted = 0  # characters in out[:counted]
+    while todo:
+        if chars is not None:
+            while counted < len(out):
+                written += len(out[counted])
+                counted += 1
+            if written >= chars:
+                return "".join(out), False
+        e = todo.pop()
+        if budget is not None:
+            steps += 1
+            if steps > budget:
+                return "".join(out), False
+        if isinstance(e, str):
+            out.append(e)
+            continue
+        if refs and e in refs:
+            out.append(refs[e])
+            continue
+        cls = type(e)
+        if cls is Primitive:
+            assert isinstance(e, Primitive)
+            out.append(_name_text(e.label))
+        elif cls in _INFIX:
+            prec = _PREC[cls]
+            left, right = e._args
+            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
+            todo.extend(reversed(parts))
+        elif cls is Keyed:
+            assert isinstance(e, Keyed)
+            key = "@source" if e.key is SOURCE else str(e.key)
+            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
+        else:
+            # Other operators say how they print: text and operands (call-form
+            # and temporal ones), or their whole text given a printer for their
+            # operands (embedded languages: Ode, masks).
+            pieces = e.text_parts()
+            if pieces is not None:
+                todo.extend(reversed(pieces))
+                continue
+            whole = getattr(e, "to_text", None)
+            if whole is None:
+                raise TypeError(f"cannot print {cls.__name__}")
+            out.append(whole(to_text))
+    return "".join(out), True
+
+
+def _wrap(
+    child: Expression, prec: int, right: bool, refs: t.Mapping[Expression, str] | None
+) -> list[Expression | str]:
+    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
+    if p < prec or (right and p == prec):
+        return ["(", child, ")"]
+    return [child]

@@ -31,13 +31,13 @@ from __future__ import annotations
 import operator
 import re
 import typing as t
-from functools import cache
-from importlib import resources
+from functools import partial
 
-from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected, lalr, unquote
 from sentinel.algebra.expressions import Expression, Primitive, _check
+from sentinel.algebra.structural import arg
 from sentinel.errors import ExpressionError, SnoopSyntaxError, shortened
 
 __all__ = [
@@ -303,17 +303,9 @@ class Compare(Predicate):
             )
         self._init(_param_name(param), op, value)
 
-    @property
-    def param(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def operator(self) -> str:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def value(self) -> Operand:
-        return self._args[2]  # type: ignore[no-any-return]
+    param: str = arg(0)
+    operator: str = arg(1)
+    value: Operand = arg(2)
 
     def comparisons(self) -> t.Iterator[Predicate]:
         yield self
@@ -360,17 +352,9 @@ class In(Predicate):
                 raise ExpressionError(f"'in' lists values, not the name {v}")
         self._init(_param_name(param), vals, bool(negated))
 
-    @property
-    def param(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def values(self) -> tuple[Scalar, ...]:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def negated(self) -> bool:
-        return self._args[2]  # type: ignore[no-any-return]
+    param: str = arg(0)
+    values: tuple[Scalar, ...] = arg(1)
+    negated: bool = arg(2)
 
     def comparisons(self) -> t.Iterator[Predicate]:
         yield self
@@ -564,14 +548,9 @@ def predicate(spec: Predicate | str | None = None, /, **equal: object) -> Predic
 # -- text ------------------------------------------------------------------------------
 
 
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.algebra").joinpath("mask.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
-
-
-def _unquote(s: str) -> str:
-    return re.sub(r"\\(.)", r"\1", s[1:-1])
+_parser = partial(
+    lalr, "sentinel.algebra", "mask.lark", propagate_positions=True, maybe_placeholders=True
+)
 
 
 class _Positioned(Positioned):
@@ -632,7 +611,7 @@ class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
         return float(s)
 
     def string(self, meta: t.Any, c: list[Token]) -> str:
-        return _unquote(str(c[0]))
+        return unquote(str(c[0]))
 
     def true(self, meta: t.Any, c: list[t.Any]) -> bool:
         return True
@@ -717,13 +696,8 @@ class Masked(Expression):
             )
         self._init(event, _pred(mask, "where"))
 
-    @property
-    def event(self) -> Primitive:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def mask(self) -> Predicate:
-        return self._args[1]  # type: ignore[no-any-return]
+    event: Primitive = arg(0)
+    mask: Predicate = arg(1)
 
     def where(self, spec: Predicate | str | None = None, /, **equal: object) -> Masked:
         """A narrower mask: this one ``and`` the new one."""

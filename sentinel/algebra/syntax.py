@@ -3,7 +3,9 @@
 :func:`parse` reads Snoop text (grammar in ``snoop.lark``) into an expression whose
 primitive events are plain names; the detector resolves those names against the
 events defined on it (``detector.expression(text)``). :func:`to_text` prints an
-expression as Snoop text that parses back to an equal expression.
+expression as Snoop text that parses back to an equal expression (the printer
+lives with the expressions, :mod:`sentinel.algebra.expressions`, whose ``str``
+it is; it is named here too, with :func:`text_within` and :func:`text_prefix`).
 
 Text syntax::
 
@@ -31,8 +33,7 @@ from __future__ import annotations
 import importlib
 import re
 import typing as t
-from functools import cache
-from importlib import resources
+from functools import cache, partial
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput
@@ -40,7 +41,9 @@ from lark.exceptions import UnexpectedInput
 from sentinel.algebra import bitemporal as bt
 from sentinel.algebra import expressions as ex
 from sentinel.algebra import temporal as tm
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
+from sentinel.algebra._errors import ErrorAt, TextErrors, Unexpected, build, lalr, unquote
+from sentinel.algebra.expressions import text_prefix, text_within, to_text
+from sentinel.algebra.masks import Masked, parse_predicate
 from sentinel.errors import (
     ExpressionError,
     SnoopSyntaxError,
@@ -48,7 +51,7 @@ from sentinel.errors import (
     shortened,
 )
 
-__all__ = ["parse", "register_block", "to_text"]
+__all__ = ["parse", "register_block", "text_prefix", "text_within", "to_text"]
 
 _TOKEN_TEXT = {
     "LPAR": '"("',
@@ -73,23 +76,9 @@ _TOKEN_TEXT = {
 }
 
 
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.algebra").joinpath("snoop.lark").read_text("utf-8")
-    # No propagate_positions: errors take their positions from tokens, and
-    # positions on every tree node cost a third of the parsing time.
-    return Lark(grammar, parser="lalr", maybe_placeholders=False)
-
-
-def _unquote(s: str) -> str:
-    return re.sub(r"\\(.)", r"\1", s[1:-1])
-
-
-class _Positioned(Positioned):
-    """An ExpressionError raised while transforming, with the node's position."""
-
-    def __init__(self, error: ExpressionError, line: int, column: int) -> None:
-        super().__init__(str(error), line=line, column=column)
+# No propagate_positions: errors take their positions from tokens, and
+# positions on every tree node cost a third of the parsing time.
+_parser = partial(lalr, "sentinel.algebra", "snoop.lark", maybe_placeholders=False)
 
 
 @v_args(meta=True)
@@ -97,21 +86,16 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
     """Parse tree -> expression. One method per grammar rule, named after the
     operator it builds."""
 
-    def or_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.Or(c[0], c[2])
-
-    def seq_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.Seq(c[0], c[1])
-
-    def and_op(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
-        return ex.And(c[0], c[2])
+    or_op = build(ex.Or, 0, 2)
+    seq_op = build(ex.Seq, 0, 1)
+    and_op = build(ex.And, 0, 2)
 
     def keyed(self, meta: t.Any, c: list[t.Any]) -> ex.Expression:
         key = c[1]
         try:
             return ex.Keyed(c[0], str(key) if isinstance(key, Token) else key)
         except ExpressionError as e:
-            raise _Positioned(e, *_at(key)) from None
+            raise ErrorAt(e, *_at(key)) from None
 
     def param_key(self, meta: t.Any, c: list[Token]) -> Token:
         return c[0]  # with its position, for an error about it
@@ -121,14 +105,14 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
 
     def name(self, meta: t.Any, c: list[Token]) -> ex.Expression:
         tok = c[0]
-        text = _unquote(str(tok)) if tok.type == "STRING" else str(tok)
+        text = unquote(str(tok)) if tok.type == "STRING" else str(tok)
         if not text:
-            raise _Positioned(ExpressionError("empty event name"), *_at(tok))
+            raise ErrorAt(ExpressionError("empty event name"), *_at(tok))
         return ex.Primitive(text)
 
     def count(self, meta: t.Any, c: list[Token]) -> int:
         if len(c[0]) > 9:
-            raise _Positioned(ExpressionError(f"count {c[0][:12]}... is too large"), *_at(c[0]))
+            raise ErrorAt(ExpressionError(f"count {c[0][:12]}... is too large"), *_at(c[0]))
         return int(c[0])
 
     def masked(self, meta: t.Any, c: list[Token]) -> ex.Expression:
@@ -164,7 +148,7 @@ class _ToExpression(Transformer_NonRecursive[Token, ex.Expression]):
         try:
             return _build_call(op, args, bracket)
         except ExpressionError as e:
-            raise _Positioned(e, name_tok.line or 1, name_tok.column or 1) from None
+            raise ErrorAt(e, name_tok.line or 1, name_tok.column or 1) from None
 
 
 def _at(tok: Token) -> tuple[int, int]:
@@ -176,7 +160,7 @@ def _time_string(read: t.Callable[..., t.Any], tok: Token, **kw: t.Any) -> t.Any
     try:
         return read(str(tok), **kw)
     except TimeStringError as e:
-        raise _Positioned(
+        raise ErrorAt(
             ExpressionError(e.reason), tok.line or 1, (tok.column or 1) + e.position
         ) from None
 
@@ -198,17 +182,15 @@ def register_block(name: str, reader: t.Callable[[str], ex.Expression]) -> None:
     _BLOCKS[name] = reader
 
 
-def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> _Positioned:
+def _inner_error(e: SnoopSyntaxError, line: int, column: int) -> ErrorAt:
     """An error at (e.line, e.column) of text that starts at (line, column)."""
     if e.line == 1:
-        return _Positioned(ExpressionError(e.reason), line, column + e.column - 1)
-    return _Positioned(ExpressionError(e.reason), line + e.line - 1, e.column)
+        return ErrorAt(ExpressionError(e.reason), line, column + e.column - 1)
+    return ErrorAt(ExpressionError(e.reason), line + e.line - 1, e.column)
 
 
 def _masked(name: Token, mask: Token) -> ex.Expression:
-    from sentinel.algebra.masks import Masked, parse_predicate  # defined on top of this module
-
-    text = _unquote(str(name)) if name.type == "STRING" else str(name)
+    text = unquote(str(name)) if name.type == "STRING" else str(name)
     try:
         predicate = parse_predicate(str(mask)[1:-1])
     except SnoopSyntaxError as e:
@@ -226,7 +208,7 @@ def _block(tok: Token) -> ex.Expression:
         reader = _BLOCKS.get(name)
     if reader is None:
         known = ", ".join(f"{n}{{...}}" for n in sorted({*_BLOCKS, *SHIPPED_BLOCKS}))
-        raise _Positioned(
+        raise ErrorAt(
             ExpressionError(f"unknown block {name}{{...}}; known: {known}"),
             tok.line or 1,
             tok.column or 1,
@@ -238,7 +220,7 @@ def _block(tok: Token) -> ex.Expression:
             e.reason = f"unexpected end of {name}{{...}}"
         raise _inner_error(e, tok.line or 1, (tok.column or 1) + brace + 1) from None
     except ExpressionError as e:
-        raise _Positioned(e, tok.line or 1, tok.column or 1) from None
+        raise ErrorAt(e, tok.line or 1, tok.column or 1) from None
 
 
 def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None) -> ex.Expression:
@@ -252,7 +234,7 @@ def _build_call(op: str, args: list[t.Any], bracket: tuple[t.Any, t.Any] | None)
     except ExpressionError as e:
         position = getattr(e, "position", None)
         if position is not None:  # made by Interval.error: reported there
-            raise _Positioned(e, *position) from None
+            raise ErrorAt(e, *position) from None
         raise
 
 
@@ -367,117 +349,3 @@ def _expected_at(prefix: str) -> list[str]:
         elif ex.call_form(name + "*") is None:
             accepted.discard("STAR")
     return _expected_text(accepted)
-
-
-# -- printing ----------------------------------------------------------------------
-
-_PREC = {ex.Or: 1, ex.Seq: 2, ex.And: 3, ex.Keyed: 4}
-_ATOM = 5
-_INFIX = {ex.Or: " | ", ex.Seq: " ; ", ex.And: " ^ "}
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
-
-
-def _name_text(label: str) -> str:
-    if _PLAIN_NAME.match(label) and label != "by":
-        return label
-    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def to_text(expr: ex.Expression) -> str:
-    """Print ``expr`` as Snoop text, with only the parentheses the text needs.
-
-    Iterative: an expression of any depth prints (thousands of terms of
-    ``a | b | ...``) without exhausting Python's recursion limit.
-    """
-    text, _whole = _print(expr, None, None)
-    return text
-
-
-def text_within(
-    expr: ex.Expression,
-    budget: int | None = None,
-    refs: t.Mapping[ex.Expression, str] | None = None,
-) -> str | None:
-    """:func:`to_text`, with two ways to keep the text short: ``budget`` (at most
-    that many steps of printing, each an operator, an operand or a piece of text;
-    ``None`` when the text needs more) and ``refs`` (sub-expressions printed as
-    the text they map to, like ``#12`` for a node of the event graph). The cost
-    is bounded by the budget, whatever the expression's depth."""
-    text, whole = _print(expr, budget, refs)
-    return text if whole else None
-
-
-def text_prefix(expr: ex.Expression, chars: int) -> tuple[str, bool]:
-    """The beginning of :func:`to_text`'s text of ``expr``, cut after the piece
-    (a name, an operator, a parenthesis) that makes it ``chars`` characters or
-    more, and whether that is the whole text. The cost is bounded by ``chars``
-    and the expression's depth, whatever its size (a sub-expression used twice
-    at each of n levels prints 2**n times)."""
-    return _print(expr, None, None, chars)
-
-
-def _print(
-    expr: ex.Expression,
-    budget: int | None,
-    refs: t.Mapping[ex.Expression, str] | None,
-    chars: int | None = None,
-) -> tuple[str, bool]:
-    """The text of ``expr``, and True; or, when it takes more than ``budget``
-    steps or ``chars`` characters, the text written so far, and False."""
-    out: list[str] = []
-    todo: list[ex.Expression | str] = [expr]
-    steps = 0
-    written = counted = 0  # characters in out[:counted]
-    while todo:
-        if chars is not None:
-            while counted < len(out):
-                written += len(out[counted])
-                counted += 1
-            if written >= chars:
-                return "".join(out), False
-        e = todo.pop()
-        if budget is not None:
-            steps += 1
-            if steps > budget:
-                return "".join(out), False
-        if isinstance(e, str):
-            out.append(e)
-            continue
-        if refs and e in refs:
-            out.append(refs[e])
-            continue
-        cls = type(e)
-        if cls is ex.Primitive:
-            assert isinstance(e, ex.Primitive)
-            out.append(_name_text(e.label))
-        elif cls in _INFIX:
-            prec = _PREC[cls]
-            left, right = e._args
-            parts = [*_wrap(left, prec, False, refs), _INFIX[cls], *_wrap(right, prec, True, refs)]
-            todo.extend(reversed(parts))
-        elif cls is ex.Keyed:
-            assert isinstance(e, ex.Keyed)
-            key = "@source" if e.key is ex.SOURCE else str(e.key)
-            todo.extend(reversed([*_wrap(e.expression, 4, False, refs), " by " + key]))
-        else:
-            # Other operators say how they print: text and operands (call-form
-            # and temporal ones), or their whole text given a printer for their
-            # operands (embedded languages: Ode, masks).
-            pieces = e.text_parts()
-            if pieces is not None:
-                todo.extend(reversed(pieces))
-                continue
-            whole = getattr(e, "to_text", None)
-            if whole is None:
-                raise TypeError(f"cannot print {cls.__name__}")
-            out.append(whole(to_text))
-    return "".join(out), True
-
-
-def _wrap(
-    child: ex.Expression, prec: int, right: bool, refs: t.Mapping[ex.Expression, str] | None
-) -> list[ex.Expression | str]:
-    p = _ATOM if refs and child in refs else _PREC.get(type(child), _ATOM)
-    if p < prec or (right and p == prec):
-        return ["(", child, ")"]
-    return [child]

@@ -37,6 +37,7 @@ import typing as t
 from datetime import timedelta
 
 from sentinel.algebra.expressions import And, Call, Expression, Interval, Or, Primitive, Seq, _check
+from sentinel.algebra.structural import arg
 from sentinel.errors import ExpressionError, TimeStringError
 
 __all__ = ["Absolute", "AbsoluteTime", "Duration", "P", "Pstar", "Relative"]
@@ -484,13 +485,8 @@ class Relative(Expression):
     def __init__(self, event: Expression, offset: Duration | timedelta | str | float) -> None:
         self._init(_check(event, "+ [t]"), Duration.of(offset, what="relative offset"))
 
-    @property
-    def event(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def offset(self) -> Duration:
-        return self._args[1]  # type: ignore[no-any-return]
+    event: Expression = arg(0)
+    offset: Duration = arg(1)
 
     def text_parts(self) -> list[Expression | str]:
         if isinstance(self.event, (Or, Seq, And)):
@@ -520,17 +516,9 @@ class P(Expression):
             _check(end, self.op),
         )
 
-    @property
-    def start(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def interval(self) -> Duration:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def end(self) -> Expression:
-        return self._args[2]  # type: ignore[no-any-return]
+    start: Expression = arg(0)
+    interval: Duration = arg(1)
+    end: Expression = arg(2)
 
     def text_parts(self) -> list[Expression | str]:
         return ["P(", self.start, f", {self.interval}, ", self.end, ")"]
@@ -577,21 +565,10 @@ class Pstar(Expression):
             arg,
         )
 
-    @property
-    def start(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def interval(self) -> Duration:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def end(self) -> Expression:
-        return self._args[2]  # type: ignore[no-any-return]
-
-    @property
-    def arg(self) -> str | None:
-        return self._args[3]  # type: ignore[no-any-return]
+    start: Expression = arg(0)
+    interval: Duration = arg(1)
+    end: Expression = arg(2)
+    arg: str | None = arg(3)
 
     def text_parts(self) -> list[Expression | str]:
         arg = f" {self.arg}" if self.arg else ""

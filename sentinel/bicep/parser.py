@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import math
 import typing as t
-from functools import cache
-from importlib import resources
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Token, Transformer, Tree, v_args
 
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected, caret
+from sentinel.algebra._errors import Positioned, TextErrors, Unexpected, caret, lalr
 from sentinel.algebra._errors import position as _position
 from sentinel.bicep import model as m
 from sentinel.errors import BicepProgramError, BicepSyntaxError
@@ -72,12 +70,6 @@ _TYPES: dict[str, m.TypeKind] = {
     "BOOLEAN": "boolean",
     "BOOL": "boolean",
 }
-
-
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.bicep").joinpath("bicepl.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
 def position(text: str, offset: int) -> m.Pos:
@@ -343,7 +335,10 @@ def parse_program(text: str) -> m.Program:
     if not isinstance(text, str):
         raise TypeError(f"a BiCEPL program is text, not {type(text).__name__}")
     with _ERRORS.reading(text):
-        tree = _parser().parse(text)
+        parser = lalr(
+            "sentinel.bicep", "bicepl.lark", propagate_positions=True, maybe_placeholders=True
+        )
+        tree = parser.parse(text)
         _check_depth(text, tree)
         program = _ToProgram(text).transform(tree)
     return t.cast(m.Program, program)

@@ -44,6 +44,7 @@ from sentinel.algebra.bitemporal import Within
 from sentinel.bitemporal.ordering import boundary_after
 from sentinel.detector.graph import Key, Mode
 from sentinel.detector.operators import Entry, Handler
+from sentinel.detector.operators.base import timestamp as _ts
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import PARAMS, SOURCE, Occurrence
 
@@ -116,13 +117,6 @@ def _unkeyed(e: ex.Expression) -> ex.Expression:
     while isinstance(e, ex.Keyed):
         e = e.expression
     return e
-
-
-def _ts(occ: Any) -> float:
-    while type(occ) is not Occurrence:
-        occ = occ[2][-1]
-    ts: float = occ[2]
-    return ts
 
 
 def _nested(occ: Any) -> Iterator[Any]:

@@ -8,6 +8,11 @@ the lifespan mechanism (:mod:`sentinel.bitemporal.lifespan`), so a WITHIN whose
 E1s never meet an E2 holds memory for at most its window (plus a chronon).
 There is no closing event and no timer: nothing happens at a window's end.
 
+So each strategy is A's strategy of its context (its second base) after
+dropping the E1s whose window has closed (:meth:`_Within.expire`); only
+continuous (and unrestricted), whose E2s of one instant each see the E1s open at
+their own time, pairs them itself.
+
 recent
     the latest E1 pairs with each E2 inside its window (a newer E1 replaces it).
 chronicle
@@ -21,98 +26,99 @@ cumulative
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sentinel.algebra.bitemporal import Within
 from sentinel.detector import Context
-from sentinel.detector.operators import Handler
-from sentinel.detector.operators import register as register_strategies
-from sentinel.detector.operators.initiators import KeepsAll, KeepsLatest, KeepsOldestFirst
+from sentinel.detector.operators import Handler, strategy
+from sentinel.detector.operators.aperiodic import AChronicle, ACumulative, ARecent
+from sentinel.detector.operators.base import timestamp as _ts
+from sentinel.detector.operators.initiators import KeepsAll
 from sentinel.detector.scopes import Store
 from sentinel.occurrence import Occurrence
 
 __all__ = ["WithinChronicle", "WithinContinuous", "WithinCumulative", "WithinRecent"]
 
 
-def _ts(occ: Any) -> float:
-    while type(occ) is not Occurrence:
-        occ = occ[2][-1]
-    return occ[2]  # type: ignore[no-any-return]
-
-
 class _Within(Handler):
+    """WITHIN: A's strategy of the same context (named after this class among
+    the bases), its E1s dropped when their window has closed."""
+
     __slots__ = ("window",)
-    arity = 2
+    arity: ClassVar[int | None] = 2
     #: An E2 at the instant of an E1 is not inside its window (A's (t(E1), t(E3)]).
-    role_order = (1, 0)
+    role_order: ClassVar[tuple[int, ...]] = (1, 0)
 
     def __init__(self, hid: int, expr: Any) -> None:
         super().__init__(hid, expr)
         assert isinstance(expr, Within)
         self.window: float = expr.window.seconds
 
-
-class WithinRecent(KeepsLatest, _Within):
-    __slots__ = ()
+    def expire(self, st: list[Any], occ: Any) -> None:
+        """Drop from the state ``st`` the E1s whose window has closed at the
+        time of ``occ``."""
+        raise NotImplementedError
 
     def on1(self, store: Store, occ: Any) -> None:
-        st = store[self.hid]
+        self.expire(store[self.hid], occ)
+        super().on1(store, occ)  # type: ignore[misc]  # A's E2
+
+
+class _WithinOne(_Within):
+    """One E1 kept (recent, cumulative)."""
+
+    __slots__ = ()
+
+    def expire(self, st: list[Any], occ: Any) -> None:
         e1 = st[0]
-        if e1 is not None:
-            if _ts(e1) + self.window <= _ts(occ):
-                st[0] = None
-            else:
-                self.emit(store, (self.expr, occ[1], (e1, occ)))
+        if e1 is not None and _ts(e1) + self.window <= _ts(occ):
+            st[0] = None
+
+
+@strategy(Within, Context.RECENT)
+class WithinRecent(_WithinOne, ARecent):
+    __slots__ = ()
 
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        st = g.state(self, store)
-        if slot == 0:
-            g.line(f"{st}[0] = {occ}")
-            return
-        e1 = g.var("e")
-        ts = g.const(_ts)
-        g.line(f"{e1} = {st}[0]")
-        g.line(f"if {e1} is not None:")
-        with g.block():
-            g.line(f"if {ts}({e1}) + {self.window!r} <= {ts}({occ}):")
+        if slot == 1:
+            st, e1, ts = g.state(self, store), g.var("e"), g.const(_ts)
+            g.line(f"{e1} = {st}[0]")
+            g.line(f"if {e1} is not None and {ts}({e1}) + {self.window!r} <= {ts}({occ}):")
             with g.block():
                 g.line(f"{st}[0] = None")
-            g.line("else:")
-            with g.block():
-                self.gen_detect(g, store, occ, f"{e1}, {occ}")
+        super().gen(slot, g, store, occ)
 
 
-class WithinChronicle(KeepsOldestFirst, _Within):
+@strategy(Within, Context.CHRONICLE)
+class WithinChronicle(_Within, AChronicle):
     __slots__ = ()
 
-    def on1(self, store: Store, occ: Any) -> None:
-        q = store[self.hid][0]
+    def expire(self, st: list[Any], occ: Any) -> None:
+        q = st[0]
         if q:
             t = _ts(occ) - self.window
             while q and _ts(q[0]) <= t:
                 q.popleft()
-            if q:
-                self.emit(store, (self.expr, occ[1], (q.popleft(), occ)))
 
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        st = g.state(self, store)
-        if slot == 0:
-            g.line(f"{st}[0].append({occ})")
-            return
-        q, t = g.var("q"), g.var("t")
-        ts, cls = g.const(_ts), g.const(Occurrence)
-        g.line(f"{q} = {st}[0]")
-        g.line(f"if {q}:")
-        with g.block():
-            g.line(f"{t} = ({occ}[2] if type({occ}) is {cls} else {ts}({occ})) - {self.window!r}")
-            g.line(f"while {q} and ({q}[0][2] if type({q}[0]) is {cls} else {ts}({q}[0])) <= {t}:")
-            with g.block():
-                g.line(f"{q}.popleft()")
+        if slot == 1:
+            st, q, t = g.state(self, store), g.var("q"), g.var("t")
+            ts, cls = g.const(_ts), g.const(Occurrence)
+            g.line(f"{q} = {st}[0]")
             g.line(f"if {q}:")
             with g.block():
-                self.gen_detect(g, store, occ, f"{q}.popleft(), {occ}")
+                g.line(
+                    f"{t} = ({occ}[2] if type({occ}) is {cls} else {ts}({occ})) - {self.window!r}"
+                )
+                g.line(
+                    f"while {q} and ({q}[0][2] if type({q}[0]) is {cls} else {ts}({q}[0])) <= {t}:"
+                )
+                with g.block():
+                    g.line(f"{q}.popleft()")
+        super().gen(slot, g, store, occ)
 
 
+@strategy(Within, Context.CONTINUOUS, Context.UNRESTRICTED)
 class WithinContinuous(KeepsAll, _Within):
     """Each E2 with every open E1 (continuous and unrestricted: A never consumes
     its E1s at E2)."""
@@ -136,41 +142,13 @@ class WithinContinuous(KeepsAll, _Within):
             self.emit_batch(store, out)
 
 
-class WithinCumulative(_Within):
+@strategy(Within, Context.CUMULATIVE)
+class WithinCumulative(_WithinOne, ACumulative):
+    """The first E1 whose window is open: an E1 replaces a kept one whose window
+    has closed."""
+
     __slots__ = ()
 
-    def new_state(self) -> list[Any]:
-        return [None]
-
     def on0(self, store: Store, occ: Any) -> None:
-        st = store[self.hid]
-        e1 = st[0]
-        if e1 is None or _ts(e1) + self.window <= _ts(occ):
-            st[0] = occ
-
-    def on1(self, store: Store, occ: Any) -> None:
-        st = store[self.hid]
-        e1 = st[0]
-        if e1 is not None:
-            st[0] = None
-            if _ts(e1) + self.window > _ts(occ):
-                self.emit(store, (self.expr, occ[1], (e1, occ)))
-
-
-R, CH, CO, CU, U = (
-    Context.RECENT,
-    Context.CHRONICLE,
-    Context.CONTINUOUS,
-    Context.CUMULATIVE,
-    Context.UNRESTRICTED,
-)
-register_strategies(
-    Within,
-    {
-        R: WithinRecent,
-        CH: WithinChronicle,
-        CO: WithinContinuous,
-        CU: WithinCumulative,
-        U: WithinContinuous,
-    },
-)
+        self.expire(store[self.hid], occ)
+        super().on0(store, occ)

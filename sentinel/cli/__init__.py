@@ -6,7 +6,8 @@ rows, ``sentinel log firings`` the latest rule firings and why each fired;
 ``sentinel log export`` writes the log to Parquet and ``sentinel replay``
 replays it through an application's rules, locally or on Spark; ``sentinel
 worker`` runs detached rules; ``sentinel global`` runs the global event
-detector; ``sentinel graph`` shows the event graph of an
+detector and ``sentinel rules enable|disable`` switches its rules while it
+runs; ``sentinel graph`` shows the event graph of an
 application's rules; ``sentinel bicep`` checks, installs and runs BiCEPL
 programs; ``sentinel ui`` serves a read-only web view of the log (the ``ui``
 extra). Every command that needs a database takes ``--url`` (or
@@ -34,6 +35,7 @@ from sentinel.cli.global_ import global_command
 from sentinel.cli.graph import graph_command
 from sentinel.cli.log import log
 from sentinel.cli.replay import replay_command
+from sentinel.cli.rules import rules_group
 from sentinel.cli.ui import ui_command
 from sentinel.cli.worker import worker_command
 from sentinel.extras import DISTRIBUTION
@@ -69,6 +71,7 @@ for _command in (
     replay_command,
     worker_command,
     global_command,
+    rules_group,
     graph_command,
     bicep,
     ui_command,

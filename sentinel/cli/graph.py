@@ -29,8 +29,13 @@ __all__ = ["graph_command"]
     default=None,
     help="Draw the graph into this SVG file (needs Graphviz's dot program).",
 )
+@click.option(
+    "--code",
+    is_flag=True,
+    help="Print the Python each listened event runs (the leaf compiler's generated source).",
+)
 @errors
-def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
+def graph_command(rules_ref: str, dot: bool, svg: str | None, code: bool) -> None:
     """Show the event graph RULES compile to: one node per distinct sub-expression
     and parameter context in use, shared by the rules that need it.
 
@@ -53,7 +58,10 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
     wrapped in A*(txn:begin, ..., txn:pre_commit)), its context, coupling and
     priority. A disabled rule has no nodes: a long expression of one is cut
     after a line's worth, with the number of events it names. --dot prints
-    Graphviz DOT; --svg FILE draws it with Graphviz.
+    Graphviz DOT; --svg FILE draws it with Graphviz; --code prints, for each
+    listened event, the function the detector generated to run for it (the
+    nodes' code inlined up to the rules), and says which events reach their
+    rules without it.
     """
     from sentinel.rules import LocalEventDetector
 
@@ -62,6 +70,13 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None) -> None:
     graph.ensure()
     if dot:
         click.echo(_dot(det))
+        return
+    if code:
+        leaves = graph.code()
+        click.echo(f"# {len(leaves)} leaf function(s) for {len(det.rules)} rule(s)")
+        for heading, text in leaves:
+            click.echo(f"\n# -- {heading}")
+            click.echo(text.rstrip("\n"))
         return
     if svg is not None:
         _draw(_dot(det), svg)

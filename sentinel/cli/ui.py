@@ -1,6 +1,9 @@
-"""``sentinel ui``: serve the read-only web view of a log (``docs/ui.md``)."""
+"""``sentinel ui``: serve the web view of a log, read-only unless
+``--allow-actions`` (``docs/ui.md``)."""
 
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -9,6 +12,8 @@ from sentinel.cli.common import EnvOption, db_options, errors, load_reference
 __all__ = ["ui_command"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: The environment variable holding the actions token (else a random one).
+TOKEN_ENV = "SENTINEL_UI_TOKEN"
 
 
 @click.command(name="ui")
@@ -24,13 +29,28 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Offer the actions that change state: retrying a failed outbox entry, and "
+    "disabling or enabling a rule of a running global detector (sentinel global). "
+    "A browser must first give the token printed at the start (or the value of "
+    "SENTINEL_UI_TOKEN, at least 16 characters); every action is checked against "
+    "CSRF and its origin.",
+)
 @errors
 def ui_command(
-    url: str, schema: str | None, prefix: str, rules_ref: str | None, host: str, port: int
+    url: str,
+    schema: str | None,
+    prefix: str,
+    rules_ref: str | None,
+    host: str,
+    port: int,
+    allow_actions: bool,
 ) -> None:
-    """Serve a read-only web view of the log: rules and their event graph,
-    rule firings and why each fired, the outbox and the global detectors'
-    cursors, the event log. Needs the ui extra."""
+    """Serve a web view of the log: rules and their event graph, rule firings
+    and why each fired, the outbox and the global detectors' cursors, the
+    event log. Read-only unless --allow-actions. Needs the ui extra."""
     from sentinel.extras import require
 
     require("ui", "sentinel ui")
@@ -46,11 +66,32 @@ def ui_command(
     # page elsewhere cannot reach the view through a name it controls (DNS
     # rebinding).
     hosts = sorted(_LOOPBACK) if host in _LOOPBACK else None
-    app = create_app(url, detector=det, schema=schema, prefix=prefix, allowed_hosts=hosts)
+    token = None
+    if allow_actions:
+        from sentinel.ui.actions import MIN_TOKEN, new_token
+
+        given = os.environ.get(TOKEN_ENV)
+        token = given if given else new_token()
+        if len(token) < MIN_TOKEN:
+            raise click.UsageError(
+                f"{TOKEN_ENV} must be at least {MIN_TOKEN} characters (it has {len(token)}); "
+                "unset it for a random token"
+            )
+    app = create_app(
+        url,
+        detector=det,
+        schema=schema,
+        prefix=prefix,
+        allowed_hosts=hosts,
+        actions_token=token,
+    )
     if host not in _LOOPBACK:
-        click.echo(
-            f"warning: serving on {host}: anyone who can reach it reads the log (read-only)",
-            err=True,
-        )
+        what = "reads the log" + (", and may act with the token" if token else " (read-only)")
+        click.echo(f"warning: serving on {host}: anyone who can reach it {what}", err=True)
+    if token is not None:
+        if os.environ.get(TOKEN_ENV):
+            click.echo(f"actions allowed to a browser giving the token in {TOKEN_ENV}", err=True)
+        else:
+            click.echo(f"actions allowed to a browser giving the token {token}", err=True)
     click.echo(f"sentinel ui on http://{host}:{port}/ (Ctrl+C stops it)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

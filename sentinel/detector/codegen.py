@@ -214,4 +214,7 @@ def compile_leaf(
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     fn: Callable[[Any, Any], None] = namespace[func]
     fn.__sentinel_source__ = source  # type: ignore[attr-defined]
+    fn.__sentinel_consts__ = {  # type: ignore[attr-defined]
+        k: v for k, v in g.consts.items() if re.fullmatch(r"_c\d+", k)
+    }
     return fn

@@ -26,13 +26,48 @@ The algorithms per operator and context live in ``sentinel.detector.operators``.
 from __future__ import annotations
 
 import enum
+import typing as t
 
 from sentinel.errors import RuleDefinitionError
 
-__all__ = ["Context"]
+__all__ = ["Choice", "Context"]
 
 
-class Context(enum.Enum):
+class Choice(enum.Enum):
+    """A choice a rule or a subscription makes once, given as a member or by
+    name: :class:`Context` here, the rules layer's coupling and trigger modes.
+    A subclass says what it is called in errors: ``class Context(Choice,
+    what="parameter context")``; it prints as its value."""
+
+    _what: t.ClassVar[str]
+
+    def __init_subclass__(cls, what: str = "", **kwargs: t.Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._what = what
+
+    @classmethod
+    def parse(cls, value: t.Self | str) -> t.Self:
+        """``value`` as a member; strings are matched case-insensitively, with
+        ``-`` and spaces read as ``_``.
+
+        Raises :class:`~sentinel.errors.RuleDefinitionError` naming the valid
+        values for anything else.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower().replace("-", "_").replace(" ", "_"))
+            except ValueError:
+                pass
+        valid = ", ".join(c.value for c in cls)
+        raise RuleDefinitionError(f"unknown {cls._what} {value!r}; expected one of {valid}")
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Context(Choice, what="parameter context"):
     """A parameter context. ``Context.parse("chronicle")`` accepts names too."""
 
     RECENT = "recent"
@@ -40,23 +75,3 @@ class Context(enum.Enum):
     CONTINUOUS = "continuous"
     CUMULATIVE = "cumulative"
     UNRESTRICTED = "unrestricted"
-
-    @classmethod
-    def parse(cls, value: Context | str) -> Context:
-        """``value`` as a Context; strings are matched case-insensitively.
-
-        Raises :class:`~sentinel.errors.RuleDefinitionError` naming the valid
-        contexts for anything else.
-        """
-        if isinstance(value, Context):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower())
-            except ValueError:
-                pass
-        valid = ", ".join(c.value for c in cls)
-        raise RuleDefinitionError(f"unknown parameter context {value!r}; expected one of {valid}")
-
-    def __str__(self) -> str:
-        return self.value

@@ -389,6 +389,33 @@ class EventGraph(Wiring):
             )
         return lines
 
+    def code(self) -> list[tuple[str, str]]:
+        """What each listened primitive event runs, for ``sentinel graph --code``:
+        ``(heading, text)`` per leaf, by event name (its instance-level leaves
+        after the class-level one). ``text`` is the Python source the leaf
+        compiler generated (:func:`~sentinel.detector.codegen.compile_leaf`),
+        or the handlers called one by one when the leaf was not compiled; a
+        channel whose rules are reached without its leaf (``Channel.direct``)
+        says so in its heading."""
+        self.ensure()
+        out: list[tuple[str, str]] = []
+        for name in sorted(self.channels):
+            ch = self.channels[name]
+            leaves: list[tuple[Hashable | None, tuple[Entry, ...]]] = (
+                [(None, ch.any)] if ch.any else []
+            )
+            leaves += ch.selected.items()
+            for selector, fns in leaves:
+                heading = name if selector is None else f"{name} for {selector!r}"
+                if selector is None and ch.direct is not None:
+                    masked = "" if ch.masks is None else " (their masks tested first)"
+                    rules = ", ".join(repr(_owner_name(sub)) for sub in ch.direct)
+                    heading += (
+                        f": delivered straight to {rules}{masked}; the leaf below is not called"
+                    )
+                out.append((heading, "".join(map(_leaf_text, fns))))
+        return out
+
     def text(self, expr: ex.Expression, mode: Mode, region: Region = ROOT) -> str:
         """``expr`` as Snoop text if it is short; else its operator with each long
         operand that has a node in ``mode`` and ``region`` written as that node's
@@ -454,3 +481,25 @@ _PENDING: tuple[Entry, ...] = (_pending_wiring,)
 
 def _router_state() -> list[Any]:
     return [{}]
+
+
+def _owner_name(sub: Subscription) -> str:
+    """The name of the rule (or other owner) of a subscription, for messages."""
+    owner = sub.owner
+    return str(getattr(owner, "name", owner if owner is not None else sub.expression))
+
+
+def _leaf_text(fn: Any) -> str:
+    """A leaf function's generated source, after a comment line per constant
+    it names (``_c0`` and so on); for a handler called as it is, one line."""
+    source: str | None = getattr(fn, "__sentinel_source__", None)
+    if source is None:
+        return f"# calls {fn!r}\n"
+    consts: dict[str, Any] = getattr(fn, "__sentinel_consts__", {})
+    names = "".join(f"# {k} = {_short(v)}\n" for k, v in consts.items())
+    return names + source
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."

@@ -167,12 +167,7 @@ class CommitFeeder:
                 )
         self.rules = rules
         self.now = now
-        # a row's time matters only to timers: without them a bound would refuse
-        # rows for nothing (a writer's clock running fast would lose its rows),
-        # and the service, a restarted one and batch replay would disagree
-        timed = any(r.enabled and is_temporal(r.event) for r in rules.rules.values())
-        self.max_ahead = max_ahead if timed else None
-        self.max_late = max_late if timed else None
+        self._asked = (max_ahead, max_late)
         # made at the first row, with the clock at its time: absolute temporal
         # events are armed from there, not from 1970
         self._detector: _GlobalReplayDetector | None = None
@@ -186,18 +181,109 @@ class CommitFeeder:
         #: ``(id, error)`` of the rows that could not be read (a bad source key or
         #: parameters: rows not written by sentinel); they were skipped.
         self.skipped: list[tuple[int, str]] = []
+        #: Rule switches (:mod:`sentinel.global_detector.switches`) still to
+        #: apply, ``(position, rule, enabled)`` in order: each is applied once the
+        #: feed passed commit ``position``, before the next commit.
+        self._switches: list[tuple[int, str, bool]] = []
+        #: The rules switched so far, and their state (applied to the detector
+        #: when it is made, at the first row).
+        self.switched: dict[str, bool] = {}
+        self._enabled_changed()
+
+    def _enabled_changed(self) -> None:
+        """Derive what depends on which rules are enabled: the bounds on the
+        rows' times, and the parameters that must be keys."""
+        on = [r for r in self.rules.rules.values() if self.switched.get(r.name, r.enabled)]
+        # a row's time matters only to timers: without them a bound would refuse
+        # rows for nothing (a writer's clock running fast would lose its rows),
+        # and the service, a restarted one and batch replay would disagree
+        timed = any(is_temporal(r.event) for r in on)
+        #: Whether the enabled rules have temporal events (timers).
+        self.timed = timed
+        max_ahead, max_late = self._asked
+        self.max_ahead = max_ahead if timed else None
+        self.max_late = max_late if timed else None
         #: Per event, the parameters the enabled rules partition it by (``... by
         #: name``): a row whose value of one cannot be a key is refused before any
         #: rule sees it.
         keys: dict[str, set[str]] = {}
-        for rule in rules.rules.values():
-            if rule.enabled:
-                for e in rule.event.walk():
-                    if isinstance(e, Keyed) and isinstance(e.key, str):
-                        for p in e.expression.walk():
-                            if isinstance(p, Primitive):
-                                keys.setdefault(p.name, set()).add(e.key)
+        for rule in on:
+            for e in rule.event.walk():
+                if isinstance(e, Keyed) and isinstance(e.key, str):
+                    for p in e.expression.walk():
+                        if isinstance(p, Primitive):
+                            keys.setdefault(p.name, set()).add(e.key)
         self._keys = {name: tuple(sorted(ks)) for name, ks in keys.items()}
+
+    # -- rule switches -----------------------------------------------------------------
+    def refusal(self, rule: str, enabled: bool) -> str | None:
+        """Why switching ``rule`` to ``enabled`` cannot be applied (``None``: it can)."""
+        r = self.rules.rules.get(rule)
+        if r is None:
+            known = ", ".join(map(repr, sorted(self.rules.rules)))
+            return f"the global detector's rule set defines no rule named {rule!r} ({known})"
+        if enabled and r.coupling != Coupling.DETACHED:
+            return (
+                f"rule {rule!r} is not detached ({r.coupling}): the global detector runs "
+                "detached rules only"
+            )
+        return None
+
+    def switch(self, rule: str, enabled: bool) -> None:
+        """Enable or disable ``rule`` now, after commit :attr:`position` (call
+        it between two :meth:`feed` calls): ``Rule.enable()`` / ``disable()``
+        on the detector, with their semantics (a disabled rule's state that no
+        other rule needs is dropped; re-enabled under the NOW trigger mode, it
+        combines only occurrences fed after this). Switches scheduled at or
+        before :attr:`position` are applied first. Raises
+        :class:`~sentinel.errors.GlobalDetectorError` with :meth:`refusal`'s
+        reason."""
+        self._apply_due(self.position)
+        why = self.refusal(rule, enabled)
+        if why is not None:
+            raise GlobalDetectorError(why)
+        self.switched[rule] = enabled
+        if self._detector is not None:
+            self._set(self._detector, rule, enabled)
+        self._enabled_changed()
+
+    def schedule(self, switches: Iterable[tuple[int, str, bool]]) -> None:
+        """Switches to apply as the feed passes them: ``(position, rule,
+        enabled)``, each applied after commit ``position`` and before the next
+        one fed (those at or before :attr:`position`: now). A switch that
+        cannot be applied (:meth:`refusal`: its rule left the rule set) is
+        reported on the ``sentinel.global`` logger and passed over."""
+        self._switches.extend(switches)
+        self._switches.sort(key=lambda s: s[0])  # stable: same position, as given
+        self._apply_due(self.position)
+
+    def _apply_due(self, before: int) -> None:
+        """Apply the scheduled switches at positions up to ``before``."""
+        due = self._switches
+        while due and due[0][0] <= before:
+            position, rule, enabled = due.pop(0)
+            why = self.refusal(rule, enabled)
+            if why is not None:
+                log.error(
+                    "sentinel global: the switch of rule %r applied at position %d is "
+                    "passed over: %s",
+                    rule,
+                    position,
+                    why,
+                )
+                continue
+            self.switched[rule] = enabled
+            if self._detector is not None:
+                self._set(self._detector, rule, enabled)
+            self._enabled_changed()
+
+    @staticmethod
+    def _set(det: _GlobalReplayDetector, rule: str, enabled: bool) -> None:
+        r = det.rules[rule]
+        if enabled:
+            r.enable()
+        else:
+            r.disable()
 
     @property
     def detector(self) -> _GlobalReplayDetector | None:
@@ -210,6 +296,8 @@ class CommitFeeder:
         )
         det = cls.of(self.rules)
         assert isinstance(det, _GlobalReplayDetector)
+        for rule, enabled in self.switched.items():
+            self._set(det, rule, enabled)
         self._detector = det
         self._records = det.scheduler.records
         return det
@@ -225,11 +313,29 @@ class CommitFeeder:
     def feed(self, rows: Iterable[Any], ranks: Iterable[int] | None = None) -> list[Detection]:
         """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
         order, whole commits, after :attr:`position`); return the detections.
+        Scheduled switches (:meth:`schedule`) are applied between the commits
+        they fall between.
 
         ``ranks``, when given, are the rows' ranks in their commits (one per
         row): for a caller feeding only part of each commit's rows (the Spark
         streaming job feeds one key's), so that their global ``t_occ`` is the
         one the whole commit gives them."""
+        if not self._switches:
+            return self._feed(rows, ranks)
+        rows = list(rows)
+        given = None if ranks is None else list(ranks)
+        out: list[Detection] = []
+        start = 0
+        for i, r in enumerate(rows):
+            if self._switches and self._switches[0][0] < r.commit_seq:
+                if i > start:  # the commits before the switch
+                    out.extend(self._feed(rows[start:i], None if given is None else given[start:i]))
+                    start = i
+                self._apply_due(r.commit_seq - 1)
+        out.extend(self._feed(rows[start:], None if given is None else given[start:]))
+        return out
+
+    def _feed(self, rows: Iterable[Any], ranks: Iterable[int] | None = None) -> list[Detection]:
         rows = list(rows)
         given = None if ranks is None else iter(ranks)
         if not rows:
@@ -254,6 +360,7 @@ class CommitFeeder:
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
+        timed = self.timed
         out: list[Detection] = []
         seq = -1
         rank = 0
@@ -294,9 +401,12 @@ class CommitFeeder:
                     floor = ts - late
             if ts > clock.now():
                 clock.set(ts)  # fires the timers due before this row
-            # after the ticks those timers signalled (they took the next t_occs)
+            # after the ticks those timers signalled (they took the next t_occs);
+            # without timers the only ticks are the lifespans' purges, which no
+            # rule sees: a row keeps its number, wherever a purge fell (a detector
+            # fed one key's rows purges at other places than one fed them all)
             t = global_t_occ(seq, rank)
-            if t <= det.clock:
+            if timed and t <= det.clock:
                 t = det.clock + 1
             rank += 1
             if r.event == CLOCK_EVENT or not listens(r.event):

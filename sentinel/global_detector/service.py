@@ -50,6 +50,7 @@ from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector.cursor import Cursor
 from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
 from sentinel.global_detector.order import CommitReader, LogRow, Poller, waiter
+from sentinel.global_detector.switches import Switchboard, schedule_switches
 from sentinel.log import LogWriter
 from sentinel.log.outbox import entry_for
 from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
@@ -301,6 +302,8 @@ class GlobalDetector:
         self.gap_wait = 0.1
         self.min_wait = min_wait
         self._ahead_at = 0.0
+        #: Rule switches: applied at read-batch boundaries, replayed on rebuilds.
+        self.switches = Switchboard(self.engine, self.tables, name)
 
     # -- one iteration -----------------------------------------------------------------
     def _rebuild(self, position: int) -> CommitFeeder:
@@ -310,6 +313,7 @@ class GlobalDetector:
             self.rules, max_ahead=self.max_ahead, max_late=self.max_late, now=self.clock
         )
         with self.engine.connect() as conn:
+            self.switches.load(conn, feeder, position)  # at their recorded positions
             self._handed = max(self._handed, self.reader.handed_out(conn))
             if position > self._handed:
                 log.error(
@@ -364,6 +368,7 @@ class GlobalDetector:
             feeder = self._feeder = self._rebuild(position)
             if self.run_actions:
                 self.run_pending()
+        self.switches.apply(self, feeder)  # pending requests, before this step's rows
         old = feeder.position
         report.position = old
         with self.engine.connect() as conn:
@@ -747,11 +752,14 @@ def replay_committed(
     prefix: str = DEFAULT_PREFIX,
     max_ahead: float | None = 300.0,
     max_late: float | None = 86_400.0,
+    switches: str | None = None,
 ) -> list[Detection]:
     """Batch replay of the committed log in commit order through ``rules``:
     the detections a global detector makes over the same log, in its order
     (``max_ahead``, ``max_late``: as :class:`GlobalDetector`'s; a row ahead of
-    the clock is judged by this machine's clock now)."""
+    the clock is judged by this machine's clock now). ``switches`` names a
+    global detector whose applied rule switches are applied at their recorded
+    positions (``None``: the rules as ``rules`` defines them)."""
     det = _resolve(rules)
     feeder = CommitFeeder(det, max_ahead=max_ahead, max_late=max_late)
     engine = sa.create_engine(bind) if isinstance(bind, str) else bind
@@ -759,6 +767,8 @@ def replay_committed(
     out: list[Detection] = []
     try:
         with engine.connect() as conn:
+            if switches is not None:
+                schedule_switches(conn, reader.tables, switches, feeder)
             after = 0
             while True:
                 rows = reader.read(conn, after)

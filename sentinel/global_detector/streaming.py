@@ -2,7 +2,7 @@
 
 The same detection as :class:`~sentinel.global_detector.GlobalDetector` and
 :func:`~sentinel.global_detector.replay_committed` (one
-:class:`~sentinel.global_detector.detect.CommitFeeder` per key, no second
+:class:`~sentinel.global_detector.detect.CommitFeeder` per bucket of keys, no second
 implementation of the operators), scaled out by the rules' key:
 
 the source (``sentinel_commits``)
@@ -14,15 +14,19 @@ the source (``sentinel_commits``)
     skipped. Each row carries its rank in its commit
     (its global ``t_occ`` is ``commit_seq * 2**20 + rank``, as in the service).
 the detection
-    rows are grouped by the key's value (``key``: a parameter name; rows
-    without it form one group; no key: one group for everything) and each
-    group is detected by ``applyInPandasWithState``. Spark's state store holds,
-    per key, the key's committed rows read so far and the last commit fed; a
-    micro-batch feeds a fresh detector the stored rows (without emitting) and
-    then the new ones, and emits the detections the new commits complete. A
-    Python worker keeps the detector it built for a key, so the next batch
-    of the same key usually feeds only the new rows; the state store stays
-    the truth (a retried batch, another worker or a restart rebuild from it).
+    rows are hashed by the value of the rules' key (``key``: a parameter name;
+    rows without it hash together; no key: one group for everything) into
+    ``buckets`` groups, and each group is detected by ``applyInPandasWithState``
+    with one detector (the rules are partitioned by the key: the detector keeps
+    one partition per value). Spark's state store holds, per bucket, the
+    detector's state (:mod:`.state`: what it remembers, orders waiting for their
+    payment; not the rows it read) and the last commit fed; under a lifespan
+    that state is bounded. A micro-batch's rows of a bucket are fed in commit
+    order in one call, and the detections their commits complete come out. A
+    Python worker keeps the detector of a bucket, so the next batch usually
+    starts from it; the state store stays the truth (a retried batch, another
+    worker or a restart load the detector from it). Rules with timers (only
+    with ``key=None``) keep their rows instead: timers cannot be dumped.
 the sink
     the detections (:data:`DETECTION_STRUCT`) go to any streaming sink:
     :func:`stream_global` writes Parquet files (exactly once, with Spark's
@@ -41,8 +45,9 @@ import logging
 import os
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -50,7 +55,8 @@ import sqlalchemy as sa
 from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError, MissingExtraError
 from sentinel.global_detector.detect import CommitFeeder, check_rules
-from sentinel.global_detector.order import CommitReader, LogRow
+from sentinel.global_detector.order import CommitReader
+from sentinel.global_detector.state import dump, dumpable, load, retained
 from sentinel.log.tables import DEFAULT_PREFIX, log_tables
 from sentinel.params import dumps
 from sentinel.replay.rules import Rules, load_rules, reference_of
@@ -58,13 +64,16 @@ from sentinel.rules import LocalEventDetector
 
 try:
     import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
     from pyspark.sql.types import (
         ArrayType,
+        BinaryType,
         DoubleType,
         IntegerType,
         LongType,
@@ -79,12 +88,15 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 log = logging.getLogger("sentinel.global")
 
 __all__ = [
+    "BUCKETS",
     "COMMIT_STRUCT",
     "DETECTION_STRUCT",
     "RULES_KEY",
+    "STATE_STRUCT",
     "CommitSource",
     "global_detections",
     "read_commits",
+    "read_state",
     "rules_key",
     "stream_global",
 ]
@@ -108,6 +120,9 @@ COMMIT_STRUCT = StructType(
     ]
 )
 _ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name != "rank"]
+_ARROW_SCHEMA = to_arrow_schema(COMMIT_STRUCT)
+_ARROW_FIELDS = [(f, _ARROW_SCHEMA.field(f).type) for f in _ROW_FIELDS]
+_FIELDS_OF = attrgetter(*_ROW_FIELDS)
 
 #: One row per detection: the rule, the commit that completed it, the key's
 #: value (JSON text; ``None`` for rows without the key or for no key), the
@@ -125,16 +140,25 @@ DETECTION_STRUCT = StructType(
         StructField("params", StringType(), True),
     ]
 )
-_STATE_STRUCT = StructType(
+#: A bucket's state: the last commit fed, the number of buckets the query was
+#: started with, how many occurrence entries its detector holds, and the
+#: detector's state (:func:`.state.dump`), or, for rules whose timers cannot
+#: be dumped, the bucket's rows so far (JSON: ``[[field..., rank], ...]``).
+STATE_STRUCT = StructType(
     [
         StructField("position", LongType(), False),
-        StructField("rows", StringType(), False),  # JSON: [[field..., rank], ...]
+        StructField("buckets", IntegerType(), False),
+        StructField("retained", LongType(), False),
+        StructField("detector", BinaryType(), True),
+        StructField("rows", StringType(), True),
     ]
 )
 #: PostgreSQL: seconds a micro-batch's planning waits for a commit number
 #: handed out and not yet visible, when nothing can be read before it (see
 #: :meth:`~.order.CommitReader.horizon`).
 GAP_WAIT = 1.0
+#: About how many occurrences a source task reads per query (whole commits).
+READ_ROWS = 50_000
 # Spark redacts option values whose key matches spark.redaction.regex ("secret"...).
 _URL_OPTION = "url_secret"
 
@@ -146,6 +170,9 @@ class _CommitStreamReader(DataSourceStreamReader):
         self.schema: str | None = options.get("schema") or None
         self.prefix: str = options.get("prefix") or DEFAULT_PREFIX
         self.parts = max(1, int(options.get("partitions") or 1))
+        events = options.get("events")
+        #: The events the rules read (None: all); the others are not sent to Spark.
+        self.events: frozenset[str] | None = None if not events else frozenset(json.loads(events))
         self._engine: sa.Engine | None = None
         self._ahead_at = 0.0
         #: Remembers the holes in the commit numbers proved never to fill.
@@ -205,25 +232,34 @@ class _CommitStreamReader(DataSourceStreamReader):
         bounds = [lo + (hi - lo) * i // n for i in range(n + 1)]
         return [InputPartition((a, b)) for a, b in itertools.pairwise(bounds)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         lo, hi = partition.value
         engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
         reader = CommitReader(log_tables(self.schema, self.prefix))
+        wanted = self.events
         try:
             with engine.connect() as conn:
                 after = lo
                 while after < hi:
-                    rows = reader.read(conn, after)
+                    rows = reader.read(conn, after, limit=READ_ROWS)
                     if not rows:
                         break
+                    kept: list[Any] = []
+                    ranks: list[int] = []
                     seq, rank = -1, 0
                     for r in rows:
                         if r.commit_seq > hi:
-                            return
+                            break
                         if r.commit_seq != seq:
                             seq, rank = r.commit_seq, 0
-                        yield (*(getattr(r, f) for f in _ROW_FIELDS), rank)
+                        if wanted is None or r.event in wanted:  # ranked among all rows
+                            kept.append(r)
+                            ranks.append(rank)
                         rank += 1
+                    if kept:
+                        yield _arrow(kept, ranks)
+                    if seq >= hi or rows[-1].commit_seq > hi:
+                        return
                     after = rows[-1].commit_seq
         finally:
             engine.dispose()
@@ -250,6 +286,14 @@ class CommitSource(DataSource):
         return _CommitStreamReader(self.options)
 
 
+def _arrow(rows: list[Any], ranks: list[int]) -> pa.RecordBatch:
+    """``rows`` (:class:`~.order.LogRow`) and their ranks as a :data:`COMMIT_STRUCT` batch."""
+    columns = zip(*map(_FIELDS_OF, rows), strict=True)
+    arrays = [pa.array(c, t) for c, (_f, t) in zip(columns, _ARROW_FIELDS, strict=True)]
+    arrays.append(pa.array(ranks, pa.int32()))
+    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+
+
 def _url_of(source: Any) -> str:
     if isinstance(source, sa.Engine):
         return source.url.render_as_string(hide_password=False)
@@ -272,12 +316,14 @@ def read_commits(
     partitions: int | None = None,
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
+    events: Sequence[str] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame (:data:`COMMIT_STRUCT`) of the committed rows of
     the log at ``source`` (a database URL or engine), in micro-batches of whole
     commits, each read in about ``partitions`` Spark tasks (ranges of commit
     numbers; default: Spark's default parallelism) by Python workers through
-    SQLAlchemy (no JDBC driver)."""
+    SQLAlchemy (no JDBC driver). ``events``: only the rows of these events
+    (each keeps its rank among all its commit's rows)."""
     url = _url_of(source)
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:  # the log must be there and readable: say so here, not in a worker
@@ -303,23 +349,27 @@ def read_commits(
     )
     if schema:
         reader = reader.option("schema", schema)
+    if events is not None:
+        reader = reader.option("events", json.dumps(sorted(events)))
     return reader.load()
 
 
-# -- detection per key ------------------------------------------------------------------
-#: Detectors the Python worker built, by (query run, key): reused by the key's next
-#: micro-batch when they stand where the state store says (position, rows).
-_FEEDERS: OrderedDict[tuple[str, Any], tuple[CommitFeeder, int, int]] = OrderedDict()
-#: How many keys' detectors a worker keeps, least recently used first out (a
-#: small rule set's detector is some 30 KiB).
-FEEDER_CACHE = 1024
+# -- detection per bucket of keys -------------------------------------------------------
+#: How many buckets the keys are hashed into by default: each is one detector
+#: and one group of Spark's state; fixed for the life of a checkpoint.
+BUCKETS = 64
+#: Detectors the Python worker holds, by (query run, bucket): reused by the
+#: bucket's next micro-batch when they stand where its state says.
+_FEEDERS: OrderedDict[tuple[str, int], tuple[CommitFeeder, int]] = OrderedDict()
+#: How many buckets' detectors a worker keeps, least recently used first out.
+FEEDER_CACHE = 256
 
 
 _LOADED: dict[str, LocalEventDetector] = {}
 
 
 def _rules(ref: str) -> LocalEventDetector:
-    """The rule set ``ref`` names, loaded once per worker (each key's detector
+    """The rule set ``ref`` names, loaded once per worker (each bucket's detector
     is a replica of it: the rule set itself is not changed)."""
     det = _LOADED.get(ref)
     if det is None:
@@ -327,13 +377,25 @@ def _rules(ref: str) -> LocalEventDetector:
     return det
 
 
-def _occ_row(rule: str, seq: int, key: Any, occ: Any) -> tuple[Any, ...]:
-    """A detection as a :data:`DETECTION_STRUCT` row."""
+def _key_text(value: Any) -> str | None:
+    """A key's value as ``get_json_object`` gives it: text as it is, others as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _occ_row(rule: str, seq: int, key: str | None, occ: Any) -> tuple[Any, ...]:
+    """A detection as a :data:`DETECTION_STRUCT` row (the key's value taken
+    from its first constituent)."""
     cons = occ.constituents
+    value = None if key is None or not cons else _key_text(cons[0].params.get(key))
     return (
         rule,
         seq,
-        key,
+        value,
         occ.t_occ,
         [c.event for c in cons],
         [str(c.scope) for c in cons],
@@ -342,44 +404,60 @@ def _occ_row(rule: str, seq: int, key: Any, occ: Any) -> tuple[Any, ...]:
     )
 
 
-def _detect_key(
-    key: tuple[Any, ...],
+def _detect_bucket(
+    group: tuple[Any, ...],
     frames: Iterator[pd.DataFrame],
     state: GroupState,
     *,
     rules: str,
     query: str,
+    key: str | None,
+    buckets: int,
 ) -> Iterator[pd.DataFrame]:
-    """``applyInPandasWithState`` step: one key's new rows in, the detections
-    their commits complete out; the state is the key's rows so far."""
-    (value,) = key
-    new_rows: list[list[Any]] = []
-    for frame in frames:
-        columns = [frame[c].tolist() for c in _COLUMNS]
-        new_rows.extend(map(list, zip(*columns, strict=True)))
-    new_rows.sort(key=_order)
+    """``applyInPandasWithState`` step: one bucket's new rows in (every key
+    hashed to it, one detector for them all: the rules are partitioned by the
+    key), the detections their commits complete out; the state is the
+    detector's (:mod:`.state`), not the rows."""
+    (bucket,) = group
+    det = _rules(rules)
+    dumped = dumpable(det)
+    blob: bytes | None = None
+    text: str | None = None
     if state.exists:
-        position, text = state.get
-        stored: list[list[Any]] = json.loads(text)
+        position, started, _retained, blob, text = state.get
+        if started != buckets:
+            raise GlobalDetectorError(
+                f"this checkpoint's query hashed the keys into {started} buckets, not "
+                f"{buckets}: restart it with buckets={started} (or a new checkpoint)"
+            )
     else:
-        position, stored = 0, []
-    fresh = [_plain(r) for r in new_rows if r[1] > position]  # a replayed batch's rows: once
-    cache_key = (query, value)
+        position = 0
+    fresh, ranks = _fresh_rows(list(frames), position)  # a replayed batch's rows: once
+    cache_key = (query, int(bucket))
     cached = _FEEDERS.pop(cache_key, None)
-    if cached is not None and cached[1:] == (position, len(stored)):
+    if cached is not None and cached[1] == position:
         feeder = cached[0]
+    elif dumped:
+        feeder = load(det, blob) if blob else CommitFeeder(det)
     else:
-        feeder = CommitFeeder(_rules(rules))
+        feeder = CommitFeeder(det)
+        stored = json.loads(text) if text else []
         if stored:
-            feeder.feed([_log_row(r) for r in stored], [r[-1] for r in stored])
+            feeder.feed([_Row(*r[:-1]) for r in stored], [r[-1] for r in stored])
     out = []
     if fresh:
-        for d in feeder.feed([_log_row(r) for r in fresh], [r[-1] for r in fresh]):
-            out.append(_occ_row(d.rule, d.commit_seq, value, d.occurrence))
-        stored.extend(fresh)
-        position = int(fresh[-1][1])
-        state.update((position, json.dumps(stored, separators=(",", ":"))))
-    _FEEDERS[cache_key] = (feeder, position, len(stored))
+        for d in feeder.feed(fresh, ranks):
+            out.append(_occ_row(d.rule, d.commit_seq, key, d.occurrence))
+        feeder.skipped.clear()  # reported on the worker's log
+        position = int(fresh[-1].commit_seq)
+        if dumped:
+            blob, text = dump(feeder), None
+        else:
+            rows = json.loads(text) if text else []
+            rows.extend([*r, k] for r, k in zip(fresh, ranks, strict=True))
+            blob, text = None, json.dumps(rows, separators=(",", ":"))
+        state.update((position, buckets, retained(feeder), blob, text))
+    _FEEDERS[cache_key] = (feeder, position)
     while len(_FEEDERS) > FEEDER_CACHE:
         _FEEDERS.popitem(last=False)
     if out:
@@ -389,36 +467,25 @@ def _detect_key(
 _COLUMNS = [*_ROW_FIELDS, "rank"]
 _OUT = DETECTION_STRUCT.fieldNames()
 _NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
+#: A log row as the detector reads it (:class:`~.order.LogRow`'s fields),
+#: cheaper to make than one.
+_Row = namedtuple("_Row", _ROW_FIELDS)  # type: ignore[misc]
 
 
-def _order(row: list[Any]) -> tuple[int, int]:
-    return row[1], row[0]
-
-
-def _plain(row: list[Any]) -> list[Any]:
-    """A row as the state stores it: JSON values (a null column that pandas
-    made a float NaN is ``None``)."""
-    for i in _NULLABLE:
-        v = row[i]
-        if v is not None and v != v:
-            row[i] = None
-    return row
-
-
-def _log_row(r: Any) -> LogRow:
-    return LogRow(
-        int(r[0]),
-        int(r[1]),
-        r[2],
-        int(r[3]),
-        r[4],
-        float(r[5]),
-        float(r[6]),
-        r[7],
-        r[8],
-        r[9],
-        r[10],
-    )
+def _fresh_rows(frames: list[pd.DataFrame], position: int) -> tuple[list[Any], list[int]]:
+    """The rows of ``frames`` numbered after ``position``, in commit order, and
+    their ranks in their commits."""
+    if not frames:
+        return [], []
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if position:
+        frame = frame[frame["commit_seq"] > position]
+    frame = frame.sort_values(["commit_seq", "rank"], kind="stable")
+    columns = [frame[c].tolist() for c in _COLUMNS]
+    for i in _NULLABLE:  # a column of nulls only may come as floats (NaN)
+        if frame[_COLUMNS[i]].dtype != object:
+            columns[i] = [None if v != v else v for v in columns[i]]
+    return list(map(_Row, *columns[:-1])), columns[-1]
 
 
 #: ``key=RULES_KEY``: partition by the key the rules share (see :func:`rules_key`).
@@ -477,6 +544,7 @@ def global_detections(
     *,
     key: str | None = RULES_KEY,
     partitions: int | None = None,
+    buckets: int = BUCKETS,
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
 ) -> DataFrame:
@@ -488,11 +556,15 @@ def global_detections(
     ``key``: by default (:data:`RULES_KEY`) the parameter every rule is
     partitioned by (each rule's event is ``... by customer``: ``"customer"``,
     see :func:`rules_key`), or one group when they share none. A parameter
-    name given must be that one. Rows without the key are detected together,
-    in one group. ``key=None`` detects everything in one group: any rule set
-    (temporal rules included), no scale-out. Write it with
-    ``writeStream`` (output mode ``append``) and a checkpoint location, or use
-    :func:`stream_global`.
+    name given must be that one. The key's values are hashed into ``buckets``
+    groups, each detected by one detector (holding one partition per value)
+    whose state Spark keeps; rows without the key are in one of them.
+    ``buckets`` is fixed for the life of a checkpoint (a restart with another
+    number is refused). ``key=None`` detects everything in one group: any
+    rule set (temporal rules included), no scale-out. ``partitions``: the
+    Spark tasks that read each micro-batch (default: Spark's default
+    parallelism). Write it with ``writeStream`` (output mode ``append``) and a
+    checkpoint location, or use :func:`stream_global`.
 
     Raises :class:`~sentinel.errors.GlobalDetectorError` (a rule that is not
     detached, a bad key, an unreadable log) and
@@ -505,34 +577,57 @@ def global_detections(
     if key == RULES_KEY:
         key = rules_key(det)
     _check_key(det, key)
-    rows = read_commits(spark, source, partitions=partitions, schema=schema, prefix=prefix)
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise GlobalDetectorError(f"buckets must be a whole number at least 1, not {buckets!r}")
+    # a bucket needs only what its rules listen to (without timers, the other
+    # rows move no clock that matters)
+    wanted = None if key is None else _wanted(det)
+    rows = read_commits(
+        spark, source, partitions=partitions, schema=schema, prefix=prefix, events=wanted
+    )
     if key is None:
-        keyed = rows.withColumn("key", F.lit(None).cast("string"))
+        keyed = rows.withColumn("bucket", F.lit(0))
+        buckets = 1
     else:
-        from sentinel.replay.batch import Replayer
-
-        names = [r.name for r in det.rules.values() if r.enabled]
-        wanted = Replayer(det, order="t_occ", only=names).needed_events()
-        if wanted is not None:  # a key's group needs only what its rules listen to
-            rows = rows.filter(F.col("event").isin(wanted))
-        keyed = rows.withColumn("key", F.get_json_object(F.col("params"), f"$.{key}"))
-    step: Callable[..., Iterator[pd.DataFrame]] = _bind(ref)
-    return keyed.groupBy("key").applyInPandasWithState(
+        value = F.get_json_object(F.col("params"), f"$.{key}")
+        keyed = rows.withColumn("bucket", F.pmod(F.hash(value), F.lit(buckets)))
+    step: Callable[..., Iterator[pd.DataFrame]] = _bind(ref, key, buckets)
+    return keyed.groupBy("bucket").applyInPandasWithState(
         step,
         outputStructType=DETECTION_STRUCT,
-        stateStructType=_STATE_STRUCT,
+        stateStructType=STATE_STRUCT,
         outputMode="append",
         timeoutConf=GroupStateTimeout.NoTimeout,
     )
 
 
-def _bind(ref: str) -> Callable[..., Iterator[pd.DataFrame]]:
+def _wanted(det: LocalEventDetector) -> list[str] | None:
+    """The events the enabled rules of ``det`` read (``None``: every one)."""
+    from sentinel.bitemporal.service import TICK
+    from sentinel.replay.batch import Replayer
+
+    replayer = Replayer(det, order="t_occ", only=[r.name for r in det.rules.values() if r.enabled])
+    wanted = replayer.needed_events()
+    if wanted is not None:
+        return wanted
+    # a layer routes logged occurrences by name: under a lifespan, the bitemporal
+    # layer (its logged ticks purge); another one's names are not known here
+    probe = CommitFeeder(det)._start(0.0)
+    svc = probe.__dict__.get("_sentinel_bitemporal")
+    if svc is None or any(getattr(fn, "__self__", None) is not svc for fn in probe.dispatch.route):
+        return None
+    return sorted({*replayer.listened, "txn:abort", "txn:commit", TICK})
+
+
+def _bind(ref: str, key: str | None, buckets: int) -> Callable[..., Iterator[pd.DataFrame]]:
     query = uuid.uuid4().hex  # this run of the query: a restart does not reuse detectors
 
     def step(
-        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+        group: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        return _detect_key(key, frames, state, rules=ref, query=query)
+        return _detect_bucket(
+            group, frames, state, rules=ref, query=query, key=key, buckets=buckets
+        )
 
     return step
 
@@ -547,6 +642,7 @@ def stream_global(
     foreach_batch: Callable[[DataFrame, int], None] | None = None,
     key: str | None = RULES_KEY,
     partitions: int | None = None,
+    buckets: int = BUCKETS,
     trigger: dict[str, Any] | None = None,
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
@@ -568,7 +664,14 @@ def stream_global(
     if (out is None) == (foreach_batch is None):
         raise GlobalDetectorError("stream_global writes to out or to foreach_batch: give one")
     df = global_detections(
-        spark, rules, source, key=key, partitions=partitions, schema=schema, prefix=prefix
+        spark,
+        rules,
+        source,
+        key=key,
+        partitions=partitions,
+        buckets=buckets,
+        schema=schema,
+        prefix=prefix,
     )
     writer = df.writeStream.outputMode("append").option("checkpointLocation", os.fspath(checkpoint))
     if query_name:
@@ -579,3 +682,20 @@ def stream_global(
         return writer.format("parquet").start(os.fspath(out))
     assert foreach_batch is not None
     return writer.foreachBatch(foreach_batch).start()
+
+
+def read_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> DataFrame:
+    """What the query of ``checkpoint`` keeps in Spark's state after its last
+    committed micro-batch, one row per bucket: ``bucket``, ``position`` (the
+    last commit its detector was fed), ``retained`` (the occurrence entries
+    the detector holds: orders waiting for their payment...) and ``bytes``
+    (the dumped detector's, or for rules with timers its rows'). Read with
+    Spark's state reader (``statestore``), while the query runs or not."""
+    df = spark.read.format("statestore").load(os.fspath(checkpoint))
+    s = "value.groupState"
+    return df.select(
+        F.col("key.bucket").alias("bucket"),
+        F.col(f"{s}.position").alias("position"),
+        F.col(f"{s}.retained").alias("retained"),
+        F.coalesce(F.length(f"{s}.detector"), F.length(f"{s}.rows"), F.lit(0)).alias("bytes"),
+    )

@@ -1,9 +1,9 @@
 """The event log's tables (SQLAlchemy Core).
 
-Six tables, named ``<prefix>event_batches``, ``<prefix>expired``,
-``<prefix>rule_firings``, ``<prefix>outbox``, ``<prefix>commit_counter`` and
-``<prefix>global_cursors`` (the prefix is ``sentinel_`` unless configured), the
-view ``<prefix>occurrences``, plus the
+Seven tables, named ``<prefix>event_batches``, ``<prefix>expired``,
+``<prefix>rule_firings``, ``<prefix>outbox``, ``<prefix>commit_counter``,
+``<prefix>global_cursors`` and ``<prefix>rule_switches`` (the prefix is
+``sentinel_`` unless configured), the view ``<prefix>occurrences``, plus the
 version table ``<prefix>alembic_version`` that sentinel's migrations keep apart
 from any application's own alembic history.
 
@@ -59,6 +59,16 @@ from any application's own alembic history.
     :mod:`sentinel.global_detector.order`); the global detectors' cursors and
     leases. PostgreSQL numbers with the sequence ``<prefix>commit_seq``.
 
+``rule_switches`` -- enabling and disabling a global detector's rules
+    one row per request (:mod:`sentinel.log.switches`): ``detector`` (the
+    global detector's name, its cursor's), ``rule``, ``enabled`` (what was
+    asked), ``requested_at`` / ``requested_by``; once the service handled it,
+    ``position`` (the commit number after which it applied it: the cursor's
+    position then), ``applied_at`` / ``applied_by`` (the instance), and
+    ``refused`` (why it was not applied, else NULL). Rows with a ``position``
+    and no ``refused`` are applied again at that position by everything that
+    rebuilds the detector from the log.
+
 ``outbox`` -- detached rules waiting to run (written in the triggering commit)
     rule, a unique ``idempotency_key``, the trigger's ``scope`` / ``t_occ``, the
     detection as JSON ``payload``, ``status`` (see :class:`OutboxStatus`),
@@ -106,10 +116,18 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0006"
+SCHEMA_VERSION: Final = "0007"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004", "0005", "0006")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0007",
+)
 
 DEFAULT_PREFIX: Final = "sentinel_"
 
@@ -302,6 +320,23 @@ class LogTables:
             sa.Column("log_time", sa.Double(), nullable=True),
             sa.Column("updated_at", UTCDateTime(), nullable=False),
         )
+        #: Requests to enable or disable a global detector's rule, and where
+        #: the service applied each (:mod:`sentinel.log.switches`).
+        self.rule_switches = sa.Table(
+            f"{p}rule_switches",
+            md,
+            sa.Column("id", _id(), primary_key=True, autoincrement=True),
+            sa.Column("detector", sa.String(NAME_LENGTH), nullable=False),
+            sa.Column("rule", sa.String(NAME_LENGTH), nullable=False),
+            sa.Column("enabled", sa.Boolean(), nullable=False),
+            sa.Column("requested_at", UTCDateTime(), nullable=False),
+            sa.Column("requested_by", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("position", sa.BigInteger(), nullable=True),
+            sa.Column("applied_at", UTCDateTime(), nullable=True),
+            sa.Column("applied_by", sa.String(NAME_LENGTH), nullable=True),
+            sa.Column("refused", sa.Text(), nullable=True),
+            sa.Index(f"ix_{p}rule_switches_detector_position", "detector", "position"),
+        )
         self.firings = sa.Table(
             f"{p}rule_firings",
             md,
@@ -359,6 +394,7 @@ class LogTables:
             self.outbox.name,
             self.commit_counter.name,
             self.global_cursors.name,
+            self.rule_switches.name,
         )
 
     def qualified(self, name: str) -> str:

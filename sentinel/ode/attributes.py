@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sentinel.algebra.expressions import Expression
+from sentinel.algebra.structural import arg
 from sentinel.detector.operators import Handler
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError, SentinelError
@@ -58,17 +59,9 @@ class Bound(Expression):
     def __init__(self, event: Expression, variable: str, value: Any) -> None:
         self._init(event, variable, value)
 
-    @property
-    def event(self) -> Expression:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def variable(self) -> str:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def value(self) -> Any:
-        return self._args[2]
+    event: Expression = arg(0)
+    variable: str = arg(1)
+    value: Any = arg(2)
 
     def with_children(self, children: Sequence[Expression]) -> Expression:
         return self

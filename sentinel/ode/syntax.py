@@ -27,19 +27,17 @@ from __future__ import annotations
 
 import re
 import typing as t
-from functools import cache
-from importlib import resources
+from functools import partial
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Token, Transformer, Tree, v_args
 
-from sentinel.algebra._errors import Positioned, TextErrors, Unexpected
+from sentinel.algebra._errors import ErrorAt, TextErrors, Unexpected, build, lalr, unquote
 from sentinel.algebra.expressions import Primitive
 from sentinel.algebra.masks import AllOf, Compare, Predicate, Variable, parse_predicate
 from sentinel.errors import ExpressionError, SnoopSyntaxError
 from sentinel.ode import terms as tm
-
-if t.TYPE_CHECKING:
-    from sentinel.ode.event import OdeEvent
+from sentinel.ode.compile import check_size
+from sentinel.ode.event import OdeEvent
 
 __all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
 
@@ -101,21 +99,9 @@ _TOKENS = {
 }
 
 
-@cache
-def _parser() -> Lark:
-    grammar = resources.files("sentinel.ode").joinpath("ode.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
-
-
-def _unquote(s: str) -> str:
-    return re.sub(r"\\(.)", r"\1", s[1:-1])
-
-
-class _Positioned(Positioned):
-    """An ExpressionError raised while transforming, with the node's position."""
-
-    def __init__(self, error: ExpressionError, line: int, column: int) -> None:
-        super().__init__(str(error), line=line, column=column)
+_parser = partial(
+    lalr, "sentinel.ode", "ode.lark", propagate_positions=True, maybe_placeholders=True
+)
 
 
 class _Value(t.NamedTuple):
@@ -141,18 +127,14 @@ class _ToTerm(Transformer[Token, t.Any]):
         except ExpressionError as e:
             if isinstance(e, SnoopSyntaxError):
                 raise
-            raise _Positioned(e, meta.line, meta.column) from None
+            raise ErrorAt(e, meta.line, meta.column) from None
 
     def start(self, meta: t.Any, c: list[t.Any]) -> _Body:
-        from sentinel.ode.compile import check_size
-
         *defs, body = c
         named: dict[str, tm.Term] = {}
         for name, term, where in defs:
             if name in named:
-                raise _Positioned(
-                    ExpressionError(f"{name} is defined twice"), meta.line, meta.column
-                )
+                raise ErrorAt(ExpressionError(f"{name} is defined twice"), meta.line, meta.column)
             # Each name is substituted by the same term object, shared, but
             # written out it doubles when each name uses the previous one twice.
             named[name] = _substitute(term, named)
@@ -178,26 +160,13 @@ class _ToTerm(Transformer[Token, t.Any]):
         body = c[-1]
         return self._at(meta, lambda: tm.Exists(names, _bind_vars(body, set(names))))
 
-    def pipe(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.Pipe(c[0], c[1])
-
-    def disj(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.Disj(c[0], c[2])
-
-    def conj(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.Conj(c[0], c[2])
-
-    def after(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.After(c[0], c[1])
-
-    def after_each(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.AfterEach(c[0], c[1])
-
-    def star(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.Star(c[0], c[1])
-
-    def neg(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
-        return tm.Neg(c[1])
+    pipe = build(tm.Pipe, 0, 1)
+    disj = build(tm.Disj, 0, 2)
+    conj = build(tm.Conj, 0, 2)
+    after = build(tm.After, 0, 1)
+    after_each = build(tm.AfterEach, 0, 1)
+    star = build(tm.Star, 0, 1)
+    neg = build(tm.Neg, 1)
 
     def nth(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
         return self._at(meta, lambda: tm.Nth(_count(c[0]), c[1]))
@@ -217,7 +186,7 @@ class _ToTerm(Transformer[Token, t.Any]):
         return _Value(int(s) if re.fullmatch(r"-?\d+", s) else float(s))
 
     def text(self, meta: t.Any, c: list[Token]) -> _Value:
-        return _Value(_unquote(str(c[0])))
+        return _Value(unquote(str(c[0])))
 
     def true(self, meta: t.Any, c: list[t.Any]) -> _Value:
         return _Value(True)
@@ -239,7 +208,7 @@ class _ToTerm(Transformer[Token, t.Any]):
         name = _name(tok)
         if tok.type == "NAME" and name in _CONSTANTS:
             if mask_tok is not None:
-                raise _Positioned(
+                raise ErrorAt(
                     ExpressionError(f"{name} is not an event; only events take masks"),
                     meta.line,
                     meta.column,
@@ -252,14 +221,14 @@ class _ToTerm(Transformer[Token, t.Any]):
         name = _name(tok)
         if tok.type == "NAME" and name in _OPERATORS:
             if mask_tok is not None:
-                raise _Positioned(
+                raise ErrorAt(
                     ExpressionError(f"{name}(...) is an operator; only events take masks"),
                     meta.line,
                     meta.column,
                 )
             for a in args:
                 if isinstance(a, tuple):
-                    raise _Positioned(
+                    raise ErrorAt(
                         ExpressionError(f"{name} takes event expressions, not a value"),
                         a[3].line,
                         a[3].column,
@@ -267,7 +236,7 @@ class _ToTerm(Transformer[Token, t.Any]):
             cls = _OPERATORS[name]
             least, most, usage = _ARITY[cls]
             if len(args) < least or (most is not None and len(args) > most):
-                raise _Positioned(
+                raise ErrorAt(
                     ExpressionError(
                         f"{name} takes {_count_text(least, most)}, got {len(args)}: {usage}"
                     ),
@@ -276,7 +245,7 @@ class _ToTerm(Transformer[Token, t.Any]):
                 )
             return self._at(meta, lambda: cls(*args))
         if tok.type == "NAME" and name in _CONSTANTS:
-            raise _Positioned(ExpressionError(f"{name} takes no operands"), meta.line, meta.column)
+            raise ErrorAt(ExpressionError(f"{name} takes no operands"), meta.line, meta.column)
         return self._bound_event(meta, name, args, self._mask(mask_tok))
 
     def _bound_event(
@@ -289,13 +258,13 @@ class _ToTerm(Transformer[Token, t.Any]):
                 _kind, left, value, m = a
                 param = _param_of(left)
                 if param is None:
-                    raise _Positioned(_bad_binding(name), m.line, m.column)
+                    raise ErrorAt(_bad_binding(name), m.line, m.column)
                 consts.append(Compare(param, "==", value.value))
                 continue
             if isinstance(a, tm.Mark) and _param_of(a.children[0]) is not None:
                 binds.append((_param_of(a.children[0]), Variable(a.variable)))  # type: ignore[arg-type]
                 continue
-            raise _Positioned(
+            raise ErrorAt(
                 ExpressionError(
                     f"unknown operator {name}(...): an event's parentheses bind parameters "
                     f"({name}(account = I)); operators are {', '.join(sorted(_OPERATORS))}, "
@@ -312,13 +281,13 @@ class _ToTerm(Transformer[Token, t.Any]):
     def call_plus(self, meta: t.Any, c: list[t.Any]) -> tm.Term:
         name, args = str(c[0]), c[1]
         if name not in ("relative", "rel"):
-            raise _Positioned(
+            raise ErrorAt(
                 ExpressionError(f"unknown operator {name}+(...); expected relative+ or rel+"),
                 meta.line,
                 meta.column,
             )
         if len(args) != 1:
-            raise _Positioned(
+            raise ErrorAt(
                 ExpressionError(f"relative+ takes one expression, got {len(args)}"),
                 meta.line,
                 meta.column,
@@ -349,7 +318,7 @@ def _param_of(term: tm.Term) -> str | None:
 
 
 def _name(tok: Token) -> str:
-    return _unquote(str(tok)) if tok.type == "STRING" else str(tok)
+    return unquote(str(tok)) if tok.type == "STRING" else str(tok)
 
 
 def _count(tok: Token) -> int:
@@ -445,8 +414,6 @@ def parse_term(text: str) -> tm.Term:
 def parse(text: str) -> OdeEvent:
     """Read Ode text into an Ode event (see :func:`sentinel.ode.event`); names are
     resolved by the detector the event is used on."""
-    from sentinel.ode.event import OdeEvent
-
     body = _parse_tree(text)
     return OdeEvent(body.term, over=body.over)
 

@@ -21,6 +21,7 @@ import typing as t
 
 from sentinel.algebra.expressions import Expression, Or, Primitive
 from sentinel.algebra.masks import AllOf, Compare, Masked, Predicate, Variable
+from sentinel.algebra.structural import Structural, arg
 from sentinel.errors import ExpressionError
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class Term:
+class Term(Structural["Term"]):
     """Base of Ode terms. Immutable; equal and hashed by structure.
 
     Python spelling: ``a & b`` (∧), ``a | b`` (∨), ``~a`` (!), ``f / e`` (F/E),
@@ -69,41 +70,20 @@ class Term:
     (E = x). ``str(term)`` prints Ode text.
     """
 
-    __slots__ = ("_args", "_free", "_hash", "_size")
-    _args: tuple[t.Any, ...]
-    _hash: int
+    __slots__ = ("_free", "_size")
     _size: int
     _free: frozenset[str]
     #: The operator's name in errors and the text syntax.
     op: t.ClassVar[str] = "?"
 
     def _init(self, *args: t.Any) -> None:
-        object.__setattr__(self, "_args", args)
-        object.__setattr__(self, "_hash", hash((type(self).__name__, args)))
+        super()._init(*args)
         # Both from the operands' own, so that a term whose operands share
         # sub-terms (a named sub-expression used twice, in text) costs its
         # distinct sub-terms, not its written-out size.
         kids = [a for a in args if isinstance(a, Term)]
         object.__setattr__(self, "_size", 1 + sum(k._size for k in kids))
         object.__setattr__(self, "_free", self._find_free(kids))
-
-    def __setattr__(self, name: str, value: t.Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(self) is not type(other):
-            return NotImplemented
-        assert isinstance(other, Term)
-        return self._hash == other._hash and self._args == other._args
-
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (type(self)._from_args, self._args)
@@ -114,16 +94,9 @@ class Term:
         obj._init(*args)
         return obj
 
-    @property
-    def children(self) -> tuple[Term, ...]:
-        """The operand terms, in order."""
-        return tuple(a for a in self._args if isinstance(a, Term))
-
     def with_children(self, children: t.Sequence[Term]) -> Term:
-        """A copy with the operand terms replaced, in order."""
-        it = iter(children)
-        args = [next(it) if isinstance(a, Term) else a for a in self._args]
-        return type(self)._from_args(*args)
+        """A copy with the operands replaced, in order."""
+        return self._from_args(*self._args_with(children))
 
     @property
     def size(self) -> int:
@@ -222,8 +195,8 @@ class Term:
 
         return term_text(self)
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self}>"
+
+Term.operand_type = Term
 
 
 def as_term(value: object, where: str = "an Ode operator") -> Term:
@@ -315,17 +288,9 @@ class Letter(Term):
                 raise ExpressionError(f"a binding is (parameter, Variable), not {(p, v)!r}")
         self._init(event, mask, tuple(sorted(binds, key=lambda b: (b[0], b[1].name))))
 
-    @property
-    def event(self) -> Primitive:
-        return self._args[0]  # type: ignore[no-any-return]
-
-    @property
-    def mask(self) -> Predicate | None:
-        return self._args[1]  # type: ignore[no-any-return]
-
-    @property
-    def bindings(self) -> tuple[tuple[str, Variable], ...]:
-        return self._args[2]  # type: ignore[no-any-return]
+    event: Primitive = arg(0)
+    mask: Predicate | None = arg(1)
+    bindings: tuple[tuple[str, Variable], ...] = arg(2)
 
     def where(self, spec: t.Any = None, /, **equal: t.Any) -> Letter:
         """This letter with a narrower mask."""
@@ -490,9 +455,7 @@ class Nth(Term):
     def __init__(self, n: int, inner: object) -> None:
         self._init(_n(n, "<n>E"), as_term(inner, "<n>"))
 
-    @property
-    def n(self) -> int:
-        return self._args[0]  # type: ignore[no-any-return]
+    n: int = arg(0)
 
 
 class Every(Term):
@@ -504,9 +467,7 @@ class Every(Term):
     def __init__(self, n: int, inner: object) -> None:
         self._init(_n(n, "every <n> E"), as_term(inner, "every"))
 
-    @property
-    def n(self) -> int:
-        return self._args[0]  # type: ignore[no-any-return]
+    n: int = arg(0)
 
 
 class After(Term):
@@ -594,9 +555,7 @@ class Var(Term):
     def __init__(self, name: str) -> None:
         self._init(_var_name(name))
 
-    @property
-    def name(self) -> str:
-        return self._args[0]  # type: ignore[no-any-return]
+    name: str = arg(0)
 
     def _find_free(self, kids: list[Term]) -> frozenset[str]:
         return frozenset((self._args[0],))
@@ -618,9 +577,7 @@ class Mark(Term):
             )
         self._init(term, name)
 
-    @property
-    def variable(self) -> str:
-        return self._args[1]  # type: ignore[no-any-return]
+    variable: str = arg(1)
 
     def _find_free(self, kids: list[Term]) -> frozenset[str]:
         return kids[0]._free | {self._args[1]}
@@ -642,9 +599,7 @@ class Exists(Term):
             raise ExpressionError(f"exists lists a variable twice: {', '.join(vs)}")
         self._init(vs, as_term(inner, "exists"))
 
-    @property
-    def variables(self) -> tuple[str, ...]:
-        return self._args[0]  # type: ignore[no-any-return]
+    variables: tuple[str, ...] = arg(0)
 
     def _find_free(self, kids: list[Term]) -> frozenset[str]:
         return kids[0]._free - set(self._args[0])
@@ -660,9 +615,7 @@ class Scoped(Term):
     def __init__(self, inner: Term, universe: t.Iterable[Primitive]) -> None:
         self._init(as_term(inner), tuple(universe))
 
-    @property
-    def universe(self) -> tuple[Primitive, ...]:
-        return self._args[1]  # type: ignore[no-any-return]
+    universe: tuple[Primitive, ...] = arg(1)
 
 
 NULL: t.Final = Null()
@@ -683,9 +636,7 @@ class OdePart(Expression):
             raise ExpressionError(f"an Ode part labels an Ode term, not {term!r}")
         self._init(term)
 
-    @property
-    def term(self) -> Term:
-        return self._args[0]  # type: ignore[no-any-return]
+    term: Term = arg(0)
 
     def with_children(self, children: t.Sequence[Expression]) -> Expression:
         return self

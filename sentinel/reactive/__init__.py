@@ -18,9 +18,10 @@
 
 Depends on the detector layer only (not on rules, not on SQLAlchemy); the default
 detector comes from :mod:`sentinel.default`. Modules: :mod:`.declare` (``@event``),
-:mod:`.classes` (the mixin and class set-up), :mod:`.hub` (binding to detectors,
-installing wrappers), :mod:`.wrapper` (the per-call path), :mod:`.handles`
-(``on()``), :mod:`.refs` (object references), :mod:`.binder` (argument binding).
+:mod:`.classes` (the mixin and class set-up), :mod:`.info` (what is known of each
+reactive class), :mod:`.hub` (binding to detectors, installing wrappers),
+:mod:`.wrapper` (the per-call path), :mod:`.handles` (``on()``), :mod:`.refs`
+(object references), :mod:`.binder` (argument binding).
 """
 
 from sentinel.reactive.classes import ClassSelector, Reactive

@@ -27,18 +27,36 @@ excluded) plus the object's reference, so it matches the class-level events of
 from __future__ import annotations
 
 import re
-import threading
 import types
-import weakref
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
 from sentinel.params import PLAIN as PLAIN  # where the reactive layer's modules import it
 from sentinel.params import normalize
 from sentinel.reactive.binder import Binder, CallShape, call_shape, make_binder
-from sentinel.reactive.declare import BEGIN, END, PHASES, Declaration, _Declared
+from sentinel.reactive.declare import (
+    BEGIN,
+    END,
+    PHASES,
+    Declaration,
+    Declares,
+    _Declared,
+    take_pending,
+)
+from sentinel.reactive.hub import register
+from sentinel.reactive.info import (
+    CLASSMETHOD,
+    LOCK,
+    METHOD,
+    STATICMETHOD,
+    ClassInfo,
+    ClassSelector,
+    class_info,
+    hierarchy,
+)
+from sentinel.reactive.refs import param_ref
 
 if TYPE_CHECKING:
     from sentinel.detector import Channel, EventDetector
@@ -56,35 +74,9 @@ __all__ = [
     "hierarchy",
 ]
 
-METHOD: Final = "method"
-CLASSMETHOD: Final = "classmethod"
-STATICMETHOD: Final = "staticmethod"
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNSET: Any = object()
-
-#: Serialises class set-up and binding (not the per-call path).
-LOCK = threading.RLock()
-
-_PENDING: weakref.WeakKeyDictionary[type, dict[str, Declaration]] = weakref.WeakKeyDictionary()
-
-
-def pending(owner: type) -> dict[str, Declaration]:
-    """The declarations ``@event`` left for ``owner`` (a class being created)."""
-    return _PENDING.setdefault(owner, {})
-
-
-class ClassSelector(str):
-    """The selector of a reactive subclass's class-level events: the class's event
-    name. A ``str`` (hashing is cached, so matching costs a dict lookup)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"ClassSelector({str.__repr__(self)})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ClassSelector, (str(self),))
 
 
 class EventMethod:
@@ -140,8 +132,10 @@ class Entry:
     """A reactive class's own callable for one event method.
 
     ``raw`` is what the class holds while nothing listens (a function, or a
-    classmethod/staticmethod of one); ``wrapper`` the wrapper installed
-    while something does. ``selectors`` are the class selectors a call on an
+    classmethod/staticmethod of one); ``_wrapper`` the wrapper installed while
+    something does (made on first use and put in by
+    :func:`sentinel.reactive.wrapper.install_entry`; ``installed`` says which
+    the class holds). ``selectors`` are the class selectors a call on an
     instance of ``owner`` carries; ``handles`` the class-level events by phase and
     ``named`` the named ones.
     """
@@ -195,84 +189,12 @@ class Entry:
         self.installed = False
         self._wrapper: Callable[..., Any] | None = None
 
-    @property
-    def wrapper(self) -> Callable[..., Any]:
-        if self._wrapper is None:
-            from sentinel.reactive.wrapper import make_wrapper
-
-            self._wrapper = make_wrapper(self)
-        return self._wrapper
-
-    def install(self, listened: bool) -> None:
-        """Put the wrapper (``listened``) or the plain callable into the class.
-
-        Leaves the class alone if its attribute is no longer one of ours (the
-        application replaced it, for example with ``mock.patch``).
-        """
-        if listened == self.installed:
-            return
-        owner, name = self.owner, self.method.name
-        current = owner.__dict__.get(name)
-        expected = self._wrapper if self.installed else self.raw
-        if current is not expected:
-            return
-        setattr(owner, name, self.wrapper if listened else self.raw)
-        self.installed = listened
-
     def __repr__(self) -> str:
         state = "wrapped" if self.installed else "plain"
         return f"<Entry {self.label} {state}>"
 
 
-class ClassInfo:
-    """What sentinel knows about one reactive class (``cls.__dict__["_sentinel_info"]``)."""
-
-    __slots__ = (
-        "__weakref__",
-        "attached",
-        "binding",
-        "cls",
-        "entries",
-        "name",
-        "names",
-        "selector",
-        "tops",
-    )
-
-    def __init__(self, cls: type, name: str) -> None:
-        self.cls = weakref.ref(cls)
-        self.name = name
-        self.selector = ClassSelector(name)
-        self.entries: dict[str, Entry] = {}
-        #: event name -> (method name, phase)
-        self.names: dict[str, tuple[str, str]] = {}
-        #: The hierarchy tops (reactive classes directly below Reactive) it belongs to.
-        self.tops: tuple[type, ...] = ()
-        #: Tops only: the explicitly bound detector, or None to follow the default.
-        self.binding: EventDetector | None = None
-        #: The hub of the detector the class is currently attached to.
-        self.attached: Hub | None = None
-
-    def primitives(self) -> Iterator[Primitive]:
-        """Every class-level event of this class (to define on a detector)."""
-        for entry in self.entries.values():
-            yield from entry.handles.values()
-            yield from entry.named.values()
-
-    def __repr__(self) -> str:
-        return f"<ClassInfo {self.name} {sorted(self.entries)}>"
-
-
-def class_info(cls: Any) -> ClassInfo | None:
-    """The :class:`ClassInfo` of a reactive class (``None`` for anything else)."""
-    try:
-        info = cls.__dict__.get("_sentinel_info")
-    except AttributeError:
-        return None
-    return info if isinstance(info, ClassInfo) else None
-
-
-class Reactive:
+class Reactive(Declares):
     """Mixin that makes a class's objects event generators (Sentinel's REACTIVE).
 
     Declare event methods with :func:`~sentinel.event`. Class keywords:
@@ -321,12 +243,10 @@ class Reactive:
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
-        decls = _PENDING.pop(cls, {})
+        decls = take_pending(cls)
         with LOCK:
             info = _set_up(cls, decls, detector, sentinel_name)
-        from sentinel.reactive import hub
-
-        hub.register(cls, info)
+        register(cls, info)
 
 
 # -- class set-up -------------------------------------------------------------------
@@ -576,8 +496,6 @@ def _shape_of(
             owner=cls.__qualname__,
             method=m,
         )
-    from sentinel.reactive.refs import param_ref
-
     label = f"{info_name}.{m}"
 
     def loggable(value: Any, param: str) -> Any:
@@ -620,18 +538,3 @@ def _collect_names(cls: type, info: ClassInfo) -> None:
                     f"of {other_m} and the {phase} of {m}",
                 )
             info.names[n] = (m, phase)
-
-
-def hierarchy(top: type) -> list[type]:
-    """``top`` and every live reactive subclass, parents before children."""
-    out: list[type] = []
-    seen: set[type] = set()
-    stack = [top]
-    while stack:
-        c = stack.pop(0)
-        if c in seen or class_info(c) is None:
-            continue
-        seen.add(c)
-        out.append(c)
-        stack.extend(c.__subclasses__())
-    return out

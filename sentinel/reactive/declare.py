@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import (
@@ -46,10 +47,12 @@ __all__ = [
     "END",
     "BoundEventMethod",
     "Declaration",
+    "Declares",
     "EventClassMethod",
     "EventMethod",
     "EventStaticMethod",
     "event",
+    "take_pending",
 ]
 
 BEGIN: Final = "begin"
@@ -57,6 +60,25 @@ END: Final = "end"
 PHASES: Final = (BEGIN, END)
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class Declares:
+    """Base of the classes whose methods :func:`event` declares:
+    :class:`~sentinel.Reactive`. A declaration waits for its class's set-up
+    (:func:`take_pending`)."""
+
+    __slots__ = ()
+
+
+#: The declarations ``@event`` left for a class being created, by class.
+_PENDING: weakref.WeakKeyDictionary[type, dict[str, Declaration]] = weakref.WeakKeyDictionary()
+
+
+def take_pending(owner: type) -> dict[str, Declaration]:
+    """The declarations ``@event`` left for ``owner`` (a class being created),
+    handed over once."""
+    return _PENDING.pop(owner, {})
+
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -165,9 +187,7 @@ class _Declared:
         self.declaration = declaration
 
     def __set_name__(self, owner: type, name: str) -> None:
-        from sentinel.reactive.classes import Reactive, pending
-
-        if not (isinstance(owner, type) and issubclass(owner, Reactive)):
+        if not (isinstance(owner, type) and issubclass(owner, Declares)):
             raise ReactiveError(
                 f"{owner.__qualname__}.{name} is declared with @event, but "
                 f"{owner.__qualname__} is not reactive: derive it from sentinel.Reactive",
@@ -179,7 +199,7 @@ class _Declared:
         # after every __set_name__ of the class body).
         type.__setattr__(owner, name, self.func)
         _reroute_sqlalchemy_hooks(owner, name, self.func)
-        pending(owner)[name] = self.declaration
+        _PENDING.setdefault(owner, {})[name] = self.declaration
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = getattr(_function_of(self.func), "__qualname__", repr(self.func))

@@ -21,8 +21,9 @@ from typing import Any
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import ReactiveError
 from sentinel.occurrence import ObjectRef
-from sentinel.reactive.classes import METHOD, ClassInfo, Entry, class_info
+from sentinel.reactive.classes import Entry
 from sentinel.reactive.declare import PHASES
+from sentinel.reactive.info import METHOD, ClassInfo, class_info
 from sentinel.reactive.refs import ref_for
 
 __all__ = ["EventHandles", "MethodEvents", "on"]

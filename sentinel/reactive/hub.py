@@ -35,7 +35,8 @@ from sentinel import default
 from sentinel.algebra.expressions import Primitive
 from sentinel.detector.events import listen, remove
 from sentinel.errors import DuplicateEventError, ReactiveError
-from sentinel.reactive.classes import LOCK, ClassInfo, class_info, hierarchy
+from sentinel.reactive.info import LOCK, ClassInfo, class_info, hierarchy
+from sentinel.reactive.wrapper import install_entry
 
 if TYPE_CHECKING:
     from sentinel.detector import EventDetector, Scope
@@ -90,7 +91,7 @@ class Hub:
                 for entry in info.entries.values():
                     method = entry.method
                     method.always = always
-                    entry.install(method.listened)
+                    install_entry(entry, method.listened)
 
     # -- attaching classes ---------------------------------------------------------
     def check(self, classes: Iterable[type], *, names: bool = True) -> None:
@@ -175,7 +176,7 @@ class Hub:
                 if info is None or info.attached is not self:
                     continue
                 for entry in info.entries.values():
-                    entry.install(False)
+                    install_entry(entry, False)
                     method = entry.method
                     if method.root is cls:
                         method.begin = method.end = None

@@ -26,6 +26,7 @@ from typing import Any
 
 from sentinel.errors import ReactiveError
 from sentinel.occurrence import ObjectRef
+from sentinel.reactive.info import class_info
 
 __all__ = ["ObjectTable", "object_ref", "resolve"]
 
@@ -123,8 +124,6 @@ def ref_for(obj: Any, class_name: str) -> ObjectRef:
 def param_ref(value: Any) -> ObjectRef | None:
     """A reactive object passed as a parameter becomes its reference (``None``
     for anything else); the ``ref`` hook of :func:`sentinel.params.normalize`."""
-    from sentinel.reactive.classes import class_info
-
     info = class_info(type(value))
     return None if info is None else ref_for(value, info.name)
 
@@ -144,8 +143,6 @@ def object_ref(obj: Any) -> ObjectRef:
     >>> object_ref(a) == object_ref(a), object_ref(a).transient
     (True, True)
     """
-    from sentinel.reactive.classes import class_info
-
     info = class_info(type(obj))
     if info is None:
         raise ReactiveError(

@@ -32,18 +32,21 @@ import functools
 from collections.abc import Callable
 from keyword import iskeyword
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 
 from sentinel.errors import ReactiveError, SentinelError
 from sentinel.occurrence import ObjectRef, occurrence_time
-from sentinel.params import normalize
-from sentinel.reactive.classes import CLASSMETHOD, METHOD, PLAIN, Entry, class_info
+from sentinel.params import PLAIN, normalize
 from sentinel.reactive.declare import BEGIN
+from sentinel.reactive.info import CLASSMETHOD, METHOD, class_info
 from sentinel.reactive.refs import LOCAL, param_ref, ref_for
 
-__all__ = ["make_wrapper"]
+if TYPE_CHECKING:
+    from sentinel.reactive.classes import Entry
+
+__all__ = ["install_entry", "make_wrapper"]
 
 
 def _not_set_up(cls: type, method: str) -> ReactiveError:
@@ -54,6 +57,26 @@ def _not_set_up(cls: type, method: str) -> ReactiveError:
         owner=cls.__qualname__,
         method=method,
     )
+
+
+def install_entry(entry: Entry, listened: bool) -> None:
+    """Put ``entry``'s wrapper (``listened``; made on first use) or its plain
+    callable into its class.
+
+    Leaves the class alone if its attribute is no longer one of ours (the
+    application replaced it, for example with ``mock.patch``).
+    """
+    if listened == entry.installed:
+        return
+    owner, name = entry.owner, entry.method.name
+    current = owner.__dict__.get(name)
+    expected = entry._wrapper if entry.installed else entry.raw
+    if current is not expected:
+        return
+    if listened and entry._wrapper is None:
+        entry._wrapper = make_wrapper(entry)
+    setattr(owner, name, entry._wrapper if listened else entry.raw)
+    entry.installed = listened
 
 
 def make_wrapper(entry: Entry) -> Callable[..., Any]:

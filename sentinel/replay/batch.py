@@ -322,6 +322,7 @@ class Replayer:
         run's rows share one scope id object), and no row tests for a savepoint."""
         modes, mode_of, inject, refs = self._occurrence_parts()
         new_scope = self.detector.scope
+        use_scope = self.detector.use_scope
         scope, cur, outcome, stack = self._scope, self._scope_id, self._outcome, self._stack
         n = batch.num_rows
         column = batch.column
@@ -361,40 +362,44 @@ class Replayer:
                 texts[lo:hi],
                 strict=False,  # _NONE repeats; the rest are slices of one length
             )  # fmt: skip
-            while True:
-                try:
-                    for t, ev, ts, dts, sc, sk, text in rows:
-                        m = modes.get(ev)
-                        if m is None:
-                            m = mode_of(ev)
-                        if m is _SKIP:
-                            continue
-                        if m is _NOW and text != "{}":
-                            if decoded is None:
-                                d = _decode_row(text, ev, t, sid)
-                            else:
-                                d = next_decoded()
-                                if type(d) is not dict:  # read alone (see _decode_now)
+            # The run's scope is current while its rows are fed, as a
+            # transaction's is while it signals online: the scheduler then
+            # finds it current and does not set and reset it per detection.
+            with use_scope(scope):
+                while True:
+                    try:
+                        for t, ev, ts, dts, sc, sk, text in rows:
+                            m = modes.get(ev)
+                            if m is None:
+                                m = mode_of(ev)
+                            if m is _SKIP:
+                                continue
+                            if m is _NOW and text != "{}":
+                                if decoded is None:
                                     d = _decode_row(text, ev, t, sid)
-                                elif not plain(map(type, d.values())):
-                                    d = _decode_row(text, ev, t, sid, d)
-                            p = LazyParams(d)
-                            p.raw = text
-                            p.pending = False
-                        else:
-                            p = LazyParams()
-                            p.raw = text
-                            p.pending = text != "{}"
-                        if sc is None:
-                            source = None
-                        else:
-                            source = refs.get((sc, sk))
-                            if source is None:
-                                source = self._ref(sc, sk)
-                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
-                    break
-                except InstantFailed:
-                    continue  # recorded; go on with the next row
+                                else:
+                                    d = next_decoded()
+                                    if type(d) is not dict:  # read alone (see _decode_now)
+                                        d = _decode_row(text, ev, t, sid)
+                                    elif not plain(map(type, d.values())):
+                                        d = _decode_row(text, ev, t, sid, d)
+                                p = LazyParams(d)
+                                p.raw = text
+                                p.pending = False
+                            else:
+                                p = LazyParams()
+                                p.raw = text
+                                p.pending = text != "{}"
+                            if sc is None:
+                                source = None
+                            else:
+                                source = refs.get((sc, sk))
+                                if source is None:
+                                    source = self._ref(sc, sk)
+                            inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                        break
+                    except InstantFailed:
+                        continue  # recorded; go on with the next row
 
     def _decode_now(
         self, batch: pa.RecordBatch, events: list[str], texts: list[str]

@@ -20,14 +20,13 @@ DETACHED_INDEPENDENT
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import TXN_BEGIN, TXN_PRE_COMMIT, Scope
-from sentinel.errors import RuleDefinitionError
+from sentinel.detector.contexts import Choice
 from sentinel.occurrence import CompositeOccurrence
 
 if TYPE_CHECKING:
@@ -37,28 +36,13 @@ if TYPE_CHECKING:
 __all__ = ["Coupling", "CouplingStrategy"]
 
 
-class Coupling(enum.Enum):
+class Coupling(Choice, what="coupling mode"):
     """A coupling mode. ``Coupling.parse("deferred")`` accepts names too."""
 
     IMMEDIATE = "immediate"
     DEFERRED = "deferred"
     DETACHED = "detached"
     DETACHED_INDEPENDENT = "detached_independent"
-
-    @classmethod
-    def parse(cls, value: Coupling | str) -> Coupling:
-        if isinstance(value, Coupling):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower().replace("-", "_").replace(" ", "_"))
-            except ValueError:
-                pass
-        valid = ", ".join(c.value for c in cls)
-        raise RuleDefinitionError(f"unknown coupling mode {value!r}; expected one of {valid}")
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def strategy(self) -> CouplingStrategy:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, Mode, Subscription
-from sentinel.errors import RuleDefinitionError
+from sentinel.detector.contexts import Choice
 from sentinel.rules.coupling import Coupling
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ Condition = Callable[[Any], Any]
 Action = Callable[[Any], Any]
 
 
-class TriggerMode(enum.Enum):
+class TriggerMode(Choice, what="trigger mode"):
     """Which occurrences may trigger a rule (Snoop 4.1, ``rule_trigger_mode``).
 
     NOW
@@ -33,20 +32,6 @@ class TriggerMode(enum.Enum):
 
     NOW = "now"
     PREVIOUS = "previous"
-
-    @classmethod
-    def parse(cls, value: TriggerMode | str) -> TriggerMode:
-        if isinstance(value, TriggerMode):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().lower())
-            except ValueError:
-                pass
-        raise RuleDefinitionError(f"unknown trigger mode {value!r}; expected 'now' or 'previous'")
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class Rule:

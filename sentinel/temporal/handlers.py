@@ -46,7 +46,9 @@ from typing import TYPE_CHECKING, Any
 from sentinel.algebra import temporal as tm
 from sentinel.algebra.expressions import Expression
 from sentinel.detector import Context, Mode
-from sentinel.detector.operators import Handler, register
+from sentinel.detector.operators import Handler, strategy
+from sentinel.detector.operators.base import timestamp
+from sentinel.detector.operators.initiators import KeepsFirst, KeepsLatest
 from sentinel.detector.regions import ROOT, Region
 from sentinel.detector.scopes import Store
 from sentinel.errors import TemporalError
@@ -59,14 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["Pending", "TemporalHandler"]
 
 _MICROS = 1_000_000
-
-
-def timestamp(occ: Any) -> float:
-    """An occurrence's time: a primitive's ``timestamp``, a composite's
-    terminator's."""
-    while type(occ) is not Occurrence:
-        occ = occ[2][-1]
-    return occ[2]  # type: ignore[no-any-return]
 
 
 class Pending(Timer):
@@ -216,13 +210,11 @@ class _Relative(TemporalHandler):
         return timestamp(ref) + self.offset
 
 
-class RelativeRecent(_Relative):
-    """One pending timer: a newer occurrence replaces it."""
+@strategy(tm.Relative, Context.RECENT)
+class RelativeRecent(KeepsLatest, _Relative):
+    """One pending timer: a newer occurrence replaces it (cancelled)."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -238,6 +230,7 @@ class RelativeRecent(_Relative):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Relative, Context.CHRONICLE, Context.CONTINUOUS, Context.UNRESTRICTED)
 class RelativeEach(_Relative):
     """Each occurrence its own timer and its own detection (chronicle, continuous,
     unrestricted)."""
@@ -262,6 +255,7 @@ class RelativeEach(_Relative):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Relative, Context.CUMULATIVE)
 class RelativeCumulative(_Relative):
     """The first occurrence starts the timer; later ones join its detection."""
 
@@ -310,13 +304,11 @@ class _Periodic(TemporalHandler):
         self.svc.rearm(rec, self.tick_due(rec.ref, rec.n + 1), rec.n + 1)  # type: ignore[union-attr]
 
 
-class PRecent(_Periodic):
+@strategy(tm.P, Context.RECENT)
+class PRecent(KeepsLatest, _Periodic):
     """The latest E1's interval ticks; a new E1 restarts it; E3 closes it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -336,6 +328,7 @@ class PRecent(_Periodic):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.P, Context.CHRONICLE)
 class PChronicle(_Periodic):
     """Intervals in order; a tick consumes its interval (each E1 is used once)."""
 
@@ -365,6 +358,7 @@ class PChronicle(_Periodic):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.P, Context.CONTINUOUS, Context.UNRESTRICTED)
 class PContinuous(_Periodic):
     """Every interval ticks until E3 closes them all."""
 
@@ -388,13 +382,11 @@ class PContinuous(_Periodic):
         self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
-class PCumulative(_Periodic):
+@strategy(tm.P, Context.CUMULATIVE)
+class PCumulative(KeepsFirst, _Periodic):
     """The first E1 of an interval; its first tick consumes it."""
 
     __slots__ = ()
-
-    def new_state(self) -> list[Any]:
-        return [None]
 
     def on0(self, store: Store, occ: Any) -> None:
         st = store[self.hid]
@@ -414,6 +406,7 @@ class PCumulative(_Periodic):
             self.emit(rec.store, (self.expr, tick[1], (rec.ref, tick)))
 
 
+@strategy(tm.Pstar, Context.RECENT)
 class PstarRecent(_Periodic):
     """The latest E1's interval collects its ticks; E3 emits them."""
 
@@ -445,6 +438,7 @@ class PstarRecent(_Periodic):
             self.again(rec)
 
 
+@strategy(tm.Pstar, Context.CUMULATIVE)
 class PstarCumulative(PstarRecent):
     """The first E1 of an interval collects its ticks; E3 emits them."""
 
@@ -457,6 +451,7 @@ class PstarCumulative(PstarRecent):
             st[1] = []
 
 
+@strategy(tm.Pstar, Context.CHRONICLE)
 class PstarChronicle(_Periodic):
     """E3 closes the oldest interval with its own ticks; the others go on."""
 
@@ -485,6 +480,7 @@ class PstarChronicle(_Periodic):
         self.again(rec)
 
 
+@strategy(tm.Pstar, Context.CONTINUOUS, Context.UNRESTRICTED)
 class PstarContinuous(_Periodic):
     """E3 closes every interval, each with its own ticks (one batch)."""
 
@@ -520,34 +516,3 @@ class PstarContinuous(_Periodic):
     def on_tick(self, rec: Pending, tick: Occurrence) -> None:
         rec.store[self.hid][1].append((rec, tick))
         self.again(rec)
-
-
-R, CH, CO, CU, U = (
-    Context.RECENT,
-    Context.CHRONICLE,
-    Context.CONTINUOUS,
-    Context.CUMULATIVE,
-    Context.UNRESTRICTED,
-)
-
-register(
-    tm.Relative,
-    {
-        R: RelativeRecent,
-        CH: RelativeEach,
-        CO: RelativeEach,
-        CU: RelativeCumulative,
-        U: RelativeEach,
-    },
-)
-register(tm.P, {R: PRecent, CH: PChronicle, CO: PContinuous, CU: PCumulative, U: PContinuous})
-register(
-    tm.Pstar,
-    {
-        R: PstarRecent,
-        CH: PstarChronicle,
-        CO: PstarContinuous,
-        CU: PstarCumulative,
-        U: PstarContinuous,
-    },
-)

@@ -1,4 +1,4 @@
-"""The web view's Starlette application: read-only pages over a log.
+"""The web view's Starlette application: pages over a log, read-only by default.
 
 :func:`create_app` builds it; ``sentinel ui`` serves it with uvicorn. Pages
 (HTML from the Jinja2 templates in ``templates/``, autoescaped) and their JSON:
@@ -13,9 +13,13 @@
     the event log by transaction, filtered by scope, event and time;
 ``/api/live``
     what the pages poll every 2 seconds: the newest firing's id, the outbox's
-    counts, the cursors.
+    counts, the cursors (:mod:`sentinel.ui.live`: read once for all viewers).
 
-Only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the database.
+By default only ``GET`` (and ``HEAD``) routes exist: nothing here writes to the
+database. With ``actions_token`` (``sentinel ui --allow-actions``), the routes
+of :mod:`sentinel.ui.actions` are added (retrying a failed outbox entry,
+switching a rule of a running global detector),
+behind its token, CSRF and origin checks, and the pages show their buttons.
 Responses carry a Content-Security-Policy that allows the page's own script
 and style files only, so a value that escaped escaping still could not run.
 """
@@ -41,15 +45,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentinel.log import LogReader
+from sentinel.log.switches import applied_switches, latest_switches, pending_switches
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
+from sentinel.ui.actions import Guard, action_routes
 from sentinel.ui.graph import graph_of, svg
+from sentinel.ui.live import POLL_MS, LiveSnapshot
 from sentinel.ui.queries import MAX_PAGE, LogView
 
 __all__ = ["create_app"]
 
 _HERE = Path(__file__).parent
-#: How often the pages poll ``/api/live``, in milliseconds.
-POLL_MS = 2000
 _HEADERS = [
     (
         b"content-security-policy",
@@ -57,7 +62,9 @@ _HEADERS = [
         b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser posts a form
+    # with "Origin: null", and the actions' origin check needs the real one
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
 
@@ -98,32 +105,48 @@ def create_app(
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
     allowed_hosts: list[str] | None = None,
+    actions_token: str | None = None,
 ) -> Starlette:
     """The web view of the log at ``source`` (a URL or an engine), with the
     rules of ``detector`` (a :class:`~sentinel.rules.LocalEventDetector`, or
     ``None``). The schema revision is checked first (as :class:`LogReader`
     does: a log at another revision raises its error here). ``allowed_hosts``
     (``None``: any) are the ``Host`` headers answered, against DNS rebinding
-    when serving on the loopback interface."""
+    when serving on the loopback interface. ``actions_token`` (at least 16
+    characters; ``None``: read-only) adds the actions of
+    :mod:`sentinel.ui.actions`, allowed to a browser that gives that token."""
     reader = LogReader(source, schema=schema, prefix=prefix)
     reader.check()
     view = LogView(reader.engine, reader.tables)
     env = templates_environment()
     rules_svg = svg(graph_of(detector)) if detector is not None else None
+    guard = Guard(actions_token) if actions_token is not None else None
+    snapshot = LiveSnapshot(view)
 
     def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+        csrf, new = guard.csrf(request) if guard is not None else ("", False)
         html = env.get_template(name).render(
             request=request,
             nav=name.removesuffix(".html"),
             location=reader.location,
             poll_ms=POLL_MS,
+            actions=guard is not None,
+            acting=guard is not None,
+            unlocked=guard is not None and guard.unlocked(request),
+            csrf=csrf,
             **context,
         )
-        return HTMLResponse(html)
+        response = HTMLResponse(html)
+        if guard is not None and new:
+            guard.remember(response, request, csrf)
+        return response
 
     def rules(request: Request) -> Response:
         listed = []
+        chosen = request.query_params.get("detector") or "global"
+        switched = switches(chosen) if detector is not None else None
         if detector is not None:
+            assert switched is not None
             for rule in detector.rules.values():
                 listed.append(
                     {
@@ -135,9 +158,37 @@ def create_app(
                         "priority": rule.priority,
                         "enabled": rule.enabled,
                         "flush": rule.flush,
+                        # as the global detector ``chosen`` runs it: the last
+                        # switch it applied, else as the rule set defines it
+                        "running": switched["applied"].get(rule.name, rule.enabled),
+                        "asked": switched["pending"].get(rule.name),
+                        "detached": str(rule.coupling) == "detached",
                     }
                 )
-        return page(request, "rules.html", rules=listed, graph=rules_svg, loaded=detector)
+        return page(
+            request,
+            "rules.html",
+            rules=listed,
+            graph=rules_svg,
+            loaded=detector,
+            detector=chosen,
+            switches=switched["latest"] if switched else [],
+            switched=_int(request.query_params.get("switched"), "switched"),
+        )
+
+    def switches(name: str) -> dict[str, Any]:
+        """The rule switches of global detector ``name``: the state its applied
+        switches leave each rule in, the pending requests, and the newest
+        requests of every detector (a few rows: people make them)."""
+        with reader.engine.connect() as conn:
+            applied = applied_switches(conn, reader.tables, name)
+            pending = pending_switches(conn, reader.tables, name)
+            latest = latest_switches(conn, reader.tables, limit=20)
+        return {
+            "applied": {s.rule: s.enabled for s in applied},
+            "pending": {s.rule: s.enabled for s in pending},
+            "latest": latest,
+        }
 
     def firings(request: Request) -> Response:
         q = request.query_params
@@ -148,6 +199,7 @@ def create_app(
                 raise HTTPException(400, f"no firing status {s!r}")
         got = view.firings(
             rule=q.get("rule") or None,
+            scope=q.get("scope") or None,
             statuses=statuses or None,
             since=_time(q.get("since"), "since"),
             until=_time(q.get("until"), "until"),
@@ -186,6 +238,7 @@ def create_app(
             counts=view.outbox_counts(),
             cursors=view.cursors(),
             limit=limit,
+            retried=_int(request.query_params.get("retried"), "retried"),
         )
 
     def log(request: Request) -> Response:
@@ -208,15 +261,7 @@ def create_app(
         return page(request, "log.html", page=got, query=q, limit=limit)
 
     def live(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "now": datetime.now(UTC).isoformat(),
-                "latest_firing": view.latest_firing(),
-                "outbox": view.outbox_counts(),
-                "cursors": view.cursors(),
-            },
-            headers={"cache-control": "no-store"},
-        )
+        return JSONResponse(snapshot.get(), headers={"cache-control": "no-store"})
 
     async def error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -225,6 +270,8 @@ def create_app(
             nav="",
             location=reader.location,
             poll_ms=POLL_MS,
+            actions=False,
+            acting=guard is not None,
             status=exc.status_code,
             detail=exc.detail,
         )
@@ -240,6 +287,9 @@ def create_app(
         Route("/api/live", live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
+    if guard is not None:
+        known = detector.rules if detector is not None else None
+        routes[-1:-1] = action_routes(guard, reader.engine, reader.tables, known)
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
@@ -250,6 +300,8 @@ def create_app(
         lifespan=_closing(reader),
     )
     app.state.view = view
+    app.state.guard = guard
+    app.state.live = snapshot
     app.state.templates = env
     return app
 

@@ -8,8 +8,12 @@ layers, a simple form of Sugiyama's method: each node one layer below its
 lowest operand (events on top, rules at the bottom), then the nodes of each
 layer ordered by the mean position of their neighbours, a few sweeps down and
 up, to uncross edges. :func:`svg` draws the result; each node carries its
-sub-expression's text in a ``data-text`` attribute, which the page shows when
-the node is clicked.
+sub-expression's text in a ``data-text`` attribute, and the language of that
+text in ``data-lang``, which the page shows when the node is clicked: Snoop
+text (as ``sentinel graph`` prints it; an Ode event inside it as its
+``ode{...}`` block), or, for an Ode event's own node, its Ode text. BiCEPL
+classes are not nodes of this graph (they run as SQL on the application's
+database); the events their actions raise are primitive events here.
 
 Every text in the SVG is escaped here (the SVG is inserted into the page as
 markup), so a rule or event named ``<script>`` is drawn as those characters.
@@ -17,7 +21,9 @@ markup), so a rule or event named ``<script>`` is drawn as those characters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -38,13 +44,14 @@ _SWEEPS = 4
 @dataclass
 class Node:
     """A node of the picture: ``kind`` is ``event``, ``operator`` or ``rule``;
-    ``label`` is drawn, ``text`` shown when the node is clicked."""
+    ``label`` is drawn, ``text`` (in ``language``) shown when the node is clicked."""
 
     id: str
     kind: str
     label: str
     text: str
     disabled: bool = False
+    language: str = "Snoop"
     layer: int = 0
     x: float = 0.0
     y: float = 0.0
@@ -75,11 +82,13 @@ def graph_of(det: Any) -> Graph:
         expr, mode, region = key
         ids[key] = f"h{h.hid}"
         where = "" if mode.flush else ", process-wide"
+        language, text = _language(expr, partial(graph.text, expr, mode, region))
         g.nodes[ids[key]] = Node(
             ids[key],
             "operator",
             f"#{h.hid} {expr.op} ({mode.context}{where})",
-            graph.text(expr, mode, region),
+            text,
+            language=language,
         )
     leaves: dict[Any, str] = {}
 
@@ -121,6 +130,18 @@ def graph_of(det: Any) -> Graph:
         g.nodes = keep
         g.edges = [e for e in g.edges if e[0] in keep and e[1] in keep]
     return g
+
+
+def _language(expr: Any, snoop: Callable[[], str]) -> tuple[str, str]:
+    """The language a node's sub-expression reads best in, and its text there:
+    an Ode event's own Ode text, else Snoop text (``snoop()``)."""
+    if getattr(expr, "op", None) == "ODE":
+        from sentinel.ode.event import OdeEvent
+        from sentinel.ode.syntax import event_text
+
+        if isinstance(expr, OdeEvent):
+            return "Ode", event_text(expr.term, expr.over)
+    return "Snoop", snoop()
 
 
 def layout(g: Graph) -> tuple[float, float]:
@@ -217,6 +238,7 @@ def svg(g: Graph) -> Markup:
         rx = 14 if node.kind == "event" else 3
         parts.append(
             f'<g class="{cls}" data-node="{escape(node.id)}" data-text="{escape(node.text)}" '
+            f'data-lang="{escape(node.language)}" '
             f'tabindex="0"><title>{escape(node.text)}</title>'
             f'<rect x="{node.x:.1f}" y="{node.y:.1f}" width="{node.width:.1f}" '
             f'height="{_HEIGHT}" rx="{rx}"/>'

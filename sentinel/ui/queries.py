@@ -5,8 +5,10 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
 
 - firings: ``rule_firings`` by ``id`` (its primary key), newest first, ``LIMIT``
   one page; pages go on from the last ``id`` shown (``WHERE id < :before``),
-  never by ``OFFSET``. A rule filter uses the ``rule`` index; status and time
-  filters are checked on the rows the ``id`` walk meets;
+  never by ``OFFSET``. A rule filter uses the ``rule`` index, a key (the
+  detection's scope) the ``(scope, t_occ)`` index; status and time filters are
+  checked on the rows the ``id`` walk meets, at most :data:`FIRING_SCAN` ids
+  a page (the page says so, and the next goes on below them);
 - a firing's constituents: each ``(scope, t_occ)`` found through the
   ``event_batches`` unique index ``(scope, t_first)`` (the few rows of that
   scope starting at or before ``t_occ``), then read through the
@@ -42,6 +44,9 @@ MAX_PAGE = 200
 MAX_CONSTITUENTS = 200
 #: Occurrences of one transaction shown on the log page.
 MAX_PER_TRANSACTION = 100
+#: With a firing status or time filter (no index serves them), how many
+#: firings' ids one page of firings walks at most.
+FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
 EVENT_SCAN_FACTOR = 10
@@ -100,6 +105,7 @@ class LogView:
         self,
         *,
         rule: str | None = None,
+        scope: str | None = None,
         statuses: list[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -108,11 +114,15 @@ class LogView:
         limit: int = 50,
     ) -> Page:
         """One page of rule firings, newest first: those with ``id < before``
-        (or, going back towards the newest, the ``limit`` just above ``after``)."""
+        (or, going back towards the newest, the ``limit`` just above ``after``),
+        of ``rule``, of the detection key ``scope``, with one of ``statuses``,
+        fired within ``since <= fired_at < until``, when given."""
         f = self.tables.firings
         where: list[sa.ColumnElement[bool]] = []
         if rule:
             where.append(f.c.rule == rule)
+        if scope:
+            where.append(f.c.scope == scope)
         if statuses:
             where.append(f.c.status.in_(statuses))
         if since is not None:
@@ -131,27 +141,54 @@ class LogView:
             f.c.finished_at,
             f.c.savepoint,
         ]
+        # A status or time filter is checked on each row the walk by id meets:
+        # then one page walks at most FIRING_SCAN ids (a key's firings are few).
+        bounded = bool(statuses or since is not None or until is not None) and not scope
+        scan = FIRING_SCAN
         if after is not None:
+            if bounded:
+                where.append(f.c.id <= after + scan)
             q = sa.select(*cols).where(*where, f.c.id > after).order_by(f.c.id).limit(limit + 1)
             with self.engine.connect() as conn:
                 got = list(conn.execute(q))
+                top = self._max_id(conn) if bounded and len(got) <= limit else None
             more_newer = len(got) > limit
             got = list(reversed(got[:limit]))
             page = Page([self._firing(r) for r in got])
             page.newer = str(got[0].id) if more_newer and got else None
-            page.older = str(got[-1].id) if got else None
+            if top is not None and after + scan < top:
+                page.newer = str(after + scan)  # nothing more in this window: the next
+                page.note = f"looked at firings #{after + 1} to #{after + scan} for this page"
+            page.older = str(got[-1].id) if got else str(after + 1)
             return page
         q = sa.select(*cols).where(*where).order_by(f.c.id.desc()).limit(limit + 1)
-        if before is not None:
-            q = q.where(f.c.id < before)
         with self.engine.connect() as conn:
+            hi = before
+            if bounded and hi is None:
+                hi = (self._max_id(conn) or 0) + 1
+            if hi is not None:
+                q = q.where(f.c.id < hi)
+            if bounded:
+                assert hi is not None
+                q = q.where(f.c.id >= hi - scan)
             got = list(conn.execute(q))
+            lowest = (
+                conn.execute(sa.select(sa.func.min(f.c.id))).scalar()
+                if bounded and len(got) <= limit
+                else None
+            )
         page = Page([self._firing(r) for r in got[:limit]])
         if len(got) > limit:
             page.older = str(got[limit - 1].id)
-        if before is not None and page.rows:
-            page.newer = str(page.rows[0]["id"])
+        elif lowest is not None and hi is not None and hi - scan > lowest:
+            page.older = str(hi - scan)  # nothing more in this window: the one before
+            page.note = f"looked at firings #{hi - scan} to #{hi - 1} for this page"
+        if before is not None:
+            page.newer = str(page.rows[0]["id"]) if page.rows else str(before - 1)
         return page
+
+    def _max_id(self, conn: sa.Connection) -> int | None:
+        return conn.execute(sa.select(sa.func.max(self.tables.firings.c.id))).scalar()
 
     @staticmethod
     def _firing(r: Any) -> dict[str, Any]:

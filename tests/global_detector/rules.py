@@ -99,3 +99,23 @@ def _daily() -> LocalEventDetector:
 
 #: every day at 17:00 UTC (the global detector's clock is the log's, in UTC)
 daily = _daily()
+
+
+def _lived() -> LocalEventDetector:
+    det = LocalEventDetector()
+    events(det)
+    det.rule(
+        "paid_soon",
+        "(order ; payment) by customer",
+        action=record,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+        lifespan=5.0,
+    )
+    return det
+
+
+#: "paid" whose orders take part for 5 seconds of log time: an order not paid
+#: by then is forgotten (the detector's state stays bounded)
+lived = _lived()

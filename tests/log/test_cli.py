@@ -144,6 +144,7 @@ def test_tables_module_names() -> None:
         "sentinel_outbox",
         "sentinel_commit_counter",
         "sentinel_global_cursors",
+        "sentinel_rule_switches",
     )
 
 
@@ -158,7 +159,7 @@ def test_db_commands_name_unknown_revisions(run: CliRunner, tmp_path: Path) -> N
         result = run.invoke(main, ["db", *args, "--url", url])
         assert result.exit_code == 1 and type(result.exception) is SystemExit, result.output
         assert f"unknown revision {args[1]!r}" in result.output
-        assert "0001, 0002, 0003, 0004, 0005, 0006" in result.output
+        assert "0001, 0002, 0003, 0004, 0005, 0006, 0007" in result.output
         assert migrate.current(engine) == "0003"
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '0042'"))

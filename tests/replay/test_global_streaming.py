@@ -27,6 +27,7 @@ pytestmark = pytest.mark.spark
 
 PAID = "tests.global_detector.rules:detector"
 TEMPORAL = "tests.global_detector.rules:temporal"
+LIVED = "tests.global_detector.rules:lived"
 
 
 class Log:
@@ -205,6 +206,60 @@ def test_keyed_stream_equals_replay_across_batches_and_a_restart(
             sa.text("SELECT count(*) FROM sentinel_occurrences WHERE outcome = 'aborted'")
         ).scalar()
     assert aborted  # aborted savepoints reached the log, and were not detected
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_under_a_lifespan_the_state_holds_the_detectors_recent_orders_only(
+    spark: Any, log_db: sa.Engine, tmp_path: Path
+) -> None:
+    """The state Spark keeps per bucket is the bucket's detector (no rows), and
+    under a lifespan (5 s of log time) it holds only what has not expired: far
+    fewer entries than the orders left unpaid, which a rule without one keeps.
+    Detections still equal batch replay across a restart; a restart with
+    another number of buckets is refused."""
+    from pyspark.errors import StreamingQueryException
+
+    from sentinel.global_detector.streaming import read_state, stream_global
+
+    log = Log(log_db, seed=21)
+    log.many(60)
+    cp, out, url = tmp_path / "checkpoint", tmp_path / "out", _url(log_db)
+    query = stream_global(spark, LIVED, url, checkpoint=cp, out=out, buckets=4)
+    try:
+        query.processAllAvailable()
+        log.many(60)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    state = spark.read.format("statestore").load(str(cp)).collect()
+    assert 1 <= len(state) <= 4  # at most one entry per bucket, whatever the keys
+    assert all(r["value"]["groupState"]["rows"] is None for r in state)
+    held = sum(r["retained"] for r in read_state(spark, cp).collect())
+    with log_db.connect() as conn:
+        orders = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM sentinel_occurrences WHERE event = 'order' "
+                "AND commit_seq IS NOT NULL AND (outcome IS NULL OR outcome = 'committed')"
+            )
+        ).scalar()
+    unpaid = orders - len(_replayed(PAID, log_db))  # what the state holds without a lifespan
+    assert held <= 12 < unpaid, (held, unpaid)
+
+    log.many(20)
+    query = stream_global(
+        spark, LIVED, url, checkpoint=cp, out=out, buckets=4, trigger={"availableNow": True}
+    )
+    query.awaitTermination(300)
+    streamed = _streamed(spark, out)
+    assert streamed == _replayed(LIVED, log_db)
+    assert len(streamed) > 10
+
+    log.many(3)
+    query = stream_global(
+        spark, LIVED, url, checkpoint=cp, out=out, buckets=5, trigger={"availableNow": True}
+    )
+    with pytest.raises(StreamingQueryException, match="hashed the keys into 4 buckets"):
+        query.awaitTermination(300)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -32,7 +32,8 @@ def shop_rules() -> LocalEventDetector:
     det = LocalEventDetector()
     for name in ("order", "pay", "ship", "cancel"):
         det.explicit(name)
-    det.rule("paid", "order ; pay", action=print, context="chronicle")
+    # detached: a rule a global detector can run (its entries are in the outbox)
+    det.rule("paid", "order ; pay", action=print, context="chronicle", coupling="detached")
     det.rule("shipped", "(order ; pay) ; ship", action=print, context="chronicle", priority=2)
     det.rule(HOSTILE, "order ; cancel", action=print)
     det.rule("idle", "cancel ^ ship", action=print, enabled=False)

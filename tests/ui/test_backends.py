@@ -28,3 +28,31 @@ def test_pages_read_the_log_on_each_backend(engine: sa.Engine) -> None:
         assert timed.text.count("<h3>row ") == 3
         assert c.get("/outbox").status_code == 200
         assert c.get("/api/live").json()["latest_firing"] == N_FIRINGS + 1
+
+
+def test_a_failed_entry_is_retried_and_firings_filtered_on_each_backend(
+    engine: sa.Engine,
+) -> None:
+    from sentinel.log.tables import log_tables
+    from sentinel.ui.actions import CSRF_COOKIE
+
+    build_log(engine)
+    token, csrf, base = "backend-token-0123456789", "c" * 32, "http://127.0.0.1:8000"
+    app = create_app(engine, detector=shop_rules(), actions_token=token)
+    o = log_tables().outbox
+    with engine.connect() as conn:
+        oid = conn.execute(sa.select(o.c.id).where(o.c.idempotency_key == "k-failed")).scalar()
+    with TestClient(app, base_url=base, cookies={CSRF_COOKIE: csrf}) as c:
+        assert "#11<" in c.get("/firings", params={"scope": "tx-10"}).text
+        failed = c.get("/firings", params={"scope": "tx-7", "status": "failed"}).text
+        assert "#8<" in failed
+        r = c.post(
+            f"/outbox/{oid}/retry",
+            data={"csrf": csrf, "token": token},
+            headers={"origin": base},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(o.c.status, o.c.attempts).where(o.c.id == oid)).one()
+    assert tuple(row) == ("pending", 0)

@@ -35,6 +35,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from sentinel.log import Firing, LogWriter
+from sentinel.log.tables import log_tables
 from sentinel.ui import create_app
 
 from .conftest import HOSTILE, N_FIRINGS, build_log, shop_rules
@@ -55,12 +56,27 @@ def _free_port() -> int:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The view of a log of its own (a test adds a firing), served by uvicorn
     on a free loopback port: ``(base URL, database URL)``."""
+    yield from _serve(tmp_path_factory, None)
+
+
+TOKEN = "browser-test-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def served_acting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """As :func:`served`, with ``--allow-actions`` and :data:`TOKEN`."""
+    yield from _serve(tmp_path_factory, TOKEN)
+
+
+def _serve(
+    tmp_path_factory: pytest.TempPathFactory, token: str | None
+) -> Iterator[tuple[str, str]]:
     url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'app.db'}"
     engine = sa.create_engine(url)
     build_log(engine)
     engine.dispose()
     port = _free_port()
-    app = create_app(url, detector=shop_rules(), allowed_hosts=["127.0.0.1"])
+    app = create_app(url, detector=shop_rules(), allowed_hosts=["127.0.0.1"], actions_token=token)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -130,7 +146,8 @@ def test_rules_page_draws_the_graph_and_nodes_answer_clicks(
     assert box.size["width"] > 20  # drawn, not just present
     seq = browser.find_element(By.CSS_SELECTOR, '#graph .node[data-text="order ; pay"]')
     seq.click()
-    assert browser.find_element(By.ID, "node-text").text == "order ; pay"
+    assert browser.find_element(By.CSS_SELECTOR, "#node-text .text").text == "order ; pay"
+    assert browser.find_element(By.CSS_SELECTOR, "#node-text .lang").text.lower() == "snoop"
     hostile = browser.find_element(By.CSS_SELECTOR, "#graph .node.rule")
     assert any(HOSTILE in n.text for n in browser.find_elements(By.CSS_SELECTOR, "#rules .name"))
     hostile.click()
@@ -166,6 +183,17 @@ def test_firings_filter_and_a_firing_opens_its_why_tree(
     assert [i.find_element(By.CLASS_NAME, "event").text for i in items] == ["order", "pay"]
     assert "scope tx-56" in items[0].text
     shoot(browser, shots, "firing")
+
+
+def test_firings_filter_by_key(served: tuple[str, str], browser: Any) -> None:
+    base, _ = served
+    browser.get(base + "/firings")
+    form = browser.find_element(By.ID, "firing-filters")
+    form.find_element(By.NAME, "scope").send_keys("tx-10")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "scope=tx-10" in b.current_url)
+    links = browser.find_elements(By.CSS_SELECTOR, "#firings .firing-link")
+    assert [a.text for a in links] == ["#11"]
 
 
 def test_a_hostile_value_stays_text_in_the_why_tree(
@@ -227,3 +255,71 @@ def test_a_new_firing_is_announced_without_a_reload(served: tuple[str, str], bro
         )
     engine.dispose()
     WebDriverWait(browser, 10).until(lambda b: banner.is_displayed())
+
+
+def test_an_unlocked_browser_retries_a_failed_entry(
+    served_acting: tuple[str, str], browser: Any, shots: Path
+) -> None:
+    """The whole path in Chromium: its own Origin, the CSRF cookie and field,
+    the token typed once into the page."""
+    base, url = served_acting
+    browser.delete_all_cookies()
+    browser.get(base + "/outbox")
+    retry = browser.find_element(By.CSS_SELECTOR, "#outbox-failed form.retry button")
+    assert not retry.is_enabled()  # locked
+    browser.find_element(By.CSS_SELECTOR, "#unlock input[name=token]").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#unlock button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "unlocked"))
+    shoot(browser, shots, "outbox-actions")
+    browser.find_element(By.CSS_SELECTOR, "#outbox-failed form.retry button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "retried"))
+    assert "pending again" in browser.find_element(By.ID, "retried").text
+    assert "none" in browser.find_element(By.ID, "outbox-failed").text
+    no_alert(browser)
+    o = log_tables().outbox
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        status = conn.execute(
+            sa.select(o.c.status).where(o.c.idempotency_key == "k-failed")
+        ).scalar()
+    engine.dispose()
+    assert status == "pending"
+
+
+def test_a_wrong_token_unlocks_nothing(served_acting: tuple[str, str], browser: Any) -> None:
+    base, _ = served_acting
+    browser.delete_all_cookies()
+    browser.get(base + "/firings")
+    browser.find_element(By.CSS_SELECTOR, "#unlock input[name=token]").send_keys("x" * 20)
+    browser.find_element(By.CSS_SELECTOR, "#unlock button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "error"))
+    assert "refused" in browser.find_element(By.ID, "error").text
+    browser.get(base + "/outbox")
+    assert not browser.find_elements(By.ID, "unlocked")
+
+
+def test_an_unlocked_browser_disables_a_rule_of_the_global_detector(
+    served_acting: tuple[str, str], browser: Any, shots: Path
+) -> None:
+    """The switch in Chromium: the Disable button is locked until the token
+    is typed; then it writes a request the Rules page shows as pending."""
+    base, url = served_acting
+    browser.delete_all_cookies()
+    browser.get(base + "/rules")
+    switch = browser.find_element(By.CSS_SELECTOR, "#rules form.switch button")
+    assert not switch.is_enabled() and switch.text == "Disable"  # locked
+    browser.find_element(By.CSS_SELECTOR, "#unlock input[name=token]").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#unlock button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "unlocked"))
+    browser.find_element(By.CSS_SELECTOR, "#rules form.switch button").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "switched"))
+    assert "(disable pending)" in browser.find_element(By.ID, "rules").text
+    assert "pending" in browser.find_element(By.ID, "switches").text
+    shoot(browser, shots, "rules-actions")
+    no_alert(browser)
+    t = log_tables().rule_switches
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        asked = conn.execute(sa.select(t.c.rule, t.c.enabled, t.c.position)).all()
+    engine.dispose()
+    assert [tuple(a) for a in asked] == [("paid", False, None)]

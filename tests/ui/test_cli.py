@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -45,6 +46,45 @@ def test_another_interface_is_served_with_a_warning(log_url: str, served: dict[s
     assert result.exit_code == 0, result.output
     assert "anyone who can reach it reads the log" in result.output
     assert served["host"] == "0.0.0.0"
+
+
+def test_read_only_unless_actions_are_allowed(log_url: str, served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(main, ["ui", "--url", log_url])
+    assert result.exit_code == 0 and "token" not in result.output
+    assert served["app"].state.guard is None
+
+
+def test_allow_actions_prints_a_fresh_token(log_url: str, served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(
+        main, ["ui", "--url", log_url, "--allow-actions"], env={"SENTINEL_UI_TOKEN": None}
+    )
+    assert result.exit_code == 0, result.output
+    found = re.search(r"giving the token (\S+)", result.output)
+    assert found is not None and len(found.group(1)) >= 16
+    assert served["app"].state.guard.token_given(_Bare(), {"token": found.group(1)})
+
+
+def test_allow_actions_takes_the_token_from_the_environment(
+    log_url: str, served: dict[str, Any]
+) -> None:
+    token = "from-the-environment-0123"
+    result = CliRunner().invoke(
+        main, ["ui", "--url", log_url, "--allow-actions"], env={"SENTINEL_UI_TOKEN": token}
+    )
+    assert result.exit_code == 0, result.output
+    assert token not in result.output and "SENTINEL_UI_TOKEN" in result.output
+    assert served["app"].state.guard.token_given(_Bare(), {"token": token})
+    short = CliRunner().invoke(
+        main, ["ui", "--url", log_url, "--allow-actions"], env={"SENTINEL_UI_TOKEN": "short"}
+    )
+    assert short.exit_code == 2 and "at least 16 characters" in short.output
+
+
+class _Bare:
+    """A request with no cookie and no header."""
+
+    cookies: dict[str, str] = {}
+    headers: dict[str, str] = {}
 
 
 def test_a_database_without_the_log_is_one_line(tmp_path: Any, served: dict[str, Any]) -> None:

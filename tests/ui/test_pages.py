@@ -71,6 +71,24 @@ def test_rules_page_lists_each_rule_and_draws_the_graph(client: TestClient) -> N
     assert client.get("/").text == html
 
 
+def test_a_graph_node_names_the_language_of_its_text() -> None:
+    """An Ode event's node holds its Ode text; the nodes using it, Snoop text
+    with the Ode event as its ``ode{...}`` block."""
+    from sentinel import LocalEventDetector
+    from sentinel.ui.graph import graph_of, svg
+
+    det = LocalEventDetector()
+    for name in ("deposit", "withdraw", "interest"):
+        det.explicit(name)
+    det.rule("r", "ode{relative(deposit, !before(interest)) ^ withdraw} ; interest", action=print)
+    picture = str(svg(graph_of(det)))
+    assert 'data-text="relative(deposit, !before(interest)) ^ withdraw" data-lang="Ode"' in picture
+    assert (
+        'data-text="ode{relative(deposit, !before(interest)) ^ withdraw} ; interest" '
+        'data-lang="Snoop"'
+    ) in picture
+
+
 def test_rules_page_without_rules_says_how_to_load_them(log_url: str) -> None:
     from sentinel.ui import create_app
 
@@ -115,6 +133,47 @@ def test_firing_pages_walk_the_whole_log_once_by_keyset(client: TestClient) -> N
     newer = link(html, "newer")
     assert newer is not None and "after=19" in newer
     assert ids(client.get(newer).text) == list(range(44, 19, -1))
+
+
+def test_firings_filtered_by_key_and_outcome(client: TestClient) -> None:
+    """The key is the detection's scope (the firings' ``(scope, t_occ)``
+    index); the outcome is the firing's status."""
+    assert ids(client.get("/firings", params={"scope": "tx-10"}).text) == [11]
+    failed = {"scope": "tx-7", "status": "failed"}
+    assert ids(client.get("/firings", params=failed).text) == [8]  # i % 7 == 0 failed
+    assert ids(client.get("/firings", params={"scope": "tx-8", "status": "failed"}).text) == []
+    with statements(client) as sql:
+        client.get("/firings", params={"scope": "tx-10"})
+    listing = [s for s in sql if "rule_firings" in s and "max(" not in s]
+    assert listing and all("scope = ?" in s for s in listing)
+    html = client.get("/firings", params={"scope": "tx-10"}).text
+    assert 'name="scope" value="tx-10"' in html and ">outcome <select" in html
+
+
+@pytest.mark.parametrize("direction", ["older", "newer"])
+def test_a_status_filter_walks_a_bounded_window_per_page(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, direction: str
+) -> None:
+    """No index serves a status: a page walks at most FIRING_SCAN ids, says
+    so, and the next page goes on from there; walking every page finds each
+    failed firing once, both ways."""
+    monkeypatch.setattr("sentinel.ui.queries.FIRING_SCAN", 10)
+    failed = [N_FIRINGS + 1, *range(57, 0, -7)]
+    seen: list[int] = []
+    url: str | None = "/firings?status=failed" + ("&after=0" if direction == "newer" else "")
+    pages = 0
+    with statements(client) as sql:
+        while url is not None:
+            html = client.get(url).text
+            seen += ids(html)
+            url = link(html, direction)
+            pages += 1
+    assert sorted(seen, reverse=True) == failed and len(seen) == len(failed)
+    assert pages == 7  # 61 firings, 10 ids a page
+    walks = [s for s in sql if "rule_firings" in s and "status IN" in s]
+    assert walks and all("id >= ?" in s or "id <= ?" in s for s in walks)
+    first = client.get("/firings", params={"status": "failed"}).text
+    assert 'id="scan-note"' in first and "looked at firings #52 to #61" in first
 
 
 @pytest.mark.parametrize(
@@ -249,6 +308,29 @@ def test_live_endpoint_reports_what_the_pages_poll(client: TestClient) -> None:
     assert f'data-top="{N_FIRINGS + 1}"' in firings and 'id="new-firings" hidden' in firings
 
 
+def test_live_figures_are_read_once_for_every_poller(client: TestClient) -> None:
+    """However many pages poll, the log is read at most once per
+    :data:`~sentinel.ui.live.FRESH_S` seconds."""
+    from sentinel.ui.live import FRESH_S
+
+    live = client.app.state.live  # type: ignore[attr-defined]
+    now = [1000.0]
+    old_clock, live.clock, live._at = live.clock, (lambda: now[0]), None
+    try:
+        with statements(client) as sql:
+            answers = [client.get("/api/live").json() for _ in range(5)]
+        assert len({str(a) for a in answers}) == 1
+        reads = len(sql)
+        assert 1 <= reads <= 4  # one reading: the newest firing, counts, cursors
+        now[0] += FRESH_S
+        with statements(client) as again:
+            client.get("/api/live")
+        assert len(again) == reads
+    finally:
+        live.clock = old_clock
+
+
 def test_static_files_are_served(client: TestClient) -> None:
-    assert 'fetch("/api/live"' in client.get("/static/ui.js").text
+    js = client.get("/static/ui.js").text
+    assert 'fetch("/api/live"' in js and "document.hidden" in js
     assert client.get("/static/ui.css").status_code == 200

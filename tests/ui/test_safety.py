@@ -82,6 +82,9 @@ def test_pages_refuse_inline_script_and_framing(client: TestClient) -> None:
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "frame-ancestors 'none'" in csp
     assert r.headers["x-content-type-options"] == "nosniff"
+    # the full address goes to no other site; same-origin (not no-referrer) so
+    # that a form's POST carries its Origin for the actions' check
+    assert r.headers["referrer-policy"] == "same-origin"
     assert "<script>" not in r.text  # the page's one script is a file: /static/ui.js
 
 

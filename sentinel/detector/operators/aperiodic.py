@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector.contexts import Context
@@ -32,8 +32,8 @@ from sentinel.detector.scopes import Store
 
 class _Interval(Handler):
     __slots__ = ()
-    arity = 3
-    role_order = (1, 2, 0)
+    arity: ClassVar[int | None] = 3
+    role_order: ClassVar[tuple[int, ...]] = (1, 2, 0)
 
 
 def _kept(items: Any, dead: Callable[[Any], bool], removed: list[Any]) -> list[Any]:

@@ -46,6 +46,7 @@ __all__ = [
     "instant_order",
     "register",
     "strategy",
+    "timestamp",
 ]
 
 Entry = Callable[[Store, Any], None]
@@ -65,6 +66,14 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
     tuple (see :func:`sentinel.occurrence.finished`; a ``CompositeOccurrence``
     works too, at three times the cost)."""
     return (expr, t_occ, parts)
+
+
+def timestamp(occ: Any) -> float:
+    """An occurrence's time: a primitive's ``timestamp``, a composite's
+    terminator's (the operators that measure time: temporal, WITHIN)."""
+    while type(occ) is not Occurrence:
+        occ = occ[2][-1]
+    return occ[2]  # type: ignore[no-any-return]
 
 
 #: The order occurrences were processed in, for strategies that compare it:

@@ -7,7 +7,14 @@ function showNode(node) {
   if (!panel) return;
   document.querySelectorAll("#graph .node.chosen").forEach((n) => n.classList.remove("chosen"));
   node.classList.add("chosen");
-  panel.textContent = node.getAttribute("data-text");
+  panel.textContent = "";
+  const lang = document.createElement("div");
+  lang.className = "lang";
+  lang.textContent = node.getAttribute("data-lang") || "";
+  const text = document.createElement("pre");
+  text.className = "text";
+  text.textContent = node.getAttribute("data-text");
+  panel.append(lang, text);
 }
 
 function wireGraph() {
@@ -22,6 +29,7 @@ function wireGraph() {
 let outboxSeen = null;
 
 async function poll() {
+  if (document.hidden) return; // a tab nobody looks at asks nothing
   let live;
   try {
     const response = await fetch("/api/live", { cache: "no-store" });

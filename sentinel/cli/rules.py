@@ -1,0 +1,140 @@
+"""``sentinel rules enable|disable|switches``: switch a rule of a running global
+detector (``sentinel global``), and list the switches asked for
+(``docs/global.md``, "Switching a rule")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from sentinel.cli.common import EnvOption, db_options, errors, load_reference, print_table
+
+__all__ = ["rules_group"]
+
+
+@click.group(name="rules")
+def rules_group() -> None:
+    """Enable or disable a global detector's rule while it runs (the request is
+    written to the log; the service applies it between two reads, and records
+    where)."""
+
+
+def _engine(url: str) -> Any:
+    """An engine on ``url``; a SQLite file that does not exist is an error (not
+    an empty database made just to find no log in it)."""
+    from pathlib import Path
+
+    import sqlalchemy as sa
+
+    parsed = sa.make_url(url)
+    file = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
+        raise click.ClickException(f"no SQLite database at {file}")
+    return sa.create_engine(parsed)
+
+
+def _switch_command(enabled: bool) -> click.Command:
+    verb = "enable" if enabled else "disable"
+
+    @click.command(name=verb)
+    @click.argument("rule")
+    @db_options
+    @click.option(
+        "--detector",
+        "--name",
+        "detector",
+        default="global",
+        show_default=True,
+        help="The global detector's name (its cursor's: `sentinel global --name`).",
+    )
+    @click.option(
+        "--rules",
+        "rules_ref",
+        cls=EnvOption,
+        envvar="SENTINEL_RULES",
+        default=None,
+        help="The global rules (package.module:attribute): a rule they do not define is "
+        "refused here, before anything is written. Or set SENTINEL_RULES.",
+    )
+    @errors
+    def command(
+        rule: str,
+        url: str,
+        schema: str | None,
+        prefix: str,
+        detector: str,
+        rules_ref: str | None,
+    ) -> None:
+        from sentinel.log.switches import request_switch
+        from sentinel.log.tables import log_tables
+        from sentinel.rules import LocalEventDetector
+
+        names = None
+        if rules_ref is not None:
+            names = set(load_reference(rules_ref, (LocalEventDetector,)).rules)
+        engine = _engine(url)
+        try:
+            asked = request_switch(
+                engine, log_tables(schema, prefix), rule, enabled, detector=detector, rules=names
+            )
+        finally:
+            engine.dispose()
+        click.echo(
+            f"request #{asked.id}: {verb} rule {rule!r} of global detector {detector!r}; "
+            "the service applies it before its next read (`sentinel rules switches` "
+            "shows where)"
+        )
+
+    command.help = (
+        f"{verb.capitalize()} RULE of a running global detector: write the request to the "
+        "log; the service applies it between two reads and records the commit position "
+        "where it did, so a restart applies it at the same place."
+    )
+    return command
+
+
+@click.command(name="switches")
+@db_options
+@click.option("--detector", "--name", "detector", default=None, help="Only this detector's.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@errors
+def switches_command(
+    url: str, schema: str | None, prefix: str, detector: str | None, limit: int
+) -> None:
+    """List the newest rule switch requests: pending, applied (after which
+    commit) or refused (why)."""
+    from sentinel.log.switches import latest_switches, require_switches
+    from sentinel.log.tables import log_tables
+
+    tables = log_tables(schema, prefix)
+    engine = _engine(url)
+    try:
+        with engine.connect() as conn:
+            require_switches(conn, tables)
+            got = latest_switches(conn, tables, detector=detector, limit=limit)
+    finally:
+        engine.dispose()
+    rows = [
+        [
+            str(s.id),
+            s.detector,
+            s.rule,
+            "enable" if s.enabled else "disable",
+            s.requested_at.isoformat(timespec="seconds"),
+            s.requested_by or "",
+            s.state if s.position is None else f"{s.state} after commit {s.position}",
+            s.refused or "",
+        ]
+        for s in got
+    ]
+    print_table(
+        "rule switches",
+        ["#", "detector", "rule", "asked", "requested at", "by", "state", "why refused"],
+        rows,
+    )
+
+
+rules_group.add_command(_switch_command(False))
+rules_group.add_command(_switch_command(True))
+rules_group.add_command(switches_command)
