@@ -39,8 +39,8 @@ from sqlalchemy import exc as sa_exc
 
 from sentinel.errors import OutboxError
 from sentinel.log.outbox import Claimed, ClaimLost, Exhausted
+from sentinel.orm.detached import _CONTEXT, DetachedContext, _TransactionGuard
 from sentinel.orm.state import KEY, clock_of
-from sentinel.orm.worker import _CONTEXT, DetachedContext, _TransactionGuard
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

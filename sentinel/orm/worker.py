@@ -45,16 +45,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session
 
-from sentinel.errors import OutboxError, RuleError, ScopeError, SentinelError
+from sentinel.errors import OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
 from sentinel.log.outbox import (
     Claimed,
@@ -64,10 +62,11 @@ from sentinel.log.outbox import (
     Unreadable,
     rebuild,
 )
-from sentinel.orm.commit import committing, roll_back_now
+from sentinel.orm.detached import _CONTEXT, DetachedContext, _TransactionGuard, detached_context
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import DETACHED
 from sentinel.orm.state import KEY, clock_datetime, clock_of
+from sentinel.orm.together import run_together
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
@@ -77,59 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "serve"]
 
 log = logging.getLogger("sentinel.orm")
-
-
-@dataclass(frozen=True, slots=True)
-class DetachedContext:
-    """What a detached rule's condition and action can know about their run.
-
-    ``session``
-        the session of the detached transaction (from the attached session
-        factory): work in it; it commits together with the outbox entry's
-        ``done`` mark, so database effects happen exactly once.
-    ``idempotency_key``
-        the outbox entry's key, the same on every attempt and in every worker:
-        pass it to external systems (payment APIs, mail queues) so a retried
-        attempt is recognised as the same request.
-    ``attempt``
-        1 on the first attempt, then 2, 3, ...
-    ``committed``
-        whether the triggering transaction committed (always true for causally
-        dependent rules; independent ones also run after an abort).
-    ``rule``, ``trigger_scope``, ``trigger_t_occ``
-        the rule, and the scope and ``t_occ`` of the triggering detection.
-    """
-
-    rule: str
-    idempotency_key: str
-    attempt: int
-    committed: bool
-    session: Session
-    trigger_scope: str
-    trigger_t_occ: int
-
-
-_CONTEXT: ContextVar[DetachedContext | None] = ContextVar("sentinel_detached", default=None)
-
-
-def detached_context() -> DetachedContext:
-    """The :class:`DetachedContext` of the detached rule running in this thread.
-
-    Raises :class:`~sentinel.errors.OutboxError` outside a detached rule's
-    condition or action.
-
-    >>> def notify_hq(occ):                                   # doctest: +SKIP
-    ...     ctx = sentinel.orm.detached_context()
-    ...     ctx.session.add(Notice(unit=occ.source.key[0]))
-    ...     mailer.send(..., idempotency_key=ctx.idempotency_key)
-    """
-    ctx = _CONTEXT.get()
-    if ctx is None:
-        raise OutboxError(
-            "detached_context() is only available inside a detached rule's condition or "
-            "action (run by sentinel's outbox worker)"
-        )
-    return ctx
 
 
 @dataclass
@@ -374,8 +320,6 @@ class Runner:
         """Run entries claimed by :meth:`claim_in` (whose transaction has
         committed) in one transaction, each in a savepoint, with one commit
         for all (:mod:`sentinel.orm.together`); return their outcomes."""
-        from sentinel.orm.together import run_together
-
         return run_together(self, claims)
 
     def _run_claimed(self, engine: Engine, key: str, got: Claimed | Exhausted | None) -> str:
@@ -646,80 +590,6 @@ class Runner:
                 )
             ],
         )
-
-
-class _TransactionGuard:
-    """Keeps a detached rule's condition and action from ending the worker's
-    transaction, which commits their work with the entry's ``done`` mark.
-
-    A ``commit()`` is refused in ``before_commit`` (a listener on this session
-    only, while the rule runs), before anything is committed: the transaction
-    is rolled back there and the caller of ``commit()`` gets a
-    :class:`~sentinel.errors.RuleError` naming the rule. A ``rollback()`` or
-    ``close()`` is found when the condition or action returns. Either way the
-    attempt fails for good (:attr:`ended_transaction`), whatever the rule did
-    with the exception: a retry would end it again, and a commit that went
-    through would repeat the effects at every attempt. Savepoints
-    (``begin_nested()``) are the rule's own."""
-
-    __slots__ = ("ended", "error", "phase", "rule", "session", "transaction")
-
-    def __init__(self, session: Session, transaction: SessionTransaction, rule: str) -> None:
-        self.session = session
-        self.transaction = transaction
-        self.rule = rule
-        self.phase = "action"
-        self.error: RuleError | None = None
-        self.ended = False
-        # on the session, not its class: this runs in the worker's sessions only
-        # (a session of a scoped factory is reused: removed after the rule)
-        sa_event.listen(session, "before_commit", self._refuse)
-        sa_event.listen(session, "after_transaction_end", self._on_end)
-
-    def remove(self) -> None:
-        sa_event.remove(self.session, "before_commit", self._refuse)
-        sa_event.remove(self.session, "after_transaction_end", self._on_end)
-
-    def _on_end(self, session: Session, transaction: SessionTransaction) -> None:
-        # the worker's transaction closed (rolled back, or the session closed);
-        # a failed flush only deactivates it, and is the rule's ordinary failure
-        if transaction is self.transaction:
-            self.ended = True
-
-    def _ended(self, how: str) -> RuleError:
-        cause = ScopeError(
-            f"it called {how} on the session of its detached transaction "
-            "(detached_context().session); the worker commits that transaction itself, "
-            "with the outbox entry's done mark, so that its effects happen exactly once. "
-            "Nothing was committed and the entry is not retried. Leave the commit to the "
-            "worker (session.flush() sends changes early; begin_nested() makes a "
-            "savepoint); to fail the attempt, raise an exception"
-        )
-        err = RuleError(self.rule, self.phase, cause)
-        err.__cause__ = cause
-        err.ended_transaction = True  # type: ignore[attr-defined]
-        return err
-
-    def _refuse(self, session: Session) -> None:
-        trans = committing(session)
-        if trans is not None and trans.nested:
-            return  # a savepoint released
-        err = self.error = self.error or self._ended("commit()")
-        try:
-            raise err
-        except RuleError:
-            # sentinel's own pre-commit step (a class-level listener) ran before
-            # this one: what it wrote is in the transaction rolled back here
-            roll_back_now(session)
-            raise
-
-    def check(self) -> None:
-        """Raise the refusal of a commit (even if the rule caught it), or the
-        error of a transaction the rule rolled back or closed."""
-        if self.error is None and self.ended:
-            self.error = self._ended("rollback() or close()")
-        if self.error is not None:
-            raise self.error
 
 
 def serve(
