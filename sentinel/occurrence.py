@@ -71,9 +71,11 @@ class ObjectRef(tuple):  # type: ignore[type-arg]
     """A reference to the object that signalled an event.
 
     ``class_name`` names its class; ``key`` identifies it: the primary key (a tuple)
-    for a persistent ORM object, or ``("local", n)`` for a transient object, where
-    ``n`` is unique within this process. Object references are plain values: they
-    compare and hash by content and can be written to the event log.
+    for a persistent ORM object, or ``("local", n, process)`` for a transient
+    object, where ``n`` is unique within this process and ``process`` a random
+    token of the process (logs written before it have ``("local", n)``). Object
+    references are plain values: they compare and hash by content and can be
+    written to the event log.
     """
 
     __slots__ = ()
@@ -88,7 +90,7 @@ class ObjectRef(tuple):  # type: ignore[type-arg]
     def transient(self) -> bool:
         """True for a process-local reference (an object that has no primary key)."""
         k = self[1]
-        return len(k) == 2 and k[0] == "local"
+        return 2 <= len(k) <= 3 and k[0] == "local"
 
     def __repr__(self) -> str:
         key = self[1]

@@ -11,6 +11,11 @@ A reactive object is referred to by an :class:`~sentinel.ObjectRef`:
   the process. The table that maps those numbers back to objects holds them
   weakly: a garbage-collected object leaves nothing behind, and its number is never
   given to another object. Copies and unpickled objects get numbers of their own.
+  The key is ``("local", n, process)``: ``process`` is a random token drawn once
+  per process (again in a forked child), so the references of two processes never
+  compare equal, and neither do those of one program run twice: the global
+  detector and replay read the log of many processes, and must not take two
+  processes' ``~1`` for one object.
 
 An ORM object's reference changes from the local form to the primary-key form when
 it is first flushed; instance-level events on ORM objects are best created once the
@@ -20,7 +25,9 @@ object has its primary key.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import uuid
 import weakref
 from typing import Any
 
@@ -39,7 +46,7 @@ class ObjectTable:
     collected (before the id can be reused).
     """
 
-    __slots__ = ("_by_ref", "_counter", "_lock", "by_id")
+    __slots__ = ("_by_ref", "_counter", "_lock", "by_id", "process")
 
     def __init__(self) -> None:
         #: ``id(obj) -> (weak reference to obj, its reference)``; read without the
@@ -47,6 +54,14 @@ class ObjectTable:
         self.by_id: dict[int, tuple[weakref.ref[Any], ObjectRef]] = {}
         self._by_ref: dict[ObjectRef, weakref.ref[Any]] = {}
         self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+        #: This process's token in its references' keys (see the module docs).
+        self.process = uuid.uuid4().hex[:12]
+
+    def forked(self) -> None:
+        """In a forked child: a token of its own for the references it makes
+        from now on (those made before the fork stay what they were)."""
+        self.process = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
     def ref(self, obj: Any, class_name: str) -> ObjectRef:
@@ -58,7 +73,7 @@ class ObjectTable:
             entry = self.by_id.get(id(obj))
             if entry is not None and entry[0]() is obj:
                 return entry[1]
-            ref = ObjectRef(class_name, ("local", next(self._counter)))
+            ref = ObjectRef(class_name, ("local", next(self._counter), self.process))
             key = id(obj)
             by_id, by_ref = self.by_id, self._by_ref
 
@@ -95,6 +110,8 @@ class ObjectTable:
 
 #: The process's table of local references.
 LOCAL = ObjectTable()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=LOCAL.forked)
 
 
 def persistent_identity(obj: Any) -> tuple[Any, ...] | None:

@@ -107,3 +107,59 @@ def test_objects_without_a_dict(det: LocalEventDetector) -> None:
     s.set_price(1.0)
     assert got[0].source == object_ref(s) and object_ref(s).transient
     assert not hasattr(s, "__dict__")
+
+
+_FIRST_REF = """
+from sentinel import LocalEventDetector, Reactive, object_ref
+class Stock(Reactive, detector=LocalEventDetector()):
+    pass
+print(repr(object_ref(Stock()).key))
+"""
+
+
+def test_two_processes_never_share_a_local_reference() -> None:
+    """Each process numbers its transient objects from 1; the key also holds a
+    token of the process, so the first object of two runs (two writers of one
+    log, read together by the global detector or replay) are two references,
+    not one object seen twice."""
+    import ast
+    import subprocess
+    import sys
+
+    keys = [
+        ast.literal_eval(
+            subprocess.run(
+                [sys.executable, "-c", _FIRST_REF], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(2)
+    ]
+    assert keys[0][:2] == keys[1][:2] == ("local", 1)  # each run's first object
+    assert keys[0] != keys[1]  # and yet two references
+
+
+def test_a_forked_child_makes_references_of_its_own(Stock: Any) -> None:
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    before = object_ref(Stock())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its new object's key and leave at once
+        try:
+            os.write(write, repr(object_ref(Stock()).key).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 1000).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert before.key[2] not in child  # another token than the parent's
+    assert object_ref(Stock()).key[2] == before.key[2]  # the parent keeps its own
+
+
+def test_logs_written_before_the_token_still_read_as_transient() -> None:
+    assert ObjectRef("Draft", ("local", 9)).transient
+    assert ObjectRef("Draft", ("local", 9, "0123456789ab")).transient
+    assert not ObjectRef("Draft", (9,)).transient
