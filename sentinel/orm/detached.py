@@ -6,8 +6,9 @@ transaction (:mod:`sentinel.orm.together`)."""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session, SessionTransaction
@@ -49,6 +50,17 @@ class DetachedContext:
 
 
 _CONTEXT: ContextVar[DetachedContext | None] = ContextVar("sentinel_detached", default=None)
+
+
+def _enter(rule: str, entry: Any, committed: bool, session: Session) -> Token[Any]:
+    """Make the context of a run of outbox ``entry`` (a claimed entry: its
+    key, attempts, scope and ``t_occ``) current; returns the token that
+    resets it."""
+    return _CONTEXT.set(
+        DetachedContext(
+            rule, entry.key, entry.attempts, committed, session, entry.scope, entry.t_occ
+        )
+    )
 
 
 def detached_context() -> DetachedContext:

@@ -39,7 +39,7 @@ from sqlalchemy import exc as sa_exc
 
 from sentinel.errors import OutboxError
 from sentinel.log.outbox import Claimed, ClaimLost, Exhausted
-from sentinel.orm.detached import _CONTEXT, DetachedContext, _TransactionGuard
+from sentinel.orm.detached import _CONTEXT, _enter, _TransactionGuard
 from sentinel.orm.state import KEY, clock_of
 
 if TYPE_CHECKING:
@@ -187,17 +187,7 @@ def _one(
     (the savepoint rolled back), :class:`_Ended` when the rule ended the
     shared transaction."""
     savepoint = session.begin_nested()
-    token = _CONTEXT.set(
-        DetachedContext(
-            rule.name,
-            got.key,
-            got.attempts,
-            bool(extra.get("committed", True)),
-            session,
-            got.scope,
-            got.t_occ,
-        )
-    )
+    token = _enter(rule.name, got, bool(extra.get("committed", True)), session)
     guard = _TransactionGuard(session, transaction, rule.name)
     try:
         try:

@@ -62,7 +62,13 @@ from sentinel.log.outbox import (
     Unreadable,
     rebuild,
 )
-from sentinel.orm.detached import _CONTEXT, DetachedContext, _TransactionGuard, detached_context
+from sentinel.orm.detached import (
+    _CONTEXT,
+    DetachedContext,
+    _enter,
+    _TransactionGuard,
+    detached_context,
+)
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import DETACHED
 from sentinel.orm.state import KEY, clock_datetime, clock_of
@@ -348,17 +354,7 @@ class Runner:
             return self._failed_or_raise(claimed, rule, constituents, err)
         try:
             with session.begin() as transaction:
-                token = _CONTEXT.set(
-                    DetachedContext(
-                        rule.name,
-                        claimed.key,
-                        claimed.attempts,
-                        bool(extra.get("committed", True)),
-                        session,
-                        claimed.scope,
-                        claimed.t_occ,
-                    )
-                )
+                token = _enter(rule.name, claimed, bool(extra.get("committed", True)), session)
                 guard = _TransactionGuard(session, transaction, rule.name)
                 try:
                     try:
