@@ -127,6 +127,28 @@ def test_no_import_cycle_inside_a_package() -> None:
     assert not cycles, "an import cycle inside a package:\n" + "\n".join(cycles)
 
 
+def test_a_lower_module_imported_alone_builds_the_operators_above_it() -> None:
+    """``E + [t]``, ``E.where(...)`` and ``term.over(...)`` build classes of the
+    modules above their own through ``BUILT_ABOVE``, which the package's
+    ``__init__`` fills (importing the lower module alone runs it first)."""
+    code = (
+        "from sentinel.algebra.expressions import Primitive\n"
+        "from sentinel.ode.terms import Letter\n"
+        "e = Primitive('E')\n"
+        "assert type(e + 5).__name__ == 'Relative', type(e + 5)\n"
+        "assert type(e.where(n=1)).__name__ == 'Masked'\n"
+        "assert type(Letter(e).over(e)).__name__ == 'OdeEvent'\n"
+        "import sentinel.algebra.expressions as x, sentinel.ode.terms as t\n"
+        "assert set(x.BUILT_ABOVE) == {'relative', 'masked'}, x.BUILT_ABOVE\n"
+        "assert set(t.BUILT_ABOVE) == {'OdeEvent'}, t.BUILT_ABOVE\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_no_module_is_over_800_lines() -> None:
     """Issue 30's size target: a module over 800 lines is split along its seams."""
     sizes = {
