@@ -99,6 +99,15 @@ def partition_key_text(parts: Iterable[KeyPart], policy: LogPolicy | None = None
 _REF = re.compile(r"<([A-Za-z_][\w.]*) (.+)>|([A-Za-z_][\w.]*):(.+)", re.DOTALL)
 
 
+def _scalar(text: str) -> Any:
+    """``text`` read as a JSON number, boolean or null, else ``text``."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if value is None or isinstance(value, bool | int | float) else text
+
+
 def _value_forms(text: str) -> list[Any]:
     """The values ``text`` may stand for: itself as a string, what it reads as
     JSON (tagged forms included), an object reference."""
@@ -113,7 +122,9 @@ def _value_forms(text: str) -> list[Any]:
             parts = key if isinstance(key, tuple) else (key,)
             forms.append(ObjectRef(cls, parts))
             if isinstance(key, str) and "," in key:  # how ObjectRef prints a composite key
-                forms.append(ObjectRef(cls, tuple(key.split(","))))
+                pieces = key.split(",")
+                forms.append(ObjectRef(cls, tuple(pieces)))
+                forms.append(ObjectRef(cls, tuple(_scalar(p) for p in pieces)))
     return forms
 
 
