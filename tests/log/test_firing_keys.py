@@ -150,3 +150,46 @@ def test_key_candidates(typed: str, means: list[Any]) -> None:
     got = key_candidates(typed)
     for value in means:
         assert partition_key_text([("E", "k", value)]) in got
+
+
+def test_the_cli_filters_by_key_and_prints_it(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+    from sentinel.log import migrate
+
+    url = f"sqlite:///{tmp_path}/log.db"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write_firings(
+            conn,
+            [
+                firing("a", 1, ("E", "order_id", 7)),
+                firing("a", 2, ("E", "order_id", 8)),
+                firing("b", 3, ("E", "order_id", "7")),
+                firing("c", 4),
+            ],
+        )
+    engine.dispose()
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, ["log", "firings", "--url", url, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    shown = run("--key", "7")
+    assert [line.split()[:2] for line in shown.splitlines() if line.startswith("#")] == [
+        ["#1", "a"],
+        ["#3", "b"],
+    ]
+    assert "detection: scope tx-1, t_occ 1, key [7]" in shown
+    assert 'key ["7"]' in shown
+    assert "#2 " not in run("--key", "7", "--key", '"7"')
+    assert [
+        line.split()[0]
+        for line in run("--key", "8", "--key", "7", "--rule", "a").splitlines()
+        if line.startswith("#")
+    ] == ["#1", "#2"]
+    assert run("--key", "9").strip() == "no rule firings match"
+    assert "key" not in run("--rule", "c").split("detection:")[1].split("\n")[0]
