@@ -53,8 +53,9 @@ def occ(event: str, t: int, scope: str, *, at: float | None = None, **params: ob
 
 def build_log(engine: sa.Engine) -> None:
     """Transactions tx-0 .. tx-59 (order, pay, one minute apart), each with a
-    firing of ``paid`` logged with a partition key (:func:`shop_key`); a transaction whose parameter and firing hold markup; a
-    redacted parameter; outbox entries pending, running and failed; a cursor."""
+    firing of ``paid`` logged with a partition key (:func:`shop_key`); a
+    transaction whose parameter and firing hold markup; a redacted parameter;
+    outbox entries pending, running and failed; a cursor."""
     migrate.upgrade(engine)
     writer = LogWriter(policy=LogPolicy().redact("pay", "card"))
     with engine.begin() as conn:
