@@ -173,7 +173,7 @@ def test_firings_filter_and_a_firing_opens_its_why_tree(
     WebDriverWait(browser, 10).until(lambda b: "status=failed" in b.current_url)
     names = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "#firings .name")}
     statuses = [
-        r.find_elements(By.TAG_NAME, "td")[2].text
+        r.find_elements(By.TAG_NAME, "td")[3].text
         for r in browser.find_elements(By.CSS_SELECTOR, "#firings tbody tr")
     ]
     assert names == {"paid"} and set(statuses) == {"failed"} and len(statuses) == 9
