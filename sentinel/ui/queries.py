@@ -10,7 +10,9 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
   ``(partition_key, id)`` index, or with a rule ``(rule, partition_key, id)``
   (one query per text the key may stand for,
   :func:`~sentinel.log.partition.key_candidates`, each ``LIMIT`` one page,
-  merged here); status and time filters are
+  merged here), a time range the ``fired_at`` index (the planner walks the
+  range, or the ids back when the range is wide and recent: either way what
+  it reads is what the range holds); a status alone is
   checked on the rows the ``id`` walk meets, at most :data:`FIRING_SCAN` ids
   a page (the page says so, and the next goes on below them);
 - a firing's constituents: each ``(scope, t_occ)`` found through the
@@ -49,8 +51,8 @@ MAX_PAGE = 200
 MAX_CONSTITUENTS = 200
 #: Occurrences of one transaction shown on the log page.
 MAX_PER_TRANSACTION = 100
-#: With a firing status or time filter (no index serves them), how many
-#: firings' ids one page of firings walks at most.
+#: With a firing status filter and no other index to go by, how many firings'
+#: ids one page of firings walks at most.
 FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
@@ -111,6 +113,21 @@ def _merged(
     return rows[:limit]
 
 
+def _unindexed(
+    column: sa.ColumnElement[Any], since: datetime | None, until: datetime | None
+) -> sa.ColumnElement[bool]:
+    """``since <= column < until`` in a form no index serves (``coalesce``
+    of the column): for a time range too wide for its index, read on the
+    rows a walk by id meets instead (SQLite would sort the whole range)."""
+    value = sa.func.coalesce(column, column)
+    parts = []
+    if since is not None:
+        parts.append(value >= since)
+    if until is not None:
+        parts.append(value < until)
+    return sa.and_(*parts)
+
+
 class LogView:
     """The web view's reads of the log tables ``tables`` through ``engine``
     (each call one short connection; safe from several threads)."""
@@ -157,10 +174,11 @@ class LogView:
             where.append(f.c.scope == scope)
         if statuses:
             where.append(f.c.status.in_(statuses))
+        times: list[sa.ColumnElement[bool]] = []
         if since is not None:
-            where.append(f.c.fired_at >= since)
+            times.append(f.c.fired_at >= since)
         if until is not None:
-            where.append(f.c.fired_at < until)
+            times.append(f.c.fired_at < until)
         cols = [
             f.c.id,
             f.c.rule,
@@ -174,11 +192,20 @@ class LogView:
             f.c.savepoint,
             f.c.partition_key,
         ]
-        # A status or time filter is checked on each row the walk by id meets:
-        # then one page walks at most FIRING_SCAN ids (a scope's or a key's
-        # firings are few).
-        bounded = bool(statuses or since is not None or until is not None) and not scope and not key
+        # A status or a wide time range is checked on each row the walk by id
+        # meets: then one page walks at most FIRING_SCAN ids (a scope's or a
+        # key's firings are few; a time range holding at most FIRING_SCAN
+        # firings is read through the fired_at index).
+        bounded = bool(statuses or times) and not (scope or key)
         scan = FIRING_SCAN
+        if times and bounded:
+            with self.engine.connect() as conn:
+                few = self._at_most(conn, times, scan)
+            if few:
+                bounded = False
+            else:  # keep the planners off the fired_at index: the walk is by id
+                times = [_unindexed(f.c.fired_at, since, until)]
+        where.extend(times)
         if after is not None:
             if bounded:
                 where.append(f.c.id <= after + scan)
@@ -220,6 +247,13 @@ class LogView:
         if before is not None:
             page.newer = str(page.rows[0]["id"]) if page.rows else str(before - 1)
         return page
+
+    def _at_most(self, conn: sa.Connection, times: list[sa.ColumnElement[bool]], n: int) -> bool:
+        """Whether the firings within ``times`` are at most ``n``: counted
+        through the ``fired_at`` index, reading at most ``n + 1`` entries."""
+        some = sa.select(sa.literal(1)).where(*times).limit(n + 1).subquery()
+        found = conn.execute(sa.select(sa.func.count()).select_from(some)).scalar()
+        return (found or 0) <= n
 
     def _max_id(self, conn: sa.Connection) -> int | None:
         return conn.execute(sa.select(sa.func.max(self.tables.firings.c.id))).scalar()

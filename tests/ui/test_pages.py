@@ -186,6 +186,35 @@ def test_a_firing_shows_its_key(client: TestClient) -> None:
     assert "the rule is not partitioned" in hostile
 
 
+@pytest.mark.parametrize("scan", [20_000, 2])
+def test_a_time_range_reads_its_index_or_walks_a_bounded_window(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, scan: int
+) -> None:
+    """A time range holding at most FIRING_SCAN firings (counted through the
+    ``fired_at`` index, reading at most FIRING_SCAN + 1 entries) is read
+    through that index: one page, whatever its age. A wider one is checked on
+    a walk by id, FIRING_SCAN ids a page, in a form that keeps the planner off
+    the index (which would sort the whole range)."""
+    monkeypatch.setattr("sentinel.ui.queries.FIRING_SCAN", scan)
+    url: str | None = "/firings?since=2026-01-05T09:10&until=2026-01-05T09:13"
+    seen: list[int] = []
+    pages = 0
+    with statements(client) as sql:
+        while url is not None:
+            html = client.get(url).text
+            seen += ids(html)
+            url = link(html, "older")
+            pages += 1
+    assert seen == [13, 12, 11]  # firing i+1 at 09:00 + i minutes (+1 s)
+    timed = [s for s in sql if "rule_firings" in s and "fired_at" in s]
+    if scan == 2:  # 3 firings in the range: a walk of 2 ids a page, 31 pages
+        assert pages == 31
+        assert any("coalesce(" in s and "id >= ?" in s for s in timed)
+    else:
+        assert pages == 1
+        assert all("coalesce(" not in s and "id >= ?" not in s for s in timed)
+
+
 @pytest.mark.parametrize("direction", ["older", "newer"])
 def test_a_status_filter_walks_a_bounded_window_per_page(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, direction: str
