@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
@@ -35,6 +36,7 @@ class TriggerMode(Choice, what="trigger mode"):
     PREVIOUS = "previous"
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Rule:
     """An ECA rule registered on a detector.
 
@@ -56,66 +58,44 @@ class Rule:
     and :meth:`delete`.
     """
 
-    __slots__ = (
-        "_detector",
-        "_subscription",
-        "action",
-        "archive",
-        "condition",
-        "context",
-        "coupling",
-        "event",
-        "flush",
-        "lateness",
-        "lifespan",
-        "name",
-        "partition_keys",
-        "priority",
-        "strategy",
-        "trigger_mode",
-    )
+    #: The detector (the first argument, kept as ``_detector``).
+    detector: InitVar[LocalEventDetector]
+    name: str
+    event: ex.Expression
+    condition: Condition | None
+    action: Action
+    context: Context
+    coupling: Coupling
+    priority: int
+    trigger_mode: TriggerMode
+    flush: bool
+    lifespan: float | None = None
+    lateness: float | None = None
+    archive: bool = False
+    _detector: LocalEventDetector = field(init=False)
+    #: The coupling mode's strategy (how a detection becomes a run of the rule).
+    strategy: Any = field(init=False)
+    _subscription: Subscription = field(init=False)
+    #: The keys of the partitions at the top of ``event``, outermost first.
+    partition_keys: tuple[ex.KeySpec, ...] = field(init=False)
 
-    def __init__(
-        self,
-        detector: LocalEventDetector,
-        name: str,
-        event: ex.Expression,
-        condition: Condition | None,
-        action: Action,
-        context: Context,
-        coupling: Coupling,
-        priority: int,
-        trigger_mode: TriggerMode,
-        flush: bool,
-        lifespan: float | None = None,
-        lateness: float | None = None,
-        archive: bool = False,
-    ) -> None:
+    def __post_init__(self, detector: LocalEventDetector) -> None:
         self._detector = detector
-        self.name = name
-        self.event = event
-        self.condition = condition
-        self.action = action
-        self.context = context
-        self.coupling = coupling
-        self.strategy = coupling.strategy
-        self.priority = priority
-        self.trigger_mode = trigger_mode
-        self.flush = flush
-        self.lifespan = lifespan
-        self.lateness = lateness
-        self.archive = archive
-        self.partition_keys = _partition_keys(event)
+        self.partition_keys = _partition_keys(self.event)
+        self.strategy = strategy = self.coupling.strategy
+        late = self.lateness
+        # In occurrence-time order the rule's name makes its mode its own: one
+        # buffer and one watermark per rule (issue 29.1).
+        own = None if late is None else self.name
+        mode = Mode(self.context, self.flush, self.lifespan, late, self.archive, own)
         self._subscription = Subscription(
-            self.strategy.detected_expression(event),
-            # In occurrence-time order the rule's name makes its mode its own: one
-            # buffer and one watermark per rule (issue 29.1).
-            Mode(context, flush, lifespan, lateness, archive, None if lateness is None else name),
+            strategy.detected_expression(self.event),
+            mode,
             _unbound,
-            priority=priority,
+            priority=self.priority,
             owner=self,
         )
-        self._subscription.deliver = self.strategy.bind(detector, self)
+        self._subscription.deliver = strategy.bind(detector, self)
 
     @property
     def enabled(self) -> bool:
