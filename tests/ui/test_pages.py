@@ -183,7 +183,7 @@ def test_a_firing_shows_its_key(client: TestClient) -> None:
     assert '<dd id="partition-key"><code>[3]</code>' in html
     assert "/firings?rule=paid&amp;key=%5B3%5D" in html
     hostile = client.get(f"/firings/{N_FIRINGS + 1}").text
-    assert "the rule is not partitioned" in hostile
+    assert "none: the rule is not partitioned" in hostile
 
 
 @pytest.mark.parametrize("scan", [20_000, 2])
