@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, Mode, Subscription
 from sentinel.detector.contexts import Choice
+from sentinel.occurrence import EVENT, PARAMS, SOURCE
 from sentinel.rules.coupling import Coupling
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ class Rule:
     order, else the allowed lateness of occurrence-time order) and ``archive``
     are the bitemporal choices (``docs/bitemporal.md``).
 
+    ``partition_keys`` are the keys of the partitions at the top of ``event``
+    (``(A ; B) by order_id``: ``("order_id",)``; outermost first), empty when it
+    is not partitioned; :meth:`partition` reads a detection's key values.
+
     Attributes are read-only; change a rule with :meth:`enable`, :meth:`disable`
     and :meth:`delete`.
     """
@@ -71,9 +76,12 @@ class Rule:
     #: The coupling mode's strategy (how a detection becomes a run of the rule).
     strategy: Any = field(init=False)
     _subscription: Subscription = field(init=False)
+    #: The keys of the partitions at the top of ``event``, outermost first.
+    partition_keys: tuple[ex.KeySpec, ...] = field(init=False)
 
     def __post_init__(self, detector: LocalEventDetector) -> None:
         self._detector = detector
+        self.partition_keys = _partition_keys(self.event)
         self.strategy = strategy = self.coupling.strategy
         late = self.lateness
         # In occurrence-time order the rule's name makes its mode its own: one
@@ -99,6 +107,55 @@ class Rule:
         ``A*(txn:begin, event, txn:pre_commit)``."""
         return self._subscription.expression
 
+    def partition(self, occurrence: Any) -> tuple[tuple[str, str | None, Any], ...]:
+        """What the detection ``occurrence`` of this rule was partitioned by:
+        :meth:`partition_of` its constituents (``()`` at once for a rule whose
+        event is not partitioned)."""
+        if not self.partition_keys:
+            return ()
+        return self.partition_of(occurrence.constituents)
+
+    def partition_of(self, constituents: Any) -> tuple[tuple[str, str | None, Any], ...]:
+        """The partition key of a detection of this rule made of the primitive
+        occurrences ``constituents``: one ``(event, param, value)`` per key of
+        :attr:`partition_keys`, outermost first (``param`` ``None`` for
+        ``by @source``, whose value is the source's reference), read from the
+        first constituent that carries them all; ``()`` when the rule is not
+        partitioned, when no constituent carries the key (those outside the
+        partition, a timer's), or when they carry different values (a deferred
+        rule's firing combines the transaction's detections of every key).
+
+        >>> from sentinel import LocalEventDetector, Occurrence
+        >>> det = LocalEventDetector()
+        >>> _ = det.explicit("A"), det.explicit("B")
+        >>> r = det.rule("r", "(A ; B) by order_id", action=print)
+        >>> r.partition_of([Occurrence("A", 1, 0.0, params={"order_id": 7})])
+        (('A', 'order_id', 7),)
+        """
+        keys = self.partition_keys
+        if not keys:
+            return ()
+        found: tuple[tuple[str, str | None, Any], ...] = ()
+        for c in constituents:
+            params = c[PARAMS]
+            parts: list[tuple[str, str | None, Any]] = []
+            for k in keys:
+                if k is ex.SOURCE:
+                    value = c[SOURCE]
+                    if value is None:
+                        break
+                    parts.append((c[EVENT], None, value))
+                else:
+                    if k not in params:
+                        break
+                    parts.append((c[EVENT], str(k), params[k]))
+            else:
+                if not found:
+                    found = tuple(parts)
+                elif any(p[2] != f[2] for p, f in zip(parts, found, strict=True)):
+                    return ()
+        return found
+
     def enable(self) -> None:
         """Start detecting for this rule (its context counters go up). Under the
         NOW trigger mode, only occurrences from now on can trigger it."""
@@ -119,6 +176,16 @@ class Rule:
             f"<Rule {self.name!r} on {self.event} {self.context} {self.coupling} "
             f"priority={self.priority} {state}>"
         )
+
+
+def _partition_keys(event: ex.Expression) -> tuple[ex.KeySpec, ...]:
+    """The keys of the partitions at the top of ``event``, outermost first
+    (``((A ; B) by a) by b``: ``("b", "a")``)."""
+    keys = []
+    while isinstance(event, ex.Keyed):
+        keys.append(event.key)
+        event = event.expression
+    return tuple(keys)
 
 
 def _unbound(occ: Any, scope: Any) -> None:  # pragma: no cover - replaced at once
