@@ -362,6 +362,7 @@ class CommitFeeder:
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
+        now = clock.now
         timed = self.timed
         out: list[Detection] = []
         seq = -1
@@ -369,6 +370,11 @@ class CommitFeeder:
         opened: dict[str, Any] = {}
         refs = self._refs
         keys_of = self._keys.get
+        # whether the rules listen to an event: the same for the whole feed
+        # (switches are applied between feeds)
+        listened: dict[str, bool] = {CLOCK_EVENT: False}
+        bits, most = RANK_BITS, 1 << RANK_BITS
+        self.rows += len(rows)  # a feed that fails drops the feeder
         for r in rows:
             if r.commit_seq != seq:
                 if seq != -1:
@@ -380,10 +386,9 @@ class CommitFeeder:
                     )
                 seq, rank = r.commit_seq, 0
                 self.position = seq
-            self.rows += 1
             if given is not None:
                 rank = next(given)
-            if rank >= 1 << RANK_BITS:
+            if rank >= most:
                 raise GlobalDetectorError(
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
                     "detector numbers at most that many per transaction"
@@ -401,18 +406,22 @@ class CommitFeeder:
                 self.log_time = log_time = ts
                 if late is not None:
                     floor = ts - late
-            if ts > clock.now():
+            if ts > now():
                 clock.set(ts)  # fires the timers due before this row
             # after the ticks those timers signalled (they took the next t_occs);
             # without timers the only ticks are the lifespans' purges, which no
             # rule sees: a row keeps its number, wherever a purge fell (a detector
             # fed one key's rows purges at other places than one fed them all)
-            t = global_t_occ(seq, rank)
+            t = (seq << bits) | rank  # global_t_occ
+            rank += 1
+            event = r.event
+            heard = listened.get(event)
+            if heard is None:
+                heard = listened[event] = bool(listens(event))
+            if not heard:
+                continue
             if timed and t <= det.clock:
                 t = det.clock + 1
-            rank += 1
-            if r.event == CLOCK_EVENT or not listens(r.event):
-                continue
             scope = opened.get(r.scope)
             if scope is None:
                 scope = opened[r.scope] = det.scope(r.scope)

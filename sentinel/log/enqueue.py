@@ -4,9 +4,9 @@
 ``(rule, idempotency_key, scope, t_occ, payload)``, the payload already JSON
 text: what :meth:`~sentinel.log.LogWriter.outbox_rows` makes of
 :func:`~sentinel.log.outbox.entry_for`'s entry (without a parameter policy or a
-signature), written directly: the constituents' parameters with the log's own
-encoder (:func:`~sentinel.log.encoding._params_text`), the rule's ``extra``
-object once per rule.
+signature), written directly: the constituents by orjson when their values
+are plain (as the log's are, mostly), the rule's ``extra`` object once per
+rule.
 
 :func:`insert_pending` writes such rows as pending entries, due and created
 now: through ``COPY`` on PostgreSQL with psycopg 3, elsewhere with multi-row
@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from sentinel.errors import LogSchemaError, LogWriteError
-from sentinel.log.encoding import _SURELY_FITS, _dumps, _esc, _params_text
+from sentinel.log.encoding import _dumps
 from sentinel.log.inserts import _processor
 from sentinel.log.outbox import RuleLike, entry_extra
 from sentinel.log.records import detection_key, encode_occurrence, encode_params
@@ -45,10 +46,9 @@ __all__ = ["OutboxRows", "PendingRow", "insert_pending"]
 PendingRow = tuple[str, str, str, int, str]
 
 _copysign = math.copysign
-_float_text = float.__repr__
-_int_text = int.__repr__
+_fast_dumps = orjson.dumps
+_FastError = orjson.JSONEncodeError
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
-_OCC = '{"event":%s,"t_occ":%s,"ts":%s,"detected_ts":%s,"source":%s,"params":%s,"scope":%s}'
 #: Payload text per statement, at most (a row larger than it goes alone).
 STATEMENT_TEXT = 1_000_000
 _COLUMNS = (
@@ -67,36 +67,59 @@ _COLUMNS = (
 _PER_ROW = 7
 
 
-def _plain(ts: Any) -> bool:
-    """Whether ``ts`` is a float written as it is on every backend (JSONB too)."""
-    return type(ts) is float and -1e16 < ts < 1e16 and (ts != 0.0 or _copysign(1.0, ts) > 0)
+def _structure(occ: Any) -> dict[str, Any] | None:
+    """:func:`~sentinel.log.records.encode_occurrence`'s structure for the
+    primitive ``occ`` when orjson writes it as the log's JSON column would
+    read the payload's text (``None`` otherwise: see :func:`occurrence_text`):
+    parameters of plain values (texts without NUL; finite floats without a
+    positive exponent, not ``-0.0``; 64-bit integers; booleans; ``None``) under
+    names without NUL, times that are such floats, an integer ``t_occ``.
+    Lone surrogates are left to orjson, which refuses them."""
+    event, t_occ, ts, dts, source, params, scope = occ
+    if not (
+        type(ts) is float
+        and type(dts) is float
+        and -1e16 < ts < 1e16
+        and -1e16 < dts < 1e16
+        and (ts or _copysign(1.0, ts) > 0)
+        and (dts or _copysign(1.0, dts) > 0)
+        and type(t_occ) is int
+        and _INT_MIN <= t_occ <= _INT_MAX
+        and type(event) is str
+        and type(scope) is str
+        and type(params) is dict
+    ):
+        return None
+    for k, v in params.items():
+        t = type(v)
+        if t is str:
+            if "\x00" in v:
+                return None
+        elif t is float:
+            if not -1e16 < v < 1e16 or not (v or _copysign(1.0, v) > 0):
+                return None
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return None
+        elif v is not None and t is not bool:
+            return None
+        if type(k) is not str or "\x00" in k:
+            return None
+    return {
+        "event": event,
+        "t_occ": t_occ,
+        "ts": ts,
+        "detected_ts": dts,
+        "source": None if source is None else to_json(source),
+        "params": params,
+        "scope": scope,
+    }
 
 
 def occurrence_text(occ: Any, jsonb: bool) -> str:
     """The JSON text of :func:`~sentinel.log.records.encode_occurrence`'s
-    structure for the primitive ``occ`` (``jsonb``, PostgreSQL: with the floats
-    JSONB would not keep tagged, as the payload column's type tags them)."""
-    event, t_occ, ts, dts, source, params, scope = occ
-    if (
-        type(event) is str
-        and type(scope) is str
-        and type(t_occ) is int
-        and _INT_MIN <= t_occ <= _INT_MAX
-        and _plain(ts)
-        and _plain(dts)
-    ):
-        text = _params_text(params, event) if params else "{}"
-        if len(text) > _SURELY_FITS:  # written whole, as the entry's payload was
-            text = _dumps(encode_params(params, event=event))
-        return _OCC % (
-            _esc(event),
-            _int_text(t_occ),
-            _float_text(ts),
-            _float_text(dts),
-            "null" if source is None else _dumps(to_json(source)),
-            text,
-            _esc(scope),
-        )
+    structure for the primitive ``occ``, as the payload column's type writes
+    it (``jsonb``, PostgreSQL: the floats JSONB would not keep tagged)."""
     data = encode_occurrence(occ)
     return json.dumps(_jsonb_exact(data) if jsonb else data, separators=(",", ":"))
 
@@ -138,17 +161,33 @@ class OutboxRows:
         """The outbox row of ``rule``'s detection ``occurrence``."""
         name = rule.name
         extra = self._extra_text(rule, isinstance(occurrence, CompositeOccurrence))
-        jsonb = self.jsonb
         constituents = occurrence.constituents
         scope, t_occ = str(occurrence.scope), occurrence.t_occ
-        parts = ",".join([occurrence_text(c, jsonb) for c in constituents])
         return (
             name,
             detection_key(name, scope, t_occ, constituents),
             scope,
             t_occ,
-            '{"constituents":[' + parts + '],"extra":' + extra + "}",
+            '{"constituents":' + self._constituents(constituents) + ',"extra":' + extra + "}",
         )
+
+    def _constituents(self, constituents: Sequence[Any]) -> str:
+        """The JSON text of the constituents' list: by orjson when every one
+        is plain (:func:`_structure`), else one by one as the column's type
+        would write them."""
+        plain = []
+        for c in constituents:
+            data = _structure(c)
+            if data is None:
+                break
+            plain.append(data)
+        else:
+            try:
+                return _fast_dumps(plain).decode()
+            except _FastError:  # a lone surrogate
+                pass
+        jsonb = self.jsonb
+        return "[" + ",".join([occurrence_text(c, jsonb) for c in constituents]) + "]"
 
 
 def insert_pending(

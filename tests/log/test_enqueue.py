@@ -49,9 +49,17 @@ def _detections() -> list[tuple[str, Any]]:
     a = occ("order", 5 << 20, "tx-1", order_id=1, **every)
     b = occ("payment", (6 << 20) | 3, 'tx "2" ✓', source=ObjectRef("Pay", (1, "x")), order_id=1)
     odd = Occurrence("order", 7, 1e17, -0.0, None, {"order_id": 2}, "tx-3")
+    texts = occ("order", 8, "tx-4", order_id=3, nul="a\x00b", lone="\udc80", name="ünï")
     return [
         ("ordered", a),
         ("ordered", odd),
+        ("ordered", texts),
+        ("ordered", occ("order", 9, "tx-5", order_id=4, name="ünï ✓", f=0.5, n=None, y=True)),
+        ("ordered", occ("order", 10, "tx-6", order_id=5, lone="\udc80")),  # orjson refuses
+        (
+            "paid",
+            CompositeOccurrence(rules["paid"].event, 12, (occ("order", 11), occ("payment", 12))),
+        ),
         ("paid", CompositeOccurrence(rules["paid"].event, b.t_occ, (a, b))),
         ("paid", CompositeOccurrence(rules["paid"].event, 9, (odd,))),
     ]
@@ -120,7 +128,7 @@ def test_inserted_rows_read_back_as_the_writer_s(migrated: sa.Engine) -> None:
     with migrated.begin() as conn:
         assert (
             insert_pending(conn, log_tables(), [made.row(rules[n], d) for n, d in detections], now)
-            == 4
+            == 8
         )
     assert _read(migrated) == written
     with LogReader(migrated) as reader:
