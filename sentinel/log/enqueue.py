@@ -13,8 +13,10 @@ now: through ``COPY`` on PostgreSQL with psycopg 3, elsewhere with multi-row
 ``INSERT ... VALUES (...), (...)`` statements bounded by the backend's number
 of parameters (as SQLAlchemy's "insertmanyvalues" knows it) and by about a
 megabyte of payload (PyMySQL's own bound for the statements its
-``executemany`` makes). One statement per row cost more than building the
-rows; a multi-row statement costs a fraction of that, ``COPY`` less again
+``executemany`` makes). Measured against one statement per row (the
+writer's ``executemany``): a multi-row statement took about half the client's
+time on SQLite and MariaDB; on PostgreSQL it took psycopg as long as its
+pipelined ``executemany``, and ``COPY`` a seventh of that
 (``docs/performance.md``, "A service that keeps up").
 """
 
