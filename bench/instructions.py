@@ -1,7 +1,7 @@
 """CPU instructions per event on the hot paths, counted with callgrind.
 
 Run: ``python bench/instructions.py`` (needs ``valgrind``; ``--quick`` for fewer
-events; ``--only NAME`` for one workload). Wall-clock rates on a shared machine
+events; ``--only PREFIX`` for the workloads so named). Wall-clock rates on a shared machine
 move by a factor of two from one run to the next; instruction counts do not, so
 this is how a change to the hot path is judged before and after. Each workload
 runs ``n`` events after a warm-up, all workloads in one process under
@@ -12,7 +12,11 @@ Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
 for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
 a decorated method: nothing listening, a rule listening with its condition
 false, the event log's listener alone; and for the method, a bare call and the
-hand-fused floor of ``bench/wrapper.py`` (the least a listened call must do).
+hand-fused floor of ``bench/wrapper.py`` (the least a listened call must do);
+and ``bench/orm.py``'s ORM workload on SQLite (``synchronous=OFF``) bare, with
+the hand-written audit listener, and with sentinel (its rules and log), printed
+per transaction with the two ratios to bare: issue 31's targets counted in
+instructions (``--only ORM`` runs those three).
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+#: The ORM workloads' database (each its own SQLite file, synchronous=OFF).
+ORM_SETUP = """
+import tempfile, orm as o
+ORM_UNIT = 200
+engine, Session = o.setup(f"sqlite:///{tempfile.mkdtemp()}/orm.db", "off")
+"""
 
 SETUP = {
     "keyed A then B": """
@@ -120,7 +131,40 @@ def go(lo, hi):
     for _ in range(lo, hi):
         obj.set_price(1.5)
 """,
+    # bench/orm.py's workload, SQLite with synchronous=OFF, in instructions:
+    # one counted "event" is 1/200 of a transaction (10 accounts loaded, 50
+    # decorated calls, 10 rows updated, the commit), so N = 20,000 runs 100
+    # transactions; the figures are printed per transaction.
+    "ORM transaction, bare": ORM_SETUP
+    + """
+def go(lo, hi):
+    o.TRANSACTIONS = (hi - lo) // ORM_UNIT
+    o.workload(Session, 0)
+""",
+    "ORM transaction, hand-written audit": ORM_SETUP
+    + """
+def go(lo, hi):
+    o.TRANSACTIONS = (hi - lo) // ORM_UNIT
+    o.sa.event.listen(Session, "after_flush", o.audit_listener)
+    o.workload(Session, 0)
+    o.sa.event.remove(Session, "after_flush", o.audit_listener)
+""",
+    "ORM transaction, sentinel": ORM_SETUP
+    + """
+import sentinel
+o.det.rule("overdraft", "Account.deposit:end | Account.withdraw:end", o.overdraft,
+           action=lambda occ: None)
+o.det.rule("deposits", "Account.deposit:end", action=lambda occ: None,
+           coupling="deferred", context="cumulative")
+sentinel.attach(Session, detector=o.det, workers=0)
+def go(lo, hi):
+    o.TRANSACTIONS = (hi - lo) // ORM_UNIT
+    o.workload(Session, 0)
+""",
 }
+
+#: Counted events per transaction of the ORM workloads.
+ORM_UNIT = 200
 
 #: Events run before counting (the graph is wired, partitions exist).
 WARM = 1_000
@@ -170,7 +214,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5,000 events")
     parser.add_argument("-n", type=int, default=20_000, help="events per workload")
-    parser.add_argument("--only", choices=list(SETUP), help="one workload")
+    parser.add_argument(
+        "--only", help="the workloads whose name starts with this (e.g. 'ORM', 'method')"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
@@ -179,8 +225,20 @@ def main() -> None:
 
     print(f"CPU instructions per event (callgrind, {n:,} events after {WARM:,} uncounted)")
     print(machine())
-    for name, per in counts([args.only] if args.only else list(SETUP), n).items():
-        print(f"   {name:<42} {per:>10,.0f}")
+    names = [name for name in SETUP if name.startswith(args.only or "")]
+    if not names:
+        sys.exit(f"no workload starts with {args.only!r}; they are: {', '.join(SETUP)}")
+    got = counts(names, n)
+    for name, per in got.items():
+        if name.startswith("ORM "):
+            print(f"   {name:<42} {per * ORM_UNIT:>10,.0f} per transaction")
+        else:
+            print(f"   {name:<42} {per:>10,.0f}")
+    bare = got.get("ORM transaction, bare")
+    for name in ("ORM transaction, sentinel", "ORM transaction, hand-written audit"):
+        if bare and name in got:
+            label = f"{name.split(', ')[1]} / bare"
+            print(f"   {label:<42} {got[name] / bare:>10.3f}")
 
 
 if __name__ == "__main__":

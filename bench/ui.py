@@ -43,6 +43,8 @@ from sentinel.occurrence import Occurrence  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 PER_TXN = 10
+#: Partition keys of the firings: each customer's are every CUSTOMERS-th.
+CUSTOMERS = 1000
 EVENTS = ("order", "pay", "ship", "note", "check")
 
 
@@ -58,8 +60,9 @@ def rules() -> LocalEventDetector:
 
 def build(url: str, transactions: int) -> None:
     """``transactions`` transactions of :data:`PER_TXN` occurrences, one a
-    second, each with a firing of ``paid`` (every 1,000th ``failed`` in the
-    first tenth of the log only); one in a thousand has a ``rare`` event;
+    second, each with a firing of ``paid`` logged with the partition key
+    ``i % CUSTOMERS`` (every 1,000th ``failed`` in the first tenth of the log
+    only); one in a thousand has a ``rare`` event;
     an outbox entry for every 100th."""
     engine = sa.create_engine(url)
     migrate.upgrade(engine)
@@ -97,6 +100,7 @@ def build(url: str, transactions: int) -> None:
                     status="failed" if failed else "fired",
                     error="ValueError: no stock" if failed else None,
                     fired_at=datetime.fromtimestamp(at + 0.01, UTC),
+                    partition=(("pay", "customer", i % CUSTOMERS),),
                 )
             )
             if i % 100 == 0:
@@ -143,8 +147,12 @@ def main() -> None:
         "firings, page in the middle": f"/firings?before={middle}",
         "firings, last page": "/firings?before=30",
         "firings, rule=paid": "/firings?rule=paid",
-        "firings, key (one scope)": f"/firings?scope=tx-{middle:07d}",
-        "firings, key and outcome=failed": f"/firings?scope=tx-{middle:07d}&status=failed",
+        "firings, scope (one transaction)": f"/firings?scope=tx-{middle:07d}",
+        "firings, scope and outcome=failed": f"/firings?scope=tx-{middle:07d}&status=failed",
+        "firings, partition key=7 (1 in 1,000)": "/firings?key=7",
+        "firings, rule=paid and key=7": "/firings?rule=paid&key=7",
+        "firings, key=7, older page": f"/firings?key=7&before={middle}",
+        "firings, key=7 and outcome=failed": "/firings?key=7&status=failed",
         "firings, status=failed (oldest tenth only)": "/firings?status=failed",
         "firings, time range at the beginning": "/firings?since=2026-01-01T00:00:10"
         "&until=2026-01-01T00:01:00",

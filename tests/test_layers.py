@@ -51,11 +51,10 @@ def test_the_global_detector_loads_without_the_orm_layer() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def _module_imports(path: Path, name: str, is_package: bool, deferred: bool = False) -> set[str]:
-    """The sentinel modules ``path`` imports when it is imported: module-level
-    statements only (not under ``if TYPE_CHECKING:``, not inside a function).
-    With ``deferred``, the imports inside functions too (what the module needs
-    when it runs): only the type-only ones are left out."""
+def _module_imports(path: Path, name: str, is_package: bool) -> set[str]:
+    """The sentinel modules ``path`` imports when it is imported or runs: its
+    imports at module level and inside functions, but not the type-only ones
+    (under ``if TYPE_CHECKING:``)."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
     here = name.split(".") if is_package else name.split(".")[:-1]
@@ -73,13 +72,9 @@ def _module_imports(path: Path, name: str, is_package: bool, deferred: bool = Fa
                     base = ".".join([*parts, base] if base else parts)
                 found.add(base)
                 found.update(f"{base}.{a.name}" for a in node.names)
-            elif deferred and isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 walk(node.body)
-            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)) and (
-                deferred or not isinstance(node, (ast.For, ast.While))
-            ):
+            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
                 for field in ("body", "orelse", "finalbody", "handlers"):
                     for child in getattr(node, field, []):
                         walk(child.body if isinstance(child, ast.ExceptHandler) else [child])
@@ -88,7 +83,7 @@ def _module_imports(path: Path, name: str, is_package: bool, deferred: bool = Fa
     return found
 
 
-def _package_edges(deferred: bool) -> dict[str, set[str]]:
+def _package_edges() -> dict[str, set[str]]:
     """module -> the modules of its own package it imports (not the package's
     face, ``__init__``)."""
     src = ROOT / "sentinel"
@@ -100,7 +95,7 @@ def _package_edges(deferred: bool) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, (path, package) in modules.items():
         home = name if package else name.rsplit(".", 1)[0]
-        for target in _module_imports(path, name, package, deferred):
+        for target in _module_imports(path, name, package):
             same_package = target.rsplit(".", 1)[0] == home
             if target in modules and target != name and same_package and not modules[target][1]:
                 edges.setdefault(name, set()).add(target)
@@ -122,65 +117,36 @@ def _cycles(edges: dict[str, set[str]]) -> list[str]:
     return sorted(cycles)
 
 
-def test_no_module_level_import_cycle_inside_a_package() -> None:
-    """Inside each package, modules import each other one way at import time
-    (docs/architecture.md, "Layers as contracts"): a cycle only through
-    ``TYPE_CHECKING`` or an import inside a function."""
-    cycles = _cycles(_package_edges(deferred=False))
-    assert not cycles, "\n".join(cycles)
-
-
-#: The imports inside functions that still close a cycle inside their package
-#: (docs/architecture.md, "Layers as contracts"), importer -> imported. The list
-#: only shrinks: an import that closes a new cycle fails the test below, and so
-#: does an entry whose cycle is gone (take it out).
-KNOWN_DEFERRED_CYCLES = {
-    # The base expression builds operators of the modules above it, its Python
-    # spelling: E + [t] (temporal), E.where(...) (masks).
-    ("sentinel.algebra.expressions", "sentinel.algebra.temporal"),
-    ("sentinel.algebra.expressions", "sentinel.algebra.masks"),
-    # Terms print with the printer in syntax, and build Ode events (over(), a
-    # bare term as a rule's event, an Ode event as an operand); an Ode event
-    # prints and reads its text with syntax, and one with attributes is checked
-    # and handled by attributes, which builds on the event and its handler.
-    ("sentinel.ode.terms", "sentinel.ode.event"),
-    ("sentinel.ode.terms", "sentinel.ode.syntax"),
-    ("sentinel.ode.event", "sentinel.ode.syntax"),
-    ("sentinel.ode.event", "sentinel.ode.attributes"),
-    ("sentinel.ode.handlers", "sentinel.ode.attributes"),
-}
-
-
-def test_no_new_import_cycle_inside_a_package() -> None:
+def test_no_import_cycle_inside_a_package() -> None:
     """Counting the imports inside functions too (only type-only ones, under
     ``TYPE_CHECKING``, are left out), the modules of a package import each
-    other one way, but for the known cycles of KNOWN_DEFERRED_CYCLES."""
-    edges = _package_edges(deferred=True)
-    gone = sorted(
-        f"{a} -> {b}"
-        for a, b in KNOWN_DEFERRED_CYCLES
-        if b not in edges.get(a, ()) or not _reaches(edges, b, a)
-    )
-    for importer, imported in KNOWN_DEFERRED_CYCLES:
-        edges.get(importer, set()).discard(imported)
-    new = _cycles(edges)
-    assert not new, "a new import cycle inside a package:\n" + "\n".join(new)
-    assert not gone, "not on a cycle (any more): take it out of KNOWN_DEFERRED_CYCLES\n" + (
-        "\n".join(gone)
-    )
+    other one way: what a lower module builds of a higher one is installed by
+    the package's ``__init__`` from one list, not imported
+    (docs/architecture.md, "Layers as contracts")."""
+    cycles = _cycles(_package_edges())
+    assert not cycles, "an import cycle inside a package:\n" + "\n".join(cycles)
 
 
-def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
-    seen, todo = {start}, [start]
-    while todo:
-        node = todo.pop()
-        if node == goal:
-            return True
-        for nxt in edges.get(node, ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return False
+def test_a_lower_module_imported_alone_builds_the_operators_above_it() -> None:
+    """``E + [t]``, ``E.where(...)`` and ``term.over(...)`` build classes of the
+    modules above their own through ``BUILT_ABOVE``, which the package's
+    ``__init__`` fills (importing the lower module alone runs it first)."""
+    code = (
+        "from sentinel.algebra.expressions import Primitive\n"
+        "from sentinel.ode.terms import Letter\n"
+        "e = Primitive('E')\n"
+        "assert type(e + 5).__name__ == 'Relative', type(e + 5)\n"
+        "assert type(e.where(n=1)).__name__ == 'Masked'\n"
+        "assert type(Letter(e).over(e)).__name__ == 'OdeEvent'\n"
+        "import sentinel.algebra.expressions as x, sentinel.ode.terms as t\n"
+        "assert set(x.BUILT_ABOVE) == {'relative', 'masked'}, x.BUILT_ABOVE\n"
+        "assert set(t.BUILT_ABOVE) == {'OdeEvent'}, t.BUILT_ABOVE\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_no_module_is_over_800_lines() -> None:

@@ -90,6 +90,15 @@ def call_keywords() -> tuple[str, ...]:
     return tuple(_CALL_FORMS)
 
 
+#: The operators of modules above this one that the Python spelling of its
+#: classes builds: ``"relative"`` (``E + [t]``, :class:`sentinel.algebra.temporal.Relative`)
+#: and ``"masked"`` (``E.where(...)``, :func:`sentinel.algebra.masks.masked`).
+#: Those modules subclass :class:`Expression`, so this one cannot import them:
+#: ``sentinel/algebra/__init__.py`` installs them, in one statement, when the
+#: package is imported (importing this module imports the package first).
+BUILT_ABOVE: dict[str, t.Callable[..., Expression]] = {}
+
+
 class Interval(t.NamedTuple):
     """``[t] name`` among a call's arguments in Snoop text (``P(E1, [t], E3)``,
     ``P*(E1, [t] price, E3)``): the duration read from ``[t]``, the name after it
@@ -293,9 +302,7 @@ class Expression(Structural["Expression"]):
         """``E + [t]``: the relative temporal event ``offset`` after each occurrence
         of E (``offset``: a timedelta, seconds, or a time string like ``"00:10:00"``;
         see :class:`sentinel.algebra.temporal.Relative`)."""
-        from sentinel.algebra.temporal import Relative  # defined on top of this module
-
-        return Relative(self, offset)
+        return BUILT_ABOVE["relative"](self, offset)
 
     def by(self, key: KeySpec) -> Keyed:
         """Partition detection by ``key``: only occurrences with equal keys combine.
@@ -445,9 +452,7 @@ class Primitive(Expression):
         :class:`~sentinel.algebra.masks.Masked` expression): ``deposit.where("amount
         > 1000")``, ``deposit.where(param("amount") > 1000)`` or
         ``deposit.where(currency="EUR")``. See :mod:`sentinel.algebra.masks`."""
-        from sentinel.algebra.masks import Masked, predicate  # defined on top of this module
-
-        return Masked(self, predicate(spec, **equal))
+        return BUILT_ABOVE["masked"](self, spec, **equal)
 
 
 class _Binary(Expression):

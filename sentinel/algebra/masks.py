@@ -51,6 +51,7 @@ __all__ = [
     "Param",
     "Predicate",
     "Variable",
+    "masked",
     "param",
     "parse_predicate",
     "predicate",
@@ -705,3 +706,8 @@ class Masked(Expression):
 
     def to_text(self, text: t.Callable[[Expression], str]) -> str:
         return f"{text(self.event)}[{self.mask}]"
+
+
+def masked(event: Primitive, spec: Predicate | str | None = None, /, **equal: object) -> Masked:
+    """``event.where(...)``: ``event`` masked by :func:`predicate` of the rest."""
+    return Masked(event, predicate(spec, **equal))

@@ -34,6 +34,14 @@ __all__ = ["firings"]
 @click.option("--rule", "rule_names", multiple=True, help="Only this rule (repeatable).")
 @click.option("--scope", "scopes", multiple=True, help="Only this scope (repeatable).")
 @click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    help="Only firings of a partitioned rule for this key value (repeatable): 7 finds "
+    "order_id=7 of '(A ; B) by order_id' (the integer or the string), '[7,\"EU\"]' a key "
+    "of two partitions (outermost first), '<Order 7>' an object (by @source).",
+)
+@click.option(
     "--status",
     "statuses",
     multiple=True,
@@ -59,6 +67,7 @@ def firings(
     limit: int,
     rule_names: tuple[str, ...],
     scopes: tuple[str, ...],
+    keys: tuple[str, ...],
     statuses: tuple[str, ...],
     rules_ref: str | None,
 ) -> None:
@@ -80,7 +89,10 @@ def firings(
         shown = list(
             deque(
                 reader.firings(
-                    rules=rule_names or None, scopes=scopes or None, statuses=statuses or None
+                    rules=rule_names or None,
+                    scopes=scopes or None,
+                    statuses=statuses or None,
+                    keys=keys or None,
                 ),
                 maxlen=limit,
             )
@@ -97,7 +109,9 @@ def firings(
 
         trees = detections_for(url, shown, det, schema=schema, prefix=prefix)
     if not shown:
-        click.echo("no rule firings" + (" match" if rule_names or scopes or statuses else ""))
+        click.echo(
+            "no rule firings" + (" match" if rule_names or scopes or statuses or keys else "")
+        )
         return
     for f in shown:
         for line in _describe(f, det, occurrences, trees.get(f.id or -1)):
@@ -108,7 +122,8 @@ def _describe(f: Any, det: Any, occurrences: dict[Any, Any], tree: Any) -> list[
     when = f.fired_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if f.fired_at else "?"
     lines = [
         f"#{f.id} {f.rule} {f.status} ({f.coupling}) at {when}",
-        f"  detection: scope {f.scope}, t_occ {f.t_occ}",
+        f"  detection: scope {f.scope}, t_occ {f.t_occ}"
+        + ("" if f.key is None else f", key {f.key}"),
     ]
     rule = det.rules.get(f.rule) if det is not None else None
     if rule is not None:

@@ -6,6 +6,8 @@
   transaction's separately;
 - :class:`LogPolicy`: per-event exclusion and redaction of parameters;
 - :class:`LogReader`: streams occurrences back in replay order, in chunks;
+- :mod:`~sentinel.log.partition`: a rule firing's partition key as the log
+  stores it, and the texts a filter value may stand for;
 - :mod:`sentinel.log.outbox`: the detached-rule outbox's store (entries, claims,
   leases timed by the database server's clock), for the ORM layer's workers and
   the global detector; :mod:`sentinel.log.enqueue`: outbox entries written many

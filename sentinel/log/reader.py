@@ -39,6 +39,7 @@ from sentinel.errors import (
     LogRowError,
     LogTablesMissingError,
 )
+from sentinel.log.partition import key_candidates
 from sentinel.log.records import Firing, LoggedOccurrence, OutboxEntry, source_ref
 from sentinel.log.schema import check_schema
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION, LogTables, log_tables
@@ -360,8 +361,13 @@ class LogReader:
         rules: Iterable[str] | None = None,
         scopes: Iterable[str] | None = None,
         statuses: Iterable[str] | None = None,
+        keys: Iterable[str] | None = None,
     ) -> Iterator[Firing]:
-        """Rule firings in the order they were written, fetched in chunks."""
+        """Rule firings in the order they were written, fetched in chunks;
+        only those of ``rules``, ``scopes``, ``statuses`` and partition
+        ``keys`` when given (each key as a filter reads it:
+        :func:`~sentinel.log.partition.key_candidates`, so ``"7"`` finds the
+        firings of ``order_id=7``)."""
         self._ready()
         f = self.tables.firings
         where: list[sa.ColumnElement[bool]] = []
@@ -369,6 +375,8 @@ class LogReader:
             where.append(f.c.rule.in_(list(rules)))
         if scopes is not None:
             where.append(f.c.scope.in_(list(scopes)))
+        if keys is not None:
+            where.append(f.c.partition_key.in_([c for k in keys for c in key_candidates(k)]))
         if statuses is not None:
             where.append(f.c.status.in_([str(s) for s in statuses]))
         for row in self._by_id(f, where, json_column=f.c.constituents):
@@ -384,6 +392,7 @@ class LogReader:
                 finished_at=row.finished_at,
                 id=row.id,
                 savepoint=row.savepoint,
+                key=row.partition_key,
             )
 
     def outbox(self, *, statuses: Iterable[str] | None = None) -> Iterator[OutboxEntry]:

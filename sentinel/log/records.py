@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from sentinel.log.partition import KeyPart
 from sentinel.occurrence import AnyOccurrence, ObjectRef, Occurrence
 from sentinel.params import UnloggableParameter, from_json, to_json, unstorable_text
 
@@ -72,6 +73,13 @@ class Firing:
     :class:`~sentinel.log.tables.FiringStatus` value. ``id`` is set on firings
     read back from the log. ``savepoint`` names the savepoint whose rollback
     undid the rule run (a path such as ``"sp1/sp3"``), else ``None``.
+
+    ``partition`` is what a partitioned rule's detection was partitioned by
+    (its :class:`~sentinel.log.partition.KeyPart` values, outermost first;
+    empty for other rules): the writer stores it as ``key``, the canonical
+    text of :func:`~sentinel.log.partition.partition_key_text` with the log's
+    parameter policy applied. ``key`` is set on firings read back from the log
+    (and, when set, is written as it is).
     """
 
     rule: str
@@ -85,6 +93,8 @@ class Firing:
     finished_at: datetime | None = None
     id: int | None = None
     savepoint: str | None = None
+    partition: tuple[KeyPart, ...] = ()
+    key: str | None = None
 
     @classmethod
     def of(
@@ -97,6 +107,7 @@ class Firing:
         error: str | None = None,
         fired_at: datetime | None = None,
         finished_at: datetime | None = None,
+        partition: tuple[KeyPart, ...] = (),
     ) -> Firing:
         """The firing of ``rule`` for the detection ``occurrence``.
 
@@ -116,6 +127,7 @@ class Firing:
             error=error,
             fired_at=fired_at or _now(),
             finished_at=finished_at,
+            partition=partition,
         )
 
 

@@ -50,9 +50,13 @@ from any application's own alembic history.
 ``rule_firings`` -- one row per rule execution (or attempt)
     rule name, scope and ``t_occ`` of the detection, ``constituents`` (JSON list
     of ``[scope, t_occ]``), coupling mode, status (see :class:`FiringStatus`),
-    error text, ``fired_at`` and ``finished_at``, and ``savepoint``: for a rule
+    error text, ``fired_at`` and ``finished_at``, ``savepoint``: for a rule
     run that the rollback of a savepoint undid, that savepoint (as for events),
-    else NULL.
+    else NULL, and ``partition_key``: for a partitioned rule (``E by key``), the
+    detection's key value as canonical JSON text (:mod:`sentinel.log.partition`),
+    else NULL. Indexed by ``(scope, t_occ)``, ``rule``, ``(rule, partition_key,
+    id)`` (a rule's firings of one key, newest first), ``(partition_key, id)``
+    (one key's firings of every rule) and ``fired_at`` (time ranges).
 
 ``event_batches.commit_seq``, ``commit_counter``, ``global_cursors`` -- commit order
     every transaction that writes log rows numbers them, in commit order (see
@@ -116,7 +120,7 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0007"
+SCHEMA_VERSION: Final = "0008"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
 SCHEMA_REVISIONS: Final[tuple[str, ...]] = (
@@ -127,6 +131,7 @@ SCHEMA_REVISIONS: Final[tuple[str, ...]] = (
     "0005",
     "0006",
     "0007",
+    "0008",
 )
 
 DEFAULT_PREFIX: Final = "sentinel_"
@@ -351,8 +356,12 @@ class LogTables:
             sa.Column("fired_at", UTCDateTime(), nullable=False),
             sa.Column("finished_at", UTCDateTime(), nullable=True),
             sa.Column("savepoint", sa.Text(), nullable=True),
+            sa.Column("partition_key", sa.String(KEY_LENGTH), nullable=True),
             sa.Index(f"ix_{p}rule_firings_scope_t_occ", "scope", "t_occ"),
             sa.Index(f"ix_{p}rule_firings_rule", "rule"),
+            sa.Index(f"ix_{p}rule_firings_rule_key", "rule", "partition_key", "id"),
+            sa.Index(f"ix_{p}rule_firings_key", "partition_key", "id"),
+            sa.Index(f"ix_{p}rule_firings_fired_at", "fired_at"),
         )
         self.outbox = sa.Table(
             f"{p}outbox",

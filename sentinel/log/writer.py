@@ -58,6 +58,7 @@ from sentinel.log.commit_order import (
 )
 from sentinel.log.encoding import _key_text
 from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
+from sentinel.log.partition import partition_key_text
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
 from sentinel.log.schema import check_schema
@@ -342,7 +343,14 @@ class LogWriter:
     def firing_rows(self, firings: Iterable[Firing]) -> list[dict[str, Any]]:
         """The ``rule_firings`` rows for ``firings``."""
         rows = []
+        policy = self.policy
         for f in firings:
+            key = f.key
+            if key is None and f.partition:
+                try:
+                    key = partition_key_text(f.partition, policy)
+                except (TypeError, ValueError):  # pragma: no cover - the detector's keys are
+                    key = None  # loggable; a hand-made Firing's may not be
             if len(f.rule) > NAME_LENGTH or len(str(f.scope)) > SCOPE_LENGTH:
                 raise LogWriteError(
                     f"cannot log a firing of rule {f.rule[:80]!r}: rule name or scope too long",
@@ -360,6 +368,7 @@ class LogWriter:
                     "fired_at": f.fired_at,
                     "finished_at": f.finished_at,
                     "savepoint": f.savepoint,
+                    "partition_key": key,
                 }
             )
         return rows

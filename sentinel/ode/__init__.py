@@ -40,13 +40,18 @@ from sentinel.algebra.syntax import register_block
 from sentinel.ode import handlers as _handlers  # registers the strategies
 from sentinel.ode import terms as _tm
 from sentinel.ode.automata import AutomatonTooCostly, AutomatonTooLarge
-from sentinel.ode.event import OdeEvent, event
+from sentinel.ode.event import OdeEvent
 from sentinel.ode.records import binding, explain, occurrence_tuple
-from sentinel.ode.syntax import parse, parse_term
+from sentinel.ode.syntax import event, parse, parse_term
 from sentinel.ode.terms import ANY, FIRST, NULL, OdePart, Term, Var, as_term
 
 del _handlers
 register_block("ode", parse)
+# The one list of what a module of this package builds of the modules above it
+# (which build on it, so it cannot import them): a term becomes an OdeEvent
+# (term.over(...), a bare term as a rule's event) and an OdeEvent an operand of
+# a term. docs/architecture.md, "Layers as contracts".
+_tm.BUILT_ABOVE.update(OdeEvent=OdeEvent)
 
 __all__ = [
     "ANY",

@@ -141,10 +141,14 @@ class AutomatonTooLarge(ExpressionError):
         self.operator = operator
         self.states = states
         self.term = term
-        where = _where(operator, term)
-        super().__init__(
-            f"the automaton of {where} grows beyond {states} states; some expressions "
-            "need that many (one that depends on the n-th last occurrence of an event "
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        """The refusal's text, from the fields (a subclass says it its own way)."""
+        return (
+            f"the automaton of {_where(self.operator, self.term)} grows beyond "
+            f"{self.states} states; some expressions need that many "
+            "(one that depends on the n-th last occurrence of an event "
             "remembers the last n of them, 2**n states): use a smaller count, or split "
             "the expression into several events"
         )
@@ -182,19 +186,18 @@ class AutomatonTooCostly(AutomatonTooLarge):
         self.work = work
         self.limit = limit
         self.symbols = symbols
-        self.operator = operator
-        self.states = states
-        self.term = term
-        where = _where(operator, term)
-        ExpressionError.__init__(
-            self,
-            f"compiling {where} passes the limit of {limit:,} transitions and register "
-            f"assignments built (sentinel.ode.automata.MAX_WORK): it needs at least "
-            f"{work:,}, and this operator had built {states:,} states with {registers:,} "
-            f"registers over {symbols:,} symbols; each nested relative (or /, prior, "
-            "sequence) multiplies the registers, and each correlation variable doubles the "
-            "symbols: split the expression into several Ode events combined with Snoop "
-            "operators, or nest fewer levels",
+        super().__init__(operator, states, term)
+
+    def _message(self) -> str:
+        return (
+            f"compiling {_where(self.operator, self.term)} passes the limit of "
+            f"{self.limit:,} transitions and register assignments built "
+            f"(sentinel.ode.automata.MAX_WORK): it needs at least {self.work:,}, and this "
+            f"operator had built {self.states:,} states with {self.registers:,} registers "
+            f"over {self.symbols:,} symbols; each nested relative (or /, prior, sequence) "
+            "multiplies the registers, and each correlation variable doubles the symbols: "
+            "split the expression into several Ode events combined with Snoop "
+            "operators, or nest fewer levels"
         )
 
     def with_term(self, term: t.Any) -> AutomatonTooCostly:

@@ -19,14 +19,16 @@ from __future__ import annotations
 import typing as t
 
 from sentinel.algebra.expressions import Expression, Primitive
-from sentinel.algebra.masks import Masked, Predicate, Variable
+from sentinel.algebra.masks import AllOf, Masked, Predicate, Variable
 from sentinel.errors import ExpressionError
 from sentinel.ode import terms as tm
 from sentinel.ode.alphabet import Alphabet
+from sentinel.ode.attributes import check_bound
 from sentinel.ode.automata import Automaton
 from sentinel.ode.compile import check_size, compile_term
+from sentinel.ode.text import event_text
 
-__all__ = ["OdeEvent", "event"]
+__all__ = ["OdeEvent"]
 
 
 class OdeEvent(Expression):
@@ -68,8 +70,6 @@ class OdeEvent(Expression):
         object.__setattr__(self, "attribute", attribute)
         object.__setattr__(self, "automaton", automaton)
         if attribute is not None:
-            from sentinel.ode.attributes import check_bound
-
             check_bound(self)
 
     @classmethod
@@ -142,8 +142,6 @@ class OdeEvent(Expression):
         return OdeEvent(term, over=over)
 
     def to_text(self, text: t.Callable[[Expression], str]) -> str:
-        from sentinel.ode.syntax import event_text
-
         return "ode{" + event_text(self.term, self.over) + "}"
 
     def describe(self) -> str:
@@ -154,36 +152,7 @@ class OdeEvent(Expression):
         return f"{plain.n} states{extra}, {m.k} symbols, {m.nregs} registers"
 
 
-def event(term: object, *, over: t.Iterable[object] | None = None) -> OdeEvent:
-    """An Ode expression as an event of the detector.
-
-    ``term`` is an Ode term (built with :mod:`sentinel.ode`'s operators), a
-    primitive event, or Ode text. ``over`` adds primitive events to the universe
-    (the history the expression reads; by default the events it names). Raises
-    :class:`~sentinel.errors.ExpressionError` for an expression that cannot be
-    compiled (an empty universe, an unbound correlation variable, too large an
-    automaton) and :class:`~sentinel.errors.SnoopSyntaxError` for malformed text.
-
-    >>> from sentinel import Primitive, ode
-    >>> a, b = Primitive("a"), Primitive("b")
-    >>> str(ode.event(ode.prior(a, b), over=[a, b, Primitive("c")]))
-    'ode{prior(a, b) over (a, b, c)}'
-    """
-    if isinstance(term, str):
-        from sentinel.ode.syntax import _parse_tree
-
-        # The body alone, not parse(): the event of the text's own universe
-        # would be compiled, then thrown away for the one over both.
-        body = _parse_tree(term)
-        if over is None:
-            return OdeEvent(body.term, over=body.over)
-        return OdeEvent(body.term, over=[*(body.over or ()), *over])
-    return OdeEvent(term, over=over)
-
-
 def _and(a: Predicate, b: Predicate | None) -> Predicate:
-    from sentinel.algebra.masks import AllOf
-
     return a if b is None else AllOf(a, b)
 
 

@@ -8,6 +8,9 @@ masks that hold) and read; entering an accepting state emits a detection
 ``(event, t_occ, parts)`` whose parts are the record of why. Several universe
 events of one channel (a class-level and an instance-level event of one call)
 make the node buffered: their arrivals of one instant are one point, read once.
+An Ode event with an attribute variable gets an :class:`AttributeHandler`
+instead: the same automaton, stepped once per row of its table of values
+(:mod:`sentinel.ode.attributes`).
 
 The same in every parameter context: an automaton has no initiators to choose
 between. Masks outside Ode expressions have their own strategy in the detector
@@ -25,11 +28,14 @@ from sentinel.detector.events import listen
 from sentinel.detector.operators import Entry, Handler, register
 from sentinel.detector.operators.mask import MaskHandler
 from sentinel.detector.scopes import Store
-from sentinel.errors import ExpressionError
+from sentinel.errors import ExpressionError, SentinelError
+from sentinel.ode.attributes import Bound, Table
 from sentinel.ode.event import OdeEvent
 from sentinel.ode.runtime import Program, program
 
-__all__ = ["MaskHandler", "OdeHandler"]
+__all__ = ["AttributeHandler", "MaskHandler", "OdeHandler"]
+
+_MISSING = object()
 
 Bits = tuple[tuple[Callable[[Any], bool], int], ...]
 
@@ -53,8 +59,6 @@ class OdeHandler(Handler):
 
     def __new__(cls, hid: int, expr: Any) -> OdeHandler:
         if cls is OdeHandler and isinstance(expr, OdeEvent) and expr.attribute is not None:
-            from sentinel.ode.attributes import AttributeHandler
-
             return AttributeHandler.__new__(AttributeHandler, hid, expr)
         return super().__new__(cls)  # Handler.__new__: compiled, object.__new__ refuses
 
@@ -197,6 +201,130 @@ class OdeHandler(Handler):
         """The automaton's sizes (for ``sentinel graph``)."""
         assert isinstance(self.expr, OdeEvent)
         return self.expr.describe()
+
+
+class AttributeHandler(OdeHandler):
+    """The table of rows of an attribute expression (see
+    :mod:`sentinel.ode.attributes`)."""
+
+    __slots__ = ("attr_bits", "steady", "variable")
+
+    def __init__(self, hid: int, expr: Any) -> None:
+        Handler.__init__(self, hid, expr)
+        assert isinstance(expr, OdeEvent) and expr.attribute is not None
+        self.variable = expr.attribute.name
+        self.prog = program(expr.automaton)
+        alphabet = expr.alphabet
+        if any(len(p) > 1 for p in alphabet.combos if any(alphabet.attrs[i] for i in p)):
+            raise ExpressionError(
+                f"{expr}: an attribute bound on one of several events of one channel (a "
+                "class-level and an instance-level event) is not supported"
+            )
+        self.combos = {}
+        bound: dict[int, list[tuple[str, int]]] = {}
+        for present, (base, weights) in alphabet.combos.items():
+            bits: list[tuple[Callable[[Any], bool], int]] = []
+            for (kind, i, what), w in weights:
+                if kind == "mask":
+                    bits.append((what.compiled(), w))
+                else:
+                    bound.setdefault(i, []).append((what, w))
+            self.combos[present] = (base, tuple(bits))
+        self.attr_bits: list[tuple[tuple[str, int], ...]] = [
+            tuple(bound.get(i, ())) for i in range(len(expr.universe))
+        ]
+        m = expr.automaton
+        other = sorted(alphabet.other())
+        self.steady = [
+            not m.acc[q] and all(m.delta[q][s] == q and not m.ops[q][s] for s in other)
+            for q in range(m.n)
+        ]
+        self._entries = [self._make_point(i) for i in range(len(expr.universe))]
+        self._batch = [self._make_batch(e) for e in self._entries]
+
+    def _make_point(self, slot: int) -> Callable[[Store, Any], None]:
+        present = frozenset((slot,))
+        point = self._point
+
+        def on(store: Store, occ: Any) -> None:
+            point(store, occ, present)
+
+        return on
+
+    def new_state(self) -> list[Any]:
+        return [Table(self.prog.new_state())]
+
+    def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
+        """Not inlined: a call of the slot's entry."""
+        g.line(f"{g.const(self.entry(slot))}({store}, {occ})")
+
+    def _point(self, store: Store, occ: Any, present: frozenset[int]) -> None:
+        base, bits = self.combos[present]
+        params = occ[5]
+        s = base
+        for fn, w in bits:
+            if fn(params):
+                s += w
+        own: dict[Any, int] = {}
+        for i in present:
+            for param, w in self.attr_bits[i]:
+                v = params.get(param, _MISSING)
+                if v is _MISSING:
+                    continue
+                try:
+                    own[v] = own.get(v, s) + w
+                except TypeError:
+                    raise SentinelError(
+                        f"cannot detect {self.expr} per value of {self.variable}: "
+                        f"{param}={v!r} of {occ[0]} is not hashable"
+                    ) from None
+        table: Table = store[self.hid][0]
+        step = self.prog.step
+        rows, steady = table.rows, self.steady
+        default = table.default
+        found: list[tuple[Any, tuple[Any, ...]]] = []
+        # A value seen for the first time starts from the shared row as it was
+        # before this point.
+        for v in own:
+            if v not in rows:
+                rows[v] = list(default)
+        if not steady[default[0]]:
+            step(default, s, occ)
+        if table.active:
+            for v in [v for v in table.active if v not in own]:
+                row = rows[v]
+                r = step(row, s, occ)
+                if r is not None:
+                    found.append((v, r))
+                self._settle(table, v, row)
+        for v, sym in own.items():
+            row = rows[v]
+            r = step(row, sym, occ)
+            if r is not None:
+                found.append((v, r))
+            self._settle(table, v, row)
+        if found:
+            # Several values at one instant are one batch (parents pair each
+            # against their state before it).
+            expr, var, t_occ = self.expr, self.variable, occ[1]
+            self.emit_batch(store, [(Bound(expr, var, v), t_occ, parts) for v, parts in found])
+
+    def _settle(self, table: Table, v: Any, row: list[Any]) -> None:
+        if not self.steady[row[0]]:
+            table.active[v] = None
+            return
+        table.active.pop(v, None)
+        if row == table.default and self.steady[table.default[0]]:
+            del table.rows[v]
+
+    def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
+        present = frozenset(i for i, b in enumerate(batches) if b)
+        if present:
+            occ = next(b[0] for b in batches if b)
+            self._point(store, occ, present)
+
+    def summary(self) -> str:
+        return super().summary() + f", one row per value of {self.variable}"
 
 
 def _check_mask(det: EventDetector, expr: Any) -> None:

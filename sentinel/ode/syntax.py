@@ -38,24 +38,23 @@ from sentinel.errors import ExpressionError, SnoopSyntaxError
 from sentinel.ode import terms as tm
 from sentinel.ode.compile import check_size
 from sentinel.ode.event import OdeEvent
+from sentinel.ode.text import CALLS, event_text, name_text, term_text
 
-__all__ = ["MAX_DEPTH", "parse", "parse_term", "term_text"]
+# The printer lives below the term classes (sentinel.ode.text); its functions
+# are still found here, beside the parser that reads back what they print.
+__all__ = ["MAX_DEPTH", "event", "event_text", "name_text", "parse", "parse_term", "term_text"]
 
 #: How deeply operators may nest in Ode text (``!!!a`` nests three levels, and so
 #: does ``prior(a, prior(a, prior(a, b)))``); the stages after the parser walk
 #: the expression recursively.
 MAX_DEPTH: t.Final = 150
 
+#: The operators written as calls, by the words of :data:`~sentinel.ode.text.CALLS`.
 _OPERATORS: dict[str, type[tm.Term]] = {
-    "relative": tm.Rel,
-    "rel": tm.Rel,
-    "prior": tm.Prior,
-    "sequence": tm.Sequence,
-    "seq": tm.Sequence,
-    "firstAfter": tm.FirstAfter,
-    "before": tm.Before,
-    "happened": tm.Happened,
-    "prefix": tm.Prefix,
+    word: cls
+    for cls in (tm.Rel, tm.Prior, tm.Sequence, tm.FirstAfter, tm.Before, tm.Happened, tm.Prefix)
+    for word, op in CALLS.items()
+    if op == cls.op
 }
 #: How many operands each operator written like a call takes (least, most: None
 #: for no limit), and how it is written, for the error that says so.
@@ -69,8 +68,6 @@ _ARITY: dict[type[tm.Term], tuple[int, int | None, str]] = {
     tm.Prefix: (1, 1, "prefix(E)"),
 }
 _CONSTANTS = {"NULL": tm.NULL, "any": tm.ANY, "first": tm.FIRST}
-_KEYWORDS = frozenset({"every", "exists", "over", "true", "false", "null", *_CONSTANTS})
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 _TOKENS = {
     "LPAR": '"("',
@@ -418,6 +415,31 @@ def parse(text: str) -> OdeEvent:
     return OdeEvent(body.term, over=body.over)
 
 
+def event(term: object, *, over: t.Iterable[object] | None = None) -> OdeEvent:
+    """An Ode expression as an event of the detector.
+
+    ``term`` is an Ode term (built with :mod:`sentinel.ode`'s operators), a
+    primitive event, or Ode text. ``over`` adds primitive events to the universe
+    (the history the expression reads; by default the events it names). Raises
+    :class:`~sentinel.errors.ExpressionError` for an expression that cannot be
+    compiled (an empty universe, an unbound correlation variable, too large an
+    automaton) and :class:`~sentinel.errors.SnoopSyntaxError` for malformed text.
+
+    >>> from sentinel import Primitive, ode
+    >>> a, b = Primitive("a"), Primitive("b")
+    >>> str(ode.event(ode.prior(a, b), over=[a, b, Primitive("c")]))
+    'ode{prior(a, b) over (a, b, c)}'
+    """
+    if isinstance(term, str):
+        # The body alone, not parse(): the event of the text's own universe
+        # would be compiled, then thrown away for the one over both.
+        body = _parse_tree(term)
+        if over is None:
+            return OdeEvent(body.term, over=body.over)
+        return OdeEvent(body.term, over=[*(body.over or ()), *over])
+    return OdeEvent(term, over=over)
+
+
 def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
     """A syntax error's message, place and what was expected there."""
     if u.kind == "end":
@@ -434,108 +456,3 @@ def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
 
 
 _ERRORS = TextErrors(SnoopSyntaxError, _describe, passthrough=(ExpressionError,))
-
-
-# -- printing ------------------------------------------------------------------------------
-
-_PREC: dict[type[tm.Term], int] = {
-    tm.Exists: 0,
-    tm.Pipe: 1,
-    tm.Disj: 2,
-    tm.Conj: 3,
-    tm.After: 4,
-    tm.AfterEach: 4,
-    tm.Star: 5,
-    tm.Neg: 6,
-    tm.Nth: 6,
-    tm.Every: 6,
-    tm.Mark: 7,
-}
-_ATOM = 8
-_INFIX = {
-    tm.Pipe: " | ",
-    tm.Disj: " || ",
-    tm.Conj: " ^ ",
-    tm.After: " / ",
-    tm.AfterEach: " /+ ",
-    tm.Star: " * ",
-}
-_CALLS: dict[type[tm.Term], str] = {
-    tm.Rel: "relative",
-    tm.RelPlus: "relative+",
-    tm.Prior: "prior",
-    tm.Sequence: "sequence",
-    tm.FirstAfter: "firstAfter",
-    tm.Before: "before",
-    tm.Happened: "happened",
-    tm.Prefix: "prefix",
-}
-
-
-def name_text(label: str, *, call: bool = False) -> str:
-    """An event name as Ode text (quoted unless it is a plain name that is not a
-    keyword, or, before ``(``, an operator)."""
-    if _PLAIN.match(label) and label not in _KEYWORDS and not (call and label in _OPERATORS):
-        return label
-    return "'" + label.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _value_text(v: t.Any) -> str:
-    return Compare("x", "==", v).text()[len("x == ") :]
-
-
-def term_text(term: tm.Term) -> str:
-    """``term`` as Ode text, with only the parentheses it needs."""
-    cls = type(term)
-    if isinstance(term, tm.Letter):
-        binds = term.bindings
-        out = name_text(term.event.label, call=bool(binds))
-        if binds:
-            out += "(" + ", ".join(f"{p} = {v.name}" for p, v in binds) + ")"
-        if term.mask is not None:
-            out += f"[{term.mask}]"
-        return out
-    if isinstance(term, tm.Null):
-        return "NULL"
-    if isinstance(term, tm.AnyEvent):
-        return "any"
-    if isinstance(term, tm.First):
-        return "first"
-    if isinstance(term, tm.Var):
-        return term.name
-    if isinstance(term, tm.Scoped):
-        return term_text(term.children[0])
-    if cls in _INFIX:
-        prec = _PREC[cls]
-        left, right = term.children
-        return _wrap(left, prec, False) + _INFIX[cls] + _wrap(right, prec, True)
-    if isinstance(term, tm.Neg):
-        return "!" + _wrap(term.children[0], 6, False)
-    if isinstance(term, tm.Nth):
-        return f"<{term.n}> " + _wrap(term.children[0], 6, False)
-    if isinstance(term, tm.Every):
-        return f"every <{term.n}> " + _wrap(term.children[0], 6, False)
-    if isinstance(term, tm.Mark):
-        return _wrap(term.children[0], 8, False) + f" = {term.variable}"
-    if isinstance(term, tm.Exists):
-        return f"exists {', '.join(term.variables)}: " + term_text(term.children[0])
-    if cls in _CALLS:
-        return f"{_CALLS[cls]}(" + ", ".join(term_text(c) for c in term.children) + ")"
-    raise TypeError(f"cannot print {cls.__name__}")
-
-
-def _wrap(child: tm.Term, prec: int, right: bool) -> str:
-    p = _PREC.get(type(child), _ATOM)
-    inner = term_text(child)
-    if p < prec or (right and p == prec):
-        return f"({inner})"
-    return inner
-
-
-def event_text(term: tm.Term, over: t.Sequence[Primitive] | None) -> str:
-    """An Ode event's text: the term, then ``over (...)`` when the universe was
-    declared."""
-    out = term_text(term)
-    if over is not None:
-        out += " over (" + ", ".join(name_text(u.label) for u in over) + ")"
-    return out

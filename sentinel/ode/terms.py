@@ -23,6 +23,10 @@ from sentinel.algebra.expressions import Expression, Or, Primitive
 from sentinel.algebra.masks import AllOf, Compare, Masked, Predicate, Variable
 from sentinel.algebra.structural import Structural, arg
 from sentinel.errors import ExpressionError
+from sentinel.ode.text import term_text
+
+if t.TYPE_CHECKING:
+    from sentinel.ode.event import OdeEvent
 
 __all__ = [
     "ANY",
@@ -60,6 +64,14 @@ __all__ = [
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+#: The class of the module above this one that a term becomes as an event of
+#: the detector: ``"OdeEvent"`` (:class:`sentinel.ode.event.OdeEvent`, for
+#: ``term.over(...)``, a bare term as a rule's event, and an Ode event as an
+#: operand). That module compiles terms, so this one cannot import it:
+#: ``sentinel/ode/__init__.py`` installs it, in one statement, when the package
+#: is imported (importing this module imports the package first).
+BUILT_ABOVE: dict[str, type[OdeEvent]] = {}
 
 
 class Term(Structural["Term"]):
@@ -179,20 +191,14 @@ class Term(Structural["Term"]):
     def __sentinel_expression__(self) -> Expression:
         """This term as an event of the detector, over the events it names (what a
         rule or subscription given a bare term detects)."""
-        from sentinel.ode.event import OdeEvent
-
-        return OdeEvent(self)
+        return BUILT_ABOVE["OdeEvent"](self)
 
     def over(self, *universe: t.Any) -> t.Any:
         """An event of the detector reading the history of ``universe`` (see
         :func:`sentinel.ode.event`)."""
-        from sentinel.ode.event import event
-
-        return event(self, over=universe)
+        return BUILT_ABOVE["OdeEvent"](self, over=universe)
 
     def __str__(self) -> str:
-        from sentinel.ode.syntax import term_text
-
         return term_text(self)
 
 
@@ -209,9 +215,7 @@ def as_term(value: object, where: str = "an Ode operator") -> Term:
         return Letter(value.event, value.mask)
     if isinstance(value, Primitive):
         return Letter(value)
-    from sentinel.ode.event import OdeEvent
-
-    if isinstance(value, OdeEvent):
+    if isinstance(value, BUILT_ABOVE["OdeEvent"]):
         extra = tuple(u for u in value.universe if u not in value.term_events())
         return Scoped(value.term, extra) if extra else value.term
     if isinstance(value, Or):

@@ -628,6 +628,7 @@ class Attachment(Endings, OuterTransactions):
                     coupling=str(rule.coupling),
                     status=FiringStatus.PENDING,
                     fired_at=clock_datetime(self.detector),
+                    partition=rule.partition(occ),
                 )
             ]
             if self.sink is not None

@@ -30,6 +30,7 @@ refused when attaching (:func:`check_binds`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -54,30 +55,22 @@ def _asyncio() -> Any:
     return sa_asyncio
 
 
+@dataclass(eq=False)
 class Target:
     """What :func:`resolve_target` found: the object to listen on, the session
     class whose attachment it is, the factory of detached rules' sessions (``None``
     when there is no synchronous one), the factory's ``kw`` (binds) and whether
     it is asynchronous. ``undo`` puts back what attaching changed on the target."""
 
-    def __init__(
-        self,
-        listen_on: Any,
-        session_class: type,
-        session_factory: Callable[[], Session] | None,
-        kw: dict[str, Any],
-        *,
-        is_async: bool = False,
-        undo: Callable[[], None] | None = None,
-    ) -> None:
-        self.listen_on = listen_on
-        self.session_class = session_class
-        self.session_factory = session_factory
-        self.kw = kw
-        self.is_async = is_async
-        self.undo = undo
-        #: The caller named the factory of detached rules' sessions.
-        self.explicit_factory = False
+    listen_on: Any
+    session_class: type
+    session_factory: Callable[[], Session] | None
+    kw: dict[str, Any]
+    _: KW_ONLY
+    is_async: bool = False
+    undo: Callable[[], None] | None = None
+    #: The caller named the factory of detached rules' sessions.
+    explicit_factory: bool = field(default=False, init=False)
 
 
 def resolve_target(target: Any, session_factory: Any, *, install: bool = True) -> Target:

@@ -250,6 +250,7 @@ class PreCommit:
                     coupling=str(rule.coupling),
                     status=FiringStatus.PENDING,
                     fired_at=clock_datetime(self.att.detector),
+                    partition=rule.partition(occ),
                 )
             )
         return entries, firings

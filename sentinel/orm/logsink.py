@@ -91,6 +91,7 @@ def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
         fired_at=when,
         finished_at=when,
         savepoint=savepoint,
+        partition=rule.partition(occ),
     )
 
 

@@ -583,6 +583,7 @@ class Runner:
                     error=error[:4000],
                     fired_at=now,
                     finished_at=now,
+                    partition=rule.partition_of(constituents) if rule is not None else (),
                 )
             ],
         )

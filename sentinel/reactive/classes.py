@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sentinel.algebra.expressions import Primitive
@@ -128,6 +129,7 @@ class EventMethod:
         return f"<EventMethod {self.root_name}.{self.name} {'/'.join(self.declaration.phases)}>"
 
 
+@dataclass(eq=False, repr=False, slots=True, weakref_slot=True)
 class Entry:
     """A reactive class's own callable for one event method.
 
@@ -140,54 +142,34 @@ class Entry:
     ``named`` the named ones.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_wrapper",
-        "binder",
-        "handles",
-        "installed",
-        "label",
-        "method",
-        "named",
-        "owner",
-        "owner_name",
-        "raw",
-        "selector",
-        "selectors",
-        "shape",
-    )
+    owner: type
+    owner_name: str
+    method: EventMethod
+    raw: Any
+    #: The method's signature as source (see :mod:`.binder`).
+    shape: CallShape
+    selector: ClassSelector | None
+    selectors: tuple[ClassSelector, ...]
+    binder: Binder = field(init=False)
+    #: What parameter errors name: ``Stock.set_price``.
+    label: str = field(init=False)
+    handles: dict[str, Primitive] = field(init=False)
+    named: dict[str, Primitive] = field(init=False)
+    installed: bool = field(default=False, init=False)
+    _wrapper: Callable[..., Any] | None = field(default=None, init=False)
 
-    def __init__(
-        self,
-        owner: type,
-        owner_name: str,
-        method: EventMethod,
-        raw: Any,
-        shape: CallShape,
-        selector: ClassSelector | None,
-        selectors: tuple[ClassSelector, ...],
-    ) -> None:
-        self.owner = owner
-        self.owner_name = owner_name
-        self.method = method
-        self.raw = raw
-        #: The method's signature as source (see :mod:`.binder`).
-        self.shape = shape
-        self.binder: Binder = make_binder(shape)
-        self.selector = selector
-        self.selectors = selectors
-        #: What parameter errors name: ``Stock.set_price``.
+    def __post_init__(self) -> None:
+        method, selector, owner_name = self.method, self.selector, self.owner_name
+        self.binder = make_binder(self.shape)
         self.label = f"{owner_name}.{method.name}"
-        self.handles: dict[str, Primitive] = {
+        self.handles = {
             p: Primitive(method.channel_names[p], selector, f"{owner_name}.{method.name}:{p}")
             for p in method.declaration.phases
         }
-        self.named: dict[str, Primitive] = {
+        self.named = {
             n: Primitive(method.channel_names[p], selector, f"{owner_name}.{n}")
             for p, n in method.declaration.names
         }
-        self.installed = False
-        self._wrapper: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         state = "wrapped" if self.installed else "plain"

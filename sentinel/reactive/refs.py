@@ -4,8 +4,9 @@ A reactive object is referred to by an :class:`~sentinel.ObjectRef`:
 
 - a *persistent* ORM object (one with an identity in its session: it was flushed
   or loaded) by its class's event name and primary key, ``<Stock 42>``; the
-  identity is read duck-typed from SQLAlchemy's instance state
-  (``obj._sa_instance_state.identity``), so this module never imports SQLAlchemy;
+  identity is read duck-typed from SQLAlchemy's instance state (its identity
+  key, ``obj._sa_instance_state.key``), so this module never imports SQLAlchemy,
+  and the reference is kept in the state's ``info`` until the key changes;
 - any other object (a plain object, or an ORM object not yet flushed) by a
   process-local number, ``<Stock ~7>``, allocated on first use and never reused in
   the process. The table that maps those numbers back to objects holds them
@@ -29,7 +30,7 @@ import os
 import threading
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Final
 
 from sentinel.errors import ReactiveError
 from sentinel.occurrence import ObjectRef
@@ -114,27 +115,32 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=LOCAL.forked)
 
 
-def persistent_identity(obj: Any) -> tuple[Any, ...] | None:
-    """The primary key of a persistent SQLAlchemy object, else ``None``.
-
-    Duck-typed: reads ``_sa_instance_state.identity`` from the instance dict
-    without importing SQLAlchemy.
-    """
-    try:
-        state = obj.__dict__.get("_sa_instance_state")
-    except AttributeError:  # no __dict__ (all slots): not an ORM object
-        return None
-    if state is None:
-        return None
-    ident = getattr(state, "identity", None)
-    return tuple(ident) if ident is not None else None
+#: The key under which a persistent object's reference is kept in its
+#: SQLAlchemy ``InstanceState.info``, with the identity key it was made from.
+_REF_INFO: Final = "sentinel.ref"
 
 
 def ref_for(obj: Any, class_name: str) -> ObjectRef:
-    """``obj``'s reference, given its class's event name (no reactivity check)."""
-    ident = persistent_identity(obj)
-    if ident is not None:
-        return ObjectRef(class_name, ident)
+    """``obj``'s reference, given its class's event name (no reactivity check).
+
+    A persistent object's reference is made once per identity key and kept in
+    its instance state's ``info`` (every decorated call of the object makes
+    one): it is made again only when the identity key is another object
+    (after a flush gave it its key, or changed its primary key)."""
+    try:
+        state = obj.__dict__.get("_sa_instance_state")
+    except AttributeError:  # no __dict__ (all slots): not an ORM object
+        state = None
+    if state is not None:
+        key = getattr(state, "key", None)
+        if key is not None:
+            info = state.info
+            known = info.get(_REF_INFO)
+            if known is not None and known[0] is key and known[1] == class_name:
+                return known[2]  # type: ignore[no-any-return]
+            ref = ObjectRef(class_name, key[1])
+            info[_REF_INFO] = (key, class_name, ref)
+            return ref
     return LOCAL.ref(obj, class_name)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, Mode, Subscription
 from sentinel.detector.contexts import Choice
+from sentinel.occurrence import EVENT, PARAMS, SOURCE
 from sentinel.rules.coupling import Coupling
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ class TriggerMode(Choice, what="trigger mode"):
     PREVIOUS = "previous"
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Rule:
     """An ECA rule registered on a detector.
 
@@ -47,68 +50,52 @@ class Rule:
     order, else the allowed lateness of occurrence-time order) and ``archive``
     are the bitemporal choices (``docs/bitemporal.md``).
 
+    ``partition_keys`` are the keys of the partitions at the top of ``event``
+    (``(A ; B) by order_id``: ``("order_id",)``; outermost first), empty when it
+    is not partitioned; :meth:`partition` reads a detection's key values.
+
     Attributes are read-only; change a rule with :meth:`enable`, :meth:`disable`
     and :meth:`delete`.
     """
 
-    __slots__ = (
-        "_detector",
-        "_subscription",
-        "action",
-        "archive",
-        "condition",
-        "context",
-        "coupling",
-        "event",
-        "flush",
-        "lateness",
-        "lifespan",
-        "name",
-        "priority",
-        "strategy",
-        "trigger_mode",
-    )
+    #: The detector (the first argument, kept as ``_detector``).
+    detector: InitVar[LocalEventDetector]
+    name: str
+    event: ex.Expression
+    condition: Condition | None
+    action: Action
+    context: Context
+    coupling: Coupling
+    priority: int
+    trigger_mode: TriggerMode
+    flush: bool
+    lifespan: float | None = None
+    lateness: float | None = None
+    archive: bool = False
+    _detector: LocalEventDetector = field(init=False)
+    #: The coupling mode's strategy (how a detection becomes a run of the rule).
+    strategy: Any = field(init=False)
+    _subscription: Subscription = field(init=False)
+    #: The keys of the partitions at the top of ``event``, outermost first.
+    partition_keys: tuple[ex.KeySpec, ...] = field(init=False)
 
-    def __init__(
-        self,
-        detector: LocalEventDetector,
-        name: str,
-        event: ex.Expression,
-        condition: Condition | None,
-        action: Action,
-        context: Context,
-        coupling: Coupling,
-        priority: int,
-        trigger_mode: TriggerMode,
-        flush: bool,
-        lifespan: float | None = None,
-        lateness: float | None = None,
-        archive: bool = False,
-    ) -> None:
+    def __post_init__(self, detector: LocalEventDetector) -> None:
         self._detector = detector
-        self.name = name
-        self.event = event
-        self.condition = condition
-        self.action = action
-        self.context = context
-        self.coupling = coupling
-        self.strategy = coupling.strategy
-        self.priority = priority
-        self.trigger_mode = trigger_mode
-        self.flush = flush
-        self.lifespan = lifespan
-        self.lateness = lateness
-        self.archive = archive
+        self.partition_keys = _partition_keys(self.event)
+        self.strategy = strategy = self.coupling.strategy
+        late = self.lateness
+        # In occurrence-time order the rule's name makes its mode its own: one
+        # buffer and one watermark per rule (issue 29.1).
+        own = None if late is None else self.name
+        mode = Mode(self.context, self.flush, self.lifespan, late, self.archive, own)
         self._subscription = Subscription(
-            self.strategy.detected_expression(event),
-            # In occurrence-time order the rule's name makes its mode its own: one
-            # buffer and one watermark per rule (issue 29.1).
-            Mode(context, flush, lifespan, lateness, archive, None if lateness is None else name),
+            strategy.detected_expression(self.event),
+            mode,
             _unbound,
-            priority=priority,
+            priority=self.priority,
             owner=self,
         )
-        self._subscription.deliver = self.strategy.bind(detector, self)
+        self._subscription.deliver = strategy.bind(detector, self)
 
     @property
     def enabled(self) -> bool:
@@ -119,6 +106,55 @@ class Rule:
         """What the detector watches: the event, or its deferred rewrite
         ``A*(txn:begin, event, txn:pre_commit)``."""
         return self._subscription.expression
+
+    def partition(self, occurrence: Any) -> tuple[tuple[str, str | None, Any], ...]:
+        """What the detection ``occurrence`` of this rule was partitioned by:
+        :meth:`partition_of` its constituents (``()`` at once for a rule whose
+        event is not partitioned)."""
+        if not self.partition_keys:
+            return ()
+        return self.partition_of(occurrence.constituents)
+
+    def partition_of(self, constituents: Any) -> tuple[tuple[str, str | None, Any], ...]:
+        """The partition key of a detection of this rule made of the primitive
+        occurrences ``constituents``: one ``(event, param, value)`` per key of
+        :attr:`partition_keys`, outermost first (``param`` ``None`` for
+        ``by @source``, whose value is the source's reference), read from the
+        first constituent that carries them all; ``()`` when the rule is not
+        partitioned, when no constituent carries the key (those outside the
+        partition, a timer's), or when they carry different values (a deferred
+        rule's firing combines the transaction's detections of every key).
+
+        >>> from sentinel import LocalEventDetector, Occurrence
+        >>> det = LocalEventDetector()
+        >>> _ = det.explicit("A"), det.explicit("B")
+        >>> r = det.rule("r", "(A ; B) by order_id", action=print)
+        >>> r.partition_of([Occurrence("A", 1, 0.0, params={"order_id": 7})])
+        (('A', 'order_id', 7),)
+        """
+        keys = self.partition_keys
+        if not keys:
+            return ()
+        found: tuple[tuple[str, str | None, Any], ...] = ()
+        for c in constituents:
+            params = c[PARAMS]
+            parts: list[tuple[str, str | None, Any]] = []
+            for k in keys:
+                if k is ex.SOURCE:
+                    value = c[SOURCE]
+                    if value is None:
+                        break
+                    parts.append((c[EVENT], None, value))
+                else:
+                    if k not in params:
+                        break
+                    parts.append((c[EVENT], str(k), params[k]))
+            else:
+                if not found:
+                    found = tuple(parts)
+                elif any(p[2] != f[2] for p, f in zip(parts, found, strict=True)):
+                    return ()
+        return found
 
     def enable(self) -> None:
         """Start detecting for this rule (its context counters go up). Under the
@@ -140,6 +176,16 @@ class Rule:
             f"<Rule {self.name!r} on {self.event} {self.context} {self.coupling} "
             f"priority={self.priority} {state}>"
         )
+
+
+def _partition_keys(event: ex.Expression) -> tuple[ex.KeySpec, ...]:
+    """The keys of the partitions at the top of ``event``, outermost first
+    (``((A ; B) by a) by b``: ``("b", "a")``)."""
+    keys = []
+    while isinstance(event, ex.Keyed):
+        keys.append(event.key)
+        event = event.expression
+    return tuple(keys)
 
 
 def _unbound(occ: Any, scope: Any) -> None:  # pragma: no cover - replaced at once

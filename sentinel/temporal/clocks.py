@@ -35,8 +35,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 from sentinel.errors import TemporalError
@@ -51,6 +52,7 @@ _LATE = 1 << 62
 TimeZone = tzinfo | str | None
 
 
+@dataclass(eq=False, slots=True)
 class Timer:
     """Something a clock runs at ``due`` (POSIX seconds).
 
@@ -61,15 +63,11 @@ class Timer:
     have been cancelled or re-armed in between, from another thread).
     """
 
-    __slots__ = ("due", "seq")
-
+    due: float
+    seq: int = field(default=0, init=False)
     #: Among timers due at the same time, those with ``late`` fire after the
     #: others (absolute events: the ticks of an interval they close come first).
-    late: bool = False
-
-    def __init__(self, due: float) -> None:
-        self.due = due
-        self.seq = 0
+    late: ClassVar[bool] = False
 
     @property
     def armed(self) -> bool:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sentinel.algebra import temporal as tm
@@ -63,32 +64,19 @@ __all__ = ["Pending", "TemporalHandler"]
 _MICROS = 1_000_000
 
 
+@dataclass(eq=False, slots=True)
 class Pending(Timer):
     """A pending timer of a temporal node: the reference occurrence ``ref`` of a
     relative event, or the opening E1 of a P / P* interval, with the number ``n``
     of the tick it waits for, the store holding it (``store``, under ``root``)
     and the scope its tick is signalled in."""
 
-    __slots__ = ("handler", "n", "ref", "root", "scope", "store")
-
-    def __init__(
-        self,
-        due: float,
-        handler: TemporalHandler,
-        store: Store,
-        root: Store,
-        scope: Any,
-        ref: Any,
-        n: int,
-    ) -> None:
-        self.due = due
-        self.seq = 0
-        self.handler = handler
-        self.store = store
-        self.root = root
-        self.scope = scope
-        self.ref = ref
-        self.n = n
+    handler: TemporalHandler
+    store: Store
+    root: Store
+    scope: Any
+    ref: Any
+    n: int
 
     def fire(self, seq: int) -> None:
         self.handler.svc.fire(self, seq)  # type: ignore[union-attr]

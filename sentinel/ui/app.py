@@ -200,6 +200,7 @@ def create_app(
         got = view.firings(
             rule=q.get("rule") or None,
             scope=q.get("scope") or None,
+            key=q.get("key") or None,
             statuses=statuses or None,
             since=_time(q.get("since"), "since"),
             until=_time(q.get("until"), "until"),

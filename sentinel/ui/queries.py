@@ -5,8 +5,14 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
 
 - firings: ``rule_firings`` by ``id`` (its primary key), newest first, ``LIMIT``
   one page; pages go on from the last ``id`` shown (``WHERE id < :before``),
-  never by ``OFFSET``. A rule filter uses the ``rule`` index, a key (the
-  detection's scope) the ``(scope, t_occ)`` index; status and time filters are
+  never by ``OFFSET``. A rule filter uses the ``rule`` index, a scope (the
+  detection's transaction) the ``(scope, t_occ)`` index, a partition key the
+  ``(partition_key, id)`` index, or with a rule ``(rule, partition_key, id)``
+  (one query per text the key may stand for,
+  :func:`~sentinel.log.partition.key_candidates`, each ``LIMIT`` one page,
+  merged here), a time range the ``fired_at`` index (the planner walks the
+  range, or the ids back when the range is wide and recent: either way what
+  it reads is what the range holds); a status alone is
   checked on the rows the ``id`` walk meets, at most :data:`FIRING_SCAN` ids
   a page (the page says so, and the next goes on below them);
 - a firing's constituents: each ``(scope, t_occ)`` found through the
@@ -33,6 +39,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sentinel.log.partition import key_candidates
 from sentinel.log.tables import LogTables
 from sentinel.log.views import VIEW_COLUMNS
 
@@ -44,8 +51,8 @@ MAX_PAGE = 200
 MAX_CONSTITUENTS = 200
 #: Occurrences of one transaction shown on the log page.
 MAX_PER_TRANSACTION = 100
-#: With a firing status or time filter (no index serves them), how many
-#: firings' ids one page of firings walks at most.
+#: With a firing status filter and no other index to go by, how many firings'
+#: ids one page of firings walks at most.
 FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
@@ -88,6 +95,39 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _merged(
+    conn: sa.Connection,
+    q: sa.Select[Any],
+    alternatives: list[sa.ColumnElement[bool]],
+    limit: int,
+    *,
+    newest_first: bool,
+) -> list[Any]:
+    """The first ``limit`` rows, by ``id``, of ``q`` under any of
+    ``alternatives`` (each its own query: the rows of one are not the
+    others'), or of ``q`` itself when there are none."""
+    if len(alternatives) <= 1:
+        return list(conn.execute(q.where(*alternatives)))
+    rows = [r for alt in alternatives for r in conn.execute(q.where(alt))]
+    rows.sort(key=lambda r: r.id, reverse=newest_first)
+    return rows[:limit]
+
+
+def _unindexed(
+    column: sa.ColumnElement[Any], since: datetime | None, until: datetime | None
+) -> sa.ColumnElement[bool]:
+    """``since <= column < until`` in a form no index serves (``coalesce``
+    of the column): for a time range too wide for its index, read on the
+    rows a walk by id meets instead (SQLite would sort the whole range)."""
+    value = sa.func.coalesce(column, column)
+    parts = []
+    if since is not None:
+        parts.append(value >= since)
+    if until is not None:
+        parts.append(value < until)
+    return sa.and_(*parts)
+
+
 class LogView:
     """The web view's reads of the log tables ``tables`` through ``engine``
     (each call one short connection; safe from several threads)."""
@@ -106,6 +146,7 @@ class LogView:
         *,
         rule: str | None = None,
         scope: str | None = None,
+        key: str | None = None,
         statuses: list[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -115,20 +156,29 @@ class LogView:
     ) -> Page:
         """One page of rule firings, newest first: those with ``id < before``
         (or, going back towards the newest, the ``limit`` just above ``after``),
-        of ``rule``, of the detection key ``scope``, with one of ``statuses``,
-        fired within ``since <= fired_at < until``, when given."""
+        of ``rule``, of the detection's ``scope``, of the partition ``key``
+        (as a person types it: :func:`~sentinel.log.partition.key_candidates`),
+        with one of ``statuses``, fired within ``since <= fired_at < until``,
+        when given."""
         f = self.tables.firings
         where: list[sa.ColumnElement[bool]] = []
+        # Each text the key may stand for is its own range of an index; one
+        # query each keeps every one a walk of that range by id (an IN list
+        # would sort all the key's firings first on PostgreSQL).
+        keyed: list[sa.ColumnElement[bool]] = (
+            [f.c.partition_key == c for c in key_candidates(key)] if key else []
+        )
         if rule:
             where.append(f.c.rule == rule)
         if scope:
             where.append(f.c.scope == scope)
         if statuses:
             where.append(f.c.status.in_(statuses))
+        times: list[sa.ColumnElement[bool]] = []
         if since is not None:
-            where.append(f.c.fired_at >= since)
+            times.append(f.c.fired_at >= since)
         if until is not None:
-            where.append(f.c.fired_at < until)
+            times.append(f.c.fired_at < until)
         cols = [
             f.c.id,
             f.c.rule,
@@ -140,17 +190,28 @@ class LogView:
             f.c.fired_at,
             f.c.finished_at,
             f.c.savepoint,
+            f.c.partition_key,
         ]
-        # A status or time filter is checked on each row the walk by id meets:
-        # then one page walks at most FIRING_SCAN ids (a key's firings are few).
-        bounded = bool(statuses or since is not None or until is not None) and not scope
+        # A status or a wide time range is checked on each row the walk by id
+        # meets: then one page walks at most FIRING_SCAN ids (a scope's or a
+        # key's firings are few; a time range holding at most FIRING_SCAN
+        # firings is read through the fired_at index).
+        bounded = bool(statuses or times) and not (scope or key)
         scan = FIRING_SCAN
+        if times and bounded:
+            with self.engine.connect() as conn:
+                few = self._at_most(conn, times, scan)
+            if few:
+                bounded = False
+            else:  # keep the planners off the fired_at index: the walk is by id
+                times = [_unindexed(f.c.fired_at, since, until)]
+        where.extend(times)
         if after is not None:
             if bounded:
                 where.append(f.c.id <= after + scan)
             q = sa.select(*cols).where(*where, f.c.id > after).order_by(f.c.id).limit(limit + 1)
             with self.engine.connect() as conn:
-                got = list(conn.execute(q))
+                got = _merged(conn, q, keyed, limit + 1, newest_first=False)
                 top = self._max_id(conn) if bounded and len(got) <= limit else None
             more_newer = len(got) > limit
             got = list(reversed(got[:limit]))
@@ -171,7 +232,7 @@ class LogView:
             if bounded:
                 assert hi is not None
                 q = q.where(f.c.id >= hi - scan)
-            got = list(conn.execute(q))
+            got = _merged(conn, q, keyed, limit + 1, newest_first=True)
             lowest = (
                 conn.execute(sa.select(sa.func.min(f.c.id))).scalar()
                 if bounded and len(got) <= limit
@@ -186,6 +247,13 @@ class LogView:
         if before is not None:
             page.newer = str(page.rows[0]["id"]) if page.rows else str(before - 1)
         return page
+
+    def _at_most(self, conn: sa.Connection, times: list[sa.ColumnElement[bool]], n: int) -> bool:
+        """Whether the firings within ``times`` are at most ``n``: counted
+        through the ``fired_at`` index, reading at most ``n + 1`` entries."""
+        some = sa.select(sa.literal(1)).where(*times).limit(n + 1).subquery()
+        found = conn.execute(sa.select(sa.func.count()).select_from(some)).scalar()
+        return (found or 0) <= n
 
     def _max_id(self, conn: sa.Connection) -> int | None:
         return conn.execute(sa.select(sa.func.max(self.tables.firings.c.id))).scalar()
@@ -203,6 +271,7 @@ class LogView:
             "fired_at": _iso(r.fired_at),
             "finished_at": _iso(r.finished_at),
             "savepoint": r.savepoint or "",
+            "key": r.partition_key or "",
         }
 
     def latest_firing(self) -> int | None:

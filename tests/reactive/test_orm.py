@@ -129,6 +129,28 @@ def test_the_reference_changes_during_the_call_that_flushes(
     assert end.source == ObjectRef("Flushing", (f.id,))
 
 
+def test_a_persistent_reference_is_made_once_per_identity_key(
+    model: Any, det: LocalEventDetector, session: Session
+) -> None:
+    """Every decorated call of a persistent object needs its reference: it is
+    made once and kept with the object's state, and made again when the
+    primary key changes (a new identity key after the flush)."""
+    rec = Recorder(det)
+    s = model.Stock(name="IBM")
+    session.add(s)
+    session.flush()
+    s.set_price(1.0)
+    s.set_price(2.0)
+    first, again = rec.occurrences[-1].source, rec.occurrences[-3].source
+    assert first == ObjectRef("Stock", (s.id,)) and first is again
+    old = s.id
+    s.id = old + 100
+    session.flush()
+    s.set_price(3.0)
+    assert rec.occurrences[-1].source == ObjectRef("Stock", (old + 100,))
+    assert object_ref(s) == ObjectRef("Stock", (old + 100,))
+
+
 def test_instance_level_event_follows_the_row(
     model: Any, det: LocalEventDetector, session: Session
 ) -> None:

@@ -40,6 +40,12 @@ def shop_rules() -> LocalEventDetector:
     return det
 
 
+def shop_key(i: int) -> int | str:
+    """The partition key logged with firing ``i + 1`` (of transaction ``tx-i``):
+    ``i % 5``, an integer, and from transaction 50 on the same as a string."""
+    return i % 5 if i < 50 else str(i % 5)
+
+
 def occ(event: str, t: int, scope: str, *, at: float | None = None, **params: object) -> Occurrence:
     stamp = T0 + t if at is None else at
     return Occurrence(event, t, stamp, stamp, None, params, scope)
@@ -47,8 +53,9 @@ def occ(event: str, t: int, scope: str, *, at: float | None = None, **params: ob
 
 def build_log(engine: sa.Engine) -> None:
     """Transactions tx-0 .. tx-59 (order, pay, one minute apart), each with a
-    firing of ``paid``; a transaction whose parameter and firing hold markup; a
-    redacted parameter; outbox entries pending, running and failed; a cursor."""
+    firing of ``paid`` logged with a partition key (:func:`shop_key`); a
+    transaction whose parameter and firing hold markup; a redacted parameter;
+    outbox entries pending, running and failed; a cursor."""
     migrate.upgrade(engine)
     writer = LogWriter(policy=LogPolicy().redact("pay", "card"))
     with engine.begin() as conn:
@@ -69,6 +76,7 @@ def build_log(engine: sa.Engine) -> None:
                         status="fired" if i % 7 else "failed",
                         error=None if i % 7 else "ValueError: no stock",
                         fired_at=datetime.fromtimestamp(T0 + 60 * i + 1, UTC),
+                        partition=(("pay", "shop", shop_key(i)),),
                     )
                 ],
             )

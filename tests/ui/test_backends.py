@@ -3,6 +3,8 @@ view differs per dialect; JSON comes back as text or decoded)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlalchemy as sa
 
@@ -46,6 +48,14 @@ def test_a_failed_entry_is_retried_and_firings_filtered_on_each_backend(
         assert "#11<" in c.get("/firings", params={"scope": "tx-10"}).text
         failed = c.get("/firings", params={"scope": "tx-7", "status": "failed"}).text
         assert "#8<" in failed
+        keyed = c.get("/firings", params={"key": "3", "rule": "paid", "limit": 200}).text
+        assert re.findall(r"#(\d+)</a>", keyed) == [str(i) for i in range(59, 0, -5)]
+        assert re.findall(r"#(\d+)</a>", c.get("/firings", params={"key": '"3"'}).text) == [
+            "59",
+            "54",
+        ]
+        timed = c.get("/firings", params={"since": "2026-01-05T09:10", "until": "2026-01-05T09:13"})
+        assert re.findall(r"#(\d+)</a>", timed.text) == ["13", "12", "11"]
         r = c.post(
             f"/outbox/{oid}/retry",
             data={"csrf": csrf, "token": token},

@@ -173,7 +173,7 @@ def test_firings_filter_and_a_firing_opens_its_why_tree(
     WebDriverWait(browser, 10).until(lambda b: "status=failed" in b.current_url)
     names = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "#firings .name")}
     statuses = [
-        r.find_elements(By.TAG_NAME, "td")[2].text
+        r.find_elements(By.TAG_NAME, "td")[3].text
         for r in browser.find_elements(By.CSS_SELECTOR, "#firings tbody tr")
     ]
     assert names == {"paid"} and set(statuses) == {"failed"} and len(statuses) == 9
@@ -185,7 +185,7 @@ def test_firings_filter_and_a_firing_opens_its_why_tree(
     shoot(browser, shots, "firing")
 
 
-def test_firings_filter_by_key(served: tuple[str, str], browser: Any) -> None:
+def test_firings_filter_by_scope(served: tuple[str, str], browser: Any) -> None:
     base, _ = served
     browser.get(base + "/firings")
     form = browser.find_element(By.ID, "firing-filters")
@@ -194,6 +194,23 @@ def test_firings_filter_by_key(served: tuple[str, str], browser: Any) -> None:
     WebDriverWait(browser, 10).until(lambda b: "scope=tx-10" in b.current_url)
     links = browser.find_elements(By.CSS_SELECTOR, "#firings .firing-link")
     assert [a.text for a in links] == ["#11"]
+
+
+def test_firings_filter_by_partition_key(served: tuple[str, str], browser: Any) -> None:
+    base, _ = served
+    browser.get(base + "/firings")
+    form = browser.find_element(By.ID, "firing-filters")
+    form.find_element(By.NAME, "key").send_keys('"3"')  # the string key only
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "key=%223%22" in b.current_url)
+    links = browser.find_elements(By.CSS_SELECTOR, "#firings .firing-link")
+    assert [a.text for a in links] == ["#59", "#54"]
+    keys = browser.find_elements(By.CSS_SELECTOR, "#firings td.key a")
+    assert [k.text for k in keys] == ['["3"]', '["3"]']
+    keys[0].click()  # a key links to its firings
+    WebDriverWait(browser, 10).until(lambda b: "key=%5B%223%22%5D" in b.current_url)
+    links = browser.find_elements(By.CSS_SELECTOR, "#firings .firing-link")
+    assert [a.text for a in links] == ["#59", "#54"]
 
 
 def test_a_hostile_value_stays_text_in_the_why_tree(
