@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from sentinel.global_detector.detect import CommitFeeder, Detection, global_t_occ
 from sentinel.global_detector.order import CommitReader, LogRow
-from sentinel.global_detector.service import GlobalDetector, StepReport, replay_committed
+from sentinel.global_detector.replay import replay_committed
+from sentinel.global_detector.service import GlobalDetector, StepReport
 
 __all__ = [
     "CommitFeeder",

@@ -45,6 +45,7 @@ the application's rules, in which
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -70,6 +71,7 @@ __all__ = [
     "check_rules",
     "global_t_occ",
     "is_temporal",
+    "row_params",
 ]
 
 #: The event of the rows a global detector commits to move its clock: their
@@ -360,6 +362,7 @@ class CommitFeeder:
         inject, listens = det.inject, det.listens
         clock = det.wall_clock
         assert isinstance(clock, VirtualClock)
+        now = clock.now
         timed = self.timed
         out: list[Detection] = []
         seq = -1
@@ -367,6 +370,11 @@ class CommitFeeder:
         opened: dict[str, Any] = {}
         refs = self._refs
         keys_of = self._keys.get
+        # whether the rules listen to an event: the same for the whole feed
+        # (switches are applied between feeds)
+        listened: dict[str, bool] = {CLOCK_EVENT: False}
+        bits, most = RANK_BITS, 1 << RANK_BITS
+        self.rows += len(rows)  # a feed that fails drops the feeder
         for r in rows:
             if r.commit_seq != seq:
                 if seq != -1:
@@ -378,10 +386,9 @@ class CommitFeeder:
                     )
                 seq, rank = r.commit_seq, 0
                 self.position = seq
-            self.rows += 1
             if given is not None:
                 rank = next(given)
-            if rank >= 1 << RANK_BITS:
+            if rank >= most:
                 raise GlobalDetectorError(
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "
                     "detector numbers at most that many per transaction"
@@ -399,18 +406,22 @@ class CommitFeeder:
                 self.log_time = log_time = ts
                 if late is not None:
                     floor = ts - late
-            if ts > clock.now():
+            if ts > now():
                 clock.set(ts)  # fires the timers due before this row
             # after the ticks those timers signalled (they took the next t_occs);
             # without timers the only ticks are the lifespans' purges, which no
             # rule sees: a row keeps its number, wherever a purge fell (a detector
             # fed one key's rows purges at other places than one fed them all)
-            t = global_t_occ(seq, rank)
+            t = (seq << bits) | rank  # global_t_occ
+            rank += 1
+            event = r.event
+            heard = listened.get(event)
+            if heard is None:
+                heard = listened[event] = bool(listens(event))
+            if not heard:
+                continue
             if timed and t <= det.clock:
                 t = det.clock + 1
-            rank += 1
-            if r.event == CLOCK_EVENT or not listens(r.event):
-                continue
             scope = opened.get(r.scope)
             if scope is None:
                 scope = opened[r.scope] = det.scope(r.scope)
@@ -424,9 +435,9 @@ class CommitFeeder:
                         if len(refs) > 65_536:
                             refs.clear()
                         source = refs[key] = source_ref(r.source_class, r.source_key)
-                params = decode_params(r.params) if r.params != "{}" else {}
-                if not isinstance(params, dict):
-                    raise TypeError(f"parameters are a {type(params).__name__}, not an object")
+                params = r.params
+                if type(params) is not dict or not _ready(params):
+                    params = row_params(params)
                 for name in keys_of(r.event, ()):
                     value = params.get(name)
                     try:
@@ -500,6 +511,41 @@ class CommitFeeder:
         for name, _coupling, _scope, occ, _ok, _err in records:
             out.append(Detection(name, occ, seq))
         records.clear()
+
+
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def row_params(params: Any) -> dict[str, Any]:
+    """A log row's parameters as its occurrence carries them: from their JSON
+    text, or from the JSON object :meth:`CommitReader.read` parsed
+    (``parsed=True``; taken as it is when its values are all plain). Raises
+    :class:`~sentinel.errors.ReplaySourceError` or :class:`TypeError` for what
+    is not the object of parameters the log writes."""
+    if type(params) is dict and _ready(params):
+        return params
+    text = params if type(params) is str else _dumps(params)
+    out = decode_params(text) if text != "{}" else {}
+    if not isinstance(out, dict):
+        raise TypeError(f"parameters are a {type(out).__name__}, not an object")
+    return out
+
+
+def _ready(params: dict[str, Any]) -> bool:
+    """Whether a row's parameters, as :meth:`CommitReader.read` parsed them
+    (``parsed=True``), are what :func:`decode_params` makes of their text:
+    plain values only (tagged ones are decoded from the text)."""
+    if _PLAIN.issuperset(map(type, params.values())):
+        return True
+    for v in params.values():
+        t = type(v)
+        if t is float:
+            if not -(2.0**63) < v < 2.0**64:
+                return False
+        elif t not in _PLAIN:
+            return False
+    return True
 
 
 def _when(ts: float) -> str:

@@ -52,9 +52,9 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import REGCLASS
 from sqlalchemy.engine import Connection, Engine
@@ -67,9 +67,11 @@ __all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
 log = logging.getLogger("sentinel.global")
 
 
-@dataclass(frozen=True, slots=True)
-class LogRow:
-    """One committed log row as the global detector reads it."""
+class LogRow(NamedTuple):
+    """One committed log row as the global detector reads it: one occurrence
+    of an ``event_batches`` row. ``params`` is its parameters' compact JSON
+    text, or, read with ``parsed=True``, the JSON object as read (the
+    feeder takes either)."""
 
     id: int
     commit_seq: int
@@ -80,7 +82,7 @@ class LogRow:
     detected_ts: float
     source_class: str | None
     source_key: str | None
-    params: str
+    params: Any
     outcome: str | None
 
 
@@ -134,16 +136,26 @@ class CommitReader:
             b.c.commit_seq,
             b.c.scope,
             b.c.outcome,
-            sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+            # as text (psycopg would parse JSONB with json.loads): parsed here
+            sa.cast(sa.type_coerce(b.c.occurrences, sa.Text), sa.Text).label("occurrences"),
         ).where(self._committed)
 
     def read(
-        self, conn: Connection, after: int, *, limit: int = 5000, rows: int | None = None
+        self,
+        conn: Connection,
+        after: int,
+        *,
+        limit: int = 5000,
+        rows: int | None = None,
+        parsed: bool = False,
     ) -> list[LogRow]:
         """The committed occurrences with ``commit_seq > after``, in commit
         order, about ``limit`` of them (read as ``rows`` log rows, by default
         ``limit // 100``, at least one) but always whole commits (one commit
-        larger than that is read whole)."""
+        larger than that is read whole). ``parsed``: each row's ``params`` is
+        the JSON object as read rather than its text (for
+        :class:`~sentinel.global_detector.detect.CommitFeeder`, which then
+        does not parse it again)."""
         b = self.tables.batches
         rows_limit = max(1, limit // 100 if rows is None else rows)
         q = (
@@ -160,7 +172,8 @@ class CommitReader:
             else:
                 got = [r for r in got if r.commit_seq != last]
         self.log_rows = len(got)
-        return [o for r in got for o in _rows(r)]
+        make = _parsed_rows if parsed else _rows
+        return [o for r in got for o in make(r)]
 
     @property
     def waiting(self) -> bool:
@@ -349,8 +362,29 @@ _PG_RUNNING_BELOW = sa.text(
 
 def _rows(r: Any) -> list[LogRow]:
     """A log row's occurrences as :class:`LogRow` s (``params`` as compact JSON
-    text, as the detector's feeder decodes it)."""
-    elems = json.loads(r.occurrences) if isinstance(r.occurrences, str) else r.occurrences
+    text, as :meth:`CommitReader.read` gives them)."""
+    return [o._replace(params=_dumps(o.params)) for o in _parsed_rows(r)]
+
+
+def _parsed_rows(r: Any) -> list[LogRow]:
+    """A log row's occurrences as :class:`LogRow` s, ``params`` as parsed.
+
+    orjson parses the row's JSON (several times faster than :mod:`json`);
+    where it would read the text otherwise than :mod:`json` does, :mod:`json`
+    reads it: a lone surrogate, ``NaN`` or a number beyond a float (orjson
+    refuses them) and an integer beyond 64 bits (orjson reads a float: a text
+    with 19 digits in a row is left to :mod:`json`)."""
+    text = r.occurrences
+    if isinstance(text, str):
+        if not _long_number(text):
+            try:
+                elems = _fast_loads(text)
+            except _FastError:
+                elems = json.loads(text)
+        else:
+            elems = json.loads(text)
+    else:  # a driver that returns JSON values itself
+        elems = text
     rid, seq, scope, outcome = int(r.id), int(r.commit_seq), r.scope, r.outcome
     try:
         return _make(elems, rid, seq, scope, outcome)
@@ -360,6 +394,22 @@ def _rows(r: Any) -> list[LogRow]:
         # same text elsewhere, which the feeder refuses, naming the row
         elems = [[t, ev, _time(ts), _time(dts), *rest] for t, ev, ts, dts, *rest in elems]
         return _make(elems, rid, seq, scope, outcome)
+
+
+_fast_loads = orjson.loads
+_FastError = orjson.JSONDecodeError
+#: Where orjson and :mod:`json` may read a number differently: an integer of
+#: 19 digits or more (orjson reads one beyond 64 bits as a float). Found in
+#: the text with every digit made ``0`` and everything else a space (a
+#: bytes translation runs at C speed; a regular expression took longer than
+#: the parse); a long float, or such digits in a string, cost a second reading.
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def _long_number(text: str) -> bool:
+    """Whether ``text`` has 19 digits in a row."""
+    return _LONG_NUMBER in text.encode("utf-8", "surrogatepass").translate(_DIGITS)
 
 
 def _time(value: Any) -> Any:
@@ -372,22 +422,28 @@ def _time(value: Any) -> Any:
     return value
 
 
+_new = tuple.__new__
+
+
 def _make(elems: Any, rid: int, seq: int, scope: str, outcome: str | None) -> list[LogRow]:
     """The occurrences ``elems`` of one log row as :class:`LogRow` s."""
-    dumps = _dumps
+    new = _new
     return [
-        LogRow(
-            rid,
-            seq,
-            scope,
-            int(t_occ),
-            event,
-            float(ts),
-            float(ts if dts is None else dts),
-            source_class,
-            source_key,
-            dumps(params),
-            outcome,
+        new(
+            LogRow,
+            (
+                rid,
+                seq,
+                scope,
+                int(t_occ),
+                event,
+                float(ts),
+                float(ts if dts is None else dts),
+                source_class,
+                source_key,
+                params,
+                outcome,
+            ),
         )
         for t_occ, event, ts, dts, source_class, source_key, params in elems
     ]

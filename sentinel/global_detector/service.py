@@ -41,24 +41,24 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sentinel.errors import GlobalDetectorError, LeaseLost
 from sentinel.global_detector.cursor import Cursor
-from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, Detection, check_rules
+from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, check_rules
+from sentinel.global_detector.enqueue import Enqueuer
 from sentinel.global_detector.order import CommitReader, LogRow, Poller, waiter
-from sentinel.global_detector.switches import Switchboard, schedule_switches
+from sentinel.global_detector.replay import replay_committed, resolve_rules
+from sentinel.global_detector.switches import Switchboard
 from sentinel.log import LogWriter
-from sentinel.log.outbox import entry_for
 from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
 from sentinel.occurrence import Occurrence
 from sentinel.rules import LocalEventDetector
-from sentinel.rules.reference import import_reference
 
-__all__ = ["ActionsFactory", "GlobalDetector", "StepReport"]
+__all__ = ["ActionsFactory", "GlobalDetector", "StepReport", "replay_committed"]
 
 log = logging.getLogger("sentinel.global")
 
@@ -76,15 +76,6 @@ class StepReport:
     detections: int = 0
     position: int = 0
     keys: list[str] = field(default_factory=list)
-
-
-@runtime_checkable
-class Attachment(Protocol):
-    """An attachment (:class:`sentinel.orm.Attachment`) as far as the service
-    reads one: the detector holding its rules."""
-
-    @property
-    def detector(self) -> Any: ...
 
 
 class ActionsFactory(Protocol):
@@ -106,19 +97,6 @@ class ActionsFactory(Protocol):
         max_attempts: int,
         session_factory: Callable[[], Any] | None,
     ) -> Any: ...
-
-
-def _resolve(rules: Any) -> LocalEventDetector:
-    if isinstance(rules, LocalEventDetector):
-        return rules
-    if isinstance(rules, str):  # what ``sentinel worker --rules`` takes too
-        target = import_reference(rules, (LocalEventDetector, Attachment))
-    else:
-        target = rules
-    if not isinstance(target, LocalEventDetector):
-        target = target.detector  # an Attachment
-    det: LocalEventDetector = target
-    return det
 
 
 def _engine(bind: str | Engine, busy_timeout: float) -> Engine:
@@ -221,7 +199,7 @@ class GlobalDetector:
         busy_timeout: float = 30.0,
         retry_delay: float = 1.0,
     ) -> None:
-        self.rules = _resolve(rules)
+        self.rules = resolve_rules(rules)
         check_rules(self.rules)
         self.max_ahead, self.max_late = max_ahead, max_late
         CommitFeeder(self.rules, max_ahead=max_ahead, max_late=max_late)  # checks the bounds
@@ -238,6 +216,8 @@ class GlobalDetector:
         self._owns_engine = isinstance(bind, str)
         self.tables = log_tables(schema, prefix)
         self.writer = LogWriter(schema=schema, prefix=prefix, commit_order=True)
+        #: Makes and writes each batch's outbox entries.
+        self.enqueuer = Enqueuer(self.rules, self.writer, self.engine.dialect.name)
         self.reader = CommitReader(self.tables)
         self.cursor = Cursor(self.tables, name)
         self.name = name
@@ -330,7 +310,11 @@ class GlobalDetector:
                 )
             after = 0
             while after < position:
-                rows = [r for r in self.reader.read(conn, after) if r.commit_seq <= position]
+                rows = [
+                    r
+                    for r in self.reader.read(conn, after, parsed=True)
+                    if r.commit_seq <= position
+                ]
                 if not rows:
                     break
                 feeder.feed(rows)
@@ -380,7 +364,7 @@ class GlobalDetector:
             # before the rows: every number up to it is visible, or never will be
             # (as many numbers as the read takes rows at most, and one more)
             upto = self.reader.horizon(conn, old, wait=self.gap_wait, span=log_rows + 1)
-            rows = self.reader.read(conn, old, limit=self.batch, rows=log_rows)
+            rows = self.reader.read(conn, old, limit=self.batch, rows=log_rows, parsed=True)
             if rows:
                 self._per_row = max(1.0, len(rows) / max(1, self.reader.log_rows))
             if upto is not None:
@@ -408,11 +392,11 @@ class GlobalDetector:
         # crash after it leaves them claimed, and run again once the claim
         # expires, as after any claim).
         inline = runner is not None and runner.workers == 0
-        entries, claims = self._commit_batch(feeder, rows, claim=runner if inline else None)
+        keys, claims = self._commit_batch(feeder, rows, claim=runner if inline else None)
         report.rows = len(rows)
-        report.detections = len(entries)
+        report.detections = len(keys)
         report.position = feeder.position
-        report.keys = [e.idempotency_key for e in entries]
+        report.keys = keys
         if inline:
             together = getattr(runner, "run_claimed_together", None)
             due = [(key, got) for key, got in claims if got is not None]
@@ -424,17 +408,17 @@ class GlobalDetector:
             for key, got in claims:
                 if got is None:  # not due yet by the runner's clock: as before
                     runner.run_one(key)
-        elif self.run_actions and entries:
-            self._act(report.keys)
+        elif self.run_actions and keys:
+            self._act(keys)
         return report
 
     def _commit_batch(
         self, feeder: CommitFeeder, rows: list[LogRow], *, claim: Any = None
-    ) -> tuple[list[Any], list[tuple[str, Any]]]:
+    ) -> tuple[list[str], list[tuple[str, Any]]]:
         """Feed ``rows`` to ``feeder`` and, in one transaction, move the cursor
         past them and write an outbox entry per detection (claimed for
-        ``claim``, an outbox runner, when given); return the entries and the
-        claims. The cursor's ``UPDATE`` comes first: it names this instance and
+        ``claim``, an outbox runner, when given); return the entries' keys and
+        the claims. The cursor's ``UPDATE`` comes first: it names this instance and
         the position it expects, so it fails (:class:`LeaseLost`) before any
         entry is written when another instance took the lease over, and it
         locks the cursor's row until the commit, so no other instance takes
@@ -444,19 +428,18 @@ class GlobalDetector:
         instance's by then. Whatever fails, the feeder is dropped (its memory
         may be ahead of the committed position: the next step rebuilds it)."""
         old = feeder.position
+        keys: list[str] = []
         claims: list[tuple[str, Any]] = []
         try:
-            detections = feeder.feed(rows)
-            entries = [self._entry(d) for d in detections]
+            entries = self.enqueuer.entries(feeder.feed(rows))
             try:
                 with self.engine.begin() as conn:
                     self.cursor.advance(
                         conn, self.id, old, feeder.position, self.lease, feeder.log_time
                     )
                     if entries:
-                        self.writer.enqueue(conn, entries)
+                        keys = self.enqueuer.write(conn, entries)
                         if claim is not None:
-                            keys = [e.idempotency_key for e in entries]
                             many = getattr(claim, "claim_enqueued", None)
                             if many is not None:  # two statements for them all
                                 claims = many(conn, keys)
@@ -474,7 +457,7 @@ class GlobalDetector:
             if isinstance(err, LeaseLost):
                 self._leader = False
             raise
-        return entries, claims
+        return keys, claims
 
     def _still_holds(self) -> bool:
         """Whether the cursor's lease is still this instance's, read after a
@@ -504,7 +487,7 @@ class GlobalDetector:
                 handed = min(handed, upto)
             rows = [
                 r
-                for r in self.reader.read(conn, feeder.position, limit=self.batch)
+                for r in self.reader.read(conn, feeder.position, limit=self.batch, parsed=True)
                 if r.commit_seq <= handed
             ]
         if rows:
@@ -608,9 +591,6 @@ class GlobalDetector:
         with self.engine.begin() as conn:
             self.writer.write(conn, [Occurrence(CLOCK_EVENT, 1, now, scope=scope)], outcome=None)
         return True
-
-    def _entry(self, d: Detection) -> Any:
-        return entry_for(self.rules.rules[d.rule], d.occurrence, committed=True)
 
     def _act(self, keys: list[str]) -> None:
         runner = self.attachment.runner
@@ -742,41 +722,3 @@ class GlobalDetector:
         if exc[0] is not None:
             self._feeder = None  # a failure: read nothing more at the close
         self.close()
-
-
-def replay_committed(
-    rules: Any,
-    bind: str | Engine,
-    *,
-    schema: str | None = None,
-    prefix: str = DEFAULT_PREFIX,
-    max_ahead: float | None = 300.0,
-    max_late: float | None = 86_400.0,
-    switches: str | None = None,
-) -> list[Detection]:
-    """Batch replay of the committed log in commit order through ``rules``:
-    the detections a global detector makes over the same log, in its order
-    (``max_ahead``, ``max_late``: as :class:`GlobalDetector`'s; a row ahead of
-    the clock is judged by this machine's clock now). ``switches`` names a
-    global detector whose applied rule switches are applied at their recorded
-    positions (``None``: the rules as ``rules`` defines them)."""
-    det = _resolve(rules)
-    feeder = CommitFeeder(det, max_ahead=max_ahead, max_late=max_late)
-    engine = sa.create_engine(bind) if isinstance(bind, str) else bind
-    reader = CommitReader(log_tables(schema, prefix))
-    out: list[Detection] = []
-    try:
-        with engine.connect() as conn:
-            if switches is not None:
-                schedule_switches(conn, reader.tables, switches, feeder)
-            after = 0
-            while True:
-                rows = reader.read(conn, after)
-                if not rows:
-                    break
-                out.extend(feeder.feed(rows))
-                after = rows[-1].commit_seq
-    finally:
-        if isinstance(bind, str):
-            engine.dispose()
-    return out

@@ -10,7 +10,8 @@
   stores it, and the texts a filter value may stand for;
 - :mod:`sentinel.log.outbox`: the detached-rule outbox's store (entries, claims,
   leases timed by the database server's clock), for the ORM layer's workers and
-  the global detector;
+  the global detector; :mod:`sentinel.log.enqueue`: outbox entries written many
+  to a statement (the global detector's batches);
 - :mod:`sentinel.log.migrate` (imported on demand: it loads alembic): upgrade,
   downgrade and inspect the tables with the migrations shipped in
   ``migrations/`` (top level; ``sentinel/migrations`` when installed).

@@ -66,6 +66,7 @@ __all__ = [
     "OutboxStore",
     "RuleLike",
     "Unreadable",
+    "entry_extra",
     "entry_for",
     "function_path",
     "rebuild",
@@ -101,17 +102,22 @@ def entry_for(rule: RuleLike, occurrence: Any, *, committed: bool) -> OutboxEntr
     is whether the trigger committed (known later for independent rules)."""
     composite = isinstance(occurrence, CompositeOccurrence)
     return OutboxEntry.of(
-        rule.name,
-        occurrence,
-        extra={
-            "action": function_path(rule.action),
-            "condition": None if rule.condition is None else function_path(rule.condition),
-            "coupling": str(rule.coupling),
-            "committed": committed,
-            "composite": composite,
-            "expression": str(rule.event),
-        },
+        rule.name, occurrence, extra=entry_extra(rule, composite=composite, committed=committed)
     )
+
+
+def entry_extra(rule: RuleLike, *, composite: bool, committed: bool) -> dict[str, Any]:
+    """The ``extra`` of :func:`entry_for`'s entry: what the rule was (its action,
+    condition, coupling and expression), whether the trigger committed and
+    whether the detection is composite."""
+    return {
+        "action": function_path(rule.action),
+        "condition": None if rule.condition is None else function_path(rule.condition),
+        "coupling": str(rule.coupling),
+        "committed": committed,
+        "composite": composite,
+        "expression": str(rule.event),
+    }
 
 
 def rebuild(

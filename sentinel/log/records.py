@@ -205,9 +205,27 @@ class OutboxEntry:
 def idempotency_key(rule: str, occurrence: AnyOccurrence) -> str:
     """A key that is the same exactly when the rule and the detection (its scope,
     ``t_occ`` and constituent ids) are: 64 hex digits."""
-    ident = [rule, str(occurrence.scope), occurrence.t_occ]
-    ident.extend(f"{c.scope}/{c.t_occ}" for c in occurrence.constituents)
-    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
+    return detection_key(rule, str(occurrence.scope), occurrence.t_occ, occurrence.constituents)
+
+
+_esc = json.encoder.encode_basestring_ascii  # what json.dumps escapes strings with
+_sha256 = hashlib.sha256
+
+
+def detection_key(rule: str, scope: str, t_occ: Any, constituents: Iterable[Occurrence]) -> str:
+    """:func:`idempotency_key` of the detection with this ``scope``, ``t_occ``
+    and ``constituents``: the SHA-256 of the :func:`json.dumps` text of
+    ``[rule, scope, t_occ, "scope/t_occ" of each constituent]``, written here
+    directly when ``rule`` is a string and ``t_occ`` an integer."""
+    if type(rule) is str and type(t_occ) is int:
+        esc = _esc
+        text = ", ".join([esc(rule), esc(scope), int.__repr__(t_occ)])
+        for c in constituents:
+            text += ", " + esc(f"{c.scope}/{c.t_occ}")
+        return _sha256(("[" + text + "]").encode()).hexdigest()
+    ident = [rule, scope, t_occ]
+    ident.extend(f"{c.scope}/{c.t_occ}" for c in constituents)
+    return _sha256(json.dumps(ident).encode()).hexdigest()
 
 
 # -- JSON forms ---------------------------------------------------------------------

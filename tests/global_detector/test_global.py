@@ -224,7 +224,7 @@ def test_two_instances_one_acts(log_db: sa.Engine) -> None:
             rows = first.reader.read(conn, feeder.position)
         dets = feeder.feed(rows)
         with log_db.begin() as conn:
-            first.writer.enqueue(conn, [first._entry(d) for d in dets])
+            first.enqueuer.write(conn, first.enqueuer.entries(dets))
             first.cursor.advance(conn, first.id, 1, feeder.position, 0.5)
     with log_db.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM sentinel_outbox")).scalar() == 0

@@ -151,10 +151,10 @@ def test_a_batch_failing_after_a_takeover_is_lease_lost(
     _write(log_db, "order", 1, "t1")
     assert first.step().leader
 
-    def enqueue(conn: Any, entries: Any) -> int:
+    def enqueue(conn: Any, entries: Any) -> list[str]:
         raise LogWriteError("an outbox entry with the same idempotency key exists")
 
-    monkeypatch.setattr(first.writer, "enqueue", enqueue)
+    monkeypatch.setattr(first.enqueuer, "write", enqueue)
     _write(log_db, "payment", 2, "t2")
     with pytest.raises(LogWriteError):
         first.step()  # the cursor is still first's: the failure as it is
