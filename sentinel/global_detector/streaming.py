@@ -54,6 +54,7 @@ import sqlalchemy as sa
 
 from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError, MissingExtraError
+from sentinel.global_detector.buckets import bucket_labels
 from sentinel.global_detector.detect import CommitFeeder, check_rules
 from sentinel.global_detector.order import CommitReader
 from sentinel.global_detector.state import dump, dumpable, load, retained
@@ -668,40 +669,6 @@ def global_detections(
         outputMode="append",
         timeoutConf=GroupStateTimeout.NoTimeout,
     )
-
-
-def bucket_labels(buckets: int) -> list[int]:
-    """The value of the grouping column of each of ``buckets`` buckets: bucket
-    ``i`` is the smallest integer, not taken by a bucket before it, that Spark's
-    hash partitioning (``pmod(hash(label), partitions)``) sends to partition ``i``
-    when there are ``buckets`` partitions, and so to partition ``i mod p`` when
-    there are ``p`` and ``p`` divides ``buckets``: each state partition holds as
-    many buckets as the others (the bucket numbers themselves spread 64 buckets
-    over 2 partitions as 27 and 37)."""
-    labels: list[int | None] = [None] * buckets
-    free, value = buckets, 0
-    while free:
-        i = _spark_hash(value) % buckets
-        if labels[i] is None:
-            labels[i] = value
-            free -= 1
-        value += 1
-    return [int(b) for b in labels if b is not None]
-
-
-def _spark_hash(value: int) -> int:
-    """Spark's ``hash`` of an integer column's ``value``: Murmur3 (x86, 32 bits,
-    seed 42) of its 4 bytes, as a signed integer."""
-    m = 0xFFFFFFFF
-    k = ((value & m) * 0xCC9E2D51) & m
-    k = (((k << 15) | (k >> 17)) & m) * 0x1B873593 & m
-    h = 42 ^ k
-    h = ((((h << 13) | (h >> 19)) & m) * 5 + 0xE6546B64) & m
-    h ^= 4
-    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & m
-    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & m
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _wanted(det: LocalEventDetector) -> list[str] | None:
