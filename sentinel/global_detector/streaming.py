@@ -42,23 +42,24 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import time
 import uuid
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
 from typing import Any, Final
 
 import sqlalchemy as sa
 
 from sentinel.algebra.expressions import Keyed
 from sentinel.errors import GlobalDetectorError, MissingExtraError
+from sentinel.global_detector.buckets import bucket_labels
 from sentinel.global_detector.detect import CommitFeeder, check_rules
 from sentinel.global_detector.order import CommitReader
 from sentinel.global_detector.state import dump, dumpable, load, retained
-from sentinel.log.tables import DEFAULT_PREFIX, log_tables
-from sentinel.params import dumps
+from sentinel.log.tables import DEFAULT_PREFIX, LogTables, Outcome, log_tables
+from sentinel.params import to_json
 from sentinel.replay.rules import Rules, load_rules, reference_of
 from sentinel.rules import LocalEventDetector
 
@@ -122,7 +123,6 @@ COMMIT_STRUCT = StructType(
 _ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name != "rank"]
 _ARROW_SCHEMA = to_arrow_schema(COMMIT_STRUCT)
 _ARROW_FIELDS = [(f, _ARROW_SCHEMA.field(f).type) for f in _ROW_FIELDS]
-_FIELDS_OF = attrgetter(*_ROW_FIELDS)
 
 #: One row per detection: the rule, the commit that completed it, the key's
 #: value (JSON text; ``None`` for rows without the key or for no key), the
@@ -157,8 +157,9 @@ STATE_STRUCT = StructType(
 #: handed out and not yet visible, when nothing can be read before it (see
 #: :meth:`~.order.CommitReader.horizon`).
 GAP_WAIT = 1.0
-#: About how many occurrences a source task reads per query (whole commits).
-READ_ROWS = 50_000
+#: About how many log rows (transactions) a source task reads per query, and
+#: sends to Spark as one Arrow batch (whole commits).
+READ_ROWS = 2_000
 # Spark redacts option values whose key matches spark.redaction.regex ("secret"...).
 _URL_OPTION = "url_secret"
 
@@ -235,32 +236,25 @@ class _CommitStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         lo, hi = partition.value
         engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
-        reader = CommitReader(log_tables(self.schema, self.prefix))
-        wanted = self.events
+        whole = _batches_query(log_tables(self.schema, self.prefix))
+        some = whole.limit(READ_ROWS + 1)
         try:
             with engine.connect() as conn:
                 after = lo
                 while after < hi:
-                    rows = reader.read(conn, after, limit=READ_ROWS)
-                    if not rows:
-                        break
-                    kept: list[Any] = []
-                    ranks: list[int] = []
-                    seq, rank = -1, 0
-                    for r in rows:
-                        if r.commit_seq > hi:
-                            break
-                        if r.commit_seq != seq:
-                            seq, rank = r.commit_seq, 0
-                        if wanted is None or r.event in wanted:  # ranked among all rows
-                            kept.append(r)
-                            ranks.append(rank)
-                        rank += 1
-                    if kept:
-                        yield _arrow(kept, ranks)
-                    if seq >= hi or rows[-1].commit_seq > hi:
+                    got = conn.execute(some, {"lo": after, "hi": hi}).all()
+                    if not got:
                         return
-                    after = rows[-1].commit_seq
+                    if len(got) > READ_ROWS:  # whole commits only
+                        last = got[-1].commit_seq
+                        if got[0].commit_seq == last:  # one commit: read all of it
+                            got = conn.execute(whole, {"lo": last - 1, "hi": last}).all()
+                        else:
+                            got = [r for r in got if r.commit_seq != last]
+                    batch = _arrow(got, self.events)
+                    if batch.num_rows:
+                        yield batch
+                    after = int(got[-1].commit_seq)
         finally:
             engine.dispose()
 
@@ -286,12 +280,77 @@ class CommitSource(DataSource):
         return _CommitStreamReader(self.options)
 
 
-def _arrow(rows: list[Any], ranks: list[int]) -> pa.RecordBatch:
-    """``rows`` (:class:`~.order.LogRow`) and their ranks as a :data:`COMMIT_STRUCT` batch."""
-    columns = zip(*map(_FIELDS_OF, rows), strict=True)
-    arrays = [pa.array(c, t) for c, (_f, t) in zip(columns, _ARROW_FIELDS, strict=True)]
-    arrays.append(pa.array(ranks, pa.int32()))
+def _batches_query(tables: LogTables) -> sa.Select[Any]:
+    """The committed log rows (one per transaction, its occurrences as one JSON
+    array) numbered in ``(:lo, :hi]``, in commit order (as
+    :meth:`~.order.CommitReader.read` reads them)."""
+    b = tables.batches
+    return (
+        sa.select(
+            b.c.id,
+            b.c.commit_seq,
+            b.c.scope,
+            b.c.outcome,
+            sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+        )
+        .where(
+            sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value),
+            b.c.commit_seq > sa.bindparam("lo"),
+            b.c.commit_seq <= sa.bindparam("hi"),
+        )
+        .order_by(b.c.commit_seq, b.c.id)
+    )
+
+
+def _arrow(got: Sequence[Any], wanted: frozenset[str] | None) -> pa.RecordBatch:
+    """The occurrences of the log rows ``got`` (in commit order) whose event is
+    ``wanted`` (``None``: all) as a :data:`COMMIT_STRUCT` batch, column by column:
+    the fields of :class:`~.order.LogRow` as :meth:`~.order.CommitReader.read`
+    makes them (``params`` as compact JSON text), each with its rank among all
+    its commit's occurrences. Only the wanted occurrences' parameters are
+    encoded again: the views a keyed rule set ignores cost their JSON decoding."""
+    cols: list[list[Any]] = [[] for _ in range(12)]
+    ids, seqs, scopes, t_occs, events, tss, dtss, classes, keys, params, outcomes, ranks = (
+        c.append for c in cols
+    )
+    encode = _PARAMS_TEXT
+    seq, rank = -1, 0
+    for r in got:
+        elems = json.loads(r.occurrences) if isinstance(r.occurrences, str) else r.occurrences
+        rid, scope, outcome = int(r.id), r.scope, r.outcome
+        if r.commit_seq != seq:
+            seq, rank = int(r.commit_seq), 0
+        for t_occ, event, ts, dts, source_class, source_key, p in elems:
+            if wanted is None or event in wanted:
+                ids(rid)
+                seqs(seq)
+                scopes(scope)
+                t_occs(int(t_occ))
+                events(event)
+                tss(_float(ts))
+                dtss(_float(ts if dts is None else dts))
+                classes(source_class)
+                keys(source_key)
+                params(encode(p))
+                outcomes(outcome)
+                ranks(rank)
+            rank += 1
+    arrays = [pa.array(c, t) for c, (_f, t) in zip(cols, _ARROW_FIELDS, strict=False)]
+    arrays.append(pa.array(cols[-1], pa.int32()))
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+
+
+def _float(value: Any) -> float:
+    """A stored time as a float; an integer no float holds (JSONB gives ``1e999``
+    written by hand back as one) as the infinity of its sign, which the feeder
+    refuses, naming the row (as :meth:`~.order.CommitReader.read` does)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+_PARAMS_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _url_of(source: Any) -> str:
@@ -400,8 +459,16 @@ def _occ_row(rule: str, seq: int, key: str | None, occ: Any) -> tuple[Any, ...]:
         [c.event for c in cons],
         [str(c.scope) for c in cons],
         [c.t_occ for c in cons],
-        "[" + ",".join(dumps(c.params) for c in cons) + "]",
+        "[" + ",".join(_detection_params(c.params) for c in cons) + "]",
     )
+
+
+def _detection_params(params: Any) -> str:
+    """:func:`sentinel.params.dumps` with its encoder made once, not per call."""
+    return _SORTED_TEXT({k: to_json(v) for k, v in params.items()})
+
+
+_SORTED_TEXT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def _detect_bucket(
@@ -590,7 +657,10 @@ def global_detections(
         buckets = 1
     else:
         value = F.get_json_object(F.col("params"), f"$.{key}")
-        keyed = rows.withColumn("bucket", F.pmod(F.hash(value), F.lit(buckets)))
+        labels = F.array(*[F.lit(b) for b in bucket_labels(buckets)])
+        keyed = rows.withColumn(
+            "bucket", F.element_at(labels, F.pmod(F.hash(value), F.lit(buckets)) + 1)
+        )
     step: Callable[..., Iterator[pd.DataFrame]] = _bind(ref, key, buckets)
     return keyed.groupBy("bucket").applyInPandasWithState(
         step,
@@ -694,7 +764,7 @@ def read_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> DataF
     df = spark.read.format("statestore").load(os.fspath(checkpoint))
     s = "value.groupState"
     return df.select(
-        F.col("key.bucket").alias("bucket"),
+        F.pmod(F.hash(F.col("key.bucket")), F.col(f"{s}.buckets")).alias("bucket"),
         F.col(f"{s}.position").alias("position"),
         F.col(f"{s}.retained").alias("retained"),
         F.coalesce(F.length(f"{s}.detector"), F.length(f"{s}.rows"), F.lit(0)).alias("bytes"),

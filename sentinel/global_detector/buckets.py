@@ -1,0 +1,48 @@
+"""How the Spark streaming job (:mod:`.streaming`) labels its buckets of keys.
+
+A stateful Spark operator sends each group to the state partition
+``pmod(hash(key), partitions)``. The streaming job groups rows by bucket
+(``pmod(hash(key value), buckets)``); were the buckets labelled ``0`` to
+``buckets - 1``, the hash of those numbers would decide how many buckets each
+partition (each core) detects: 27 and 37 of 64 on two partitions. Each
+bucket's label is instead chosen so that the partitions hold as many buckets as
+each other. Pure Python, so that it is testable and cheap without Spark.
+"""
+
+from __future__ import annotations
+
+__all__ = ["bucket_labels", "spark_hash"]
+
+
+def bucket_labels(buckets: int) -> list[int]:
+    """The value of the grouping column of each of ``buckets`` buckets: bucket
+    ``i`` is the smallest integer, not taken by a bucket before it, that Spark's
+    hash partitioning (``pmod(hash(label), partitions)``) sends to partition ``i``
+    when there are ``buckets`` partitions, and so to partition ``i mod p`` when
+    there are ``p`` and ``p`` divides ``buckets``: each state partition holds as
+    many buckets as the others (the bucket numbers themselves spread 64 buckets
+    over 2 partitions as 27 and 37)."""
+    labels: list[int | None] = [None] * buckets
+    free, value = buckets, 0
+    while free:
+        i = spark_hash(value) % buckets
+        if labels[i] is None:
+            labels[i] = value
+            free -= 1
+        value += 1
+    return [int(b) for b in labels if b is not None]
+
+
+def spark_hash(value: int) -> int:
+    """Spark's ``hash`` of an integer column's ``value``: Murmur3 (x86, 32 bits,
+    seed 42) of its 4 bytes, as a signed integer."""
+    m = 0xFFFFFFFF
+    k = ((value & m) * 0xCC9E2D51) & m
+    k = (((k << 15) | (k >> 17)) & m) * 0x1B873593 & m
+    h = 42 ^ k
+    h = ((((h << 13) | (h >> 19)) & m) * 5 + 0xE6546B64) & m
+    h ^= 4
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & m
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
