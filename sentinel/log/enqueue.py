@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 
 from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log.encoding import _dumps
-from sentinel.log.inserts import _processor
+from sentinel.log.inserts import _plain_chars, _processor
 from sentinel.log.outbox import RuleLike, entry_extra
 from sentinel.log.records import detection_key, encode_occurrence, encode_params
 from sentinel.log.schema import check_schema
@@ -93,19 +93,7 @@ def _structure(occ: Any) -> dict[str, Any] | None:
     ):
         return None
     for k, v in params.items():
-        t = type(v)
-        if t is str:
-            if "\x00" in v:
-                return None
-        elif t is float:
-            if not -1e16 < v < 1e16 or not (v or _copysign(1.0, v) > 0):
-                return None
-        elif t is int:
-            if not _INT_MIN <= v <= _INT_MAX:
-                return None
-        elif v is not None and t is not bool:
-            return None
-        if type(k) is not str or "\x00" in k:
+        if _plain_chars(v) < 0 or type(k) is not str or "\x00" in k:
             return None
     return {
         "event": event,
