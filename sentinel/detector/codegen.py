@@ -65,6 +65,10 @@ class Gen:
         self._n = 0
         self._indent = 1
         self._depth = 0
+        #: (line count, indent, store) just after the last line that stored an
+        #: occurrence into a handler's state in ``store`` unconditionally
+        #: (:meth:`kept`).
+        self._kept: tuple[int, int, str] | None = None
 
     def const(self, obj: Any) -> str:
         """A name under which the generated code sees ``obj``."""
@@ -94,6 +98,14 @@ class Gen:
         st = self.var("s")
         self.line(f"{st} = {store}[{handler.hid}]")
         return st
+
+    def kept(self, store: str) -> None:
+        """Say that the line just generated stored an occurrence into a handler's
+        state in ``store``, unconditionally at this indent: when it is the last
+        line of the code of the partition whose store that is, the partition
+        cannot be empty after it, and the check that releases empty partitions
+        is left out (a keyed initiator's leaf)."""
+        self._kept = (len(self.lines), self._indent, store)
 
     def emit(self, handler: Any, store: str, occ: str) -> None:
         """Deliver the detection in ``occ`` to each of ``handler``'s outputs."""
@@ -129,6 +141,8 @@ class Gen:
                 self.line(f"{sub}.parent = {store}")
                 self.line(f"{sub}.owner = None")
             self.target(inner, sub, occ)
+            if self._kept == (len(self.lines), self._indent, sub):
+                return  # the partition's code ended by storing the occurrence
             # Release the partition's store once it holds nothing: a loop, which
             # costs less than any(map(any, ...)) (no map object, no call per state
             # once one is found non-empty).

@@ -55,6 +55,20 @@ def test_partitions_are_created_on_first_use_and_released_when_empty(
     assert partitions(det) == {}
 
 
+@pytest.mark.parametrize("context", list(Context))
+def test_a_partition_whose_detections_are_stored_outside_it_is_released(
+    det: LocalEventDetector, context: Context
+) -> None:
+    """A keyed expression whose occurrences are kept outside its partitions
+    (here by SEQ's initiator, fed by the keyed OR) leaves no partition behind:
+    only a store into the partition's own state keeps a partition."""
+    det.rule("any", "((order | payment) by order_id) ; ship", action=print, context=context)
+    det.signal("order", order_id=1)
+    assert partitions(det) == {}
+    det.signal("ship")
+    assert partitions(det) == {}
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["generated leaves", "wired graph"])
 def test_a_partition_store_is_a_store_like_any_other(
     det: LocalEventDetector, compiled: bool, monkeypatch: pytest.MonkeyPatch

@@ -102,6 +102,7 @@ class ARecent(KeepsLatest, _Interval):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0] = {occ}")
+            g.kept(store)
         elif slot == 1:
             e1 = g.var("e")
             g.line(f"{e1} = {st}[0]")
@@ -130,6 +131,7 @@ class AChronicle(KeepsOldestFirst, _Interval):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0].append({occ})")
+            g.kept(store)
         elif slot == 1:
             q = g.var("q")
             g.line(f"{q} = {st}[0]")
@@ -219,6 +221,7 @@ class AstarRecent(_OneInterval):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0] = {occ}")
+            g.kept(store)
             g.line(f"{st}[1] = []")
         elif slot == 1:
             g.line(f"if {st}[0] is not None:")
@@ -274,6 +277,7 @@ class AstarChronicle(_ManyIntervals):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0].append({occ})")
+            g.kept(store)
         else:
             g.line(f"if {st}[0]:")
             with g.block():

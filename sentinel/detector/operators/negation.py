@@ -54,6 +54,7 @@ class NotRecent(KeepsLatest, _Not):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0] = {occ}")
+            g.kept(store)
         elif slot == 1:
             g.line(f"{st}[0] = None")
         else:
@@ -81,6 +82,7 @@ class NotChronicle(KeepsOldestFirst, _Not):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0].append({occ})")
+            g.kept(store)
         elif slot == 1:
             g.line(f"{st}[0].clear()")
         else:

@@ -38,6 +38,7 @@ class SeqRecent(KeepsLatest, _Seq):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0] = {occ}")
+            g.kept(store)
             return
         i = g.var("i")
         g.line(f"{i} = {st}[0]")
@@ -63,6 +64,7 @@ class SeqChronicle(KeepsOldestFirst, _Seq):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0].append({occ})")
+            g.kept(store)
             return
         q = g.var("q")
         g.line(f"{q} = {st}[0]")
@@ -113,6 +115,7 @@ class SeqCumulative(KeepsAll, _Seq):
         st = g.state(self, store)
         if slot == 0:
             g.line(f"{st}[0].append({occ})")
+            g.kept(store)
             return
         i = g.var("i")
         g.line(f"{i} = {st}[0]")
