@@ -73,19 +73,31 @@ def right_rules() -> LocalEventDetector:
 
 def expand(output: str) -> dict[int, str]:
     """Each node's full text, its operands' #ids replaced by their own text (the
-    reader's way through the listing)."""
+    reader's way through the listing), operands before the nodes that use them."""
     texts = dict(
         (int(m.group(1)), m.group(2))
         for m in re.finditer(r"^  #(\d+) \S+ h=\d+[^:]*: (.*) \(refs \d+\)$", output, re.M)
     )
+    used = {hid: [int(r) for r in re.findall(r"#(\d+)", text)] for hid, text in texts.items()}
     full: dict[int, str] = {}
-    while len(full) < len(texts):
-        before = len(full)
-        for hid, text in sorted(texts.items(), reverse=True):
-            used = [int(r) for r in re.findall(r"#(\d+)", text)]
-            if hid not in full and all(r in full for r in used):
-                full[hid] = re.sub(r"#(\d+)", lambda m: "(" + full[int(m.group(1))] + ")", text)
-        assert len(full) > before, "a reference to no node, or a cycle"
+    for root in texts:
+        on_path: set[int] = set()
+        stack = [(root, False)]
+        while stack:
+            hid, operands_done = stack.pop()
+            if operands_done:
+                on_path.discard(hid)
+                full[hid] = re.sub(
+                    r"#(\d+)", lambda m: "(" + full[int(m.group(1))] + ")", texts[hid]
+                )
+                continue
+            if hid in full:
+                continue
+            assert hid in texts, f"a reference to no node: #{hid}"
+            assert hid not in on_path, f"a cycle through #{hid}"
+            on_path.add(hid)
+            stack.append((hid, True))
+            stack.extend((r, False) for r in used[hid] if r not in full)
     return full
 
 
