@@ -249,9 +249,39 @@ def _mysql_server() -> Server:
 
 
 # -- session servers and per-test namespaces -----------------------------------------
+#: Modules with tests of a quarter of a minute or more that are in the fast tier
+#: (not marked ``slow`` or ``spark``): they run first too.
+LONG_MODULES = frozenset(
+    {
+        "tests/detector/test_model.py",
+        "tests/detector/test_spelling.py",
+        "tests/log/test_reader_merge.py",
+        "tests/algebra/test_deep_expressions.py",
+        "tests/ode/test_docs.py",
+        "tests/test_params_fuzz.py",
+        "tests/test_pytest_plugin.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long randomized runs (``@pytest.mark.explore``) belong to ``make explore``:
+    """Modules with long tests (marked ``slow`` or ``spark``, or in
+    :data:`LONG_MODULES`) run first, each module's tests together (its fixtures
+    are made once), so that no long test is left to run alone at the end of a
+    parallel run while the other workers wait.
+
+    Long randomized runs (``@pytest.mark.explore``) belong to ``make explore``:
     skipped unless ``SENTINEL_LONG_PROPERTIES=1`` asks for them."""
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    long = {
+        module(item)
+        for item in items
+        if item.get_closest_marker("slow") or item.get_closest_marker("spark")
+    } | LONG_MODULES
+    items.sort(key=lambda item: module(item) not in long)  # stable: order kept within
     if os.environ.get("SENTINEL_LONG_PROPERTIES"):
         return
     skip = pytest.mark.skip(reason="a long randomized run: make explore runs it")
