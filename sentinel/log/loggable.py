@@ -79,6 +79,8 @@ def loggable_params(
         elif t is int:
             if v.bit_length() > MAX_INT_BITS:
                 _refuse_kept(policy, event, params, (k,))
+        elif t is float:
+            continue  # loggable as it is, no cap
         elif t is MappingProxyType:
             if not checked_mappings:
                 if _kept(policy, event, params, (k,)):
