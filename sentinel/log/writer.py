@@ -373,9 +373,7 @@ class LogWriter:
                     "rule": f.rule,
                     "scope": str(f.scope),
                     "t_occ": f.t_occ,
-                    "constituents": [
-                        [s if type(s) is str else str(s), t] for s, t in f.constituents
-                    ],
+                    "constituents": [[str(s), t] for s, t in f.constituents],
                     "coupling": str(f.coupling),
                     "status": str(f.status),
                     "error": None if f.error is None else storable_text(f.error),
