@@ -37,8 +37,9 @@ def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
     """The bind processor of ``column`` on ``dialect`` (``None``: values go to the
     driver as they are), with shortcuts for the log's own types where they
     provably give the same result: a UTC datetime as the text or naive datetime
-    SQLite and MySQL store, JSON through :func:`json.dumps` when the engine has
-    no serializer of its own, floats as they are."""
+    SQLite and MySQL store, JSON as :func:`json.dumps` writes it
+    (:func:`_json_dumps`) when the engine has no serializer of its own, floats
+    as they are."""
     generic = column.type.dialect_impl(dialect).bind_processor(dialect)
     if generic is None:
         return None
