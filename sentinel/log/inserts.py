@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from itertools import pairwise
+from operator import methodcaller
 from types import MappingProxyType
 from typing import Any
 
@@ -36,8 +37,9 @@ def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
     """The bind processor of ``column`` on ``dialect`` (``None``: values go to the
     driver as they are), with shortcuts for the log's own types where they
     provably give the same result: a UTC datetime as the text or naive datetime
-    SQLite and MySQL store, JSON through :func:`json.dumps` when the engine has
-    no serializer of its own, floats as they are."""
+    SQLite and MySQL store, JSON as :func:`json.dumps` writes it
+    (:func:`_json_dumps`) when the engine has no serializer of its own, floats
+    as they are."""
     generic = column.type.dialect_impl(dialect).bind_processor(dialect)
     if generic is None:
         return None
@@ -49,13 +51,14 @@ def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
         def utc(value: Any, _generic: Any = generic, _utc: Any = UTC) -> Any:
             if value.tzinfo is not _utc:
                 return _generic(value)
-            naive = value.replace(tzinfo=None)
-            return naive.isoformat(" ", "microseconds") if as_text else naive
+            if as_text:  # the naive datetime's text: without "+00:00"
+                return value.isoformat(" ", "microseconds")[:-6]
+            return value.replace(tzinfo=None)
 
         return utc
     if isinstance(ctype, LogJSON) and name in ("sqlite", "mysql", "mariadb"):
         if getattr(dialect, "_json_serializer", None) is None:
-            return json.dumps
+            return _json_dumps
         return generic
     if isinstance(ctype, sa.Double):
 
@@ -64,6 +67,37 @@ def _processor(column: sa.Column[Any], dialect: sa.Dialect) -> Any:
 
         return as_float
     return generic
+
+
+_esc_ascii = json.encoder.encode_basestring_ascii
+
+
+def _json_dumps(value: Any) -> str:
+    """:func:`json.dumps` of ``value`` (a ``LogJSON`` column's value), the same
+    text; a rule firing's constituents (a list of ``[scope, t_occ]`` pairs: a
+    string, usually one for all, and an integer) written here, in about 60% of
+    the instructions ``json.dumps`` takes."""
+    if type(value) is not list:
+        return json.dumps(value)
+    esc = _esc_ascii
+    parts = []
+    last: Any = _NONE
+    text = ""
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2:
+            return json.dumps(value)
+        s, t = pair
+        if type(t) is not int:
+            return json.dumps(value)
+        if s is not last:
+            if type(s) is not str:
+                return json.dumps(value)
+            last, text = s, esc(s)
+        parts.append(f"[{text}, {t!r}]")
+    return "[" + ", ".join(parts) + "]"
+
+
+_esc_ascii = json.encoder.encode_basestring_ascii
 
 
 class _InsertPlan:
@@ -233,6 +267,7 @@ def batch_elements(
     append = elems.append
     plain = _plain
     dumps = _orjson_dumps
+    copy = _copy
     try:
         for scope, t_occ, event, ts, dts, sclass, skey, params, outcome, sp in values:
             if not (lo <= ts < hi) or type(t_occ) is not int or type(event) is not str:
@@ -249,28 +284,24 @@ def batch_elements(
                 last_scope, last_outcome, last_sp = scope, outcome, sp
             if not params or plain(params):
                 # orjson writes what the text below would, as one call
+                item = [
+                    t_occ,
+                    event,
+                    ts,
+                    None if dtext == "null" else dts,
+                    sclass,
+                    skey,
+                    params if params else _EMPTY,
+                ]
                 try:
-                    append(
-                        (
-                            t_occ,
-                            ts,
-                            dumps(
-                                [
-                                    t_occ,
-                                    event,
-                                    ts,
-                                    None if dts == ts else dts,
-                                    sclass,
-                                    skey,
-                                    params if params else _EMPTY,
-                                ],
-                                default=_as_dict,
-                            ).decode(),
-                        )
-                    )
+                    append((t_occ, ts, dumps(item, default=copy).decode()))
                     continue
-                except TypeError:  # a lone surrogate in a name, a key not a str
-                    pass
+                except TypeError:
+                    try:  # a read-only mapping whose copy orjson does not take
+                        append((t_occ, ts, dumps(item, default=_as_dict).decode()))
+                        continue
+                    except TypeError:  # a lone surrogate in a name, a key not a str
+                        pass
             if sclass is None:
                 src = "null,null"
             else:
@@ -313,24 +344,45 @@ def _plain(params: Any) -> bool:
     tagged), 64-bit integers, booleans, ``None``, and
     read-only mappings (database events' column values) of such under names
     that do not start with ``$``; at most :data:`_PLAIN_CHARS` characters of
-    strings. Anything else takes :func:`~sentinel.log.encoding._params_text`."""
+    strings. Anything else takes :func:`~sentinel.log.encoding._params_text`.
+
+    The values' rule is :func:`_plain_chars`'s, written out here for each
+    value (a call per value cost more than the test: one is made per logged
+    occurrence)."""
     chars = 0
     for k, v in params.items():
         if type(k) is not str or "\x00" in k:
             return False
-        if type(v) is MappingProxyType:
-            for k2, v2 in v.items():
-                if type(k2) is not str or k2.startswith("$") or "\x00" in k2:
-                    return False
-                n = _plain_chars(v2)
-                if n < 0:
-                    return False
-                chars += n
-        else:
-            n = _plain_chars(v)
-            if n < 0:
+        t = type(v)
+        if t is float:
+            if not -1e16 < v < 1e16 or (v == 0.0 and _copysign(1.0, v) < 0):
                 return False
-            chars += n
+        elif t is str:
+            if "\x00" in v:
+                return False
+            chars += len(v)
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return False
+        elif t is MappingProxyType:
+            for k2, v2 in v.items():
+                if type(k2) is not str or (k2 and k2[0] == "$") or "\x00" in k2:
+                    return False
+                t2 = type(v2)
+                if t2 is float:
+                    if not -1e16 < v2 < 1e16 or (v2 == 0.0 and _copysign(1.0, v2) < 0):
+                        return False
+                elif t2 is str:
+                    if "\x00" in v2:
+                        return False
+                    chars += len(v2)
+                elif t2 is int:
+                    if not _INT_MIN <= v2 <= _INT_MAX:
+                        return False
+                elif v2 is not None and t2 is not bool:
+                    return False
+        elif v is not None and t is not bool:
+            return False
     return chars <= _PLAIN_CHARS
 
 
@@ -352,6 +404,16 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if type(value) is MappingProxyType:
         return dict(value)
     raise TypeError(type(value).__name__)
+
+
+#: orjson's ``default`` tried first: a read-only mapping :func:`_plain` let
+#: through, as the copy of the dict it shows (the read-only mappings of
+#: parameters are made over dicts: database events' column values,
+#: :func:`sentinel.params.normalize`'s mappings), made in C where
+#: :func:`_as_dict` is a Python call; anything else (that :func:`_plain` let
+#: through, so a time: ``Decimal``, ``Fraction``) has no ``copy`` and raises,
+#: and orjson raises ``TypeError``: the writer then tries :func:`_as_dict`.
+_copy = methodcaller("copy")
 
 
 _NONE = object()

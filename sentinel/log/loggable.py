@@ -25,13 +25,13 @@ from typing import Any
 
 from sentinel.log.policy import LogPolicy
 from sentinel.params import (
+    MAX_BYTES,
     MAX_INT_BITS,
     MAX_STRING,
     PLAIN,
     UnloggableParameter,
     normalize,
     oversize_error,
-    too_large,
     unstorable_text,
 )
 
@@ -40,9 +40,6 @@ __all__ = ["loggable_params"]
 #: Parameter value types taken as they are (already loggable): a read-only
 #: mapping is a database event's column values or a normalized mapping.
 _LOGGABLE = PLAIN | {MappingProxyType}
-#: Types of database events' column values passed as they are, and capped here
-#: (``sentinel.params.too_large``) besides strings.
-_CAPPED = frozenset({bytes, int})
 #: The longest parameter name the log takes.
 _MAX_NAME = 1000
 #: Parameter names seen to be storable (names recur: one set lookup each).
@@ -82,14 +79,22 @@ def loggable_params(
         elif t is int:
             if v.bit_length() > MAX_INT_BITS:
                 _refuse_kept(policy, event, params, (k,))
+        elif t is float:
+            continue  # loggable as it is, no cap
         elif t is MappingProxyType:
             if not checked_mappings:
                 if _kept(policy, event, params, (k,)):
                     params[k] = normalize(v, event=event, param=k)
                 continue
+            # the caps of sentinel.params.too_large, for the types a database
+            # event passes as they are (strings, bytes, integers)
             for k2, v2 in v.items():
                 t2 = type(v2)
-                if (t2 is str and len(v2) > MAX_STRING) or (t2 in _CAPPED and too_large(v2)):
+                if (
+                    (t2 is str and len(v2) > MAX_STRING)
+                    or (t2 is int and v2.bit_length() > MAX_INT_BITS)
+                    or (t2 is bytes and len(v2) > MAX_BYTES)
+                ):
                     _refuse_kept(policy, event, params, (k, k2))
         elif t not in _LOGGABLE:
             _normalize_kept(policy, event, params)

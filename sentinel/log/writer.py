@@ -56,7 +56,7 @@ from sentinel.log.commit_order import (
     notify_channel,
     take_commit_seq,
 )
-from sentinel.log.encoding import _key_text
+from sentinel.log.encoding import _KEYS, _key_text
 from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
 from sentinel.log.partition import partition_key_text
 from sentinel.log.policy import LogPolicy
@@ -79,6 +79,7 @@ __all__ = ["LogWriter"]
 _OUTCOMES = {None: None, "committed": "committed", "aborted": "aborted"}
 _fromtimestamp = datetime.fromtimestamp
 _time = time.time
+_UNSET: Any = object()
 
 
 def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
@@ -269,19 +270,30 @@ class LogWriter:
         apply = self.policy.apply if self.policy else None
         ref_type = ObjectRef
         key_text = _key_text
+        keys = _KEYS
+        name_length = NAME_LENGTH
         rows: list[tuple[Any, ...]] = []
         append = rows.append
+        # A batch's occurrences share their scope (one object): checked once.
+        checked: Any = _UNSET
         for occ in occurrences:
             event, t_occ, ts, dts, source, params, scope = occ
-            if type(scope) is not str or len(scope) > SCOPE_LENGTH or len(event) > NAME_LENGTH:
+            if scope is not checked:
+                if type(scope) is not str or len(scope) > SCOPE_LENGTH:
+                    self._bad_ids(occ)
+                checked = scope
+            if len(event) > name_length:
                 self._bad_ids(occ)
             if source is None:
                 source_class = source_key = None
             elif type(source) is ref_type:
                 source_class = source[0]
-                if len(source_class) > NAME_LENGTH:
+                if len(source_class) > name_length:
                     self._bad_ids(occ)
-                source_key = key_text(source[1])
+                try:  # _key_text's lookup, without the call when it succeeds
+                    source_key = keys[source[1]]
+                except (KeyError, TypeError):
+                    source_key = key_text(source[1])
             else:
                 raise LogWriteError(
                     f"occurrence {event}@{t_occ} in scope {scope!r} has source {source!r}; "

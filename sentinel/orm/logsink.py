@@ -78,7 +78,7 @@ def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
     Constituents keep their ids: an occurrence is logged under the scope it was
     signalled in, rolled back or not."""
     rule, occ, status, error, at = record
-    constituents = tuple((c.scope, c.t_occ) for c in occ.constituents)
+    constituents = tuple([(c.scope, c.t_occ) for c in occ.constituents])
     when = _fromts(at, _utc)
     return Firing(
         rule=rule.name,
