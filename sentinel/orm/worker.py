@@ -151,6 +151,9 @@ class Runner:
         #: timeout): ``max_backoff`` by default; ``sentinel global
         #: --retry-delay`` sets it.
         self.claim_retry = self.max_backoff
+        #: At most this many entries in one pool job made of queued batches
+        #: (:meth:`submit_claimed`; a batch larger than it stays whole).
+        self.merge_limit = 5000
         self._unknown_at = 0.0
 
     # -- the pool ----------------------------------------------------------------------
@@ -163,7 +166,9 @@ class Runner:
         """Run entries claimed by :meth:`claim_enqueued` (whose transaction
         has committed) in the pool, as one job: in one transaction
         (:meth:`run_claimed_together`), as the caller's thread would with no
-        workers. Not at all when the runner has no workers (their claims then
+        workers; with the batches queued behind it when a thread takes it
+        (at most :attr:`merge_limit` entries). Not at all when the runner has no
+        workers (their claims then
         expire, and a drain runs them). A job that raises before its
         transaction (the ``context`` or the engine failing) is queued again
         with the same claims after :attr:`claim_retry` seconds."""
@@ -202,6 +207,8 @@ class Runner:
                     else:
                         cond.wait()
                 _, _, job = heapq.heappop(self._heap)
+                if isinstance(job, _Batch):
+                    job = self._merge(job)
                 self._busy += 1
             try:
                 if isinstance(job, _Batch):
@@ -224,6 +231,23 @@ class Runner:
                 with cond:
                     self._busy -= 1
                     cond.notify_all()
+
+    def _merge(self, job: _Batch) -> _Batch:
+        """``job`` and the batches queued behind it that are due now, as one
+        job (the caller holds the lock): when the actions fall behind the
+        reading, one transaction acts on every batch waiting, not one each."""
+        heap = self._heap
+        if not heap or not isinstance(heap[0][2], _Batch):
+            return job
+        claims = list(job.claims)
+        now = time.monotonic()
+        while heap and len(claims) < self.merge_limit:
+            due, _, nxt = heap[0]
+            if due > now or not isinstance(nxt, _Batch):
+                break
+            heapq.heappop(heap)
+            claims.extend(nxt.claims)
+        return _Batch(tuple(claims))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the pool has nothing queued or running (retries included);
@@ -367,11 +391,10 @@ class Runner:
         if len(due) > 1:
             self.run_claimed_together(due)
         else:
-            for key, got in due:
-                self.run_claimed(key, got)
-        for key, got in claims:
-            if got is None:
-                self.run_one(key)
+            for key, one in due:
+                self.run_claimed(key, one)
+        for key, _ in (c for c in claims if c[1] is None):
+            self.run_one(key)
 
     def _run_claimed(self, engine: Engine, key: str, got: Claimed | Exhausted | None) -> str:
         if got is None:

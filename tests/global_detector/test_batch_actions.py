@@ -7,6 +7,8 @@ good and the others run again, each alone: every database effect exactly once.""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import pytest
@@ -150,6 +152,52 @@ def test_a_worker_thread_acts_on_a_batch_in_one_transaction(log_db: sa.Engine) -
         assert _statuses(log_db) == [("done", 1)] * 5
     finally:
         service.close()
+
+
+def test_batches_queued_behind_a_busy_worker_thread_are_acted_on_together(
+    log_db: sa.Engine,
+) -> None:
+    """When the actions fall behind the reading, the worker thread takes the
+    read batches waiting in its queue as one job: one transaction for all of
+    them (here two batches of two detections while it acts on the first)."""
+    service = GlobalDetector(
+        _detector(set(), set()), log_db, lease=10, workers=1, actions=global_actions
+    )
+    runner = service.attachment.runner
+    entered, release = threading.Event(), threading.Event()
+    jobs: list[int] = []
+    run_batch = runner.run_batch
+
+    def sized(claims: Any) -> None:
+        jobs.append(len(claims))
+        run_batch(claims)
+
+    @contextlib.contextmanager
+    def busy_first() -> Any:
+        if not entered.is_set():
+            entered.set()
+            assert release.wait(30)
+        yield
+
+    try:
+        service.step()
+        runner.run_batch = sized  # type: ignore[method-assign]
+        runner.context = busy_first
+        _orders_and_payments(log_db, range(1, 3))
+        assert service.step().detections == 2
+        assert entered.wait(30)  # the thread acts on the first batch: busy
+        _orders_and_payments(log_db, range(3, 5))
+        assert service.step().detections == 2
+        _orders_and_payments(log_db, range(5, 7))
+        assert service.step().detections == 2
+        release.set()
+        assert runner.wait(30)
+    finally:
+        release.set()
+        service.close()
+    assert jobs == [2, 4]
+    assert _effects(log_db) == [1, 2, 3, 4, 5, 6]
+    assert _statuses(log_db) == [("done", 1)] * 6
 
 
 def test_an_action_that_fails_is_rolled_back_alone_and_retried(log_db: sa.Engine) -> None:
