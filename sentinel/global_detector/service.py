@@ -25,8 +25,8 @@ One iteration (:meth:`GlobalDetector.step`):
 
 In :meth:`GlobalDetector.run`, the transaction of 4 (and the hand-over of 5,
 with worker threads) runs in a writer thread while the next iteration reads
-and detects (:mod:`~sentinel.global_detector.behind`): one batch in flight
-at most, settled before any other write of the service.
+and detects (:meth:`GlobalDetector._commit_behind`): one batch in flight at
+most, settled before any other write of the service.
 
 Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
 leaves the position and the entries as they were: the detector's memory is
@@ -46,6 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,7 +54,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sentinel.errors import GlobalDetectorError, LeaseLost
-from sentinel.global_detector.behind import BehindWriter
 from sentinel.global_detector.cursor import Cursor
 from sentinel.global_detector.detect import CLOCK_EVENT, CommitFeeder, check_rules
 from sentinel.global_detector.enqueue import Enqueuer
@@ -293,8 +293,10 @@ class GlobalDetector:
         self._ahead_at = 0.0
         #: Rule switches: applied at read-batch boundaries, replayed on rebuilds.
         self.switches = Switchboard(self.engine, self.tables, name)
-        #: :meth:`run`: commits a batch while the next is read and detected.
-        self.behind = BehindWriter(self)
+        #: :meth:`run`: the thread committing a batch while the next is read
+        #: and detected, and the batch it commits (:meth:`_commit_behind`).
+        self._writer: ThreadPoolExecutor | None = None
+        self._inflight: Future[None] | None = None
 
     # -- one iteration -----------------------------------------------------------------
     def _rebuild(self, position: int) -> CommitFeeder:
@@ -341,7 +343,7 @@ class GlobalDetector:
 
     def _step(self, *, behind: bool) -> StepReport:
         """:meth:`step`; with ``behind``, a batch that is not acted on in
-        this thread is committed by the writer thread (:mod:`.behind`)
+        this thread is committed by the writer thread (:meth:`_commit_behind`)
         while the next step reads and detects."""
         report = StepReport()
         if self._unnumbered_after is None:  # rows from here on must have numbers
@@ -419,7 +421,7 @@ class GlobalDetector:
             and getattr(runner, "submit_claimed", None) is not None
         )
         if behind and not inline:
-            keys = self.behind.commit(feeder, rows, runner if pooled else None)
+            keys = self._commit_behind(feeder, rows, runner if pooled else None)
             claims: list[tuple[str, Any]] = []
             pooled = False  # the writer thread hands the claims to the pool
         else:
@@ -494,9 +496,69 @@ class GlobalDetector:
             raise
         return keys, claims
 
+    def _commit_behind(self, feeder: CommitFeeder, rows: list[LogRow], runner: Any) -> list[str]:
+        """:meth:`_commit_batch`, its transaction run by the writer thread:
+        feed ``rows`` and make their entries here, wait for the batch before
+        (:meth:`_settle`: raises its failure, dropping ``feeder``, whose
+        memory holds both), then hand this one's transaction to the thread
+        and return its entries' keys. At most one batch is in flight, and
+        every other write of the service settles it first, so the cursor's
+        moves commit in order and each finds the position it expects. With
+        ``runner`` (worker threads), the thread claims the entries in that
+        transaction and, after the commit, hands them to ``runner``'s pool."""
+        old = feeder.position
+        try:
+            entries = self.enqueuer.entries(feeder.feed(rows))
+        except BaseException:
+            self._feeder = None  # its memory is ahead of the committed position
+            raise
+        self._settle()
+        keys = self.enqueuer.keys(entries)
+        new, log_time = feeder.position, feeder.log_time
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="sentinel-global-writer")
+        self._inflight = self._writer.submit(self._write_batch, old, new, log_time, entries, runner)
+        return keys
+
+    def _write_batch(
+        self, old: int, new: int, log_time: float | None, entries: list[Any], runner: Any
+    ) -> None:
+        """The writer thread's part of :meth:`_commit_behind`: the batch's
+        transaction, as :meth:`_commit_batch` writes it, then the claims to
+        ``runner``'s pool."""
+        claims: list[tuple[str, Any]] = []
+        try:
+            with self.engine.begin() as conn:
+                self.cursor.advance(conn, self.id, old, new, self.lease, log_time)
+                if entries:
+                    keys = self.enqueuer.write(conn, entries)
+                    if runner is not None:
+                        claims = runner.claim_enqueued(conn, keys)
+        except LeaseLost:
+            raise
+        except Exception as err:
+            if self._still_holds():
+                raise
+            raise self.cursor.lost(self.id, old) from err
+        self._renew_at = time.monotonic() + self.lease / 3
+        if claims:
+            runner.submit_claimed(claims)
+
     def _settle(self) -> None:
-        """Wait for the batch the writer thread commits (:mod:`.behind`)."""
-        self.behind.settle()
+        """Wait for the batch the writer thread commits, if any; when it
+        failed, drop the detector (its memory is ahead of the committed
+        position) and raise the failure (:class:`LeaseLost`: this instance
+        stands by)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        try:
+            inflight.result()
+        except BaseException as err:
+            self._feeder = None
+            if isinstance(err, LeaseLost):
+                self._leader = False
+            raise
 
     def _still_holds(self) -> bool:
         """Whether the cursor's lease is still this instance's, read after a
@@ -686,7 +748,14 @@ class GlobalDetector:
         try:
             self._loop(stop, report, until_idle)
         finally:
-            self.behind.settle_quietly(reraise=until_idle)
+            try:
+                self._settle()
+            except LeaseLost as err:
+                log.warning("%s", err)
+            except Exception:
+                if until_idle:
+                    raise
+                log.exception("sentinel global %r: the last batch did not commit", self.name)
 
     def _loop(
         self,
@@ -745,7 +814,15 @@ class GlobalDetector:
         """Stop the action runner (writing its late log rows) and the listener,
         read past the commits handed out so far (the actions' own, see
         :meth:`_catch_up`), and release the lease (a standby takes over at once)."""
-        self.behind.close()
+        try:
+            self._settle()
+        except LeaseLost as err:
+            log.warning("%s", err)
+        except Exception:
+            log.exception("sentinel global %r: the last batch did not commit", self.name)
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         self.waiter.close()
         if self.attachment is not None:
             # writes the actions' late log rows (their txn:commit), read below
