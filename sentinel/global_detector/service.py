@@ -23,11 +23,6 @@ One iteration (:meth:`GlobalDetector.step`):
    this thread (``workers=0``) or as one job of the runner's pool: database
    effects exactly once.
 
-In :meth:`GlobalDetector.run`, the transaction of 4 (and the hand-over of 5,
-with worker threads) runs in a writer thread while the next iteration reads
-and detects (:meth:`GlobalDetector._commit_behind`): one batch in flight at
-most, settled before any other write of the service.
-
 Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
 leaves the position and the entries as they were: the detector's memory is
 rebuilt by feeding it the log up to the committed position again (without
