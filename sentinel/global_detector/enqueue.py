@@ -51,14 +51,6 @@ class Enqueuer:
         row = self._rows.row
         return [row(rules[d.rule], d.occurrence) for d in detections]
 
-    @staticmethod
-    def keys(entries: Sequence[Any]) -> list[str]:
-        """The idempotency keys of ``entries`` (from :meth:`entries`), which
-        :meth:`write` returns once it wrote them."""
-        if entries and isinstance(entries[0], OutboxEntry):
-            return [e.idempotency_key for e in entries]
-        return [e[1] for e in entries]
-
     def write(self, conn: Connection, entries: Sequence[Any]) -> list[str]:
         """Insert ``entries`` (from :meth:`entries`) on ``conn``, in its
         transaction; return their idempotency keys. Raises

@@ -41,7 +41,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -288,10 +287,6 @@ class GlobalDetector:
         self._ahead_at = 0.0
         #: Rule switches: applied at read-batch boundaries, replayed on rebuilds.
         self.switches = Switchboard(self.engine, self.tables, name)
-        #: :meth:`run`: the thread committing a batch while the next is read
-        #: and detected, and the batch it commits (:meth:`_commit_behind`).
-        self._writer: ThreadPoolExecutor | None = None
-        self._inflight: Future[None] | None = None
 
     # -- one iteration -----------------------------------------------------------------
     def _rebuild(self, position: int) -> CommitFeeder:
@@ -331,23 +326,15 @@ class GlobalDetector:
         return feeder
 
     def step(self) -> StepReport:
-        """Run one iteration (module docs); return what it did, its batch
-        committed (and acted on, with ``workers=0``). Raises database errors
-        (after which the next step starts from the committed position again)."""
-        return self._step(behind=False)
-
-    def _step(self, *, behind: bool) -> StepReport:
-        """:meth:`step`; with ``behind``, a batch that is not acted on in
-        this thread is committed by the writer thread (:meth:`_commit_behind`)
-        while the next step reads and detects."""
+        """Run one iteration (module docs); return what it did. Raises
+        database errors (after which the next step starts from the committed
+        position again)."""
         report = StepReport()
         if self._unnumbered_after is None:  # rows from here on must have numbers
             with self.engine.connect() as conn:
                 self._unnumbered_after = self.reader.last_id(conn)
         feeder = self._feeder
         if feeder is None or not self._leader or self._renew_at <= time.monotonic():
-            self._settle()  # the batch in flight commits (or fails) first
-            feeder = self._feeder
             # a write: on SQLite, one more commit; so at most every lease/3 s (a
             # batch's cursor update renews it too, and finds out if it was lost)
             renewed = time.monotonic()
@@ -399,7 +386,6 @@ class GlobalDetector:
             else:
                 self.ahead = []
         if not rows:
-            self._settle()
             report.clock = self._move_clock(feeder)
             self._look_for_unnumbered()
             return report
@@ -415,15 +401,7 @@ class GlobalDetector:
             and runner.workers > 0
             and getattr(runner, "submit_claimed", None) is not None
         )
-        if behind and not inline:
-            keys = self._commit_behind(feeder, rows, runner if pooled else None)
-            claims: list[tuple[str, Any]] = []
-            pooled = False  # the writer thread hands the claims to the pool
-        else:
-            self._settle()
-            keys, claims = self._commit_batch(
-                feeder, rows, claim=runner if inline or pooled else None
-            )
+        keys, claims = self._commit_batch(feeder, rows, claim=runner if inline or pooled else None)
         report.rows = len(rows)
         report.detections = len(keys)
         report.position = feeder.position
@@ -491,70 +469,6 @@ class GlobalDetector:
             raise
         return keys, claims
 
-    def _commit_behind(self, feeder: CommitFeeder, rows: list[LogRow], runner: Any) -> list[str]:
-        """:meth:`_commit_batch`, its transaction run by the writer thread:
-        feed ``rows`` and make their entries here, wait for the batch before
-        (:meth:`_settle`: raises its failure, dropping ``feeder``, whose
-        memory holds both), then hand this one's transaction to the thread
-        and return its entries' keys. At most one batch is in flight, and
-        every other write of the service settles it first, so the cursor's
-        moves commit in order and each finds the position it expects. With
-        ``runner`` (worker threads), the thread claims the entries in that
-        transaction and, after the commit, hands them to ``runner``'s pool."""
-        old = feeder.position
-        try:
-            entries = self.enqueuer.entries(feeder.feed(rows))
-        except BaseException:
-            self._feeder = None  # its memory is ahead of the committed position
-            raise
-        self._settle()
-        keys = self.enqueuer.keys(entries)
-        new, log_time = feeder.position, feeder.log_time
-        if self._writer is None:
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="sentinel-global-writer")
-        self._inflight = self._writer.submit(self._write_batch, old, new, log_time, entries, runner)
-        return keys
-
-    def _write_batch(
-        self, old: int, new: int, log_time: float | None, entries: list[Any], runner: Any
-    ) -> None:
-        """The writer thread's part of :meth:`_commit_behind`: the batch's
-        transaction, as :meth:`_commit_batch` writes it, then the claims to
-        ``runner``'s pool."""
-        claims: list[tuple[str, Any]] = []
-        try:
-            with self.engine.begin() as conn:
-                self.cursor.advance(conn, self.id, old, new, self.lease, log_time)
-                if entries:
-                    keys = self.enqueuer.write(conn, entries)
-                    if runner is not None:
-                        claims = runner.claim_enqueued(conn, keys)
-        except LeaseLost:
-            raise
-        except Exception as err:
-            if self._still_holds():
-                raise
-            raise self.cursor.lost(self.id, old) from err
-        self._renew_at = time.monotonic() + self.lease / 3
-        if claims:
-            runner.submit_claimed(claims)
-
-    def _settle(self) -> None:
-        """Wait for the batch the writer thread commits, if any; when it
-        failed, drop the detector (its memory is ahead of the committed
-        position) and raise the failure (:class:`LeaseLost`: this instance
-        stands by)."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is None:
-            return
-        try:
-            inflight.result()
-        except BaseException as err:
-            self._feeder = None
-            if isinstance(err, LeaseLost):
-                self._leader = False
-            raise
-
     def _still_holds(self) -> bool:
         """Whether the cursor's lease is still this instance's, read after a
         batch failed (``True`` when it cannot be read: the failure is then
@@ -573,7 +487,6 @@ class GlobalDetector:
         out, as a step does, writing their entries without acting (the next
         instance, or a ``sentinel worker``, runs them), so that the lag reads 0
         when nothing else committed."""
-        self._settle()
         feeder = self._feeder
         if feeder is None or not self._leader:
             return
@@ -740,30 +653,10 @@ class GlobalDetector:
         ``until_idle``, until a step as leader finds nothing new. A failing step
         (database away, lease lost) is logged and retried after a wait."""
         stop = stop or self._stop
-        try:
-            self._loop(stop, report, until_idle)
-        finally:
-            try:
-                self._settle()
-            except LeaseLost as err:
-                log.warning("%s", err)
-            except Exception:
-                if until_idle:
-                    raise
-                log.exception("sentinel global %r: the last batch did not commit", self.name)
-
-    def _loop(
-        self,
-        stop: threading.Event,
-        report: Callable[[StepReport], None] | None,
-        until_idle: bool,
-    ) -> None:
         last_pending = time.monotonic()
         while not stop.is_set():
             try:
-                # a batch not acted on in this thread commits while the next
-                # one is read and detected
-                r = self._step(behind=True)
+                r = self.step()
             except LeaseLost as err:  # not a failure: another instance leads now
                 log.warning("%s", err)
                 continue
@@ -809,15 +702,6 @@ class GlobalDetector:
         """Stop the action runner (writing its late log rows) and the listener,
         read past the commits handed out so far (the actions' own, see
         :meth:`_catch_up`), and release the lease (a standby takes over at once)."""
-        try:
-            self._settle()
-        except LeaseLost as err:
-            log.warning("%s", err)
-        except Exception:
-            log.exception("sentinel global %r: the last batch did not commit", self.name)
-        if self._writer is not None:
-            self._writer.shutdown()
-            self._writer = None
         self.waiter.close()
         if self.attachment is not None:
             # writes the actions' late log rows (their txn:commit), read below

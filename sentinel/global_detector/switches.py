@@ -119,9 +119,6 @@ class Switchboard:
             pending = pending_switches(conn, self.tables, self.name)
         if not pending:
             return []
-        settle = getattr(service, "_settle", None)
-        if settle is not None:
-            settle()  # a batch the service's writer thread commits: its move first
         position = feeder.position
         outcome = [(s, feeder.refusal(s.rule, s.enabled)) for s in pending]
         try:

@@ -1,13 +1,10 @@
 """What tailing costs the service: a batch's outbox entries go in one
-statement (not one per entry), a row's parameters are parsed once (the
-reader's parse is what the feeder uses), and a batch commits while the next
-one is read and detected."""
+statement (not one per entry), and a row's parameters are parsed once (the
+reader's parse is what the feeder uses)."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from typing import Any
 
 import pytest
@@ -148,81 +145,3 @@ def test_replay_and_the_service_read_parsed_rows(
     with GlobalDetector(rules.detector, log_db, run_actions=False) as service:
         assert service.step().detections == 3
     assert dumped == []
-
-
-def _outbox_and_position(engine: sa.Engine) -> tuple[int, int]:
-    with engine.connect() as conn:
-        entries = conn.execute(sa.text("SELECT count(*) FROM sentinel_outbox")).scalar_one()
-        position = conn.execute(
-            sa.text("SELECT position FROM sentinel_global_cursors WHERE name = 'global'")
-        ).scalar()
-    return int(entries), int(position or 0)
-
-
-def test_run_reads_the_next_batch_while_the_last_one_commits(log_db: sa.Engine) -> None:
-    """In :meth:`GlobalDetector.run`, a batch that is not acted on in the
-    service's thread is committed by a writer thread while the service reads
-    and detects the next one: the first batch's transaction, held open until
-    the service has read again, does not hold the reading up. The batches
-    still commit in order, each once (before, the service read only after
-    the batch's commit: the first transaction waited in vain)."""
-    _pairs(log_db, 6)
-    read_again = threading.Event()
-    waited: list[bool] = []
-    with GlobalDetector(rules.detector, log_db, run_actions=False, batch=40) as service:
-        service.step()  # takes the lease and reads the first two commits
-        advance, read = service.cursor.advance, service.reader.read
-        committing = threading.Event()
-
-        def slow_advance(conn: Any, holder: str, old: int, new: int, *args: Any) -> None:
-            if not committing.is_set():  # the next batch's transaction: open until the next read
-                committing.set()
-                waited.append(read_again.wait(10))
-            advance(conn, holder, old, new, *args)
-
-        def counted_read(*args: Any, **kwargs: Any) -> Any:
-            if committing.is_set():
-                read_again.set()
-            return read(*args, **kwargs)
-
-        service.cursor.advance = slow_advance  # type: ignore[method-assign]
-        service.reader.read = counted_read  # type: ignore[method-assign]
-        service.run(until_idle=True)
-    assert waited == [True]
-    assert _outbox_and_position(log_db) == (6, 6)
-
-
-def test_a_batch_that_fails_in_the_writer_thread_is_read_again_once(
-    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The writer thread's transaction fails (the database went away): the
-    batch read meanwhile is dropped with the detector's memory, the service
-    rebuilds it from the committed position and reads both again; every
-    detection is enqueued once."""
-    _pairs(log_db, 6)
-    failed: list[bool] = []
-    with GlobalDetector(
-        rules.detector, log_db, run_actions=False, batch=40, max_wait=0.05
-    ) as service:
-        write = service.enqueuer.write
-
-        def fails_once(conn: Any, entries: Any) -> Any:
-            if not failed:
-                failed.append(True)
-                raise sa.exc.OperationalError("COPY", {}, Exception("server closed the connection"))
-            return write(conn, entries)
-
-        service.enqueuer.write = fails_once  # type: ignore[method-assign]
-        stop = threading.Event()
-        t = threading.Thread(target=service.run, kwargs={"stop": stop})
-        t.start()
-        try:
-            deadline = time.monotonic() + 30
-            while _outbox_and_position(log_db)[1] < 6 and time.monotonic() < deadline:
-                time.sleep(0.05)
-        finally:
-            stop.set()
-            t.join()
-    assert failed
-    assert "server closed the connection" in caplog.text
-    assert _outbox_and_position(log_db) == (6, 6)
