@@ -30,8 +30,7 @@ __all__ = ["Enqueuer"]
 class Enqueuer:
     """Outbox entries of ``rules``' detections, written by ``writer`` (its
     tables, its schema check) to a database of ``dialect`` (a dialect's name).
-    Not thread-safe, except that one thread may :meth:`write` while another
-    makes the next :meth:`entries` (the service's writer thread)."""
+    Not thread-safe."""
 
     def __init__(self, rules: LocalEventDetector, writer: LogWriter, dialect: str) -> None:
         self.rules = rules
