@@ -9,7 +9,8 @@ is created on each and dropped after; SQLite is a temporary file.
 latency
     a writer process commits transactions each signalling an order and its
     payment (``t0``: the time just before the commit, a parameter); the service
-    (``GlobalDetector``, actions in its thread) runs the detached rule, whose
+    (``GlobalDetector``, actions in its thread, or in ``--workers`` threads)
+    runs the detached rule, whose
     action records ``time.time() - t0``. Transactions come every 20 ms, from
     one writer process (and, on PostgreSQL, again from four at once: 200
     commits/s). p50 and p99 over all of them. PostgreSQL wakes up on ``NOTIFY``; SQLite and MariaDB
@@ -18,6 +19,8 @@ latency
     PostgreSQL, holding the log's advisory lock so that writers notify, a
     0.05 s poll elsewhere; ``SELECT ... WHERE id > last``; a dict
     pairing orders and payments; it acts by appending to a list, no outbox).
+    Also the statements and commits on the service's engine (its own and its
+    actions') per detection acted on.
 tailing
     a log of N committed transactions (order, payment, two page views each) is
     read from the start by a service that only enqueues (``run_actions=False``):
@@ -184,16 +187,37 @@ def _writers(db: Database, n: int, writers: int) -> None:
         w.wait()
 
 
-def latency(backend: str, n: int, writers: int = 1) -> tuple[float, float, float, float]:
+#: Statements and commits on the service's engine in the last :func:`latency`
+#: (the service's and its actions'), and the detections acted on.
+COUNTS: dict[str, int] = {}
+
+
+def latency(
+    backend: str, n: int, writers: int = 1, workers: int = 0
+) -> tuple[float, float, float, float]:
     """(p50, p99) in ms of the service, then of the hand-written tailer, with
-    ``writers`` processes committing ``n`` transactions each."""
+    ``writers`` processes committing ``n`` transactions each; the service's
+    actions run in ``workers`` threads (0: in its own thread). Fills
+    :data:`COUNTS`."""
     from sentinel.global_detector import GlobalDetector
     from sentinel.orm import global_actions
 
     db = Database(backend)
     try:
         LATENCIES.clear()
-        service = GlobalDetector(rules(), db.engine, lease=30, actions=global_actions)
+        counts = {"statements": 0, "commits": 0}
+
+        def statement(*_: Any) -> None:
+            counts["statements"] += 1
+
+        def commit(*_: Any) -> None:
+            counts["commits"] += 1
+
+        sa.event.listen(db.engine, "before_cursor_execute", statement)
+        sa.event.listen(db.engine, "commit", commit)
+        service = GlobalDetector(
+            rules(), db.engine, lease=30, workers=workers, actions=global_actions
+        )
         stop = threading.Event()
         t = threading.Thread(target=service.run, kwargs={"stop": stop})
         t.start()
@@ -203,6 +227,9 @@ def latency(backend: str, n: int, writers: int = 1) -> tuple[float, float, float
             time.sleep(0.05)
         stop.set()
         t.join()
+        acted = len(LATENCIES)
+        COUNTS.clear()
+        COUNTS.update(counts, detections=acted)
         service.close()
         ours = list(LATENCIES)
     finally:
@@ -464,7 +491,20 @@ def main() -> None:
     parser.add_argument(
         "--backends", default="postgresql,sqlite,mysql", help="comma-separated backends"
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="latency: threads running the service's actions (0, the default: in its "
+        "thread, the Python API's default; `sentinel global` runs 1)",
+    )
+    parser.add_argument(
+        "--only",
+        default="latency,tailing,commit",
+        help="comma-separated measures to run: latency, tailing, commit",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
     if args.writer:
         url, n, interval, first = args.writer
         writer_main(url, int(n), float(interval), int(first))
@@ -480,25 +520,43 @@ def main() -> None:
     n_latency = 100 if args.quick else 500
     n_tail = 1000 if args.quick else 5000
     n_commit = 100 if args.quick else 500
-    print(f"commit-to-action latency, {n_latency} transactions, one every 20 ms (ms)")
-    print(f"{'backend':<12}{'wake-up':<10}{'p50':>8}{'p99':>8}{'hand p50':>10}{'hand p99':>10}")
-    for b in backends:
-        p50, p99, h50, h99 = latency(b, n_latency)
-        wake = "NOTIFY" if b == "postgresql" else "polling"
-        print(f"{b:<12}{wake:<10}{p50:>8.1f}{p99:>8.1f}{h50:>10.1f}{h99:>10.1f}")
-    if "postgresql" in backends:
-        p50, p99, h50, h99 = latency("postgresql", n_latency, writers=4)
-        print(f"{'postgresql':<12}{'4 writers':<10}{p50:>8.1f}{p99:>8.1f}{h50:>10.1f}{h99:>10.1f}")
-    print(f"\ntailing a log of {n_tail} transactions (rows/s)")
-    print(f"{'backend':<12}{'rows':>8}{'service':>10}{'replay':>10}{'hand':>10}")
-    for b in backends:
-        ours, rep, hand, rows = tailing(b, n_tail)
-        print(f"{b:<12}{rows:>8}{ours:>10.0f}{rep:>10.0f}{hand:>10.0f}")
-    print(f"\nlog-writing commits per second, 4 threads x {n_commit}")
-    print(f"{'backend':<12}{'numbered':>10}{'unnumbered':>12}{'ratio':>8}")
-    for b in backends:
-        with_, without = commit_cost(b, n_commit)
-        print(f"{b:<12}{with_:>10.0f}{without:>12.0f}{with_ / without:>8.2f}")
+    if "latency" in only:
+        print(
+            f"commit-to-action latency, {n_latency} transactions, one every 20 ms (ms); "
+            f"actions in {f'{args.workers} worker' if args.workers else 'the service'}'s "
+            f"thread{'s' if args.workers > 1 else ''}; statements and commits per detection"
+        )
+        print(
+            f"{'backend':<12}{'wake-up':<10}{'p50':>8}{'p99':>8}{'hand p50':>10}{'hand p99':>10}"
+            f"{'stmts':>8}{'commits':>9}"
+        )
+
+        def counts() -> str:
+            per = max(1, COUNTS["detections"])
+            return f"{COUNTS['statements'] / per:>8.2f}{COUNTS['commits'] / per:>9.2f}"
+
+        for b in backends:
+            p50, p99, h50, h99 = latency(b, n_latency, workers=args.workers)
+            wake = "NOTIFY" if b == "postgresql" else "polling"
+            print(f"{b:<12}{wake:<10}{p50:>8.1f}{p99:>8.1f}{h50:>10.1f}{h99:>10.1f}{counts()}")
+        if "postgresql" in backends:
+            p50, p99, h50, h99 = latency("postgresql", n_latency, writers=4, workers=args.workers)
+            print(
+                f"{'postgresql':<12}{'4 writers':<10}{p50:>8.1f}{p99:>8.1f}{h50:>10.1f}"
+                f"{h99:>10.1f}{counts()}"
+            )
+    if "tailing" in only:
+        print(f"\ntailing a log of {n_tail} transactions (rows/s)")
+        print(f"{'backend':<12}{'rows':>8}{'service':>10}{'replay':>10}{'hand':>10}")
+        for b in backends:
+            ours, rep, hand, rows = tailing(b, n_tail)
+            print(f"{b:<12}{rows:>8}{ours:>10.0f}{rep:>10.0f}{hand:>10.0f}")
+    if "commit" in only:
+        print(f"\nlog-writing commits per second, 4 threads x {n_commit}")
+        print(f"{'backend':<12}{'numbered':>10}{'unnumbered':>12}{'ratio':>8}")
+        for b in backends:
+            with_, without = commit_cost(b, n_commit)
+            print(f"{b:<12}{with_:>10.0f}{without:>12.0f}{with_ / without:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def state_size(spark: Any, checkpoint: Path) -> tuple[int, int, int]:
     return int(row[0]), int(row[1] or 0), int(row[2] or 0)
 
 
-def session(master: str, partitions: int) -> Any:
+def session(master: str, partitions: int, conf: dict[str, str] | None = None) -> Any:
     from sentinel.replay.spark import session as sentinel_session
 
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -159,6 +159,7 @@ def session(master: str, partitions: int) -> Any:
             "spark.sql.shuffle.partitions": str(partitions),
             "spark.default.parallelism": str(partitions),
             "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+            **(conf or {}),
         },
     )
 
@@ -176,7 +177,16 @@ def main() -> None:
         "--grow", type=int, default=0, help="then grow the log by --txns this many times"
     )
     parser.add_argument("--lifespan", type=float, default=LIFESPAN, help="0: none")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), e.g. "
+        "spark.python.udf.pipelined.enabled=true",
+    )
     args = parser.parse_args()
+    conf = dict(c.split("=", 1) for c in args.conf)
     os.environ["BENCH_STREAMING_LIFESPAN"] = str(args.lifespan)
     global detector
     detector = rules()
@@ -188,7 +198,7 @@ def main() -> None:
     from sentinel.global_detector import replay_committed
     from sentinel.global_detector.streaming import stream_global
 
-    spark = session(args.master, partitions)
+    spark = session(args.master, partitions, conf)
     ref = "streaming:detector"
     work = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     url = f"sqlite:///{work}/log.db"
@@ -202,6 +212,7 @@ def main() -> None:
         f"{args.master}, {partitions} partitions, {args.buckets} buckets, lifespan "
         f"{args.lifespan:g} s; log of {txns} transactions, {rows} rows "
         f"(written in {time.perf_counter() - start:.0f} s)"
+        f"{'; ' + ', '.join(args.conf) if args.conf else ''}"
     )
     replay_rates, stream_rates = [], []
     found = streamed = 0

@@ -50,7 +50,8 @@ __all__ = ["global_command"]
     default=1,
     show_default=True,
     type=click.IntRange(min=0),
-    help="Threads running the rules' actions (0: in the service's thread).",
+    help="Threads running the rules' actions, a read batch's in one transaction (0: in the "
+    "service's thread).",
 )
 @click.option(
     "--action-lease",
@@ -88,8 +89,8 @@ __all__ = ["global_command"]
     default=1.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds a worker thread waits before it tries again an action it could not claim "
-    "(the database away, or locked past --busy-timeout).",
+    help="Seconds a worker thread waits before it tries again an action it could not claim, "
+    "or a batch it could not start (the database away, or locked past --busy-timeout).",
 )
 @click.option("--no-actions", is_flag=True, help="Only enqueue; `sentinel worker` acts.")
 @click.option(

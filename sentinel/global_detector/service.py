@@ -16,11 +16,12 @@ One iteration (:meth:`GlobalDetector.step`):
    still this instance's, else :class:`~sentinel.errors.LeaseLost` and the
    instance stands by; the cursor's row then stays locked until the commit)
    and write an outbox entry per detection;
-5. after the commit, hand the entries to the outbox runner, which runs the
-   rules' conditions and actions in a transaction that also marks the entries
-   done (:mod:`sentinel.orm.worker`; in this thread, one transaction for the
-   batch's entries: :mod:`sentinel.orm.together`): database effects exactly
-   once.
+5. after the commit, hand the entries, claimed in that transaction, to the
+   outbox runner, which runs the rules' conditions and actions in a
+   transaction that also marks the entries done (:mod:`sentinel.orm.worker`),
+   one transaction for the batch's entries (:mod:`sentinel.orm.together`), in
+   this thread (``workers=0``) or as one job of the runner's pool: database
+   effects exactly once.
 
 Whatever fails in 2-4 (a lost lease, the database going away, a ``kill -9``)
 leaves the position and the entries as they were: the detector's memory is
@@ -136,9 +137,11 @@ class GlobalDetector:
         enqueues (a ``sentinel worker`` with the same rules runs them).
     ``workers``, ``max_attempts``, ``action_lease``
         passed to ``actions``: the threads running the actions (0: in the
-        service's thread, after each batch, the batch's actions in one
-        transaction: ``Runner.run_claimed_together``), the attempts per entry
-        and how long a claim outlives its worker's last heartbeat.
+        service's thread, after each batch; more: a batch is one job of the
+        pool, and the service reads on meanwhile; either way the batch's
+        entries are claimed with the cursor's move and its actions run in one
+        transaction: ``Runner.run_batch``), the attempts per entry and how long
+        a claim outlives its worker's last heartbeat.
     ``batch``
         about how many occurrences a step reads (whole commits, at most
         ``batch // 20`` of them): the detections of a step's rows are
@@ -167,9 +170,9 @@ class GlobalDetector:
         ``connect_args={"timeout": ...}``) and on other databases.
     ``retry_delay``
         seconds a worker thread (``workers`` > 0) waits before it tries
-        again an entry it could not claim (the database away, or locked past
-        ``busy_timeout``); the outbox runner's own default is its longest
-        back-off, 60 s.
+        again an entry it could not claim, or a batch it could not start
+        (the database away, or locked past ``busy_timeout``); the outbox
+        runner's own default is its longest back-off, 60 s.
 
     Not thread-safe: one thread runs :meth:`run` (or calls :meth:`step`).
     """
@@ -387,27 +390,34 @@ class GlobalDetector:
             self._look_for_unnumbered()
             return report
         runner: Any = self.attachment.runner if self.run_actions else None
-        # Actions run here, in this thread: the entries are claimed in the
-        # transaction that enqueues them (one commit less per detection; a
-        # crash after it leaves them claimed, and run again once the claim
-        # expires, as after any claim).
+        # The entries are claimed in the transaction that enqueues them (one
+        # commit less per detection; a crash after it leaves them claimed, and
+        # run again once the claim expires, as after any claim), and the
+        # batch's actions run in one transaction: here, in this thread
+        # (workers=0), or as one job of the runner's pool.
         inline = runner is not None and runner.workers == 0
-        keys, claims = self._commit_batch(feeder, rows, claim=runner if inline else None)
+        pooled = (
+            runner is not None
+            and runner.workers > 0
+            and getattr(runner, "submit_claimed", None) is not None
+        )
+        keys, claims = self._commit_batch(feeder, rows, claim=runner if inline or pooled else None)
         report.rows = len(rows)
         report.detections = len(keys)
         report.position = feeder.position
         report.keys = keys
-        if inline:
-            together = getattr(runner, "run_claimed_together", None)
-            due = [(key, got) for key, got in claims if got is not None]
-            if together is not None and len(due) > 1:
-                together(due)  # one transaction for the batch's actions
+        if pooled:
+            runner.submit_claimed(claims)
+        elif inline:
+            batch = getattr(runner, "run_batch", None)
+            if batch is not None:
+                batch(claims)  # one transaction for the batch's actions
             else:
-                for key, got in due:
-                    runner.run_claimed(key, got)
-            for key, got in claims:
-                if got is None:  # not due yet by the runner's clock: as before
-                    runner.run_one(key)
+                for key, got in claims:
+                    if got is None:  # not due yet by the runner's clock
+                        runner.run_one(key)
+                    else:
+                        runner.run_claimed(key, got)
         elif self.run_actions and keys:
             self._act(keys)
         return report

@@ -84,6 +84,13 @@ __all__ = ["DetachedContext", "DrainReport", "Runner", "detached_context", "serv
 log = logging.getLogger("sentinel.orm")
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """A pool job: a read batch's entries, claimed already (:meth:`Runner.submit_claimed`)."""
+
+    claims: tuple[tuple[str, Claimed | Exhausted | None], ...]
+
+
 @dataclass
 class DrainReport:
     """What a :meth:`Runner.drain` did: entries done (action committed, or
@@ -127,7 +134,9 @@ class Runner:
         #: How this process's claims are signed in the outbox.
         self.id = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.heartbeat = Heartbeat(self.store, self.id, self.lease)
-        self._heap: list[tuple[float, int, str]] = []
+        #: Queued jobs: ``(due, seq, job)``, a job being an entry's key (claimed
+        #: when it runs) or a batch of entries claimed already (:meth:`submit_claimed`).
+        self._heap: list[tuple[float, int, str | _Batch]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -142,18 +151,37 @@ class Runner:
         #: timeout): ``max_backoff`` by default; ``sentinel global
         #: --retry-delay`` sets it.
         self.claim_retry = self.max_backoff
+        #: At most this many entries in one pool job made of queued batches
+        #: (:meth:`submit_claimed`; a batch larger than it stays whole).
+        self.merge_limit = 5000
         self._unknown_at = 0.0
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
         """Run the entry ``key`` in the pool after ``delay`` seconds (not at all
         when the runner has no workers: a drain will)."""
+        self._push(key, delay)
+
+    def submit_claimed(self, claims: Sequence[tuple[str, Claimed | Exhausted | None]]) -> None:
+        """Run entries claimed by :meth:`claim_enqueued` (whose transaction
+        has committed) in the pool, as one job: in one transaction
+        (:meth:`run_claimed_together`), as the caller's thread would with no
+        workers; with the batches queued behind it when a thread takes it
+        (at most :attr:`merge_limit` entries). Not at all when the runner has no
+        workers (their claims then
+        expire, and a drain runs them). A job that raises before its
+        transaction (the ``context`` or the engine failing) is queued again
+        with the same claims after :attr:`claim_retry` seconds."""
+        if claims:
+            self._push(_Batch(tuple(claims)), 0.0)
+
+    def _push(self, job: str | _Batch, delay: float) -> None:
         if self.workers <= 0:
             return
         with self._cond:
             if self._stopping:
                 return
-            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), key))
+            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), job))
             # a thread that ended anyway (it should not) no longer counts
             self._threads = [t for t in self._threads if t.is_alive()]
             if len(self._threads) < self.workers and self._busy >= len(self._threads):
@@ -178,23 +206,48 @@ class Runner:
                         cond.wait(wait)
                     else:
                         cond.wait()
-                _, _, key = heapq.heappop(self._heap)
+                _, _, job = heapq.heappop(self._heap)
+                if isinstance(job, _Batch):
+                    job = self._merge(job)
                 self._busy += 1
             try:
-                self.run_one(key)
+                if isinstance(job, _Batch):
+                    self.run_batch(job.claims)
+                else:
+                    self.run_one(job)
             except BaseException:  # nothing an entry does may end a worker thread
                 # claiming failed (the database is away, no engine, the context
-                # raised): the entry is still pending; try it again later
+                # raised): the entry is still pending, or still claimed by this
+                # runner (a batch); try it again later
                 log.exception(
-                    "sentinel's outbox: entry %s could not be run; trying again in %g s",
-                    key[:12],
+                    "sentinel's outbox: %s could not be run; trying again in %g s",
+                    f"entry {job[:12]}"
+                    if isinstance(job, str)
+                    else f"a batch of {len(job.claims)} claimed entries",
                     self.claim_retry,
                 )
-                self.submit(key, self.claim_retry)
+                self._push(job, self.claim_retry)
             finally:
                 with cond:
                     self._busy -= 1
                     cond.notify_all()
+
+    def _merge(self, job: _Batch) -> _Batch:
+        """``job`` and the batches queued behind it that are due now, as one
+        job (the caller holds the lock): when the actions fall behind the
+        reading, one transaction acts on every batch waiting, not one each."""
+        heap = self._heap
+        if not heap or not isinstance(heap[0][2], _Batch):
+            return job
+        claims = list(job.claims)
+        now = time.monotonic()
+        while heap and len(claims) < self.merge_limit:
+            due, _, nxt = heap[0]
+            if due > now or not isinstance(nxt, _Batch):
+                break
+            heapq.heappop(heap)
+            claims.extend(nxt.claims)
+        return _Batch(tuple(claims))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the pool has nothing queued or running (retries included);
@@ -327,6 +380,21 @@ class Runner:
         committed) in one transaction, each in a savepoint, with one commit
         for all (:mod:`sentinel.orm.together`); return their outcomes."""
         return run_together(self, claims)
+
+    def run_batch(self, claims: Sequence[tuple[str, Claimed | Exhausted | None]]) -> None:
+        """Act on a read batch's entries claimed by :meth:`claim_enqueued`
+        (whose transaction has committed): those claimed in one transaction
+        (:meth:`run_claimed_together`; alone when there is one), then those
+        it could not claim (``None``: not due by this runner's clock) each
+        by :meth:`run_one`."""
+        due = [(key, got) for key, got in claims if got is not None]
+        if len(due) > 1:
+            self.run_claimed_together(due)
+        else:
+            for key, one in due:
+                self.run_claimed(key, one)
+        for key, _ in (c for c in claims if c[1] is None):
+            self.run_one(key)
 
     def _run_claimed(self, engine: Engine, key: str, got: Claimed | Exhausted | None) -> str:
         if got is None:

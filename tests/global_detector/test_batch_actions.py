@@ -1,11 +1,14 @@
 """The service acts on the detections of one read batch in one transaction:
 two commits per batch (entries, claims and cursor; the actions and their
-``done`` marks), however many detections it holds. An action that fails is
+``done`` marks), however many detections it holds, in the service's thread
+and in a worker thread alike. An action that fails is
 rolled back alone and retried; one that ends the shared transaction fails for
 good and the others run again, each alone: every database effect exactly once."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import pytest
@@ -120,6 +123,83 @@ def test_a_batch_of_detections_is_acted_on_in_one_transaction(log_db: sa.Engine)
         service.close()
 
 
+def test_a_worker_thread_acts_on_a_batch_in_one_transaction(log_db: sa.Engine) -> None:
+    """With a worker thread running the actions (``workers=1``, the default of
+    ``sentinel global``), five detections read in one step cost two commits,
+    as in the service's thread: one for their entries, claims and the cursor,
+    one for the five actions and their done marks, run as one job of the
+    pool (eleven before: a claim and an action per detection)."""
+    service = GlobalDetector(
+        _detector(set(), set()), log_db, lease=10, workers=1, actions=global_actions
+    )
+    runner = service.attachment.runner
+    try:
+        service.step()
+        _orders_and_payments(log_db, range(1, 6))
+        commits: list[object] = []
+
+        def count(conn: object) -> None:
+            commits.append(conn)
+
+        sa.event.listen(log_db, "commit", count)
+        try:
+            assert service.step().detections == 5
+            assert runner.wait(30)
+        finally:
+            sa.event.remove(log_db, "commit", count)
+        assert len(commits) == 2
+        assert _effects(log_db) == [1, 2, 3, 4, 5]
+        assert _statuses(log_db) == [("done", 1)] * 5
+    finally:
+        service.close()
+
+
+def test_batches_queued_behind_a_busy_worker_thread_are_acted_on_together(
+    log_db: sa.Engine,
+) -> None:
+    """When the actions fall behind the reading, the worker thread takes the
+    read batches waiting in its queue as one job: one transaction for all of
+    them (here two batches of two detections while it acts on the first)."""
+    service = GlobalDetector(
+        _detector(set(), set()), log_db, lease=10, workers=1, actions=global_actions
+    )
+    runner = service.attachment.runner
+    entered, release = threading.Event(), threading.Event()
+    jobs: list[int] = []
+    run_batch = runner.run_batch
+
+    def sized(claims: Any) -> None:
+        jobs.append(len(claims))
+        run_batch(claims)
+
+    @contextlib.contextmanager
+    def busy_first() -> Any:
+        if not entered.is_set():
+            entered.set()
+            assert release.wait(30)
+        yield
+
+    try:
+        service.step()
+        runner.run_batch = sized  # type: ignore[method-assign]
+        runner.context = busy_first
+        _orders_and_payments(log_db, range(1, 3))
+        assert service.step().detections == 2
+        assert entered.wait(30)  # the thread acts on the first batch: busy
+        _orders_and_payments(log_db, range(3, 5))
+        assert service.step().detections == 2
+        _orders_and_payments(log_db, range(5, 7))
+        assert service.step().detections == 2
+        release.set()
+        assert runner.wait(30)
+    finally:
+        release.set()
+        service.close()
+    assert jobs == [2, 4]
+    assert _effects(log_db) == [1, 2, 3, 4, 5, 6]
+    assert _statuses(log_db) == [("done", 1)] * 6
+
+
 def test_an_action_that_fails_is_rolled_back_alone_and_retried(log_db: sa.Engine) -> None:
     """The batch's other actions commit; the failing one's work is undone, its
     entry is pending for a retry (attempt 1 recorded), and it is not done."""
@@ -141,18 +221,22 @@ def test_an_action_that_fails_is_rolled_back_alone_and_retried(log_db: sa.Engine
         service.close()
 
 
+@pytest.mark.parametrize("workers", [0, 1])
 def test_an_action_ending_the_shared_transaction_fails_and_the_others_run_alone(
-    log_db: sa.Engine,
+    log_db: sa.Engine, workers: int
 ) -> None:
     """An action that commits the session itself is refused, as it is alone
     (failed for good, nothing of it committed); the others of its batch, whose
     work that undid, run again each in a transaction of its own: each effect
     exactly once."""
-    service = GlobalDetector(_detector(set(), {2}), log_db, lease=10, actions=global_actions)
+    service = GlobalDetector(
+        _detector(set(), {2}), log_db, lease=10, workers=workers, actions=global_actions
+    )
     try:
         service.step()
         _orders_and_payments(log_db, range(1, 5))
         assert service.step().detections == 4
+        assert service.attachment.runner.wait(30)
         assert _effects(log_db) == [1, 3, 4]
         assert [s for s, _ in _statuses(log_db)] == ["done", "failed", "done", "done"]
     finally:
@@ -190,8 +274,11 @@ def steal(occ: Any) -> None:
             )
 
 
+@pytest.mark.parametrize("workers", [0, 1])
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])
-def test_a_claim_lost_while_the_batch_ran_commits_nothing_twice(log_db: sa.Engine) -> None:
+def test_a_claim_lost_while_the_batch_ran_commits_nothing_twice(
+    log_db: sa.Engine, workers: int
+) -> None:
     """Another worker takes one entry's claim while the batch's actions run:
     the done marks cannot all be written, nothing of the shared transaction
     commits, and each entry runs again alone: the taken one is skipped (its
@@ -207,13 +294,14 @@ def test_a_claim_lost_while_the_batch_ran_commits_nothing_twice(log_db: sa.Engin
         context="chronicle",
         flush=False,
     )
-    service = GlobalDetector(det, log_db, lease=10, actions=global_actions)
+    service = GlobalDetector(det, log_db, lease=10, workers=workers, actions=global_actions)
     try:
         service.step()
         _orders_and_payments(log_db, range(1, 5))
         STEAL.clear()  # the first action steals the third entry's claim
         STEAL[1] = 3
         assert service.step().detections == 4
+        assert service.attachment.runner.wait(30)
         STEAL.clear()
         with log_db.connect() as conn:
             rows = conn.execute(

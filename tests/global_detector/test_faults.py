@@ -1,6 +1,8 @@
 """kill -9 of the global detector service at random points, 30 times, while
 four processes keep committing: after a restart every detection is acted on
-exactly once (no miss, no duplicate), in commit order."""
+exactly once (no miss, no duplicate), in commit order; with the actions in
+the service's thread (``--workers 0``) and in a worker thread (``--workers
+1``, the default: a read batch's claims are handed to the thread)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.slow
 KILLS = 30
 
 
-def _service(engine: sa.Engine) -> subprocess.Popen[bytes]:
+def _service(engine: sa.Engine, workers: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -42,7 +44,7 @@ def _service(engine: sa.Engine) -> subprocess.Popen[bytes]:
             "--poll",
             "0.05",
             "--workers",
-            "0",
+            str(workers),
             "--action-lease",
             "0.5",
         ],
@@ -53,14 +55,15 @@ def _service(engine: sa.Engine) -> subprocess.Popen[bytes]:
     )
 
 
-def test_kill_9_thirty_times_acts_exactly_once(engine: sa.Engine) -> None:
+@pytest.mark.parametrize("workers", [0, 1])
+def test_kill_9_thirty_times_acts_exactly_once(engine: sa.Engine, workers: int) -> None:
     migrate.upgrade(engine)
     rules.make_effects(engine)
     rnd = random.Random(19)
     children = _children(engine, 4, 60, seed=3)
     kills = 0
     while kills < KILLS:
-        service = _service(engine)
+        service = _service(engine, workers)
         time.sleep(rnd.uniform(0.3, 1.5))
         service.send_signal(signal.SIGKILL)
         service.wait()

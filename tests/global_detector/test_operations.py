@@ -6,6 +6,7 @@ are the service's options."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -272,43 +273,42 @@ def test_a_method_event_before_the_flush_has_a_local_source_globally(log_db: sa.
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_a_claim_the_pool_could_not_take_is_tried_again_after_the_retry_delay(
-    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch
+def test_a_batch_the_pool_could_not_run_is_tried_again_after_the_retry_delay(
+    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A worker thread whose claim fails (SQLite locked past its busy
-    timeout) tries the entry again after the service's ``retry_delay``, not
-    after the outbox runner's longest back-off (60 s), and runs it once."""
+    """A worker thread that cannot run a batch of entries (its database locked
+    past the busy timeout before the transaction began) tries it again, with
+    the claims made when the entries were enqueued, after the service's
+    ``retry_delay``, not after the outbox runner's longest back-off (60 s),
+    and runs it once."""
     service = GlobalDetector(
         rules.detector, log_db, workers=1, retry_delay=0.05, actions=global_actions
     )
     runner = service.attachment.runner
-    claim = runner.store.claim
-    failed: list[str] = []
+    failed: list[bool] = []
 
-    def locked_once(conn: Any, key: str, *args: Any) -> Any:
+    def locked_once() -> Any:
         if not failed:
-            failed.append(key)
-            raise sa.exc.OperationalError("claim", {}, Exception("database is locked"))
-        return claim(conn, key, *args)
+            failed.append(True)
+            raise sa.exc.OperationalError("BEGIN", {}, Exception("database is locked"))
+        return contextlib.nullcontext()
 
-    delays: list[float] = []
-    submit = runner.submit
-
-    def submit_recorded(key: str, delay: float = 0.0) -> None:
-        delays.append(delay)
-        submit(key, delay)
-
-    monkeypatch.setattr(runner.store, "claim", locked_once)
-    monkeypatch.setattr(runner, "submit", submit_recorded)
     try:
+        service.step()  # takes the lease (and runs what is pending: nothing)
+        monkeypatch.setattr(runner, "context", locked_once)
         _write(log_db, "order", 1, "t1")
         _write(log_db, "payment", 2, "t2")
-        assert service.step().detections == 1
-        assert runner.wait(30)
+        with caplog.at_level(logging.ERROR, logger="sentinel.orm"):
+            assert service.step().detections == 1
+            assert runner.wait(30)
     finally:
         service.close()
-    assert failed and delays == [0.0, 0.05]
+    assert failed
+    assert "a batch of 1 claimed entries could not be run; trying again in 0.05 s" in caplog.text
     assert _count(log_db, "gd_effects") == 1
+    with log_db.connect() as conn:
+        q = "SELECT status, attempts FROM sentinel_outbox"
+        assert [tuple(r) for r in conn.execute(sa.text(q))] == [("done", 1)]
 
 
 def test_the_service_waits_for_sqlites_lock_as_long_as_its_busy_timeout(tmp_path: Any) -> None:
