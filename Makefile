@@ -8,7 +8,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # pytest-xdist workers; each has its own databases, schemas and SparkSession.
-WORKERS ?= auto
+# One per core, and one more on a machine of at most 4 cores: the suite waits
+# on its database servers, subprocesses and sleeps for a share of its time.
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -le 4 ] && echo $$((n + 1)) || echo $$n)
 
 .PHONY: demo dev test lint typecheck pytest explore bench clean
 
