@@ -307,6 +307,8 @@ class LogTables:
             sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
             sa.Column("n", sa.BigInteger(), nullable=False),
         )
+        # Its one row, as the migration that made it inserts it.
+        sa.event.listen(self.commit_counter, "after_create", _first_counter_row)
         #: PostgreSQL: the commit sequence (``nextval`` without a lock: numbers
         #: need not follow commit order; see ``docs/global.md``).
         self.commit_sequence_name = f"{p}commit_seq"
@@ -412,6 +414,10 @@ class LogTables:
 
     def __repr__(self) -> str:
         return f"<LogTables schema={self.schema!r} prefix={self.prefix!r}>"
+
+
+def _first_counter_row(table: sa.Table, connection: sa.Connection, **kw: Any) -> None:
+    connection.execute(table.insert().values(id=1, n=0))
 
 
 @lru_cache(maxsize=32)

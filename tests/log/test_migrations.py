@@ -170,6 +170,78 @@ def test_migrations_create_exactly_the_declared_tables(
             assert found.get(key) == value, (name, key, found)
 
 
+def _everything(engine: sa.Engine, schema: str | None = None) -> dict[str, Any]:
+    """What a namespace holds of sentinel's: every table and view named with the
+    log's prefix (columns, keys, indexes, constraints, rows) and the revision."""
+    insp = sa.inspect(engine)
+    tables = sorted(t for t in insp.get_table_names(schema=schema) if t.startswith("sentinel_"))
+    views = sorted(v for v in insp.get_view_names(schema=schema) if v.startswith("sentinel_"))
+    out: dict[str, Any] = {"tables": tables, "views": {}, "rows": {}}
+    dialect = engine.dialect
+    for table in tables:
+        out[table] = {
+            "columns": [
+                (c["name"], c["type"].compile(dialect=dialect), c["nullable"])
+                for c in insp.get_columns(table, schema=schema)
+            ],
+            "pk": insp.get_pk_constraint(table, schema=schema)["constrained_columns"],
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                for i in insp.get_indexes(table, schema=schema)
+            ),
+            "uniques": sorted(
+                (u["name"], tuple(u["column_names"]))
+                for u in insp.get_unique_constraints(table, schema=schema)
+            ),
+        }
+    with engine.connect() as conn:
+        for table in tables:
+            t = sa.Table(table, sa.MetaData(), schema=schema, autoload_with=conn)
+            out["rows"][table] = sorted(tuple(r) for r in conn.execute(sa.select(t)))
+        for view in views:
+            out["views"][view] = [
+                (c["name"], repr(c["type"]))  # SQLite's view columns have no type
+                for c in insp.get_columns(view, schema=schema)
+            ]
+    out["revision"] = migrate.current(engine, schema=schema)
+    return out
+
+
+def test_a_new_database_is_made_at_head_in_one_step_as_the_migrations_make_it(
+    backend: str, engine: sa.Engine, tmp_path: Path, namespaces: Any
+) -> None:
+    """Upgrading a database that has none of the log creates the newest schema
+    in one step (alembic's create-and-stamp recipe, from the declared tables):
+    the same tables, columns, keys, indexes, view and rows (the commit counter's
+    first row among them) and the same revision as the migrations make one by
+    one, in fewer statements."""
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    migrate.upgrade(engine)
+    sa.event.remove(engine, "before_cursor_execute", count)
+    one_step = _everything(engine)
+
+    if namespaces is None:
+        other = sa.create_engine(f"sqlite:///{tmp_path / 'stepwise.db'}")
+    else:
+        other = sa.create_engine(namespaces.url(namespaces.new()))
+    stepwise: list[str] = []
+    try:
+        migrate.upgrade(other, SCHEMA_REVISIONS[0])  # the log exists: the rest migrate
+        sa.event.listen(other, "before_cursor_execute", lambda *a: stepwise.append(a[2]))
+        migrate.upgrade(other)
+        assert _everything(other) == one_step
+    finally:
+        other.dispose()
+    assert one_step["revision"] == SCHEMA_VERSION
+    assert one_step["rows"]["sentinel_commit_counter"] == [(1, 0)]
+    assert len(statements) < len(stepwise)
+
+
 def test_autogenerate_sees_no_difference_after_upgrade(engine: sa.Engine) -> None:
     migrate.upgrade(engine)
     tables = log_tables()
