@@ -99,6 +99,23 @@ class Server:
     name: str
     url: sa.URL
     cleanups: list[Callable[[], None]] = field(default_factory=list)
+    _admin_engine: sa.Engine | None = None
+
+    def admin(self) -> sa.Engine:
+        """An AUTOCOMMIT engine on the session's database that keeps one
+        connection for the session: each test's namespaces are made and dropped
+        through it, without a new server connection each time."""
+        if self._admin_engine is None:
+            self._admin_engine = sa.create_engine(
+                self.url,
+                pool_size=1,
+                max_overflow=4,
+                pool_pre_ping=True,
+                isolation_level="AUTOCOMMIT",
+                connect_args={"connect_timeout": CONNECT_TIMEOUT},
+            )
+            self.cleanups.insert(0, self._admin_engine.dispose)
+        return self._admin_engine
 
 
 # -- PostgreSQL ----------------------------------------------------------------------
@@ -313,15 +330,11 @@ class Namespaces:
 
     def new(self) -> str:
         name = f"t_{SESSION_TAG}_{uuid.uuid4().hex[:10]}"
-        eng = _admin(self.server.url)
-        try:
-            with eng.connect() as conn:
-                if self.server.name == "postgresql":
-                    conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
-                else:
-                    conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        finally:
-            eng.dispose()
+        with self.server.admin().connect() as conn:
+            if self.server.name == "postgresql":
+                conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+            else:
+                conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         self.created.append(name)
         return name
 
@@ -332,21 +345,17 @@ class Namespaces:
         return self.server.url.set(database=name)
 
     def drop_all(self) -> None:
-        eng = _admin(self.server.url)
-        try:
-            with eng.connect() as conn:
-                for name in reversed(self.created):
-                    try:
-                        if self.server.name == "postgresql":
-                            conn.exec_driver_sql("SET lock_timeout = '10s'")
-                            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-                        else:
-                            conn.exec_driver_sql("SET SESSION lock_wait_timeout = 10")
-                            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
-                    except Exception as err:  # left for the session's database drop
-                        warnings.warn(f"could not drop test namespace {name}: {err}", stacklevel=1)
-        finally:
-            eng.dispose()
+        with self.server.admin().connect() as conn:
+            for name in reversed(self.created):
+                try:
+                    if self.server.name == "postgresql":
+                        conn.exec_driver_sql("SET lock_timeout = '10s'")
+                        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+                    else:
+                        conn.exec_driver_sql("SET SESSION lock_wait_timeout = 10")
+                        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+                except Exception as err:  # left for the session's database drop
+                    warnings.warn(f"could not drop test namespace {name}: {err}", stacklevel=1)
 
 
 @pytest.fixture(params=BACKENDS)
