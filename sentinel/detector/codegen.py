@@ -133,6 +133,13 @@ class Gen:
             self.line("except TypeError:")
             with self.block():
                 self.line(f"_unhashable({self.const(key)}, {k}, {occ})")
+            if inner[0] == "h" and inner[2] in getattr(inner[1], "idle_slots", ()):
+                # Nothing to do in a partition that does not exist (an idle slot
+                # on empty state), so none is made for it.
+                self.line(f"if {sub} is not None:")
+                with self.block():
+                    self._enter(inner, parts, k, sub, occ)
+                return
             self.line(f"if {sub} is None:")
             with self.block():
                 # Store(factories, store), without the call to its __init__
@@ -140,21 +147,25 @@ class Gen:
                 self.line(f"{sub}.factories = _factories")
                 self.line(f"{sub}.parent = {store}")
                 self.line(f"{sub}.owner = None")
-            self.target(inner, sub, occ)
-            if self._kept == (len(self.lines), self._indent, sub):
-                return  # the partition's code ended by storing the occurrence
-            # Release the partition's store once it holds nothing: a loop, which
-            # costs less than any(map(any, ...)) (no map object, no call per state
-            # once one is found non-empty).
-            held = self.var("h")
-            self.line(f"for {held} in {sub}.values():")
+            self._enter(inner, parts, k, sub, occ)
+
+    def _enter(self, inner: Spec, parts: str, k: str, sub: str, occ: str) -> None:
+        """The code of a partition whose store is ``sub``, then its release."""
+        self.target(inner, sub, occ)
+        if self._kept == (len(self.lines), self._indent, sub):
+            return  # the partition's code ended by storing the occurrence
+        # Release the partition's store once it holds nothing: a loop, which
+        # costs less than any(map(any, ...)) (no map object, no call per state
+        # once one is found non-empty).
+        held = self.var("h")
+        self.line(f"for {held} in {sub}.values():")
+        with self.block():
+            self.line(f"if any({held}):")
             with self.block():
-                self.line(f"if any({held}):")
-                with self.block():
-                    self.line("break")
-            self.line("else:")
-            with self.block():
-                self.line(f"del {parts}[{k}]")
+                self.line("break")
+        self.line("else:")
+        with self.block():
+            self.line(f"del {parts}[{k}]")
 
     def _require(self, spec: Spec, store: str, occ: str) -> None:
         """Go on only if the occurrence carries every key (a partitioned primitive

@@ -56,6 +56,29 @@ def test_partitions_are_created_on_first_use_and_released_when_empty(
 
 
 @pytest.mark.parametrize("context", list(Context))
+def test_a_terminator_with_nothing_pending_makes_no_partition(
+    det: LocalEventDetector, context: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sequence's terminator on a key with no partition neither stores nor
+    detects, so the generated leaf does not make (and release) a partition for
+    it: the handler's state is never made. Its detections are unchanged."""
+    seen: list[Any] = []
+    det.rule("paid", "(order ; payment) by order_id", action=seen.append, context=context)
+    (handler,) = (h for h in det.graph.handlers.values() if "payment" in str(h.expr))
+    made: list[int] = []
+    factories = det.graph.factories
+    new_state = factories[handler.hid]
+    monkeypatch.setitem(factories, handler.hid, lambda: made.append(1) or new_state())
+    det.signal("payment", order_id=9)
+    det.signal("payment", order_id=9)
+    assert made == [] and partitions(det) == {}
+    det.signal("order", order_id=9)
+    det.signal("payment", order_id=9)
+    assert made == [1]
+    assert [o.values("order_id") for o in seen] == [(9, 9)]
+
+
+@pytest.mark.parametrize("context", list(Context))
 def test_a_partition_whose_detections_are_stored_outside_it_is_released(
     det: LocalEventDetector, context: Context
 ) -> None:

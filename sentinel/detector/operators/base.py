@@ -102,6 +102,11 @@ class Handler:
     #: lets a signal reach the rules on such a filter of a primitive event
     #: without entering the graph (``Channel.direct``).
     filters: ClassVar[bool] = False
+    #: Slots whose entry does nothing on the handler's empty state: it neither
+    #: stores nor detects (a sequence's terminator with no initiator). The leaf
+    #: compiler does not make a partition that does not exist for them
+    #: (``codegen.Gen``): there would be nothing to do in it but release it.
+    idle_slots: ClassVar[frozenset[int]] = frozenset()
 
     def __init__(self, hid: int, expr: Expression) -> None:
         self.hid = hid

@@ -19,6 +19,8 @@ from sentinel.detector.scopes import Store
 class _Seq(Handler):
     __slots__ = ()
     role_order = (1, 0)
+    # In every context a terminator only reads and consumes initiators.
+    idle_slots = frozenset({1})
 
 
 @strategy(ex.Seq, Context.RECENT)
