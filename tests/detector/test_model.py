@@ -175,6 +175,37 @@ def test_unrestricted_detection_equals_the_definitions_at_length(
 E1, E2 = Primitive("E1"), Primitive("E2")
 SHARED = [E1 & S_ANY, E1 & E2, E1 >> E2]
 
+_E3 = Primitive("E3")
+KEYED = [
+    (E1 | E2).by("k"),
+    (E1 & E2).by("k"),
+    (E1 >> E2).by("k"),
+    AnyOf(2, E1, E2, _E3).by("k"),
+    A(E1, E2, _E3).by("k"),
+    Astar(E1, E2, _E3).by("k"),
+    Not(E2, E1, _E3).by("k"),
+]
+
+
+@pytest.mark.parametrize("variant", [(True, True), (False, True)], ids=["compiled", "wired"])
+@pytest.mark.parametrize("expr", KEYED, ids=str)
+def test_each_operand_may_open_a_partition(expr: ex.Expression, variant: tuple[bool, bool]) -> None:
+    """Every operator inside ``by k``, with each of its operands' events the first
+    to reach a new key (every order of E1, E2, E3 on key 1, then again on key 0
+    after key 1's partition may have been released): a partition is made, or
+    rightly not made, whichever operand opens it (the random histories above
+    reach a new key through a given operand too rarely to be sure of it)."""
+    from itertools import permutations
+
+    for order in permutations(["E1", "E2", "E3"]):
+        history = [(name, (), 1) for name in order] + [(name, (), 0) for name in order]
+        history += [(name, (), 1) for name in reversed(order)]
+        found, signals = run_detector({c.value: (expr, c) for c in CONTEXTS}, history, variant)
+        for c in CONTEXTS:
+            assert same(found[c.value], model.detect(expr, signals, c.value)), (order, c)
+        found, signals = run_detector({"u": (expr, Context.UNRESTRICTED)}, history, variant)
+        assert same(found["u"], unrestricted(expr, signals)), (order, "unrestricted")
+
 
 @pytest.mark.parametrize("variant", [(True, True), (False, True), (False, False)])
 @pytest.mark.parametrize("expr", [x | x for x in SHARED] + [x & x for x in SHARED], ids=str)

@@ -34,6 +34,8 @@ class _Interval(Handler):
     __slots__ = ()
     arity: ClassVar[int | None] = 3
     role_order: ClassVar[tuple[int, ...]] = (1, 2, 0)
+    # With no interval open, an E2 is neither paired nor kept and an E3 closes nothing.
+    idle_slots: ClassVar[frozenset[int]] = frozenset({1, 2})
 
 
 def _kept(items: Any, dead: Callable[[Any], bool], removed: list[Any]) -> list[Any]:

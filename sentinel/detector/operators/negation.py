@@ -28,6 +28,8 @@ class _Not(Handler):
     __slots__ = ()
     arity = 3
     role_order = (1, 2, 0)
+    # With no E1 pending, an E2 has no interval to spoil and an E3 none to close.
+    idle_slots = frozenset({1, 2})
 
     def process_instant(self, store: Store, batches: Sequence[list[Any]]) -> None:
         if batches[1]:
