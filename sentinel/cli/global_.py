@@ -47,11 +47,11 @@ __all__ = ["global_command"]
 )
 @click.option(
     "--workers",
-    default=1,
+    default=0,
     show_default=True,
     type=click.IntRange(min=0),
     help="Threads running the rules' actions, a read batch's in one transaction (0: in the "
-    "service's thread).",
+    "service's thread, which keeps up best with busy writers; N: for slow actions).",
 )
 @click.option(
     "--action-lease",

@@ -124,8 +124,8 @@ def test_a_batch_of_detections_is_acted_on_in_one_transaction(log_db: sa.Engine)
 
 
 def test_a_worker_thread_acts_on_a_batch_in_one_transaction(log_db: sa.Engine) -> None:
-    """With a worker thread running the actions (``workers=1``, the default of
-    ``sentinel global``), five detections read in one step cost two commits,
+    """With a worker thread running the actions (``workers=1``, ``sentinel global
+    --workers 1``), five detections read in one step cost two commits,
     as in the service's thread: one for their entries, claims and the cursor,
     one for the five actions and their done marks, run as one job of the
     pool (eleven before: a claim and an action per detection)."""

@@ -2,8 +2,7 @@
 four processes keep committing: after a restart every detection is acted on
 exactly once (no miss, no duplicate), in commit order; with the actions in
 the service's thread (``--workers 0``), and 10 times with them in a worker
-thread (``--workers 1``, the default: a read batch's claims are handed to the
-thread)."""
+thread (``--workers 1``: a read batch's claims are handed to the thread)."""
 
 from __future__ import annotations
 
