@@ -342,13 +342,36 @@ class Attachment(Endings, OuterTransactions):
         return self.sink.flush(self.engine() if self.sink.late else None)
 
     def detach(self, *, timeout: float = 10.0) -> None:
-        """Stop following the sessions: remove the session listeners (and, with
-        the detector's last attachment, the detector hooks), write the late log
-        rows, and stop the worker pool (entries it had not started stay pending
-        in the outbox). Transactions in progress are no longer followed: their
-        occurrences are not logged. Idempotent."""
+        """Stop following the sessions: stop the worker pool (entries it had
+        not started stay pending in the outbox; those running get ``timeout``
+        seconds to finish, followed as before), then remove the session
+        listeners (and, with the detector's last attachment, the detector
+        hooks) and write the late log rows. Transactions still in progress
+        are no longer followed: their occurrences are not logged. Idempotent.
+
+        SQLAlchemy's listeners must not be removed while another thread runs
+        them (its listener collections are plain deques: ``RuntimeError:
+        deque mutated during iteration`` in that thread): the pool is
+        stopped first for that reason; the application's own threads using
+        sessions of the attached class should be done with them before."""
         with _LOCK:
             if not self._attached:
+                return
+        # First the pool: a worker thread committing a batch iterates the
+        # class's listener deques; a listener removed meanwhile failed the
+        # batch's shared transaction, and left it (and its entries, run again
+        # alone) unlogged.
+        if not self.runner.close(timeout):
+            log.warning(
+                "sentinel's outbox: a worker thread of %r still runs a detached rule "
+                "after %g s; detaching now: its transaction is no longer followed, and "
+                "its commit may fail (SQLAlchemy's listeners are removed while it runs "
+                "them), its entry then retried",
+                self.target,
+                timeout,
+            )
+        with _LOCK:
+            if not self._attached:  # detached meanwhile by another thread
                 return
             self._attached = False
             for name, fn in self._handlers:
@@ -380,7 +403,6 @@ class Attachment(Endings, OuterTransactions):
                 self._resolved.undo()
         if ABANDONED:
             _collect_abandoned()
-        self.runner.close(timeout)
         if self.sink is not None:
             if self.sink.late and self.is_async and self._engine is None:
                 log.warning(

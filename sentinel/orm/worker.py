@@ -261,17 +261,21 @@ class Runner:
                 self._cond.wait(left if left is None else min(left, 0.05))
             return True
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 10.0) -> bool:
         """Stop the pool: entries still queued stay in the outbox (pending) for a
-        later drain; running ones get ``timeout`` seconds to finish."""
+        later drain; running ones get ``timeout`` seconds to finish. Returns
+        whether every worker thread ended in that time."""
         with self._cond:
             self._stopping = True
             self._heap.clear()
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
-        for t in self._threads:
+        # a rule of this pool closing it: its own thread cannot be waited for
+        others = [t for t in self._threads if t is not threading.current_thread()]
+        for t in others:
             t.join(max(0.0, deadline - time.monotonic()))
         self.heartbeat.close(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in others)
 
     # -- running entries ---------------------------------------------------------------
     def _entered(self) -> AbstractContextManager[Any]:

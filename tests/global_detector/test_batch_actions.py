@@ -8,11 +8,14 @@ good and the others run again, each alone: every database effect exactly once.""
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
 
 from sentinel import LocalEventDetector
 from sentinel.global_detector import GlobalDetector
@@ -33,12 +36,15 @@ def log_db(engine: sa.Engine) -> sa.Engine:
 #: Customers whose action raises, and whose action commits its session.
 FAIL: set[int] = set()
 END: set[int] = set()
+#: The customer of every call of :func:`act`, in order.
+CALLS: list[int] = []
 
 
 def act(occ: Any) -> None:
     """Record the detection; raise for a customer in ``FAIL``, commit the
     session for one in ``END``."""
     customer = occ.constituents[0].params["customer"]
+    CALLS.append(customer)
     ctx = detached_context()
     ctx.session.execute(
         sa.insert(rules.EFFECTS).values(
@@ -57,6 +63,7 @@ def _detector(fail: set[int], end: set[int]) -> LocalEventDetector:
     FAIL.update(fail)
     END.clear()
     END.update(end)
+    CALLS.clear()
     det = LocalEventDetector()
     rules.events(det)
     det.rule(
@@ -198,6 +205,54 @@ def test_batches_queued_behind_a_busy_worker_thread_are_acted_on_together(
     assert jobs == [2, 4]
     assert _effects(log_db) == [1, 2, 3, 4, 5, 6]
     assert _statuses(log_db) == [("done", 1)] * 6
+
+
+def test_closing_the_service_while_a_worker_thread_commits_a_batch_lets_it_commit(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service closed while its worker thread commits a batch (``sentinel
+    global`` stopped, a benchmark's end): the pool is stopped before the
+    session listeners are removed, so the batch commits in its one
+    transaction, each action run once. Before, SQLAlchemy's listeners were
+    removed while the thread was running them: the commit failed
+    (``RuntimeError: deque mutated during iteration``) and each entry ran
+    again, alone and unfollowed."""
+    factory = sessionmaker(log_db)
+    entered = threading.Event()
+
+    def hold(session: Session) -> None:
+        # the batch's commit (not a savepoint's): held until the listeners
+        # are gone (the close has begun), or half a second at most
+        if session.in_nested_transaction() or entered.is_set():
+            return
+        entered.set()
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and all(
+            sa.event.contains(factory, name, fn) for name, fn in service.attachment._handlers
+        ):
+            time.sleep(0.005)
+
+    sa.event.listen(factory, "before_commit", hold)
+    service = GlobalDetector(
+        _detector(set(), set()),
+        log_db,
+        lease=10,
+        workers=1,
+        actions=global_actions,
+        session_factory=factory,
+    )
+    try:
+        service.step()
+        _orders_and_payments(log_db, range(1, 6))
+        assert service.step().detections == 5
+        assert entered.wait(30)
+    finally:
+        with caplog.at_level(logging.WARNING, logger="sentinel"):
+            service.close()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert CALLS == [1, 2, 3, 4, 5]
+    assert _effects(log_db) == [1, 2, 3, 4, 5]
+    assert _statuses(log_db) == [("done", 1)] * 5
 
 
 def test_an_action_that_fails_is_rolled_back_alone_and_retried(log_db: sa.Engine) -> None:

@@ -626,6 +626,74 @@ def test_a_session_factory_that_fails_leaves_no_entry_running(orm: ORM) -> None:
     assert [e[2] for e in orm.effects()] == [3.0]
 
 
+def test_detach_lets_the_entry_a_worker_thread_commits_finish_first(
+    orm: ORM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``detach()`` while a worker thread commits an entry: the pool is
+    stopped first (its running entries get ``timeout`` seconds), then the
+    session listeners are removed, so the entry is done on its first attempt.
+    Before, SQLAlchemy's listeners were removed while the thread ran them:
+    its commit failed (``RuntimeError: deque mutated during iteration``), an
+    attempt lost and the transaction not followed."""
+    att = orm.attach(workers=1)
+    orm.det.rule("R", "Stock.e2", action=actions.record, coupling="detached")
+    entered = threading.Event()
+
+    def hold(session: Session) -> None:
+        # the worker's commit: held until the listeners are gone (detach
+        # has begun), or half a second at most
+        if not threading.current_thread().name.startswith("sentinel-outbox"):
+            return
+        if session.in_nested_transaction() or entered.is_set():
+            return
+        entered.set()
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and all(
+            sa.event.contains(orm.Session, name, fn) for name, fn in att._handlers
+        ):
+            time.sleep(0.005)
+
+    sa.event.listen(orm.Session, "before_commit", hold)
+    try:
+        _trigger(orm, 3.0)
+        assert entered.wait(30)
+        with caplog.at_level(logging.WARNING, logger="sentinel"):
+            att.detach()
+    finally:
+        sa.event.remove(orm.Session, "before_commit", hold)
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r[:3] for r in _rows(orm)] == [("R", "done", 1)]
+    assert [e[2] for e in orm.effects()] == [3.0]
+
+
+def test_detach_says_so_when_a_worker_thread_outlives_its_timeout(
+    orm: ORM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rule still running after ``detach(timeout=...)``: detach reports it
+    and goes on; the entry still commits once (unfollowed) when the rule ends."""
+    att = orm.attach(workers=1)
+    orm.det.rule("R", "Stock.e2", action=actions.hook, coupling="detached")
+    entered, release = threading.Event(), threading.Event()
+
+    def body(occ: Any) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    actions.HOOKS["hook"] = body
+    try:
+        _trigger(orm, 3.0)
+        assert entered.wait(30)
+        with caplog.at_level(logging.WARNING, logger="sentinel"):
+            att.detach(timeout=0.05)
+        assert any("still runs a detached rule" in r.getMessage() for r in caplog.records)
+    finally:
+        release.set()
+    for t in att.runner._threads:
+        t.join(30)
+    assert [r[:3] for r in _rows(orm)] == [("R", "done", 1)]
+    assert [e[2] for e in orm.effects()] == [3.0]
+
+
 _INSIDE: list[str] = []
 
 
