@@ -170,13 +170,21 @@ def test_migrations_create_exactly_the_declared_tables(
             assert found.get(key) == value, (name, key, found)
 
 
-def _everything(engine: sa.Engine, schema: str | None = None) -> dict[str, Any]:
-    """What a namespace holds of sentinel's: every table and view named with the
-    log's prefix (columns, keys, indexes, constraints, rows) and the revision."""
+def _everything(
+    engine: sa.Engine, schema: str | None = None, prefix: str = "sentinel_"
+) -> dict[str, Any]:
+    """What a namespace holds of sentinel's: every table, view and sequence named
+    with the log's prefix (columns, keys, indexes, constraints, rows) and the
+    revision."""
     insp = sa.inspect(engine)
-    tables = sorted(t for t in insp.get_table_names(schema=schema) if t.startswith("sentinel_"))
-    views = sorted(v for v in insp.get_view_names(schema=schema) if v.startswith("sentinel_"))
-    out: dict[str, Any] = {"tables": tables, "views": {}, "rows": {}}
+    tables = sorted(t for t in insp.get_table_names(schema=schema) if t.startswith(prefix))
+    views = sorted(v for v in insp.get_view_names(schema=schema) if v.startswith(prefix))
+    sequences = []
+    if engine.dialect.name == "postgresql":
+        sequences = sorted(
+            s for s in insp.get_sequence_names(schema=schema) if s.startswith(prefix)
+        )
+    out: dict[str, Any] = {"tables": tables, "views": {}, "rows": {}, "sequences": sequences}
     dialect = engine.dialect
     for table in tables:
         out[table] = {
@@ -203,7 +211,7 @@ def _everything(engine: sa.Engine, schema: str | None = None) -> dict[str, Any]:
                 (c["name"], repr(c["type"]))  # SQLite's view columns have no type
                 for c in insp.get_columns(view, schema=schema)
             ]
-    out["revision"] = migrate.current(engine, schema=schema)
+    out["revision"] = migrate.current(engine, schema=schema, prefix=prefix)
     return out
 
 
@@ -240,6 +248,23 @@ def test_a_new_database_is_made_at_head_in_one_step_as_the_migrations_make_it(
     assert one_step["revision"] == SCHEMA_VERSION
     assert one_step["rows"]["sentinel_commit_counter"] == [(1, 0)]
     assert len(statements) < len(stepwise)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # SQLite has no schemas
+def test_in_a_schema_with_a_prefix_one_step_makes_what_the_migrations_make(
+    engine: sa.Engine, namespaces: Any
+) -> None:
+    """The one-step creation honours ``schema=`` and ``prefix=`` as the
+    migrations do: tables, indexes, view, sequence and version in the schema,
+    named with the prefix."""
+    one, stepwise = namespaces.new(), namespaces.new()
+    migrate.upgrade(engine, schema=one, prefix="audit_")
+    migrate.upgrade(engine, SCHEMA_REVISIONS[0], schema=stepwise, prefix="audit_")
+    migrate.upgrade(engine, schema=stepwise, prefix="audit_")
+    made = _everything(engine, one, "audit_")
+    assert made == _everything(engine, stepwise, "audit_")
+    assert made["revision"] == SCHEMA_VERSION and "audit_event_batches" in made["tables"]
+    assert not _everything(engine, one)["tables"]  # nothing under the default prefix
 
 
 def test_autogenerate_sees_no_difference_after_upgrade(engine: sa.Engine) -> None:
