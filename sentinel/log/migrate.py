@@ -257,11 +257,11 @@ def _create_at_head(conn: Connection, revision: str, schema: str | None, prefix:
     """Create the log's tables at the newest revision in one step, when
     ``revision`` is the newest and none of them exists yet; return whether it
     did. This is alembic's recipe for a new database (create the current
-    schema, then stamp its revision): the tables, indexes and view are those of
-    :mod:`sentinel.log.tables` and :mod:`sentinel.log.system_tables`, which a
-    test holds equal, rows included, to
-    what the migrations make one by one on every backend. A fresh database
-    is then made in about a third of the statements and without running each
+    schema, then stamp its revision): the tables, indexes, view and sequence
+    are those declared in :mod:`sentinel.log.tables` and
+    :mod:`sentinel.log.system_tables`, which tests hold equal, rows included,
+    to what the migrations make one by one on every backend. A new database
+    is then made in about half the statements, without running each
     migration. Within an application's alembic environment, or where any table
     or view named with the log's prefix exists, the migrations run as usual."""
     if revision not in ("head", "heads") and revision != head():
