@@ -95,24 +95,27 @@ def _describe(engine: sa.Engine, schema: str | None = None) -> dict[str, Any]:
     """Everything about the log tables a database reports: columns (type as the
     database compiles it, nullability), primary keys, indexes, unique constraints."""
     insp = sa.inspect(engine)
-    dialect = engine.dialect
-    out: dict[str, Any] = {}
-    for table in sorted(LOG_TABLES):
-        columns = [
+    return {table: _table(insp, engine.dialect, table, schema) for table in sorted(LOG_TABLES)}
+
+
+def _table(insp: Any, dialect: sa.Dialect, table: str, schema: str | None) -> dict[str, Any]:
+    """A table's columns (type as the database compiles it, nullability),
+    primary key, indexes and unique constraints, as the database reports them."""
+    return {
+        "columns": [
             (c["name"], c["type"].compile(dialect=dialect), c["nullable"])
             for c in insp.get_columns(table, schema=schema)
-        ]
-        indexes = sorted(
+        ],
+        "indexes": sorted(
             (i["name"], tuple(i["column_names"]), bool(i["unique"]))
             for i in insp.get_indexes(table, schema=schema)
-        )
-        uniques = sorted(
+        ),
+        "uniques": sorted(
             (u["name"], tuple(u["column_names"]))
             for u in insp.get_unique_constraints(table, schema=schema)
-        )
-        pk = insp.get_pk_constraint(table, schema=schema)["constrained_columns"]
-        out[table] = {"columns": columns, "indexes": indexes, "uniques": uniques, "pk": pk}
-    return out
+        ),
+        "pk": insp.get_pk_constraint(table, schema=schema)["constrained_columns"],
+    }
 
 
 def _declared() -> dict[str, Any]:
@@ -185,23 +188,8 @@ def _everything(
             s for s in insp.get_sequence_names(schema=schema) if s.startswith(prefix)
         )
     out: dict[str, Any] = {"tables": tables, "views": {}, "rows": {}, "sequences": sequences}
-    dialect = engine.dialect
     for table in tables:
-        out[table] = {
-            "columns": [
-                (c["name"], c["type"].compile(dialect=dialect), c["nullable"])
-                for c in insp.get_columns(table, schema=schema)
-            ],
-            "pk": insp.get_pk_constraint(table, schema=schema)["constrained_columns"],
-            "indexes": sorted(
-                (i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                for i in insp.get_indexes(table, schema=schema)
-            ),
-            "uniques": sorted(
-                (u["name"], tuple(u["column_names"]))
-                for u in insp.get_unique_constraints(table, schema=schema)
-            ),
-        }
+        out[table] = _table(insp, engine.dialect, table, schema)
     with engine.connect() as conn:
         for table in tables:
             t = sa.Table(table, sa.MetaData(), schema=schema, autoload_with=conn)
