@@ -575,7 +575,8 @@ def test_concurrent_upgrades(backend: str, db_url: str) -> None:
         subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
         for _ in range(3)
     ]
-    failures = [p.communicate()[1] for p in procs if p.wait() != 0]
+    outputs = [p.communicate()[1] for p in procs]  # each pipe read and closed
+    failures = [err for p, err in zip(procs, outputs, strict=True) if p.returncode != 0]
     assert failures == []
     assert migrate.current(db_url) == SCHEMA_VERSION
 
