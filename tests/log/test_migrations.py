@@ -300,14 +300,18 @@ def test_schema_and_prefix(engine: sa.Engine, extra_schema: str) -> None:
 
 def test_prefix_on_sqlite(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'p.db'}")
-    migrate.upgrade(engine, prefix="ops_")
-    migrate.upgrade(engine)  # two independent logs side by side
-    assert {"ops_event_batches", "ops_alembic_version", "sentinel_event_batches"} <= _tables(engine)
-    assert _views(engine) == {"ops_occurrences", "sentinel_occurrences"}
-    migrate.downgrade(engine, "base", prefix="ops_")
-    assert "ops_event_batches" not in _tables(engine)
-    assert "sentinel_event_batches" in _tables(engine)
-    assert _views(engine) == {"sentinel_occurrences"}
+    try:
+        migrate.upgrade(engine, prefix="ops_")
+        migrate.upgrade(engine)  # two independent logs side by side
+        tables = _tables(engine)
+        assert {"ops_event_batches", "ops_alembic_version", "sentinel_event_batches"} <= tables
+        assert _views(engine) == {"ops_occurrences", "sentinel_occurrences"}
+        migrate.downgrade(engine, "base", prefix="ops_")
+        assert "ops_event_batches" not in _tables(engine)
+        assert "sentinel_event_batches" in _tables(engine)
+        assert _views(engine) == {"sentinel_occurrences"}
+    finally:
+        engine.dispose()
 
 
 # -- offline SQL ----------------------------------------------------------------------
