@@ -60,11 +60,12 @@ def _write(
 
 @pytest.mark.parametrize("commit_order", [False, True], ids=["plain", "numbered"])
 def test_concurrent_writers_lose_and_repeat_nothing(
-    migrated: sa.Engine, commit_order: bool
+    migrated: sa.Engine, commit_order: bool, request: pytest.FixtureRequest
 ) -> None:
     if migrated.dialect.name == "sqlite":
         # SQLite serializes writers: wait for the file lock instead of failing
         migrated = sa.create_engine(migrated.url, connect_args={"timeout": 60})
+        request.addfinalizer(migrated.dispose)
     writer = LogWriter(commit_order=commit_order)
     committed: list[tuple[str, int]] = []
     errors: list[BaseException] = []
