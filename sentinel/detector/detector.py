@@ -28,7 +28,7 @@ from sentinel.detector.definitions import Definitions
 from sentinel.detector.events import Dispatch
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
-from sentinel.detector.transactions import _ACTIVE, Transactions
+from sentinel.detector.transactions import _ACTIVE, ProcessViews, Transactions
 from sentinel.errors import (
     BitemporalError,
     ExpressionError,
@@ -124,6 +124,8 @@ class EventDetector(Definitions, Transactions):
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
         )
+        #: Each thread's view of the process scope (see :meth:`_process_view`).
+        self._views = ProcessViews()
         #: The scopes made current by :meth:`enter_ambient` in this thread (or
         #: task), oldest first, and what stands for them in ``_scope_var`` (the
         #: value last written there by this mechanism, or None).
@@ -204,7 +206,7 @@ class EventDetector(Definitions, Transactions):
         if muting and self._muted and get_ident() in self._muted:
             return None
         if scope is None:
-            scope = self._scope_var.get() or self._process_view()
+            scope = self._scope_var.get() or self._views.view or self._process_view()
             if scope.status is not _ACTIVE:  # an ambient scope that ended, or several
                 scope = self._settle(scope)
         # The hot path of every signal: one lock, one clock reading, one tuple,

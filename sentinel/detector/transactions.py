@@ -33,6 +33,13 @@ __all__ = ["Transactions"]
 _ACTIVE = "active"
 
 
+class ProcessViews(threading.local):
+    """A detector's views of its process scope, one per thread (``view``:
+    ``None`` until the thread first signals outside a transaction)."""
+
+    view: Scope | None = None
+
+
 class Transactions:
     """The scopes and transactions of :class:`~sentinel.detector.EventDetector`."""
 
@@ -43,6 +50,7 @@ class Transactions:
     _channels: dict[str, Channel]
     _muted: set[int]
     _scope_var: ContextVar[Scope | None]
+    _views: ProcessViews
     _ambient_var: ContextVar[tuple[tuple[Scope, ...], Scope | None]]
     _scopes: weakref.WeakSet[Scope]
 
@@ -151,11 +159,18 @@ class Transactions:
         return written
 
     def _process_view(self) -> Scope:
-        """This thread's (or task's) view of the process scope: the same id and
-        store, its own rule-cascade depth. Made once per context, so the per-signal
-        path stays a context-variable lookup."""
-        view = self.process_scope.view()
-        self._scope_var.set(view)
+        """This thread's view of the process scope: the same id and store, its
+        own rule-cascade depth. Made once per thread and kept in a
+        thread-local of the detector (``_views``), not in ``_scope_var``: a
+        context variable's value lives as long as the thread's context, and the
+        view reaches the whole detector through its store, so a detector that
+        had signalled from a thread could never be freed. Asyncio tasks of one
+        thread share its view: a rule cascade runs to its end without
+        yielding, so their depths cannot interleave."""
+        views = self._views
+        view = views.view
+        if view is None:
+            view = views.view = self.process_scope.view()
         return view
 
     @contextmanager

@@ -213,3 +213,65 @@ def test_nested_partitions_work_after_a_savepoint_rollback() -> None:
         det.signal("ship", customer="a", order_id=1)
         det.signal("pay", customer="a", order_id=1)
     assert len(seen) == 1
+
+
+def _signalled_in_main_thread(det: LocalEventDetector) -> None:
+    det.signal("E1")
+
+
+def _signalled_from_another_thread(det: LocalEventDetector) -> None:
+    t = threading.Thread(target=det.signal, args=("E1",))
+    t.start()
+    t.join()
+
+
+def _signalled_in_asyncio_tasks(det: LocalEventDetector) -> None:
+    import asyncio
+
+    async def main() -> None:
+        async def one() -> None:
+            det.signal("E1")
+
+        await asyncio.gather(one(), one())
+
+    asyncio.run(main())
+
+
+def _signalled_by_a_rule(det: LocalEventDetector) -> None:
+    det.rule("cascade", "E1", action=lambda occ: det.signal("E2"))
+    det.signal("E1")
+
+
+def _signalled_in_a_transaction(det: LocalEventDetector) -> None:
+    with det.transaction():
+        det.signal("E1")
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        _signalled_in_main_thread,
+        _signalled_from_another_thread,
+        _signalled_in_asyncio_tasks,
+        _signalled_by_a_rule,
+        _signalled_in_a_transaction,
+    ],
+    ids=lambda f: f.__name__.lstrip("_"),
+)
+def test_a_detector_is_freed_once_nothing_refers_to_it(use: Any) -> None:
+    """Signalling leaves nothing behind in the thread or its context that keeps
+    the detector (its rules, their actions, its pending state) alive: the
+    process scope's per-thread view once lived in a context variable, which
+    lives as long as the thread."""
+    import gc
+    import weakref
+
+    det = LocalEventDetector()
+    for name in ("E1", "E2"):
+        det.explicit(name)
+    det.rule("r", "E1 ; E2", action=lambda occ: None, context="chronicle")
+    use(det)
+    ref = weakref.ref(det)
+    del det
+    gc.collect()
+    assert ref() is None
