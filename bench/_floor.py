@@ -1,11 +1,18 @@
-"""The hand-fused floor of a listened method (issue 32, item 4).
+"""Hand-fused floors: the least sentinel's guarantees cost, written by hand
+in one frame (issue 32, item 4).
 
-:class:`HandFused` does, in one frame, the least a listened ``@event`` call
-must do to keep sentinel's guarantees. ``bench/wrapper.py`` times it beside
-the real wrapper and ``bench/instructions.py`` counts its instructions. It
-imports nothing of sentinel, so it also runs on an interpreter without
-sentinel installed: ``python bench/_floor.py`` prints its instructions per
-call and a bare call's under callgrind, for any Python given as ``--python``.
+:class:`HandFused` does the least a listened ``@event`` call must do.
+``bench/wrapper.py`` times it beside the real wrapper and
+``bench/instructions.py`` counts its instructions. :func:`keyed_floor` does the
+least a ``signal(name, key=...)`` of the keyed "A then B" rule must do;
+``bench/detector.py`` times it beside the detector, once with the occurrence's
+parameters in a dict (today's occurrence, as plain tuples) and once in a tuple
+(an occurrence the cyclic garbage collector can leave untracked).
+
+This module imports nothing of sentinel, so it also runs on an interpreter
+without sentinel installed: ``python bench/_floor.py`` prints the listened
+method's instructions per call and a bare call's under callgrind, for any
+Python given as ``--python``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from threading import get_ident
@@ -101,6 +110,73 @@ class HandFused:
 
 def _floor_action(occ: tuple[Any, ...]) -> None:
     return None
+
+
+def keyed_floor(action: Callable[[Any], Any], *, untracked: bool) -> Callable[..., Any]:
+    """The floor of ``signal(name, key=k)`` for the keyed "A then B" rule
+    (chronicle): the call with keyword arguments (the API), muting, the current
+    scope, under the lock the next ``t_occ``, the clock and the occurrence (one
+    plain tuple), the key's pending As in a deque, the composite for a B that
+    finds one; after the lock, the cascade depth around the action, whose
+    failure is wrapped. It leaves out what sentinel also does (a rule disabled
+    meanwhile, occurrence listeners, unhashable keys, the graph's generality),
+    so it is a lower bound.
+
+    ``untracked``: the occurrence holds its parameters' values in a tuple
+    instead of the keyword dict. CPython's cyclic garbage collector untracks a
+    plain tuple holding only atomic values (numbers, strings, such tuples), but
+    never one holding a dict, nor an instance of a tuple subclass: kept
+    occurrences and the detections made of them then cost the collector
+    nothing."""
+    lock = threading.RLock()
+    scope_var: ContextVar[_FloorScope | None] = ContextVar("floor_keyed", default=None)
+    process = _FloorScope()
+    muted: set[int] = set()
+    pending: dict[Any, deque[tuple[Any, ...]]] = {}
+    clock = [0]
+    expression = ("A ; B", "by key")
+    wall = time.time
+
+    def signal(name: str, /, **params: Any) -> tuple[Any, ...] | None:
+        if muted and get_ident() in muted:
+            return None
+        scope = scope_var.get() or process
+        found = None
+        lock.acquire()
+        try:
+            clock[0] = t = clock[0] + 1
+            now = wall()
+            values = tuple(params.values()) if untracked else params
+            occ = (name, t, now, now, None, values, scope.id)
+            key = params.get("key")
+            if name == "A":
+                q = pending.get(key)
+                if q is None:
+                    pending[key] = deque((occ,))
+                else:
+                    q.append(occ)
+            else:
+                q = pending.get(key)
+                if q:
+                    found = (expression, t, (q.popleft(), occ))
+                    if not q:
+                        del pending[key]
+        finally:
+            lock.release()
+        if found is not None:
+            depth = scope.depth
+            if depth >= 100:
+                raise RecursionError("cascade limit")
+            scope.depth = depth + 1
+            try:
+                action(found)
+            except Exception as e:
+                raise RuntimeError("the rule's action failed") from e
+            finally:
+                scope.depth = depth
+        return occ
+
+    return signal
 
 
 class Bare:

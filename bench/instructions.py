@@ -6,12 +6,16 @@ move by a factor of two from one run to the next; instruction counts do not, so
 this is how a change to the hot path is judged before and after. Each workload
 runs ``n`` events after a warm-up, all workloads in one process under
 ``valgrind --tool=callgrind`` counting only while they run (see :func:`counts`);
-the count divided by ``n`` is printed.
+the count divided by ``n`` is printed. A count leaves out most of what the
+cyclic garbage collector costs: its full collections, which traverse every
+object kept (each detection the keyed workload keeps), are rare and fall in a
+short window or not; ``bench/detector.py`` shows that cost in wall-clock time.
 
-Workloads: the keyed "A then B" rule (each detection kept) and the tuple loop
-for it, the 20-rule graph of ``bench/detector.py``, the paper's X (recent), and
-a decorated method: nothing listening, a rule listening with its condition
-false, the event log's listener alone; and for the method, a bare call and the
+Workloads: the keyed "A then B" rule (each detection kept), the tuple loop
+for it and its two hand-fused floors (``bench/_floor.py``), the 20-rule graph
+of ``bench/detector.py``, the paper's X (recent), and a decorated method:
+nothing listening, a rule listening with its condition false, the event log's
+listener alone; and for the method, a bare call and the
 hand-fused floor of ``bench/wrapper.py`` (the least a listened call must do);
 and ``bench/orm.py``'s ORM workload on SQLite (``synchronous=OFF``) bare, with
 the hand-written audit listener, and with sentinel (its rules and log), printed
@@ -56,6 +60,24 @@ events = d.keyed_events(N + WARM, 1000)
 found = []
 def go(lo, hi):
     d.tuple_loop(events[lo:hi], found.append)
+""",
+    "keyed floor, dict": """
+import detector as d, _floor
+events = d.keyed_events(N + WARM, 1000)
+found = []
+signal = _floor.keyed_floor(found.append, untracked=False)
+def go(lo, hi):
+    for name, key in events[lo:hi]:
+        signal(name, key=key)
+""",
+    "keyed floor, tuple": """
+import detector as d, _floor
+events = d.keyed_events(N + WARM, 1000)
+found = []
+signal = _floor.keyed_floor(found.append, untracked=True)
+def go(lo, hi):
+    for name, key in events[lo:hi]:
+        signal(name, key=key)
 """,
     "20 rules": """
 import random, detector as d
