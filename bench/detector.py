@@ -18,8 +18,8 @@ Run: ``python bench/detector.py`` (``--quick`` for a short run). Prints:
    so: sentinel with the collector disabled while it runs (its share), and the
    softer loop earlier versions of this benchmark compared against (a function
    call per event with keyword arguments, as ``signal`` takes them). Each
-   variant drops what it kept once timed, so no variant's collections traverse
-   another's detections;
+   variant runs in a fresh process each round: how often the collector's full
+   collections come depends on how many objects the process holds already;
 4. the memory held per pending occurrence (``--memory``, or by default in a full
    run): 5,000,000 events over 100,000 keys (500,000 over 10,000 with
    ``--quick``), each variant in a fresh process, traced with ``tracemalloc``
@@ -267,6 +267,50 @@ def bench_soft_loop(events: list[tuple[str, int]], counts: dict[str, int]) -> Ru
     return run
 
 
+#: The keyed workload's variants (section 3), each run in a fresh process.
+KEYED: dict[str, Callable[[list[tuple[str, int]], dict[str, int]], Run]] = {
+    "keyed sentinel": bench_keyed,
+    "keyed tuple": bench_tuple_loop,
+    "keyed soft": bench_soft_loop,
+    "keyed floor dict": lambda events, counts: bench_keyed_floor(events, counts, False),
+    "keyed floor tuple": lambda events, counts: bench_keyed_floor(events, counts, True),
+    "keyed sentinel gc off": lambda events, counts: bench_keyed(events, counts, gc_off=True),
+}
+
+
+def keyed_variant(name: str) -> dict[str, float]:
+    """One run of a keyed variant in this process: events per second and the
+    detections kept."""
+    events = keyed_events(100_000, 1_000)
+    counts: dict[str, int] = {}
+    gc.collect()
+    items, seconds = KEYED[name](events, counts)()
+    return {"rate": items / seconds, "detections": counts.popitem()[1]}
+
+
+def keyed_rounds(rounds: int, counts: dict[str, int]) -> dict[str, list[float]]:
+    """The keyed variants, interleaved as :func:`interleaved` does, each run in a
+    fresh process. The variants keep every detection, so the cyclic garbage
+    collector's full collections weigh: how often they come depends on how many
+    objects the process already holds, so in one process each variant's figure
+    would depend on what ran before it."""
+    names = list(KEYED)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--keyed-variant", name],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            out = json.loads(proc.stdout)
+            rates[name].append(out["rate"])
+            counts[name] = out["detections"]
+    return rates
+
+
 def _noop(occ: object) -> None:
     pass
 
@@ -347,7 +391,11 @@ def main() -> None:
         "--memory", choices=["yes", "no", "only"], help="part 4 (default: yes, no with --quick)"
     )
     parser.add_argument("--memory-variant", help=argparse.SUPPRESS)
+    parser.add_argument("--keyed-variant", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.keyed_variant:
+        print(json.dumps(keyed_variant(args.keyed_variant)))
+        return
     if args.memory_variant:
         variant, n_mem, keys = json.loads(args.memory_variant)
         print(json.dumps(memory_variant(variant, n_mem, keys)))
@@ -364,15 +412,9 @@ def main() -> None:
             m = n // 10 if ctx is Context.UNRESTRICTED else n
             variants[f"X {ctx.value}"] = bench_x(ctx, m)
         variants["20 rules"] = bench_20_rules(n)
-        events = keyed_events(100_000, 1_000)
-        counts: dict[str, int] = {}
-        variants["keyed sentinel"] = bench_keyed(events, counts)
-        variants["keyed tuple"] = bench_tuple_loop(events, counts)
-        variants["keyed soft"] = bench_soft_loop(events, counts)
-        variants["keyed floor dict"] = bench_keyed_floor(events, counts, untracked=False)
-        variants["keyed floor tuple"] = bench_keyed_floor(events, counts, untracked=True)
-        variants["keyed sentinel gc off"] = bench_keyed(events, counts, gc_off=True)
         rates = interleaved(variants, rounds)
+        counts: dict[str, int] = {}
+        rates.update(keyed_rounds(rounds, counts))
         detections = set(counts.values())
         assert len(detections) == 1, counts
 
