@@ -124,8 +124,10 @@ class EventDetector(Definitions, Transactions):
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
         )
-        #: Each thread's view of the process scope (see :meth:`_process_view`).
+        #: Each thread's view of the process scope (see :meth:`_process_view`);
+        #: the thread that made the detector reads its own from ``_home_view``.
         self._views = ProcessViews()
+        self._home = get_ident()
         #: The scopes made current by :meth:`enter_ambient` in this thread (or
         #: task), oldest first, and what stands for them in ``_scope_var`` (the
         #: value last written there by this mechanism, or None).
@@ -134,6 +136,7 @@ class EventDetector(Definitions, Transactions):
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
         self.process_scope.process = True
+        self._home_view = self.process_scope.view()
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()
         for p in _TXN:
             self._define_primitive(p)
@@ -206,7 +209,9 @@ class EventDetector(Definitions, Transactions):
         if muting and self._muted and get_ident() in self._muted:
             return None
         if scope is None:
-            scope = self._scope_var.get() or self._views.view or self._process_view()
+            scope = self._scope_var.get() or (
+                self._home_view if get_ident() == self._home else self._process_view()
+            )
             if scope.status is not _ACTIVE:  # an ambient scope that ended, or several
                 scope = self._settle(scope)
         # The hot path of every signal: one lock, one clock reading, one tuple,

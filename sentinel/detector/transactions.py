@@ -51,6 +51,8 @@ class Transactions:
     _muted: set[int]
     _scope_var: ContextVar[Scope | None]
     _views: ProcessViews
+    _home: int
+    _home_view: Scope
     _ambient_var: ContextVar[tuple[tuple[Scope, ...], Scope | None]]
     _scopes: weakref.WeakSet[Scope]
 
@@ -107,10 +109,11 @@ class Transactions:
         session (``docs/orm.md``)."""
         scopes, written = self._ambient_var.get()
         scopes = (*scopes, scope)
-        current = self._scope_var.get()
+        # what a signal would find: the thread's process view when nothing is set
+        current = self._scope_var.get() or self._process_view()
         # not while a rule runs here: what its action signals belongs to the
         # transaction that triggered it, even if the action opens another
-        if current is None or ((current.process or current is written) and not current.depth):
+        if (current.process or current is written) and not current.depth:
             scopes, written = self._ambient(scopes)
             self._scope_var.set(written)
         self._ambient_var.set((scopes, written))
@@ -164,9 +167,13 @@ class Transactions:
         thread-local of the detector (``_views``), not in ``_scope_var``: a
         context variable's value lives as long as the thread's context, and the
         view reaches the whole detector through its store, so a detector that
-        had signalled from a thread could never be freed. Asyncio tasks of one
+        had signalled from a thread could never be freed. The thread that made
+        the detector has its view in ``_home_view`` (the signal path compares
+        thread ids, cheaper than reading a thread-local). Asyncio tasks of one
         thread share its view: a rule cascade runs to its end without
         yielding, so their depths cannot interleave."""
+        if get_ident() == self._home:
+            return self._home_view
         views = self._views
         view = views.view
         if view is None:

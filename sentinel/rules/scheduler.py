@@ -83,7 +83,15 @@ class Scheduler:
         # belongs to the same transaction (the ORM resolves scopes per object, so
         # the thread's current scope may be another one).
         var = self._scope_var
-        token = var.set(scope) if var.get() is not scope else None
+        current = var.get()
+        # A thread's view of the process scope (``process`` set, not the
+        # process scope itself) is what a signal finds with nothing set.
+        token = (
+            var.set(scope)
+            if current is not scope
+            and (current is not None or not scope.process or scope is self._process_scope)
+            else None
+        )
         status = scope.status
         try:
             if len(items) > 1 and self._graph.mixed_priorities:
@@ -111,7 +119,13 @@ class Scheduler:
             raise CascadeLimitError(_rule_name(subs[0]), self.cascade_limit)
         depth_of.depth = depth + 1
         var = self._scope_var
-        token = var.set(scope) if var.get() is not scope else None
+        current = var.get()
+        token = (
+            var.set(scope)
+            if current is not scope
+            and (current is not None or not scope.process or scope is self._process_scope)
+            else None
+        )
         status = scope.status
         try:
             for sub in subs:

@@ -163,6 +163,33 @@ def test_a_rules_action_signals_into_its_transaction_even_with_another_open(
     assert world.unpaid == [(1,)]  # order 8 was paid in its transaction
 
 
+def test_a_rules_action_outside_transactions_signals_into_the_process_scope(
+    world: World,
+) -> None:
+    """A rule triggered outside any transaction runs in the process scope: what
+    its action signals belongs there, also when the action opens a session's
+    transaction (the thread's view of the process scope, with its cascade
+    depth, is what counts, not the context variable)."""
+
+    def audit(occ: Any) -> None:
+        if occ.params["order_id"] == 8:
+            with world.Session.begin():
+                world.det.signal("payment", order_id=8)
+                world.det.signal("order", order_id=5)
+
+    world.det.rule("audit", "order", action=audit)
+    world.det.signal("order", order_id=8)
+    process = world.det.process_scope.id
+    assert world.scope_of_event("payment", order_id=8) == (process, None)
+    assert world.scope_of_event("order", order_id=5) == (process, None)
+    with world.Session.begin() as session:  # the thread's transactions work again
+        scope = sentinel.scope_of(session)
+        assert scope is not None
+        world.det.signal("order", order_id=1)
+    assert world.scope_of_event("order", order_id=1) == (scope.id, "committed")
+    assert world.unpaid == [(1,)]
+
+
 def test_each_thread_has_its_own_current_transaction(world: World) -> None:
     import threading
 
