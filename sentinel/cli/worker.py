@@ -83,15 +83,19 @@ def worker_command(
         owned = False
     else:
         engine = sa.create_engine(url)
-        attachment = attach(
-            sessionmaker(engine),
-            detector=target,
-            schema=schema,
-            prefix=prefix,
-            workers=0,
-            lease=lease,
-            max_attempts=max_attempts,
-        )
+        try:
+            attachment = attach(
+                sessionmaker(engine),
+                detector=target,
+                schema=schema,
+                prefix=prefix,
+                workers=0,
+                lease=lease,
+                max_attempts=max_attempts,
+            )
+        except BaseException:
+            engine.dispose()  # attach's schema check left a connection in its pool
+            raise
         owned = True
     stop = threading.Event()
     if not once:
@@ -113,6 +117,7 @@ def worker_command(
     finally:
         if owned:
             attachment.detach()
+            engine.dispose()  # the command made it: detach() leaves an engine to its maker
     click.echo(
         f"sentinel worker: {total.done} done, {total.retried} to retry, {total.failed} failed"
     )

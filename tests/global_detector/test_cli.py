@@ -102,6 +102,7 @@ def test_sentinel_global_passes_its_busy_timeout_and_retry_delay(
         service = made[-1]
         with service.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == timeout_ms
+        service.engine.dispose()  # the run closed it; the look above pooled a connection
         assert service.attachment.runner.claim_retry == retry
     help_text = CliRunner().invoke(main, ["global", "--help"]).output
     assert "--busy-timeout" in help_text and "--retry-delay" in help_text

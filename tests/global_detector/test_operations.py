@@ -315,7 +315,9 @@ def test_the_service_waits_for_sqlites_lock_as_long_as_its_busy_timeout(tmp_path
     """A service given a SQLite URL waits ``busy_timeout`` seconds (30 by
     default) for another connection's write lock; bad values are refused."""
     url = f"sqlite:///{tmp_path / 'log.db'}"
-    migrate.upgrade(sa.create_engine(url))
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
     for kwargs, ms in [({}, 30_000), ({"busy_timeout": 0.5}, 500)]:
         service = GlobalDetector(rules.detector, url, run_actions=False, **kwargs)
         try:

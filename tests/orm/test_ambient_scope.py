@@ -249,7 +249,9 @@ def test_each_asyncio_task_has_its_own_current_transaction(tmp_path: Any, backen
     from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
     path = tmp_path / "app.db"
-    migrate.upgrade(sa.create_engine(f"sqlite:///{path}"))
+    engine = sa.create_engine(f"sqlite:///{path}")
+    migrate.upgrade(engine)
+    engine.dispose()
     det = LocalEventDetector()
     det.explicit("order")
     seen: dict[int, str] = {}

@@ -187,22 +187,30 @@ class CuttingProxy:
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)  # the accept loop sees close() within 0.1 s
         self.port = self.listener.getsockname()[1]
         self.armed = threading.Event()
         self.committing = threading.Event()
         self.cuts = 0
         self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.sockets: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
 
     def _accept(self) -> None:
         while not self.closed:
             try:
                 client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             server = socket.create_connection(self.target)
-            threading.Thread(target=self._up, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._down, args=(server, client), daemon=True).start()
+            self.sockets += [client, server]
+            for pump, ends in ((self._up, (client, server)), (self._down, (server, client))):
+                self.threads.append(threading.Thread(target=pump, args=ends, daemon=True))
+                self.threads[-1].start()
 
     def _up(self, client: socket.socket, server: socket.socket) -> None:
         with contextlib.suppress(OSError):
@@ -225,8 +233,19 @@ class CuttingProxy:
                 client.sendall(data)
 
     def close(self) -> None:
+        """Stop accepting, cut what is still connected, wait for the threads and
+        close every socket (a socket left to the garbage collector is a
+        ResourceWarning)."""
         self.closed = True
+        self.acceptor.join(timeout=10)
         self.listener.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # ends the pumps' recv()
+        for t in self.threads:
+            t.join(timeout=10)
+        for s in self.sockets:
+            s.close()
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)

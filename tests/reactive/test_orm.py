@@ -270,4 +270,5 @@ def test_validators_and_reconstructors_signal_when_sqlalchemy_calls_them(
     with Session(engine) as s:
         loaded = s.get(Item, 1)
         assert loaded is not None and loaded.seen
+    engine.dispose()
     assert [o.source for o in loaded_events] == [ObjectRef("Item", (1,))]

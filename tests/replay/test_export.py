@@ -145,6 +145,7 @@ def test_an_empty_log_exports_to_a_manifest(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'e.db'}")
     migrate.upgrade(engine)
     manifest = export_log(engine, tmp_path / "x")
+    engine.dispose()
     assert manifest["rows"] == 0 and manifest["files"] == []
     assert list(ExportSource(tmp_path / "x").batches()) == []
 
