@@ -115,12 +115,17 @@ def create_app(
     when serving on the loopback interface. ``actions_token`` (at least 16
     characters; ``None``: read-only) adds the actions of
     :mod:`sentinel.ui.actions`, allowed to a browser that gives that token."""
+    # the arguments first: nothing is opened for an application refused
+    guard = Guard(actions_token) if actions_token is not None else None
+    rules_svg = svg(graph_of(detector)) if detector is not None else None
     reader = LogReader(source, schema=schema, prefix=prefix)
-    reader.check()
+    try:
+        reader.check()
+    except BaseException:
+        reader.close()  # its engine, if it made one, and the connection check took
+        raise
     view = LogView(reader.engine, reader.tables)
     env = templates_environment()
-    rules_svg = svg(graph_of(detector)) if detector is not None else None
-    guard = Guard(actions_token) if actions_token is not None else None
     snapshot = LiveSnapshot(view)
 
     def page(request: Request, name: str, **context: Any) -> HTMLResponse:

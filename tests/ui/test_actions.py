@@ -12,6 +12,7 @@ test would fail on a version without its protection."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 pytest.importorskip("starlette", reason="sentinel ui needs the ui extra")
 from starlette.testclient import TestClient
 
+from sentinel.errors import LogTablesMissingError
 from sentinel.log.tables import log_tables
 from sentinel.ui import create_app
 from sentinel.ui.actions import AUTH_COOKIE, CSRF_COOKIE
@@ -240,6 +242,38 @@ def test_only_a_failed_entry_is_retried(app: Any, db: str, key: str | None, stat
 def test_a_short_token_is_refused(db: str) -> None:
     with pytest.raises(ValueError, match="at least 16 characters"):
         create_app(db, actions_token="short")
+
+
+def test_a_short_token_is_refused_before_the_log_is_opened(tmp_path: Path) -> None:
+    """The arguments are checked before anything is opened: a database that
+    does not exist is not even tried."""
+    missing = f"sqlite:///{tmp_path / 'no' / 'such' / 'log.db'}"
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        create_app(missing, actions_token="short")
+
+
+def test_a_log_refused_by_its_check_leaves_no_engine_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log the reader's check refuses (here: a database without the log's
+    tables) closes what the reader opened: its engine is disposed, not left to
+    the garbage collector."""
+    import sentinel.ui.app as app_module
+
+    closed: list[object] = []
+    real = app_module.LogReader
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(app_module, "LogReader", Recording)
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()  # a database without the log's tables
+    with pytest.raises(LogTablesMissingError):
+        create_app(f"sqlite:///{path}")
+    assert len(closed) == 1
 
 
 @pytest.fixture

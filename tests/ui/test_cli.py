@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,8 +16,10 @@ from sentinel.cli import main
 
 
 @pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What ``uvicorn.run`` was called with, instead of serving."""
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """What ``uvicorn.run`` was called with, instead of serving. Afterwards the
+    application's life ends as a server's would (its shutdown disposes of the
+    engine the command made), also for a test that never opened it."""
     got: dict[str, Any] = {}
 
     def run(app: Any, **kwargs: Any) -> None:
@@ -24,7 +27,10 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         got.update(kwargs)
 
     monkeypatch.setattr("uvicorn.run", run)
-    return got
+    yield got
+    if "app" in got:
+        with TestClient(got["app"]):
+            pass
 
 
 def test_serves_the_log_with_its_rules_on_the_loopback(
