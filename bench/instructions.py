@@ -6,7 +6,9 @@ move by a factor of two from one run to the next; instruction counts do not, so
 this is how a change to the hot path is judged before and after. Each workload
 runs ``n`` events after a warm-up, all workloads in one process under
 ``valgrind --tool=callgrind`` counting only while they run (see :func:`counts`);
-the count divided by ``n`` is printed. A count leaves out most of what the
+the count divided by ``n`` is printed. To compare two versions of sentinel, run
+it once with each on ``PYTHONPATH`` (``PYTHONPATH=/path/to/other/tree``). A
+count leaves out most of what the
 cyclic garbage collector costs: its full collections, which traverse every
 object kept (each detection the keyed workload keeps), are rare and fall in a
 short window or not; ``bench/detector.py`` shows that cost in wall-clock time.
@@ -218,6 +220,9 @@ def counts(names: list[str], n: int) -> dict[str, float]:
             capture_output=True,
             text=True,
             env={**os.environ, "PYTHONHASHSEED": "0"},
+            # not the caller's directory: ``-c`` puts it first on sys.path, where
+            # a checkout's sentinel/ would shadow the one PYTHONPATH names
+            cwd=tmp,
             check=False,
         )
         if proc.returncode:
