@@ -157,6 +157,7 @@ class PageSession:
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
     attached_before: set[int] = field(default_factory=set, repr=False)  # ids of attachments
     threads_before: set[threading.Thread] = field(default_factory=set, repr=False)
+    engines: list[Any] = field(default_factory=list, repr=False)  # those the blocks used
 
     def __post_init__(self) -> None:
         from sentinel import LocalEventDetector, using_default_detector
@@ -204,11 +205,21 @@ class PageSession:
                 return printed
         raise AssertionError(f"{block.id} was run already")
 
+    def record_engine(self, conn: Any) -> None:
+        if not any(e is conn.engine for e in self.engines):
+            self.engines.append(conn.engine)
+
     def execute(self, block: Block) -> list[str]:
+        from sqlalchemy import event
+        from sqlalchemy.engine import Engine
+
         namespace = {"__name__": "_docs_standalone"} if block.standalone else self.namespace
         out = io.StringIO()
         cwd = os.getcwd()
         os.chdir(self.directory)
+        # every engine a block connects to, so that close() disposes of it also
+        # when no name of the page holds it any more (`engine` named another)
+        event.listen(Engine, "engine_connect", self.record_engine)
         try:
             if block.lang != "python":
                 return self.run_commands(block)
@@ -220,6 +231,7 @@ class PageSession:
                 else:
                     exec(compile(block.code, block.id, "exec"), namespace)
         finally:
+            event.remove(Engine, "engine_connect", self.record_engine)
             os.chdir(cwd)
         return out.getvalue().splitlines()
 
@@ -271,8 +283,8 @@ class PageSession:
             if isinstance(value, Attachment):
                 with contextlib.suppress(Exception):
                     value.detach()
-        for value in list(self.namespace.values()):
-            if isinstance(value, Engine):
+        for value in [*list(self.namespace.values()), *self.engines]:
+            if isinstance(value, Engine) and not value.dialect.is_async:
                 value.dispose()
         self.stack.close()
         # Nothing the page started may outlive it (see above).

@@ -93,14 +93,44 @@ def _migrate_flask_engines() -> None:
     template = sa.create_engine("sqlite://", poolclass=sa.pool.StaticPool)
     migrate.upgrade(template)
 
+    def _copy_template(dbapi_connection: Any, connection_record: Any) -> None:
+        with template.connect() as src:
+            src.connection.dbapi_connection.backup(dbapi_connection)
+
     def _make_engine(self: Any, bind_key: Any, options: Any, app: Any) -> Any:
         engine = make(self, bind_key, options, app)
         if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
-            with template.connect() as src, engine.connect() as dst:
-                src.connection.dbapi_connection.backup(dst.connection.dbapi_connection)
+            # copied into the database when it is first connected to, not now: a
+            # connection opened here would stay in the engine's pool, which the
+            # suite's tests that never connect do not dispose of (an unclosed
+            # sqlite3 connection when the engine is collected)
+            sa.event.listen(engine, "connect", _copy_template)
         else:
             migrate.upgrade(engine)
         _stats["engines migrated"] = _stats.get("engines migrated", 0) + 1
+        return engine
+
+    SQLAlchemy._make_engine = _make_engine  # type: ignore[method-assign]
+
+
+_engines: list[Any] = []
+
+
+def _track_flask_engines() -> None:
+    """Each engine Flask-SQLAlchemy makes during a test is disposed of after the
+    test (:func:`pytest_runtest_teardown`), in both runs: the suite never disposes
+    of them, so an in-memory database's connection (kept by its ``StaticPool``) was
+    closed only when the garbage collector reached the engine, a ResourceWarning
+    its ``filterwarnings = error`` makes an error in whichever test then ran."""
+    try:
+        from flask_sqlalchemy import SQLAlchemy
+    except ImportError:
+        return
+    make = SQLAlchemy._make_engine
+
+    def _make_engine(self: Any, bind_key: Any, options: Any, app: Any) -> Any:
+        engine = make(self, bind_key, options, app)
+        _engines.append(engine)
         return engine
 
     SQLAlchemy._make_engine = _make_engine  # type: ignore[method-assign]
@@ -125,6 +155,7 @@ def _ensure_listening() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _attachment
+    _track_flask_engines()
     if ATTACH and _attachment is None:
         _attachment = _attach()
 
@@ -133,6 +164,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if _attachment is not None:
         _ensure_listening()
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    yield
+    while _engines:
+        _engines.pop().dispose()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
