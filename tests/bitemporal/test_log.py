@@ -28,8 +28,8 @@ def _rows_0001(engine: sa.Engine, n: int) -> None:
                     "INSERT INTO sentinel_events (scope, t_occ, event, at, detected_at, ts, "
                     "detected_ts, params, outcome) VALUES (:s, :t, 'E', :at, :at, :ts, :ts, "
                     "'{}', 'committed')"
-                ),
-                {"s": "tx", "t": t, "at": T0.replace(tzinfo=None), "ts": T0.timestamp() + t},
+                ).bindparams(sa.bindparam("at", type_=UTCDateTime())),  # as the writer binds it
+                {"s": "tx", "t": t, "at": T0, "ts": T0.timestamp() + t},
             )
 
 

@@ -25,6 +25,7 @@ from sentinel.errors import AttachError
 from sentinel.log import LogWriter, OutboxEntry
 from sentinel.log.outbox import Claimed, Exhausted, OutboxStore
 from sentinel.log.signing import OUTBOX_KEY_ENV, OutboxSigner
+from sentinel.log.tables import UTCDateTime
 from sentinel.occurrence import Occurrence
 from sentinel.orm import attach
 
@@ -155,7 +156,9 @@ def test_an_expired_claim_with_no_attempts_left_is_failed_not_run(orm: ORM) -> N
     with orm.engine.begin() as conn:  # it failed once and was put back
         assert store.fail(conn, got, "dead-1", "ValueError: first", retry_at=None) is True
         conn.execute(
-            sa.text("UPDATE sentinel_outbox SET status = 'pending', next_attempt_at = :t"),
+            sa.text(
+                "UPDATE sentinel_outbox SET status = 'pending', next_attempt_at = :t"
+            ).bindparams(sa.bindparam("t", type_=UTCDateTime())),  # as the store binds it
             {"t": entry.created_at},
         )
     for n in (2, 3):  # two workers died with the claim (lease 0: expired at once)
