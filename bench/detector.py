@@ -145,7 +145,7 @@ def bench_keyed(events: list[tuple[str, int]], counts: dict[str, int], gc_off: b
             seconds = time.perf_counter() - start
         finally:
             gc.enable()
-        counts["sentinel, GC off" if gc_off else "sentinel"] = len(detected)
+        counts["detections"] = len(detected)
         return len(events), seconds
 
     return run
@@ -163,7 +163,7 @@ def bench_keyed_floor(
         for name, key in events:
             signal(name, key=key)
         seconds = time.perf_counter() - start
-        counts[f"floor {untracked}"] = len(detected)
+        counts["detections"] = len(detected)
         return len(events), seconds
 
     return run
@@ -228,7 +228,7 @@ def bench_tuple_loop(events: list[tuple[str, int]], counts: dict[str, int]) -> R
         start = time.perf_counter()
         tuple_loop(events, detected.append)
         seconds = time.perf_counter() - start
-        counts["tuple"] = len(detected)
+        counts["detections"] = len(detected)
         return len(events), seconds
 
     return run
@@ -261,7 +261,7 @@ def bench_soft_loop(events: list[tuple[str, int]], counts: dict[str, int]) -> Ru
         for name, key in events:
             on_event(name, key=key)
         seconds = time.perf_counter() - start
-        counts["soft"] = len(detected)
+        counts["detections"] = len(detected)
         return len(events), seconds
 
     return run
@@ -285,7 +285,7 @@ def keyed_variant(name: str) -> dict[str, float]:
     counts: dict[str, int] = {}
     gc.collect()
     items, seconds = KEYED[name](events, counts)()
-    return {"rate": items / seconds, "detections": counts.popitem()[1]}
+    return {"rate": items / seconds, "detections": counts["detections"]}
 
 
 def keyed_rounds(rounds: int, counts: dict[str, int]) -> dict[str, list[float]]:

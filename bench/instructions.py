@@ -8,10 +8,10 @@ runs ``n`` events after a warm-up, all workloads in one process under
 ``valgrind --tool=callgrind`` counting only while they run (see :func:`counts`);
 the count divided by ``n`` is printed. To compare two versions of sentinel, run
 it once with each on ``PYTHONPATH`` (``PYTHONPATH=/path/to/other/tree``). A
-count leaves out most of what the
-cyclic garbage collector costs: its full collections, which traverse every
-object kept (each detection the keyed workload keeps), are rare and fall in a
-short window or not; ``bench/detector.py`` shows that cost in wall-clock time.
+count leaves out most of what the cyclic garbage collector costs: its full
+collections, which traverse every object kept (each detection the keyed
+workload keeps), are rare and fall in a short window or not;
+``bench/detector.py`` shows that cost in wall-clock time.
 
 Workloads: the keyed "A then B" rule (each detection kept), the tuple loop
 for it and its two hand-fused floors (``bench/_floor.py``), the 20-rule graph
@@ -45,6 +45,18 @@ ORM_UNIT = 200
 engine, Session = o.setup(f"sqlite:///{tempfile.mkdtemp()}/orm.db", "off")
 """
 
+#: The keyed rule's hand-fused floor (``bench/_floor.py``), its parameters kept
+#: in the keyword dict or in a tuple.
+KEYED_FLOOR = """
+import detector as d, _floor
+events = d.keyed_events(N + WARM, 1000)
+found = []
+signal = _floor.keyed_floor(found.append, untracked={untracked})
+def go(lo, hi):
+    for name, key in events[lo:hi]:
+        signal(name, key=key)
+"""
+
 SETUP = {
     "keyed A then B": """
 import detector as d
@@ -63,24 +75,8 @@ found = []
 def go(lo, hi):
     d.tuple_loop(events[lo:hi], found.append)
 """,
-    "keyed floor, dict": """
-import detector as d, _floor
-events = d.keyed_events(N + WARM, 1000)
-found = []
-signal = _floor.keyed_floor(found.append, untracked=False)
-def go(lo, hi):
-    for name, key in events[lo:hi]:
-        signal(name, key=key)
-""",
-    "keyed floor, tuple": """
-import detector as d, _floor
-events = d.keyed_events(N + WARM, 1000)
-found = []
-signal = _floor.keyed_floor(found.append, untracked=True)
-def go(lo, hi):
-    for name, key in events[lo:hi]:
-        signal(name, key=key)
-""",
+    "keyed floor, dict": KEYED_FLOOR.format(untracked=False),
+    "keyed floor, tuple": KEYED_FLOOR.format(untracked=True),
     "20 rules": """
 import random, detector as d
 from sentinel import Context, LocalEventDetector
