@@ -5,12 +5,26 @@ before its commit (:meth:`sentinel.log.LogWriter.take_commit_seq`) and stamps it
 rows with it (``event_batches.commit_seq``). How a reader knows it has seen
 every number up to some ``n`` depends on the backend:
 
-SQLite and MariaDB
+SQLite and MySQL
     the number is taken by an ``UPDATE`` of a counter row, held until the
     transaction ends. Numbers are handed out in commit order and there are no
     holes: when number ``n`` is visible, every transaction that took a smaller
     number has ended (a rolled-back transaction's number is reused by the
     next one). Log-writing commits wait for each other.
+MariaDB
+    the number is ``NEXTVAL`` of a sequence, taken in a statement that first
+    takes the counter row's lock *shared* (writers share it; it is held to
+    the end of the transaction). As on PostgreSQL, a number can be missing
+    while a larger one is visible. A hole still there at the next look makes
+    the reader take the counter row's lock exclusively (in a transaction of
+    its own, ended at once): it gets it once every transaction that held it
+    shared when it asked has ended, among them every one that took a number
+    up to the last one handed out before it asked (read from the sequence).
+    The numbers up to that one that are still missing then never will be
+    visible. While the reader waits for the lock, writers that ask for it
+    after the reader wait too: at most one commit's time when the holders
+    are ordinary transactions (:meth:`CommitReader.horizon` first asks
+    without waiting, then waits at most a second).
 PostgreSQL
     the number is ``nextval`` of a sequence, taken without a lock, after the
     transaction got its id. Writers do not wait for each other, so a number
@@ -59,8 +73,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import REGCLASS
 from sqlalchemy.engine import Connection, Engine
 
-from sentinel.log.commit_order import ADVISORY_SEED, notify_channel
-from sentinel.log.tables import LogTables, Outcome
+from sentinel.log.commit_order import ADVISORY_SEED, mariadb_names, notify_channel
+from sentinel.log.tables import LogTables, Outcome, sequenced_mariadb
 
 __all__ = ["CommitReader", "LogRow", "Poller", "PostgresListener", "waiter"]
 
@@ -120,6 +134,8 @@ class CommitReader:
             .limit(sa.bindparam("span", type_=sa.Integer))
             .subquery()
         )
+        #: The numbers after ``base`` (MariaDB's look of :meth:`horizon`).
+        self._numbers = sa.select(nums.c.commit_seq).order_by(nums.c.commit_seq)
         #: One look of :meth:`horizon` (PostgreSQL): the last number handed
         #: out and the numbers after ``base``.
         self._look = sa.select(
@@ -130,6 +146,18 @@ class CommitReader:
         #: the ``sentinel.global`` logger (then again at this interval).
         self.gap_warn = 30.0
         b = tables.batches
+        names = mariadb_names(tables)
+        #: MariaDB: the last number handed out (the sequence has no cache).
+        self._handed_sql = sa.text(f"SELECT next_not_cached_value - 1 FROM {names['seq']}")
+        #: MariaDB: the counter row's lock, exclusively, without waiting or
+        #: waiting at most a second.
+        self._gate_sql = {
+            wait: sa.text(
+                f"SELECT n FROM {names['counter']} WHERE id = 1 FOR UPDATE "
+                + ("WAIT 1" if wait else "NOWAIT")
+            )
+            for wait in (False, True)
+        }
         self._committed = sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value)
         self._select = sa.select(
             b.c.id,
@@ -187,7 +215,7 @@ class CommitReader:
     ) -> int | None:
         """The largest commit number ``h >= after`` such that every number from
         ``after + 1`` to ``h`` is visible now or will never be (see the module
-        docs); ``None`` on SQLite and MariaDB, where every visible number is
+        docs); ``None`` on SQLite and MySQL, where every visible number is
         (numbers are taken under a lock). A number handed out and not visible
         stops it until its transaction committed (it is visible then) or every
         transaction that could hold it has ended (it never will be). Compute
@@ -201,12 +229,16 @@ class CommitReader:
         look reads at most ``span`` numbers: the horizon is at most that far
         past ``after`` (or past what was proved before). Call it outside a
         transaction of your own: it ends the connection's."""
-        if conn.dialect.name != "postgresql":
+        if conn.dialect.name == "postgresql":
+            look = self._horizon
+        elif sequenced_mariadb(conn.dialect):
+            look = self._gated_horizon
+        else:
             return None
         deadline = time.monotonic() + wait
         pause = 0.001
         while True:
-            h = self._horizon(conn, after, span)
+            h = look(conn, after, span)
             if h > after or self._gap is None:
                 return h
             left = deadline - time.monotonic()
@@ -260,6 +292,67 @@ class CommitReader:
             self._done = gap[0]
             self._gap = None
 
+    def _gated_horizon(self, conn: Connection, after: int, span: int) -> int:
+        """One look of :meth:`horizon` (MariaDB: see the module docs)."""
+        while True:
+            base = max(after, self._done)
+            if conn.in_transaction():
+                conn.rollback()  # a fresh snapshot (MariaDB's reads repeat)
+            nums = conn.execute(self._numbers, {"base": base, "span": span}).scalars().all()
+            # read after the numbers: every visible number a writer took is
+            # at most it; those above it (forged, imported) make no hole
+            handed = self.handed = self._mariadb_handed(conn)
+            top = base
+            for n in nums:
+                if n != top + 1 or n > handed:
+                    break
+                top = n
+            gap = self._gap
+            if gap is not None and top >= gap[0]:
+                self._gap = gap = None  # filled: the transactions committed
+            if top >= handed:
+                return top  # every number handed out is visible
+            if len(nums) == span and top == nums[-1]:
+                return top  # no hole among as many as it looked at
+            now = time.monotonic()
+            if gap is None:
+                # first sight: the numbers usually commit within milliseconds
+                self._gap = (handed, None, now)
+                return top
+            # still there: every transaction that took a number up to
+            # ``handed`` took the counter row's lock, shared, before it, and
+            # holds it to its end; once it is ours, they have all ended
+            if not self._gate(conn, wait=now - gap[2] >= _GATE_PATIENCE):
+                self._warn(conn, top)
+                return top
+            self._done = handed
+            self._gap = None
+
+    def _gate(self, conn: Connection, *, wait: bool) -> bool:
+        """Take the counter row's lock exclusively and let it go at once
+        (MariaDB); whether it was had: asked without waiting, or with
+        ``wait`` for at most a second (meanwhile writers asking for it
+        wait behind this request)."""
+        if conn.in_transaction():
+            conn.rollback()
+        sql = self._gate_sql[wait]
+        try:
+            conn.execute(sql)
+            return True
+        except sa.exc.OperationalError as err:
+            code = err.orig.args[0] if err.orig is not None and err.orig.args else None
+            if code in _MARIADB_LOCK_REFUSED:
+                return False
+            raise
+        finally:
+            conn.rollback()
+
+    def _mariadb_handed(self, conn: Connection) -> int:
+        """The last commit number handed out on MariaDB (the sequence has no
+        cache: its next value is one more)."""
+        n = conn.execute(self._handed_sql).scalar()
+        return max(0, int(n or 0))
+
     def _warn(self, conn: Connection, top: int) -> None:
         """Say on the logger (every :attr:`gap_warn` seconds) that a number has
         been waited for that long, and which transactions it waits for."""
@@ -268,6 +361,17 @@ class CommitReader:
         if gap is None or now - gap[2] < self.gap_warn or now < self._warned:
             return
         self._warned = now + self.gap_warn
+        if conn.dialect.name != "postgresql":
+            log.warning(
+                "sentinel global: commit number %d was handed out %.0f s ago and is not "
+                "visible: its transaction is still running, or rolled back; commits "
+                "numbered after it are not read until every transaction holding the "
+                "lock of %s, shared, has ended (information_schema.INNODB_LOCKS)",
+                top + 1,
+                now - gap[2],
+                self.tables.qualified(self.tables.commit_counter.name),
+            )
+            return
         running = conn.execute(_PG_RUNNING_BELOW, {"u": gap[1]}).scalars().all()
         log.warning(
             "sentinel global: commit number %d was handed out %.0f s ago and is not "
@@ -319,12 +423,14 @@ class CommitReader:
 
     def handed_out(self, conn: Connection) -> int:
         """The last commit number handed out (0: none): the counter row on
-        SQLite and MariaDB, the sequence on PostgreSQL (its last value, taken
+        SQLite and MySQL, the sequence on PostgreSQL and MariaDB (its last value, taken
         by a transaction that may not have ended yet). Read *after* the rows it
         judges: a committed row numbered above it was not numbered by
         :meth:`~sentinel.log.LogWriter.take_commit_seq` (written by hand,
         imported, or left behind by a reset of the counter or the sequence)."""
         t = self.tables
+        if sequenced_mariadb(conn.dialect):
+            return self._mariadb_handed(conn)
         if conn.dialect.name == "postgresql":
             q = t.commit_sequence_name
             seq = f'"{t.schema}"."{q}"' if t.schema else f'"{q}"'
@@ -345,6 +451,14 @@ class CommitReader:
             q = q.where(b.c.commit_seq <= upto)
         return int(conn.execute(q).scalar() or 0)
 
+
+#: How long a hole is looked at again without waiting for the counter row's
+#: lock (MariaDB: :meth:`CommitReader._gated_horizon`) before the reader waits
+#: for it, making writers that come after it wait too.
+_GATE_PATIENCE = 0.05
+#: MariaDB's errors for a lock not had: a wait timed out (also ``NOWAIT``'s),
+#: a deadlock (the reader is the one rolled back: it changed nothing).
+_MARIADB_LOCK_REFUSED = frozenset({1205, 1213, 3572})
 
 _PG_LAST_VALUE = sa.text("SELECT pg_sequence_last_value(CAST(:q AS regclass))")
 #: A new transaction id: larger than every id assigned before it.

@@ -277,7 +277,7 @@ class GlobalDetector:
         self.ahead: list[tuple[int, int]] = []
         #: Seconds between two reports of the same rows in :attr:`ahead`.
         self.ahead_every = 30.0
-        #: PostgreSQL: seconds a step waits for a hole in the commit numbers
+        #: PostgreSQL, MariaDB: seconds a step waits for a hole in the commit numbers
         #: (a commit numbered after it visible, not yet one numbered at it)
         #: when nothing can be read before it (see
         #: :meth:`~sentinel.global_detector.order.CommitReader.horizon`); the
@@ -378,7 +378,7 @@ class GlobalDetector:
                 # committed with a number taken from the counter
                 self._handed = self.reader.handed_out(conn)
             if upto is not None and rows and rows[-1].commit_seq > upto:
-                # past a hole (PostgreSQL): what comes after it waits for it;
+                # past a hole (PostgreSQL, MariaDB): what comes after it waits for it;
                 # rows numbered ahead of the counter are refused below
                 rows = [r for r in rows if r.commit_seq <= upto or r.commit_seq > self._handed]
             if rows and rows[-1].commit_seq > self._handed:

@@ -190,7 +190,7 @@ class _CommitStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
         reader = self._reader
         with self._connect().connect() as conn:
-            # PostgreSQL: not past a hole in the numbers (computed before the
+            # PostgreSQL, MariaDB: not past a hole in the numbers (computed before the
             # rows are read, by the tasks: see CommitReader.horizon)
             # (waited for a while when nothing is readable before it: a
             # micro-batch that reads nothing tells Spark the source is drained)

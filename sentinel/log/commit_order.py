@@ -14,9 +14,9 @@ import hashlib
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from sentinel.log.tables import LogTables
+from sentinel.log.tables import LogTables, sequenced_mariadb
 
-__all__ = ["ADVISORY_SEED", "notify_channel", "take_commit_seq"]
+__all__ = ["ADVISORY_SEED", "mariadb_names", "notify_channel", "take_commit_seq"]
 
 
 def take_commit_seq(conn: Connection, tables: LogTables) -> int:
@@ -39,7 +39,14 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
     transactions that were running when it saw it have ended
     (:meth:`sentinel.global_detector.order.CommitReader.horizon`), which
     the transaction id taken before the number makes sufficient.
-    SQLite and MariaDB: an ``UPDATE`` of the counter row, held until the
+    MariaDB (10.3 and later): ``NEXTVAL`` of the sequence, in one statement
+    that first takes the counter row's lock *shared* (held to the end of the
+    transaction; concurrent writers share it). As on PostgreSQL, numbers
+    need not follow commit order and can be missing; a reader that finds
+    one missing takes that lock exclusively, which it gets once every
+    transaction that took a number before it asked has ended
+    (:meth:`sentinel.global_detector.order.CommitReader.horizon`).
+    SQLite and MySQL: an ``UPDATE`` of the counter row, held until the
     commit, so numbers follow commit order and there are no holes;
     concurrent log-writing transactions wait for each other from here to
     their commit (on SQLite writers are serialized anyway)."""
@@ -66,7 +73,14 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
             conn.execute(_PG_NOTIFY, {"c": notify_channel(t)})
         return int(n)
     c = t.commit_counter
-    if name in ("mysql", "mariadb"):
+    if sequenced_mariadb(conn.dialect):
+        # the lock first (a row lock is taken as the row is read), then the
+        # number: a reader that got the lock exclusively after seeing a number
+        # knows that every transaction holding a smaller one has ended
+        n = conn.execute(sa.text(_MARIADB_COMMIT_SEQ.format(**mariadb_names(t)))).scalar()
+        if n is not None:
+            return int(n)
+    elif name in ("mysql", "mariadb"):
         # LAST_INSERT_ID(expr) hands the new value back as the result's lastrowid
         res = conn.execute(
             sa.update(c).where(c.c.id == 1).values(n=sa.func.last_insert_id(c.c.n + 1))
@@ -79,9 +93,29 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
         ).one_or_none()
         if row is not None:
             return int(row[0])
-    # no counter row: tables made by create_all, not by the migration
+    # no counter row (deleted by hand)
+    if sequenced_mariadb(conn.dialect):
+        conn.execute(sa.insert(c).prefix_with("IGNORE").values(id=1, n=0))
+        return take_commit_seq(conn, tables)
     conn.execute(sa.insert(c).values(id=1, n=1))
     return 1
+
+
+def mariadb_names(tables: LogTables) -> dict[str, str]:
+    """The commit sequence's and the counter table's names as MariaDB SQL
+    (``seq``, ``counter``)."""
+    t = tables
+
+    def quoted(name: str) -> str:
+        return f"`{t.schema}`.`{name}`" if t.schema else f"`{name}`"
+
+    return {"seq": quoted(t.commit_sequence_name), "counter": quoted(t.commit_counter.name)}
+
+
+#: MariaDB: the counter row's lock, shared, then the commit number (the
+#: select list is evaluated once the row is read, and so locked).
+MARIADB_GATED_NEXTVAL = "(SELECT NEXTVAL({seq}) FROM {counter} WHERE id = 1 LOCK IN SHARE MODE)"
+_MARIADB_COMMIT_SEQ = "SELECT " + MARIADB_GATED_NEXTVAL
 
 
 def notify_channel(tables: LogTables) -> str:

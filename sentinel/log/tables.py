@@ -61,7 +61,8 @@ from any application's own alembic history.
 ``event_batches.commit_seq``, ``commit_counter``, ``global_cursors`` -- commit order
     every transaction that writes log rows numbers them, in commit order (see
     :mod:`sentinel.global_detector.order`); the global detectors' cursors and
-    leases. PostgreSQL numbers with the sequence ``<prefix>commit_seq``.
+    leases. PostgreSQL and MariaDB number with the sequence
+    ``<prefix>commit_seq`` (MariaDB since revision 0009).
 
 ``rule_switches`` -- enabling and disabling a global detector's rules
     one row per request (:mod:`sentinel.log.switches`): ``detector`` (the
@@ -120,7 +121,7 @@ __all__ = [
 ]
 
 #: The migration revision (in sentinel's own version table) this code expects.
-SCHEMA_VERSION: Final = "0008"
+SCHEMA_VERSION: Final = "0009"
 #: Every revision sentinel's migrations have had, oldest first; the last is
 #: :data:`SCHEMA_VERSION`. A revision not in this list is unknown to this code.
 SCHEMA_REVISIONS: Final[tuple[str, ...]] = (
@@ -132,6 +133,7 @@ SCHEMA_REVISIONS: Final[tuple[str, ...]] = (
     "0006",
     "0007",
     "0008",
+    "0009",
 )
 
 DEFAULT_PREFIX: Final = "sentinel_"
@@ -299,8 +301,11 @@ class LogTables:
         self.view_name = f"{p}occurrences"
         sa.event.listen(md, "after_create", self._create_view)
         sa.event.listen(md, "before_drop", self._drop_view)
-        #: SQLite and MariaDB: the one row whose ``n`` is the last commit sequence
-        #: number handed out (PostgreSQL uses :attr:`commit_sequence`).
+        #: SQLite and MySQL: the one row whose ``n`` is the last commit sequence
+        #: number handed out (PostgreSQL and MariaDB use the sequence; on
+        #: MariaDB a writer holds this row's lock, shared, while it takes its
+        #: number, and a reader that needs every holder gone takes it
+        #: exclusively: :mod:`sentinel.log.commit_order`).
         self.commit_counter = sa.Table(
             f"{p}commit_counter",
             md,
@@ -309,14 +314,20 @@ class LogTables:
         )
         # Its one row, as the migration that made it inserts it.
         sa.event.listen(self.commit_counter, "after_create", _first_counter_row)
-        #: PostgreSQL: the commit sequence (``nextval`` without a lock: numbers
-        #: need not follow commit order; see ``docs/global.md``).
+        #: PostgreSQL and MariaDB: the commit sequence (numbers taken without
+        #: a lock need not follow commit order; see ``docs/global.md``).
         self.commit_sequence_name = f"{p}commit_seq"
         seq = f'"{schema}"."{p}commit_seq"' if schema else f'"{p}commit_seq"'
         create = sa.DDL(f"CREATE SEQUENCE IF NOT EXISTS {seq}")  # type: ignore[no-untyped-call]
         drop = sa.DDL(f"DROP SEQUENCE IF EXISTS {seq}")  # type: ignore[no-untyped-call]
         sa.event.listen(md, "after_create", create.execute_if(dialect="postgresql"))
         sa.event.listen(md, "before_drop", drop.execute_if(dialect="postgresql"))
+        mseq = f"`{schema}`.`{p}commit_seq`" if schema else f"`{p}commit_seq`"
+        # without a cache: the reader reads the last number handed out from it
+        mcreate = sa.DDL(f"CREATE SEQUENCE IF NOT EXISTS {mseq} NOCACHE")  # type: ignore[no-untyped-call]
+        mdrop = sa.DDL(f"DROP SEQUENCE IF EXISTS {mseq}")  # type: ignore[no-untyped-call]
+        sa.event.listen(md, "after_create", mcreate.execute_if(callable_=_on_mariadb))
+        sa.event.listen(md, "before_drop", mdrop.execute_if(callable_=_on_mariadb))
         self.global_cursors = sa.Table(
             f"{p}global_cursors",
             md,
@@ -418,6 +429,30 @@ class LogTables:
 
 def _first_counter_row(table: sa.Table, connection: sa.Connection, **kw: Any) -> None:
     connection.execute(table.insert().values(id=1, n=0))
+
+
+def _on_mariadb(
+    ddl: Any,
+    target: Any,
+    bind: Any,
+    tables: Any = None,
+    state: Any = None,
+    *,
+    dialect: sa.Dialect,
+    **kw: Any,
+) -> bool:
+    """Whether the DDL runs on MariaDB (which numbers commits with a sequence)."""
+    return sequenced_mariadb(dialect)
+
+
+def sequenced_mariadb(dialect: sa.Dialect) -> bool:
+    """Whether ``dialect`` speaks to MariaDB with sequences (10.3 and later),
+    where commits are numbered with the sequence ``<prefix>commit_seq`` under
+    a shared lock of the counter row (MySQL, which has no sequences, takes the
+    counter row's exclusive lock instead)."""
+    return bool(getattr(dialect, "is_mariadb", False)) and bool(
+        getattr(dialect, "supports_sequences", False)
+    )
 
 
 @lru_cache(maxsize=32)

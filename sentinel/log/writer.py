@@ -53,11 +53,19 @@ from sentinel.log.commit_order import (
     _PG_INLINE_SEQ,
     _PG_NOTIFY,
     ADVISORY_SEED,
+    MARIADB_GATED_NEXTVAL,
+    mariadb_names,
     notify_channel,
     take_commit_seq,
 )
 from sentinel.log.encoding import _KEYS, _key_text
-from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
+from sentinel.log.inserts import (
+    BATCH_COLUMNS,
+    BadValue,
+    _BatchInsert,
+    _InsertPlan,
+    batch_elements,
+)
 from sentinel.log.partition import partition_key_text
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
@@ -70,6 +78,7 @@ from sentinel.log.tables import (
     LogTables,
     Outcome,
     log_tables,
+    sequenced_mariadb,
 )
 from sentinel.occurrence import ObjectRef, Occurrence
 from sentinel.params import storable_text
@@ -477,9 +486,9 @@ class LogWriter:
         do the rows of scope ``restamp`` written earlier in this transaction
         without one (a long transaction's flushes, written with
         ``sequence=False``: a number is taken only at the last write before
-        the commit, because on SQLite and MariaDB taking it holds a lock until
-        the commit, and on PostgreSQL the reader waits for a number taken and
-        not yet committed)."""
+        the commit, because on SQLite and MySQL taking it holds a lock until
+        the commit, and on PostgreSQL and MariaDB the reader waits for a
+        number taken and not yet committed)."""
         rows: list[tuple[Any, ...]] = []
         for group in groups:
             rows.extend(self.event_values(*group))
@@ -646,31 +655,55 @@ class LogWriter:
         return take_commit_seq(conn, self.tables)
 
     def _numbered_sql(self, conn: Connection, plan: _BatchInsert) -> str | None:
-        """PostgreSQL through a driver with named parameters (``pyformat``:
-        psycopg, psycopg2): the ``event_batches`` insert of one row whose
-        ``commit_seq`` is taken in it, as :meth:`take_commit_seq` takes it (the
-        transaction's id first, then ``nextval``), returning the number and
-        whether a reader sleeps (then the caller notifies). ``None`` elsewhere."""
-        key = (conn.dialect.name, self.tables.batches.name, "numbered")
+        """The ``event_batches`` insert of one row whose ``commit_seq`` is
+        taken in it, as :meth:`take_commit_seq` takes it, or ``None`` where
+        there is none. PostgreSQL through a driver with named parameters
+        (``pyformat``: psycopg, psycopg2): the transaction's id first, then
+        ``nextval``, returning the number and whether a reader sleeps (then
+        the caller notifies). MariaDB 10.5 and later (``RETURNING``): the
+        counter row's lock, shared, then ``NEXTVAL``, returning the row's id
+        and number."""
+        dialect = conn.dialect
+        key = (dialect.name, self.tables.batches.name, "numbered")
         if key in self._plans:
             return self._plans[key]  # type: ignore[no-any-return]
         sql = None
         if (
-            conn.dialect.name == "postgresql"
+            dialect.name == "postgresql"
             and plan.names is not None
-            and conn.dialect.paramstyle == "pyformat"
+            and dialect.paramstyle == "pyformat"
         ):
             mark = f"%({plan.names[8]})s"  # commit_seq's
             base = plan.sql.split(" RETURNING ")[0]
             if base.count(mark) == 1:
                 sql = base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
+        elif sequenced_mariadb(dialect) and (dialect.server_version_info or ()) >= (10, 5):
+            head, sep, values = plan.sql.partition(" VALUES (")
+            marks = values.removesuffix(")").split(", ")
+            if sep and len(marks) == len(BATCH_COLUMNS) and "%%" not in plan.sql:
+                marks[8] = MARIADB_GATED_NEXTVAL.format(**mariadb_names(self.tables))
+                sql = f"{head} VALUES ({', '.join(marks)}) RETURNING id, commit_seq"
         self._plans[key] = sql
         return sql
 
-    def _send_numbered(self, conn: Connection, sql: str, row: dict[str, Any]) -> None:
-        """Insert ``row`` with :meth:`_numbered_sql`'s ``sql``, and queue a
-        ``NOTIFY`` when a reader sleeps (see :meth:`take_commit_seq`)."""
+    def _send_numbered(self, conn: Connection, sql: str, row: Any) -> None:
+        """Insert ``row`` with :meth:`_numbered_sql`'s ``sql``; on PostgreSQL,
+        queue a ``NOTIFY`` when a reader sleeps (see :meth:`take_commit_seq`)."""
         t = self.tables
+        if conn.dialect.name != "postgresql":  # MariaDB
+            # the row without its commit number, which the statement takes
+            names = self._batches_plan(conn).names
+            if names is not None:
+                params: Any = {k: v for k, v in row.items() if k != names[8]}
+            else:
+                params = (*row[:8], *row[9:])
+            rid, seq = self._send(conn, t.batches, params, sql=sql).one()
+            if seq is None:  # no counter row (deleted by hand): made, then numbered
+                b = t.batches
+                conn.execute(
+                    sa.update(b).where(b.c.id == rid).values(commit_seq=self.take_commit_seq(conn))
+                )
+            return
         q = t.commit_sequence_name
         params = {
             **row,

@@ -148,10 +148,11 @@ def attach(
         numbers each transaction that writes log rows in commit order
         (``event_batches.commit_seq``), which a global detector needs to read this
         process's events (``docs/global.md``). Off by default: on SQLite and
-        MariaDB the number is taken under a lock held until the commit, so the
+        MySQL the number is taken under a lock held until the commit, so the
         log-writing commits of all processes wait for each other from their
-        last log write on (PostgreSQL takes it without a lock; its readers wait
-        for a number a running transaction holds).
+        last log write on (PostgreSQL and MariaDB take it without waiting for
+        other writers; their readers wait for a number a running transaction
+        holds).
 
     Raises :class:`~sentinel.errors.AttachError` for a target that is not a
     session factory or is already attached (directly, or through a subclass or

@@ -47,7 +47,7 @@ def test_migration_0005_up_and_down_with_data(engine: sa.Engine) -> None:
     migrate.upgrade(engine, "0005")
     assert _events(engine) == [("old", None)]  # before commit order: not numbered
     migrate.upgrade(engine)
-    assert migrate.current(engine) == SCHEMA_VERSION == "0008"
+    assert migrate.current(engine) == SCHEMA_VERSION == "0009"
     assert _occurrences(engine) == [("old", None)]  # carried into a row of its own
     writer = LogWriter(commit_order=True)
     for n in range(1, 4):

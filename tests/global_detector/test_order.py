@@ -1,12 +1,12 @@
 """Commit numbers and the order a reader reads them in.
 
-On SQLite and MariaDB a number is taken under a lock held to the commit: no
-number is ever visible before a smaller one. On PostgreSQL it is taken without
-a lock: a number can be visible while a smaller one is not yet (its transaction
-is still running) or never will be (it rolled back). A reader that reads up to
-``CommitReader.horizon`` waits for the first and passes the second only once
-every transaction that could hold it has ended; it reads every commit once, in
-number order, on every backend."""
+On SQLite a number is taken under a lock held to the commit: no number is ever
+visible before a smaller one. On PostgreSQL and MariaDB it is taken without
+waiting for other writers: a number can be visible while a smaller one is not
+yet (its transaction is still running) or never will be (it rolled back). A
+reader that reads up to ``CommitReader.horizon`` waits for the first and
+passes the second only once every transaction that could hold it has ended;
+it reads every commit once, in number order, on every backend."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from sentinel.log.tables import log_tables
 from sentinel.occurrence import Occurrence
 
 from . import rules
+from .forge import element, forge
 
 
 def _occ(event: str, t: int, scope: str, **params: object) -> Occurrence:
@@ -43,8 +44,8 @@ def _tail(reader: CommitReader, conn: sa.Connection, after: int) -> list[int]:
 def test_a_tailing_reader_reads_every_commit_once_in_number_order(engine: sa.Engine) -> None:
     """Four writers commit (and roll back a fifth of their transactions, after
     taking their number) while a reader tails: it reads each committed number
-    once, in increasing order, and misses none. On SQLite and MariaDB no look
-    ever sees a number before a smaller one."""
+    once, in increasing order, and misses none. On SQLite no look ever sees a
+    number before a smaller one."""
     migrate.upgrade(engine)
     writer = LogWriter(commit_order=True)
     per_thread, threads = 40, 4
@@ -84,7 +85,7 @@ def test_a_tailing_reader_reads_every_commit_once_in_number_order(engine: sa.Eng
                     finished = done.is_set()  # before the look: it sees every commit
                     got = _tail(reader, conn, read[-1] if read else 0)
                     read.extend(got)
-                    if engine.dialect.name != "postgresql":
+                    if engine.dialect.name == "sqlite":
                         looks.append(sorted(conn.execute(q).scalars()))
                         conn.rollback()
                     if finished and not got and not reader.waiting:
@@ -111,13 +112,21 @@ def test_a_tailing_reader_reads_every_commit_once_in_number_order(engine: sa.Eng
     committed = sorted(s.pop() for s in per_scope.values())
     assert 0.6 * per_thread * threads < len(committed) < per_thread * threads
     assert read == committed  # each once, in number order, none missed
-    for seen in looks:  # SQLite, MariaDB: no hole, ever
+    for seen in looks:  # SQLite: no hole, ever
         assert seen == list(range(1, len(seen) + 1))
     if eng is not engine:
         eng.dispose()
 
 
-@pytest.mark.parametrize("backend", ["postgresql"])
+def _short_lock_wait(conn: sa.Connection) -> None:
+    """A writer that would wait for another's lock fails within 2 s instead."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
+    else:
+        conn.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
 def test_a_smaller_number_committing_later_is_read_first_and_once(engine: sa.Engine) -> None:
     """A takes number n (its order), B takes n + 1 (the payment) and commits
     first, then A commits. The service reads nothing while A runs (n + 1 is
@@ -134,7 +143,7 @@ def test_a_smaller_number_committing_later_is_read_first_and_once(engine: sa.Eng
         a.begin()
         writer.write(a, [_occ("order", 1, "txA", customer=1)])
         with engine.begin() as b:
-            b.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
+            _short_lock_wait(b)  # B does not wait for A
             writer.write(b, [_occ("payment", 1, "txB", customer=1)])
         start = time.monotonic()
         first = service.step()
@@ -209,22 +218,102 @@ def test_a_rolled_back_number_is_passed_once_every_transaction_it_could_be_has_e
 
 
 @pytest.mark.parametrize("backend", ["mysql"])
-def test_on_mariadb_a_second_writer_waits_for_the_first_ones_commit(engine: sa.Engine) -> None:
-    """MariaDB keeps the counter row's lock: while A holds its number, B cannot
-    take the next one (so no number is visible before a smaller one)."""
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "READ COMMITTED"])
+def test_on_mariadb_a_rolled_back_number_is_passed_once_its_holder_has_ended(
+    engine: sa.Engine, caplog: pytest.LogCaptureFixture, isolation: str
+) -> None:
+    """MariaDB: A takes number 1, B takes 2 without waiting for A and commits.
+    While A runs, the reader does not pass 1: the counter row's lock, which A
+    holds shared since before it took 1, is not to be had (asked without
+    waiting, then waiting at most a second); meanwhile a writer asking for
+    the lock behind the reader's request waits only that long. Once A rolled
+    back, the reader gets the lock, passes 1 for good and reads 2 once. A hole
+    waited for longer than ``gap_warn`` is reported. The writers' isolation
+    does not matter."""
     migrate.upgrade(engine)
     writer = LogWriter(commit_order=True)
-    a = engine.connect()
+    reader = CommitReader(log_tables())
+    reader.gap_warn = 0.0
+    a = engine.connect().execution_options(isolation_level=isolation)
+    look = engine.connect()
     try:
         a.begin()
         writer.write(a, [_occ("order", 1, "txA", customer=1)])
         with engine.connect() as b:
-            b.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 1"))
+            _short_lock_wait(b)
             b.commit()
-            b.begin()
-            with pytest.raises(sa.exc.OperationalError, match="Lock wait timeout"):
-                writer.take_commit_seq(b)
-            b.rollback()
-        a.commit()
+            with b.begin():
+                writer.write(b, [_occ("payment", 1, "txB", customer=1)])
+        with caplog.at_level(logging.WARNING, logger="sentinel.global"):
+            assert _tail(reader, look, 0) == []  # first sight
+            assert reader.waiting
+            assert _tail(reader, look, 0) == []  # A holds the lock: asked without waiting
+            time.sleep(0.06)
+            start = time.monotonic()
+            assert _tail(reader, look, 0) == []  # waited a second for the lock
+            assert 0.9 < time.monotonic() - start < 5
+            assert reader.waiting
+        assert "commit number 1 was handed out" in caplog.text
+        a.rollback()
+        assert _tail(reader, look, 0) == [2]
+        assert not reader.waiting
+        assert _tail(reader, look, 2) == []
+        # a reader that starts at 0 again passes 1 at once: it proved it
+        assert _tail(reader, look, 0) == [2]
     finally:
-        a.close()
+        for conn in (a, look):
+            conn.close()
+    with engine.connect() as conn:
+        seqs = dict(
+            conn.execute(sa.text("SELECT scope, commit_seq FROM sentinel_occurrences")).all()
+        )
+    assert seqs == {"txB": 2}
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_on_mariadb_numbers_continue_across_the_sequence_migration(engine: sa.Engine) -> None:
+    """Revision 0009 starts MariaDB's commit sequence after the last number the
+    counter handed out, and its downgrade moves the counter to the last one the
+    sequence handed out: numbers only increase, across both, with the commits
+    written before each still read in order."""
+    migrate.upgrade(engine, "0008")
+
+    def old_write(scope: str) -> None:
+        """What a writer of revision 0008 does: the counter row, then the row."""
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE sentinel_commit_counter SET n = n + 1 WHERE id = 1"))
+            n = conn.execute(sa.text("SELECT n FROM sentinel_commit_counter")).scalar_one()
+            forge(conn, [element(1, "order", 1001.0, {"customer": 1})], seq=n, scope=scope)
+
+    for i in range(3):  # numbered by the counter: 1, 2, 3
+        old_write(f"old{i}")
+    migrate.upgrade(engine, "0009")
+    writer = LogWriter(commit_order=True)
+    for i in range(2):
+        with engine.begin() as conn:
+            writer.write(conn, [_occ("order", 1, f"new{i}", customer=i)])
+    reader = CommitReader(log_tables())
+    with engine.connect() as conn:
+        assert reader.handed_out(conn) == 5
+        assert _tail(reader, conn, 0) == [1, 2, 3, 4, 5]
+    migrate.downgrade(engine, "0008")
+    old_write("after")
+    with engine.connect() as conn:
+        n = conn.execute(sa.text("SELECT n FROM sentinel_commit_counter")).scalar()
+        seqs = conn.execute(
+            sa.text("SELECT scope, commit_seq FROM sentinel_event_batches ORDER BY commit_seq")
+        ).all()
+    assert n == 6
+    assert [tuple(r) for r in seqs] == [
+        ("old0", 1),
+        ("old1", 2),
+        ("old2", 3),
+        ("new0", 4),
+        ("new1", 5),
+        ("after", 6),
+    ]
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "again", customer=9)])
+    with engine.connect() as conn:
+        assert CommitReader(log_tables()).handed_out(conn) == 7

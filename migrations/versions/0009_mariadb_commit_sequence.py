@@ -1,0 +1,80 @@
+"""MariaDB numbers commits with a sequence: log-writing commits stop waiting
+for each other.
+
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-11-29
+
+On MariaDB (10.3 and later) a transaction that writes log rows with
+``commit_order`` took its commit number by incrementing the counter row
+(``<prefix>commit_counter``), whose lock it held to the end of its commit:
+such commits were serialized. From this revision it takes ``NEXTVAL`` of the
+sequence ``<prefix>commit_seq`` (as PostgreSQL does) while holding the counter
+row's lock *shared*, which concurrent writers share; a reader that finds a
+number missing takes that lock exclusively to know that every transaction that
+could hold the number has ended (``docs/global.md``, "The ordering
+guarantee").
+
+Data: the sequence starts after the last number the counter handed out, so
+numbers keep increasing across the upgrade; the counter row stays (its lock is
+the writers' shared gate), and its ``n`` is no longer advanced. A downgrade
+moves the counter to the last number the sequence handed out and drops the
+sequence: numbers keep increasing across it too. SQLite, PostgreSQL and MySQL
+(which has no sequences): nothing changes.
+
+Offline (``--sql``), the sequence's start is read from the counter row by the
+script itself (a user variable and ``EXECUTE IMMEDIATE``: ``CREATE SEQUENCE``
+takes only constants).
+
+Upgrade every process that writes the log together with the schema: code
+that expects revision 0008 refuses a log at 0009, so an old writer cannot
+take numbers from the counter while new ones take them from the sequence.
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0009"
+down_revision = "0008"
+branch_labels = None
+depends_on = None
+
+
+def _quoted(schema: str | None, name: str) -> str:
+    return f"`{schema}`.`{name}`" if schema else f"`{name}`"
+
+
+def _mariadb() -> bool:
+    dialect = op.get_bind().dialect if not op.get_context().as_sql else op.get_context().dialect
+    if not getattr(dialect, "is_mariadb", False):
+        return False
+    # offline there is no server to ask: a MariaDB URL means 10.3 or later
+    return op.get_context().as_sql or bool(getattr(dialect, "supports_sequences", False))
+
+
+def upgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
+    if not _mariadb():
+        return
+    counter = _quoted(schema, f"{prefix}commit_counter")
+    seq = _quoted(schema, f"{prefix}commit_seq")
+    op.execute(
+        f"SET @sentinel_next_commit = (SELECT COALESCE(MAX(n), 0) + 1 FROM {counter} WHERE id = 1)"
+    )
+    # without a cache: the reader reads the last number handed out from it
+    op.execute(
+        f"EXECUTE IMMEDIATE CONCAT('CREATE SEQUENCE {seq} START WITH ', "
+        f"@sentinel_next_commit, ' NOCACHE')"
+    )
+
+
+def downgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
+    if not _mariadb():
+        return
+    counter = _quoted(schema, f"{prefix}commit_counter")
+    seq = _quoted(schema, f"{prefix}commit_seq")
+    op.execute(
+        f"UPDATE {counter} SET n = GREATEST(n, (SELECT next_not_cached_value - 1 FROM {seq})) "
+        f"WHERE id = 1"
+    )
+    op.execute(f"DROP SEQUENCE {seq}")
