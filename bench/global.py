@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -447,8 +448,11 @@ def _more(db: Database, first: int, n: int) -> int:
 
 
 # -- the writers' cost -----------------------------------------------------------------
-def commit_cost(backend: str, per_thread: int, threads: int = 4) -> tuple[float, float]:
-    """Commits per second of ``threads`` writers, with and without commit numbers."""
+def commit_cost(
+    backend: str, per_thread: int, threads: int = 4, numbered_first: bool = True
+) -> tuple[float, float]:
+    """Commits per second of ``threads`` writers, with and without commit
+    numbers (each in a fresh database; ``numbered_first``: in that order)."""
     from sentinel.log import LogWriter
     from sentinel.occurrence import Occurrence
 
@@ -457,8 +461,9 @@ def commit_cost(backend: str, per_thread: int, threads: int = 4) -> tuple[float,
             kwargs["sequence"] = False
             return super().write_groups(*args, **kwargs)
 
-    rates = []
-    for writer in (LogWriter(commit_order=True), Unnumbered(commit_order=True)):
+    rates: dict[bool, float] = {}
+    writers = [(True, LogWriter(commit_order=True)), (False, Unnumbered(commit_order=True))]
+    for numbered, writer in writers if numbered_first else writers[::-1]:
         db = Database(backend)
         try:
 
@@ -475,10 +480,10 @@ def commit_cost(backend: str, per_thread: int, threads: int = 4) -> tuple[float,
                 t.start()
             for t in ts:
                 t.join()
-            rates.append(threads * per_thread / (time.perf_counter() - start))
+            rates[numbered] = threads * per_thread / (time.perf_counter() - start)
         finally:
             db.drop()
-    return rates[0], rates[1]
+    return rates[True], rates[False]
 
 
 def main() -> None:
@@ -497,6 +502,9 @@ def main() -> None:
         default=0,
         help="latency: threads running the service's actions (0, the default: in its "
         "thread, the Python API's default; `sentinel global` runs 1)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="commit: rounds per backend (median printed)"
     )
     parser.add_argument(
         "--only",
@@ -552,11 +560,22 @@ def main() -> None:
             ours, rep, hand, rows = tailing(b, n_tail)
             print(f"{b:<12}{rows:>8}{ours:>10.0f}{rep:>10.0f}{hand:>10.0f}")
     if "commit" in only:
-        print(f"\nlog-writing commits per second, 4 threads x {n_commit}")
+        print(
+            f"\nlog-writing commits per second, 4 threads x {n_commit}, {args.rounds} "
+            "round(s), each variant in a fresh database, which runs first alternating"
+        )
         print(f"{'backend':<12}{'numbered':>10}{'unnumbered':>12}{'ratio':>8}")
         for b in backends:
-            with_, without = commit_cost(b, n_commit)
-            print(f"{b:<12}{with_:>10.0f}{without:>12.0f}{with_ / without:>8.2f}")
+            ratios = []
+            for r in range(args.rounds):
+                with_, without = commit_cost(b, n_commit, numbered_first=r % 2 == 0)
+                ratios.append(with_ / without)
+                print(f"{b:<12}{with_:>10.0f}{without:>12.0f}{with_ / without:>8.2f}")
+            if args.rounds > 1:
+                print(
+                    f"{b:<12}{'median':>22}{statistics.median(ratios):>8.2f} "
+                    f"({min(ratios):.2f} - {max(ratios):.2f})"
+                )
 
 
 if __name__ == "__main__":

@@ -97,8 +97,12 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
     if sequenced_mariadb(conn.dialect):
         conn.execute(sa.insert(c).prefix_with("IGNORE").values(id=1, n=0))
         return take_commit_seq(conn, tables)
-    conn.execute(sa.insert(c).values(id=1, n=1))
-    return 1
+    # made again after the largest number in the log, not from 1: numbers
+    # handed out again would be behind every reader's position
+    b = t.batches
+    n = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(b.c.commit_seq), 0))).scalar_one())
+    conn.execute(sa.insert(c).values(id=1, n=n + 1))
+    return n + 1
 
 
 def mariadb_names(tables: LogTables) -> dict[str, str]:
@@ -114,8 +118,7 @@ def mariadb_names(tables: LogTables) -> dict[str, str]:
 
 #: MariaDB: the counter row's lock, shared, then the commit number (the
 #: select list is evaluated once the row is read, and so locked).
-MARIADB_GATED_NEXTVAL = "(SELECT NEXTVAL({seq}) FROM {counter} WHERE id = 1 LOCK IN SHARE MODE)"
-_MARIADB_COMMIT_SEQ = "SELECT " + MARIADB_GATED_NEXTVAL
+_MARIADB_COMMIT_SEQ = "SELECT NEXTVAL({seq}) FROM {counter} WHERE id = 1 LOCK IN SHARE MODE"
 
 
 def notify_channel(tables: LogTables) -> str:

@@ -53,7 +53,6 @@ from sentinel.log.commit_order import (
     _PG_INLINE_SEQ,
     _PG_NOTIFY,
     ADVISORY_SEED,
-    MARIADB_GATED_NEXTVAL,
     mariadb_names,
     notify_channel,
     take_commit_seq,
@@ -660,9 +659,9 @@ class LogWriter:
         there is none. PostgreSQL through a driver with named parameters
         (``pyformat``: psycopg, psycopg2): the transaction's id first, then
         ``nextval``, returning the number and whether a reader sleeps (then
-        the caller notifies). MariaDB 10.5 and later (``RETURNING``): the
-        counter row's lock, shared, then ``NEXTVAL``, returning the row's id
-        and number."""
+        the caller notifies). MariaDB: an ``INSERT ... SELECT`` from the
+        counter row, read with its lock shared, taking ``NEXTVAL`` for the
+        row (no row is inserted if the counter row is missing)."""
         dialect = conn.dialect
         key = (dialect.name, self.tables.batches.name, "numbered")
         if key in self._plans:
@@ -677,12 +676,17 @@ class LogWriter:
             base = plan.sql.split(" RETURNING ")[0]
             if base.count(mark) == 1:
                 sql = base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
-        elif sequenced_mariadb(dialect) and (dialect.server_version_info or ()) >= (10, 5):
+        elif sequenced_mariadb(dialect):
             head, sep, values = plan.sql.partition(" VALUES (")
             marks = values.removesuffix(")").split(", ")
-            if sep and len(marks) == len(BATCH_COLUMNS) and "%%" not in plan.sql:
-                marks[8] = MARIADB_GATED_NEXTVAL.format(**mariadb_names(self.tables))
-                sql = f"{head} VALUES ({', '.join(marks)}) RETURNING id, commit_seq"
+            if sep and len(marks) == len(BATCH_COLUMNS):
+                names = mariadb_names(self.tables)
+                marks[8] = f"NEXTVAL({names['seq']})"
+                # the select list is evaluated once the row is read, and so locked
+                sql = (
+                    f"{head} SELECT {', '.join(marks)} FROM {names['counter']} "
+                    "WHERE id = 1 LOCK IN SHARE MODE"
+                )
         self._plans[key] = sql
         return sql
 
@@ -697,12 +701,11 @@ class LogWriter:
                 params: Any = {k: v for k, v in row.items() if k != names[8]}
             else:
                 params = (*row[:8], *row[9:])
-            rid, seq = self._send(conn, t.batches, params, sql=sql).one()
-            if seq is None:  # no counter row (deleted by hand): made, then numbered
-                b = t.batches
-                conn.execute(
-                    sa.update(b).where(b.c.id == rid).values(commit_seq=self.take_commit_seq(conn))
-                )
+            if self._send(conn, t.batches, params, sql=sql).rowcount == 0:
+                # no counter row (deleted by hand): made, then the row numbered
+                seq = self.take_commit_seq(conn)
+                plan = self._batches_plan(conn)
+                self._send(conn, t.batches, plan.stamp([row], seq), plan)
             return
         q = t.commit_sequence_name
         params = {

@@ -317,3 +317,31 @@ def test_on_mariadb_numbers_continue_across_the_sequence_migration(engine: sa.En
         writer.write(conn, [_occ("order", 1, "again", customer=9)])
     with engine.connect() as conn:
         assert CommitReader(log_tables()).handed_out(conn) == 7
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
+@pytest.mark.parametrize("rows", [1, 2], ids=["one-row", "two-rows"])
+def test_a_deleted_counter_row_is_made_again_and_the_commit_still_numbered(
+    engine: sa.Engine, rows: int
+) -> None:
+    """The counter row deleted by hand: the next numbered transaction (its
+    row's own insert taking the number, or a separate statement for two
+    rows) makes it again and is numbered all the same."""
+    migrate.upgrade(engine)
+    writer = LogWriter(commit_order=True)
+    with engine.begin() as conn:
+        writer.write(conn, [_occ("order", 1, "before", customer=1)])
+        conn.execute(sa.text("DELETE FROM sentinel_commit_counter"))
+    with engine.begin() as conn:
+        writer.write_groups(
+            conn,
+            [([_occ("order", 1, "after", customer=2)], "committed")]
+            + [([_occ("order", 2, "after", customer=2)], "aborted", "sp1")] * (rows - 1),
+        )
+    with engine.connect() as conn:
+        seqs = conn.execute(
+            sa.text("SELECT scope, commit_seq FROM sentinel_event_batches ORDER BY id")
+        ).all()
+        counter = conn.execute(sa.text("SELECT count(*) FROM sentinel_commit_counter")).scalar()
+    assert [s for _, s in seqs] == [1] + [2] * rows
+    assert counter == 1
