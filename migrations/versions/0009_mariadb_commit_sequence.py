@@ -15,7 +15,8 @@ number missing takes that lock exclusively to know that every transaction that
 could hold the number has ended (``docs/global.md``, "The ordering
 guarantee").
 
-Data: the sequence starts after the last number the counter handed out, so
+Data: the sequence starts after the last number the counter handed out (and
+after the log's largest, should the counter row have been deleted), so
 numbers keep increasing across the upgrade; the counter row stays (its lock is
 the writers' shared gate), and its ``n`` is no longer advanced. A downgrade
 moves the counter to the last number the sequence handed out and drops the
@@ -24,7 +25,9 @@ sequence: numbers keep increasing across it too. SQLite, PostgreSQL and MySQL
 
 Offline (``--sql``), the sequence's start is read from the counter row by the
 script itself (a user variable and ``EXECUTE IMMEDIATE``: ``CREATE SEQUENCE``
-takes only constants).
+takes only constants), and the statements are MariaDB executable comments
+(``/*M!100300 ... */``): a script made from a ``mysql://`` URL cannot know
+whether it will run on MariaDB, which runs them, or MySQL, which skips them.
 
 Upgrade every process that writes the log together with the schema: code
 that expects revision 0008 refuses a log at 0009, so an old writer cannot
@@ -45,36 +48,45 @@ def _quoted(schema: str | None, name: str) -> str:
     return f"`{schema}`.`{name}`" if schema else f"`{name}`"
 
 
-def _mariadb() -> bool:
-    dialect = op.get_bind().dialect if not op.get_context().as_sql else op.get_context().dialect
-    if not getattr(dialect, "is_mariadb", False):
-        return False
-    # offline there is no server to ask: a MariaDB URL means 10.3 or later
-    return op.get_context().as_sql or bool(getattr(dialect, "supports_sequences", False))
+def _execute(sql: str) -> None:
+    """Run ``sql`` on MariaDB 10.3 and later only. Online the server says what
+    it is; offline (``--sql``) the script cannot ask, and a ``mysql://`` URL
+    may mean either server, so the statement is written as a MariaDB
+    executable comment (``/*M!100300 ... */``), which MariaDB 10.3 and later
+    run and MySQL and older MariaDB read as a comment."""
+    context = op.get_context()
+    if context.as_sql:
+        if context.dialect.name in ("mysql", "mariadb"):
+            op.execute(f"/*M!100300 {sql} */")
+        return
+    dialect = op.get_bind().dialect
+    if getattr(dialect, "is_mariadb", False) and getattr(dialect, "supports_sequences", False):
+        op.execute(sql)
 
 
 def upgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
-    if not _mariadb():
-        return
     counter = _quoted(schema, f"{prefix}commit_counter")
+    batches = _quoted(schema, f"{prefix}event_batches")
     seq = _quoted(schema, f"{prefix}commit_seq")
-    op.execute(
-        f"SET @sentinel_next_commit = (SELECT COALESCE(MAX(n), 0) + 1 FROM {counter} WHERE id = 1)"
+    # after the counter's last number and the log's largest (the counter row
+    # may have been deleted by hand)
+    _execute(
+        "SET @sentinel_next_commit = GREATEST("
+        f"(SELECT COALESCE(MAX(n), 0) FROM {counter} WHERE id = 1), "
+        f"(SELECT COALESCE(MAX(commit_seq), 0) FROM {batches})) + 1"
     )
     # without a cache: the reader reads the last number handed out from it
-    op.execute(
+    _execute(
         f"EXECUTE IMMEDIATE CONCAT('CREATE SEQUENCE {seq} START WITH ', "
         f"@sentinel_next_commit, ' NOCACHE')"
     )
 
 
 def downgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
-    if not _mariadb():
-        return
     counter = _quoted(schema, f"{prefix}commit_counter")
     seq = _quoted(schema, f"{prefix}commit_seq")
-    op.execute(
+    _execute(
         f"UPDATE {counter} SET n = GREATEST(n, (SELECT next_not_cached_value - 1 FROM {seq})) "
         f"WHERE id = 1"
     )
-    op.execute(f"DROP SEQUENCE {seq}")
+    _execute(f"DROP SEQUENCE {seq}")

@@ -17,14 +17,16 @@ MariaDB
     the end of the transaction). As on PostgreSQL, a number can be missing
     while a larger one is visible. A hole still there at the next look makes
     the reader take the counter row's lock exclusively (in a transaction of
-    its own, ended at once): it gets it once every transaction that held it
-    shared when it asked has ended, among them every one that took a number
-    up to the last one handed out before it asked (read from the sequence).
-    The numbers up to that one that are still missing then never will be
-    visible. While the reader waits for the lock, writers that ask for it
-    after the reader wait too: at most one commit's time when the holders
-    are ordinary transactions (:meth:`CommitReader.horizon` first asks
-    without waiting, then waits at most a second).
+    its own, ended at once), then the log rows numbered after its position,
+    shared: it gets them once every transaction that held the lock shared
+    when it asked has ended, among them every one that took a number up to
+    the last one handed out before it asked (read from the sequence); the
+    rows' locks cover a transaction prepared with ``XA PREPARE``, which lets
+    its shared locks go. The numbers up to that one that are still missing
+    then never will be visible. While the reader waits for the lock, writers
+    that ask for it after the reader wait too, at most a second
+    (:meth:`CommitReader.horizon` first asks without waiting, waits at most a
+    second, and after a wait in vain asks without waiting for a while).
 PostgreSQL
     the number is ``nextval`` of a sequence, taken without a lock, after the
     transaction got its id. Writers do not wait for each other, so a number
@@ -158,6 +160,17 @@ class CommitReader:
             )
             for wait in (False, True)
         }
+        b = tables.batches
+        #: MariaDB: the log rows numbered in a range, locked shared without
+        #: waiting: a transaction that wrote one and is prepared (XA) holds it.
+        self._rows_gate = sa.text(
+            f"SELECT count(*) FROM {names['batches']} "
+            "WHERE commit_seq > :lo AND commit_seq <= :hi LOCK IN SHARE MODE NOWAIT"
+        )
+        #: MariaDB: when :meth:`_gate` may wait next, and how long after a wait
+        #: in vain it waits before it waits again.
+        self._wait_after = 0.0
+        self._wait_pause = _GATE_PAUSE
         self._committed = sa.or_(b.c.outcome.is_(None), b.c.outcome != Outcome.ABORTED.value)
         self._select = sa.select(
             b.c.id,
@@ -321,23 +334,31 @@ class CommitReader:
                 return top
             # still there: every transaction that took a number up to
             # ``handed`` took the counter row's lock, shared, before it, and
-            # holds it to its end; once it is ours, they have all ended
-            if not self._gate(conn, wait=now - gap[2] >= _GATE_PATIENCE):
+            # holds it to its end or to its XA PREPARE; once the lock is ours,
+            # and so are the log rows numbered after ``top`` (a prepared
+            # transaction keeps its rows' locks), they have all ended
+            wait = now - gap[2] >= _GATE_PATIENCE and now >= self._wait_after
+            if not self._gate(conn, top, handed, wait=wait):
+                if wait:  # waited in vain: writers waited behind it; less often
+                    self._wait_after = time.monotonic() + self._wait_pause
+                    self._wait_pause = min(2 * self._wait_pause, _GATE_MAX_PAUSE)
                 self._warn(conn, top)
                 return top
+            self._wait_pause, self._wait_after = _GATE_PAUSE, 0.0
             self._done = handed
             self._gap = None
 
-    def _gate(self, conn: Connection, *, wait: bool) -> bool:
-        """Take the counter row's lock exclusively and let it go at once
-        (MariaDB); whether it was had: asked without waiting, or with
-        ``wait`` for at most a second (meanwhile writers asking for it
-        wait behind this request)."""
+    def _gate(self, conn: Connection, top: int, handed: int, *, wait: bool) -> bool:
+        """Take the counter row's lock exclusively, then the log rows numbered
+        from ``top + 1`` to ``handed`` shared, and let them go at once
+        (MariaDB); whether they were had: asked without waiting, or with
+        ``wait`` the counter row's for at most a second (meanwhile writers
+        asking for it wait behind this request)."""
         if conn.in_transaction():
             conn.rollback()
-        sql = self._gate_sql[wait]
         try:
-            conn.execute(sql)
+            conn.execute(self._gate_sql[wait])
+            conn.execute(self._rows_gate, {"lo": top, "hi": handed})
             return True
         except sa.exc.OperationalError as err:
             code = err.orig.args[0] if err.orig is not None and err.orig.args else None
@@ -456,6 +477,10 @@ class CommitReader:
 #: lock (MariaDB: :meth:`CommitReader._gated_horizon`) before the reader waits
 #: for it, making writers that come after it wait too.
 _GATE_PATIENCE = 0.05
+#: The pause after :meth:`CommitReader._gate` waited in vain before it waits
+#: again (asking without waiting meanwhile), doubling up to the maximum.
+_GATE_PAUSE = 1.0
+_GATE_MAX_PAUSE = 30.0
 #: MariaDB's errors for a lock not had: a wait timed out (also ``NOWAIT``'s),
 #: a deadlock (the reader is the one rolled back: it changed nothing).
 _MARIADB_LOCK_REFUSED = frozenset({1205, 1213, 3572})

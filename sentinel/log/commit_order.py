@@ -106,14 +106,18 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
 
 
 def mariadb_names(tables: LogTables) -> dict[str, str]:
-    """The commit sequence's and the counter table's names as MariaDB SQL
-    (``seq``, ``counter``)."""
+    """The commit sequence's, the counter table's and the batches table's
+    names as MariaDB SQL (``seq``, ``counter``, ``batches``)."""
     t = tables
 
     def quoted(name: str) -> str:
         return f"`{t.schema}`.`{name}`" if t.schema else f"`{name}`"
 
-    return {"seq": quoted(t.commit_sequence_name), "counter": quoted(t.commit_counter.name)}
+    return {
+        "seq": quoted(t.commit_sequence_name),
+        "counter": quoted(t.commit_counter.name),
+        "batches": quoted(t.batches.name),
+    }
 
 
 #: MariaDB: the counter row's lock, shared, then the commit number (the

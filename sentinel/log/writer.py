@@ -663,7 +663,9 @@ class LogWriter:
         counter row, read with its lock shared, taking ``NEXTVAL`` for the
         row (no row is inserted if the counter row is missing)."""
         dialect = conn.dialect
-        key = (dialect.name, self.tables.batches.name, "numbered")
+        # MySQL and MariaDB share a dialect name; not this statement
+        kind = "numbered:mariadb" if sequenced_mariadb(dialect) else "numbered"
+        key = (dialect.name, self.tables.batches.name, kind)
         if key in self._plans:
             return self._plans[key]  # type: ignore[no-any-return]
         sql = None

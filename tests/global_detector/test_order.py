@@ -225,8 +225,8 @@ def test_on_mariadb_a_rolled_back_number_is_passed_once_its_holder_has_ended(
     """MariaDB: A takes number 1, B takes 2 without waiting for A and commits.
     While A runs, the reader does not pass 1: the counter row's lock, which A
     holds shared since before it took 1, is not to be had (asked without
-    waiting, then waiting at most a second); meanwhile a writer asking for
-    the lock behind the reader's request waits only that long. Once A rolled
+    waiting, then waiting at most a second, and then without waiting for a
+    while: writers asking for the lock behind the reader's request wait). Once A rolled
     back, the reader gets the lock, passes 1 for good and reads 2 once. A hole
     waited for longer than ``gap_warn`` is reported. The writers' isolation
     does not matter."""
@@ -245,13 +245,17 @@ def test_on_mariadb_a_rolled_back_number_is_passed_once_its_holder_has_ended(
             with b.begin():
                 writer.write(b, [_occ("payment", 1, "txB", customer=1)])
         with caplog.at_level(logging.WARNING, logger="sentinel.global"):
-            assert _tail(reader, look, 0) == []  # first sight
-            assert reader.waiting
-            assert _tail(reader, look, 0) == []  # A holds the lock: asked without waiting
-            time.sleep(0.06)
+            # first sight, then (A holds the lock) asked without waiting,
+            # then, 50 ms after the first sight, waiting a second for it
             start = time.monotonic()
-            assert _tail(reader, look, 0) == []  # waited a second for the lock
+            assert _tail(reader, look, 0) == []
+            assert reader.waiting
+            time.sleep(0.06)
+            assert _tail(reader, look, 0) == []
             assert 0.9 < time.monotonic() - start < 5
+            start = time.monotonic()
+            assert _tail(reader, look, 0) == []  # not again at once: writers wait behind it
+            assert time.monotonic() - start < 0.5
             assert reader.waiting
         assert "commit number 1 was handed out" in caplog.text
         a.rollback()
@@ -345,3 +349,41 @@ def test_a_deleted_counter_row_is_made_again_and_the_commit_still_numbered(
         counter = conn.execute(sa.text("SELECT count(*) FROM sentinel_commit_counter")).scalar()
     assert [s for _, s in seqs] == [1] + [2] * rows
     assert counter == 1
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_on_mariadb_a_prepared_xa_transaction_holds_its_number(
+    engine: sa.Engine, outcome: str
+) -> None:
+    """MariaDB releases a transaction's shared locks at ``XA PREPARE``: the
+    counter row's lock alone would let the reader pass the number of a
+    prepared transaction (two-phase commit, ``Session(twophase=True)``) that
+    commits later, and never read it. The reader also locks the log rows
+    after its position, which the prepared transaction keeps: it passes
+    nothing while A is prepared, and reads A's commit in its place once it
+    commits (or passes it once it rolled back)."""
+    migrate.upgrade(engine)
+    writer = LogWriter(commit_order=True)
+    reader = CommitReader(log_tables())
+    a = engine.connect()
+    look = engine.connect()
+    try:
+        xa = a.begin_twophase()
+        writer.write(a, [_occ("order", 1, "txA", customer=1)])
+        xa.prepare()
+        with engine.begin() as b:
+            writer.write(b, [_occ("payment", 1, "txB", customer=1)])
+        for _ in range(3):  # first sight, without waiting, waiting
+            assert _tail(reader, look, 0) == []
+            time.sleep(0.06)
+        assert reader.waiting
+        getattr(xa, outcome)()
+        expected = [1, 2] if outcome == "commit" else [2]
+        deadline = time.monotonic() + 10
+        while (got := _tail(reader, look, 0)) == [] and time.monotonic() < deadline:
+            pass
+        assert got == expected
+    finally:
+        for conn in (a, look):
+            conn.close()

@@ -14,6 +14,7 @@ from sentinel.global_detector.order import CommitReader
 from sentinel.log import SCHEMA_VERSION, LogWriter, migrate
 from sentinel.log.tables import log_tables
 from sentinel.occurrence import Occurrence
+from tests.global_detector.forge import element, forge
 
 
 def _write(engine: sa.Engine, writer: LogWriter, scope: str) -> int:
@@ -65,17 +66,53 @@ def test_round_trip_in_a_schema_with_a_prefix(engine: sa.Engine, extra_schema: s
     _round_trip(engine, extra_schema, "audit_")
 
 
-def test_offline_sql_on_mariadb() -> None:
+@pytest.mark.parametrize("url", ["mariadb+pymysql://u@h/db", "mysql+pymysql://u@h/db"])
+def test_offline_sql_on_mariadb_or_mysql(url: str) -> None:
+    """Offline the script cannot ask the server what it is: its statements are
+    MariaDB executable comments, which MariaDB 10.3 and later run and MySQL
+    skips (a ``mysql://`` URL may mean either)."""
     out = io.StringIO()
-    migrate.upgrade("mariadb+pymysql://u@h/db", "0008:0009", sql=True, stdout=out)
+    migrate.upgrade(url, "0008:0009", sql=True, stdout=out)
     sql = out.getvalue()
-    assert "SET @sentinel_next_commit = (SELECT COALESCE(MAX(n), 0) + 1" in sql
-    assert "CREATE SEQUENCE `sentinel_commit_seq` START WITH" in sql
+    assert "/*M!100300 SET @sentinel_next_commit = GREATEST(" in sql
+    assert "/*M!100300 EXECUTE IMMEDIATE CONCAT('CREATE SEQUENCE `sentinel_commit_seq`" in sql
     out = io.StringIO()
-    migrate.downgrade("mariadb+pymysql://u@h/db", "0009:0008", sql=True, stdout=out)
+    migrate.downgrade(url, "0009:0008", sql=True, stdout=out)
     sql = out.getvalue()
     assert "SELECT next_not_cached_value - 1 FROM `sentinel_commit_seq`" in sql
-    assert "DROP SEQUENCE `sentinel_commit_seq`" in sql
+    assert "/*M!100300 DROP SEQUENCE `sentinel_commit_seq` */" in sql
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_the_offline_script_runs_on_mariadb(engine: sa.Engine) -> None:
+    """The script ``--sql`` writes for 0008 -> 0009, run statement by
+    statement on MariaDB, makes the sequence, after the counter's number."""
+    migrate.upgrade(engine, "0008")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_commit_counter SET n = 9 WHERE id = 1"))
+    out = io.StringIO()
+    migrate.upgrade(str(engine.url), "0008:0009", sql=True, stdout=out)
+    lines = [line for line in out.getvalue().splitlines() if not line.startswith("--")]
+    statements = [s.strip() for s in "\n".join(lines).split(";\n") if s.strip()]
+    assert any(s.startswith("/*M!100300 SET") for s in statements)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement.replace("%", "%%"))
+    assert migrate.current(engine) == "0009"
+    assert _write(engine, LogWriter(commit_order=True), "a") == 10
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_the_sequence_starts_after_the_log_when_the_counter_row_was_deleted(
+    engine: sa.Engine,
+) -> None:
+    migrate.upgrade(engine, "0008")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE sentinel_commit_counter SET n = 3 WHERE id = 1"))
+        forge(conn, [element(1, "order", 1001.0, {"customer": 1})], seq=3, scope="old")
+        conn.execute(sa.text("DELETE FROM sentinel_commit_counter"))
+    migrate.upgrade(engine)
+    assert _write(engine, LogWriter(commit_order=True), "new") == 4
 
 
 @pytest.mark.parametrize("url", ["sqlite://", "postgresql+psycopg://u@h/db"])
