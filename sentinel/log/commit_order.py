@@ -14,9 +14,16 @@ import hashlib
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sentinel.log.inserts import BATCH_COLUMNS
 from sentinel.log.tables import LogTables, sequenced_mariadb
 
-__all__ = ["ADVISORY_SEED", "mariadb_names", "notify_channel", "take_commit_seq"]
+__all__ = [
+    "ADVISORY_SEED",
+    "mariadb_names",
+    "notify_channel",
+    "numbered_insert",
+    "take_commit_seq",
+]
 
 
 def take_commit_seq(conn: Connection, tables: LogTables) -> int:
@@ -103,6 +110,38 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
     n = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(b.c.commit_seq), 0))).scalar_one())
     conn.execute(sa.insert(c).values(id=1, n=n + 1))
     return n + 1
+
+
+def numbered_insert(
+    dialect: sa.Dialect, sql: str, names: tuple[str, ...] | None, tables: LogTables
+) -> str | None:
+    """The ``event_batches`` insert ``sql`` (its columns in the order of
+    :data:`~sentinel.log.inserts.BATCH_COLUMNS`, bind names ``names`` or
+    positional) rewritten to take the row's ``commit_seq`` itself, as
+    :func:`take_commit_seq` takes it, or ``None`` where it cannot be.
+    PostgreSQL through a driver with named parameters (``pyformat``: psycopg,
+    psycopg2): the transaction's id first, then ``nextval``, returning the
+    number and whether a reader sleeps (then the caller notifies). MariaDB:
+    an ``INSERT ... SELECT`` from the counter row, read with its lock shared,
+    taking ``NEXTVAL`` for the row (no row is inserted if the counter row is
+    missing); the caller sends the row without its ``commit_seq``."""
+    if dialect.name == "postgresql" and names is not None and dialect.paramstyle == "pyformat":
+        mark = f"%({names[8]})s"  # commit_seq's
+        base = sql.split(" RETURNING ")[0]
+        if base.count(mark) == 1:
+            return base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
+    elif sequenced_mariadb(dialect):
+        head, sep, values = sql.partition(" VALUES (")
+        marks = values.removesuffix(")").split(", ")
+        if sep and len(marks) == len(BATCH_COLUMNS):
+            quoted = mariadb_names(tables)
+            marks[8] = f"NEXTVAL({quoted['seq']})"
+            # the select list is evaluated once the row is read, and so locked
+            return (
+                f"{head} SELECT {', '.join(marks)} FROM {quoted['counter']} "
+                "WHERE id = 1 LOCK IN SHARE MODE"
+            )
+    return None
 
 
 def mariadb_names(tables: LogTables) -> dict[str, str]:

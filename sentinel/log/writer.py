@@ -49,22 +49,14 @@ from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log.commit_order import (
-    _PG_INLINE_RETURNING,
-    _PG_INLINE_SEQ,
     _PG_NOTIFY,
     ADVISORY_SEED,
-    mariadb_names,
     notify_channel,
+    numbered_insert,
     take_commit_seq,
 )
 from sentinel.log.encoding import _KEYS, _key_text
-from sentinel.log.inserts import (
-    BATCH_COLUMNS,
-    BadValue,
-    _BatchInsert,
-    _InsertPlan,
-    batch_elements,
-)
+from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elements
 from sentinel.log.partition import partition_key_text
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
@@ -666,31 +658,9 @@ class LogWriter:
         # MySQL and MariaDB share a dialect name; not this statement
         kind = "numbered:mariadb" if sequenced_mariadb(dialect) else "numbered"
         key = (dialect.name, self.tables.batches.name, kind)
-        if key in self._plans:
-            return self._plans[key]  # type: ignore[no-any-return]
-        sql = None
-        if (
-            dialect.name == "postgresql"
-            and plan.names is not None
-            and dialect.paramstyle == "pyformat"
-        ):
-            mark = f"%({plan.names[8]})s"  # commit_seq's
-            base = plan.sql.split(" RETURNING ")[0]
-            if base.count(mark) == 1:
-                sql = base.replace(mark, _PG_INLINE_SEQ) + _PG_INLINE_RETURNING
-        elif sequenced_mariadb(dialect):
-            head, sep, values = plan.sql.partition(" VALUES (")
-            marks = values.removesuffix(")").split(", ")
-            if sep and len(marks) == len(BATCH_COLUMNS):
-                names = mariadb_names(self.tables)
-                marks[8] = f"NEXTVAL({names['seq']})"
-                # the select list is evaluated once the row is read, and so locked
-                sql = (
-                    f"{head} SELECT {', '.join(marks)} FROM {names['counter']} "
-                    "WHERE id = 1 LOCK IN SHARE MODE"
-                )
-        self._plans[key] = sql
-        return sql
+        if key not in self._plans:
+            self._plans[key] = numbered_insert(dialect, plan.sql, plan.names, self.tables)
+        return self._plans[key]  # type: ignore[no-any-return]
 
     def _send_numbered(self, conn: Connection, sql: str, row: Any) -> None:
         """Insert ``row`` with :meth:`_numbered_sql`'s ``sql``; on PostgreSQL,
