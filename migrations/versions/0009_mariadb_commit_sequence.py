@@ -36,6 +36,7 @@ take numbers from the counter while new ones take them from the sequence.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
@@ -48,19 +49,26 @@ def _quoted(schema: str | None, name: str) -> str:
     return f"`{schema}`.`{name}`" if schema else f"`{name}`"
 
 
-def _execute(sql: str) -> None:
+def _execute(sql: str, sequence: tuple[str | None, str] | None = None) -> None:
     """Run ``sql`` on MariaDB 10.3 and later only. Online the server says what
     it is; offline (``--sql``) the script cannot ask, and a ``mysql://`` URL
     may mean either server, so the statement is written as a MariaDB
     executable comment (``/*M!100300 ... */``), which MariaDB 10.3 and later
-    run and MySQL and older MariaDB read as a comment."""
+    run and MySQL and older MariaDB read as a comment. Online, with
+    ``sequence`` (schema, name): only if that sequence exists (a log migrated
+    while the server was a MariaDB before 10.3 has none)."""
     context = op.get_context()
     if context.as_sql:
         if context.dialect.name in ("mysql", "mariadb"):
             op.execute(f"/*M!100300 {sql} */")
         return
-    dialect = op.get_bind().dialect
-    if getattr(dialect, "is_mariadb", False) and getattr(dialect, "supports_sequences", False):
+    bind = op.get_bind()
+    dialect = bind.dialect
+    if not (
+        getattr(dialect, "is_mariadb", False) and getattr(dialect, "supports_sequences", False)
+    ):
+        return
+    if sequence is None or sa.inspect(bind).has_sequence(sequence[1], schema=sequence[0]):
         op.execute(sql)
 
 
@@ -85,8 +93,10 @@ def upgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
 def downgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
     counter = _quoted(schema, f"{prefix}commit_counter")
     seq = _quoted(schema, f"{prefix}commit_seq")
+    name = (schema, f"{prefix}commit_seq")
     _execute(
         f"UPDATE {counter} SET n = GREATEST(n, (SELECT next_not_cached_value - 1 FROM {seq})) "
-        f"WHERE id = 1"
+        f"WHERE id = 1",
+        name,
     )
-    _execute(f"DROP SEQUENCE {seq}")
+    _execute(f"DROP SEQUENCE {seq}", name)

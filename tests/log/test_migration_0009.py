@@ -10,6 +10,7 @@ import io
 import pytest
 import sqlalchemy as sa
 
+from sentinel.errors import LogTablesMissingError
 from sentinel.global_detector.order import CommitReader
 from sentinel.log import SCHEMA_VERSION, LogWriter, migrate
 from sentinel.log.tables import log_tables
@@ -121,3 +122,18 @@ def test_offline_sql_elsewhere_only_moves_the_revision(url: str) -> None:
     migrate.upgrade(url, "0008:0009", sql=True, stdout=out)
     assert "SEQUENCE" not in out.getvalue()
     assert "0009" in out.getvalue()
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_log_at_0009_without_its_sequence_is_refused_by_name(engine: sa.Engine) -> None:
+    """A log migrated to 0009 while the server was a MariaDB before 10.3 (no
+    sequence made), used after the server's upgrade: the writer says which
+    object is missing and how to make it, instead of failing on NEXTVAL."""
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP SEQUENCE sentinel_commit_seq"))
+    with pytest.raises(LogTablesMissingError, match="sentinel_commit_seq are missing"):
+        _write(engine, LogWriter(commit_order=True), "a")
+    migrate.downgrade(engine, "0008")  # what the message says: down, then up
+    migrate.upgrade(engine)
+    assert _write(engine, LogWriter(commit_order=True), "a") == 1
