@@ -77,10 +77,11 @@ def upgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
     batches = _quoted(schema, f"{prefix}event_batches")
     seq = _quoted(schema, f"{prefix}commit_seq")
     # after the counter's last number and the log's largest (the counter row
-    # may have been deleted by hand)
+    # may have been deleted by hand); the counter read with its lock: a
+    # writer of 0008 that took a number and has not committed is waited for
     _execute(
         "SET @sentinel_next_commit = GREATEST("
-        f"(SELECT COALESCE(MAX(n), 0) FROM {counter} WHERE id = 1), "
+        f"(SELECT COALESCE(MAX(n), 0) FROM {counter} WHERE id = 1 FOR UPDATE), "
         f"(SELECT COALESCE(MAX(commit_seq), 0) FROM {batches})) + 1"
     )
     # without a cache: the reader reads the last number handed out from it

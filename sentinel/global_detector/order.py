@@ -338,13 +338,18 @@ class CommitReader:
             # and so are the log rows numbered after ``top`` (a prepared
             # transaction keeps its rows' locks), they have all ended
             wait = now - gap[2] >= _GATE_PATIENCE and now >= self._wait_after
-            if not self._gate(conn, top, handed, wait=wait):
-                if wait:  # waited in vain: writers waited behind it; less often
-                    self._wait_after = time.monotonic() + self._wait_pause
-                    self._wait_pause = min(2 * self._wait_pause, _GATE_MAX_PAUSE)
+            had = self._gate(conn, top, handed, wait=wait)
+            if wait and (not had or time.monotonic() - now > _GATE_QUICK):
+                # writers waited behind it: wait less often (a transaction
+                # holding its number long would otherwise hold them up at
+                # every hole); meanwhile ask without waiting
+                self._wait_after = time.monotonic() + self._wait_pause
+                self._wait_pause = min(2 * self._wait_pause, _GATE_MAX_PAUSE)
+            elif had:
+                self._wait_pause, self._wait_after = _GATE_PAUSE, 0.0
+            if not had:
                 self._warn(conn, top)
                 return top
-            self._wait_pause, self._wait_after = _GATE_PAUSE, 0.0
             self._done = handed
             self._gap = None
 
@@ -361,7 +366,8 @@ class CommitReader:
             conn.execute(self._rows_gate, {"lo": top, "hi": handed})
             return True
         except sa.exc.OperationalError as err:
-            code = err.orig.args[0] if err.orig is not None and err.orig.args else None
+            extract = getattr(conn.dialect, "_extract_error_code", None)
+            code = extract(err.orig) if extract is not None and err.orig is not None else None
             if code in _MARIADB_LOCK_REFUSED:
                 return False
             raise
@@ -477,8 +483,11 @@ class CommitReader:
 #: lock (MariaDB: :meth:`CommitReader._gated_horizon`) before the reader waits
 #: for it, making writers that come after it wait too.
 _GATE_PATIENCE = 0.05
-#: The pause after :meth:`CommitReader._gate` waited in vain before it waits
-#: again (asking without waiting meanwhile), doubling up to the maximum.
+#: The pause after :meth:`CommitReader._gate` waited in vain, or longer than
+#: :data:`_GATE_QUICK` seconds, before it waits again (asking without waiting
+#: meanwhile), doubling up to the maximum; a quick wait that had the lock
+#: resets it.
+_GATE_QUICK = 0.02
 _GATE_PAUSE = 1.0
 _GATE_MAX_PAUSE = 30.0
 #: MariaDB's errors for a lock not had: a wait timed out (also ``NOWAIT``'s),

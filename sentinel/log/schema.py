@@ -18,13 +18,7 @@ from sentinel.errors import (
     LogSchemaUnknownError,
     LogTablesMissingError,
 )
-from sentinel.log.tables import (
-    DEFAULT_PREFIX,
-    SCHEMA_REVISIONS,
-    SCHEMA_VERSION,
-    LogTables,
-    sequenced_mariadb,
-)
+from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION, LogTables
 
 __all__ = ["check_schema", "location", "schema_revision", "upgrade_command", "upgrade_hint"]
 
@@ -86,13 +80,6 @@ def check_schema(conn: Connection, tables: LogTables) -> str:
     found = schema_revision(conn, tables)
     insp = sa.inspect(conn)
     missing = [n for n in tables.names if not insp.has_table(n, schema=tables.schema)]
-    if (
-        found == SCHEMA_VERSION
-        and sequenced_mariadb(conn.dialect)
-        and not insp.has_sequence(tables.commit_sequence_name, schema=tables.schema)
-    ):
-        # migrated while the server was a MariaDB before 10.3 (or by hand)
-        missing.append(tables.commit_sequence_name)
     if found is None:
         what = (
             f"the event log tables are missing from {where}"
@@ -130,7 +117,7 @@ def check_schema(conn: Connection, tables: LogTables) -> str:
         )
     if missing:
         raise LogTablesMissingError(
-            f"the event log in {where} is at revision {found} but table(s) or sequence "
+            f"the event log in {where} is at revision {found} but table(s) "
             f"{', '.join(tables.qualified(m) for m in missing)} are missing; restore them "
             f"or recreate the log (`sentinel db downgrade` then `sentinel db upgrade`)",
             location=where,

@@ -47,7 +47,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
-from sentinel.errors import LogSchemaError, LogWriteError
+from sentinel.errors import LogSchemaError, LogTablesMissingError, LogWriteError
 from sentinel.log.commit_order import (
     _PG_NOTIFY,
     ADVISORY_SEED,
@@ -60,7 +60,7 @@ from sentinel.log.inserts import BadValue, _BatchInsert, _InsertPlan, batch_elem
 from sentinel.log.partition import partition_key_text
 from sentinel.log.policy import LogPolicy
 from sentinel.log.records import Firing, OutboxEntry, encode_key, encode_params
-from sentinel.log.schema import check_schema
+from sentinel.log.schema import check_schema, location
 from sentinel.log.signing import OutboxSigner
 from sentinel.log.tables import (
     DEFAULT_PREFIX,
@@ -765,11 +765,25 @@ class LogWriter:
         self.forget(conn.engine)
         try:
             with conn.engine.connect() as other:
-                check_schema(other, self.tables)
+                found = check_schema(other, self.tables)
         except LogSchemaError as schema_err:
             raise schema_err from err
         except Exception:  # the diagnosis is best effort; report the original error
             return
+        seq = self.tables.commit_sequence_name
+        if sequenced_mariadb(conn.dialect) and f"{seq}' doesn't exist" in str(err):
+            # a log migrated to 0009 while the server was a MariaDB before 10.3
+            where = location(conn, self.tables)
+            raise LogTablesMissingError(
+                f"the event log in {where} is at revision {found} but has no commit "
+                f"sequence {self.tables.qualified(seq)} (migrated while the server was a "
+                "MariaDB before 10.3?): run `sentinel db downgrade 0008` then `sentinel db "
+                "upgrade` to make it",
+                location=where,
+                found=found,
+                expected=found,
+                missing=[seq],
+            ) from err
 
 
 def _first_line(err: BaseException) -> str:

@@ -387,3 +387,45 @@ def test_on_mariadb_a_prepared_xa_transaction_holds_its_number(
     finally:
         for conn in (a, look):
             conn.close()
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_on_mariadb_a_slow_wait_for_the_lock_is_not_repeated_at_the_next_hole(
+    engine: sa.Engine,
+) -> None:
+    """Writers asking for the counter row's lock wait behind the reader's
+    request: a wait that took long (A held its number for a while, then
+    committed) makes the reader ask only without waiting for a while, so a
+    second slow holder does not hold writers up again at once; it still
+    passes that holder's number once it rolled back."""
+    migrate.upgrade(engine)
+    writer = LogWriter(commit_order=True)
+    reader = CommitReader(log_tables())
+    look = engine.connect()
+    try:
+        for n, (slow, fast) in enumerate((("A1", "B1"), ("A2", "B2"))):
+            a = engine.connect()
+            a.begin()
+            writer.write(a, [_occ("order", 1, slow, customer=n)])
+            with engine.begin() as b:
+                writer.write(b, [_occ("payment", 1, fast, customer=n)])
+            after = 2 * n
+            assert _tail(reader, look, after) == []  # first sight
+            time.sleep(0.06)
+            if n == 0:  # A1 commits 0.3 s into the reader's wait
+                timer = threading.Timer(0.3, a.commit)
+                timer.start()
+                start = time.monotonic()
+                assert _tail(reader, look, after) == [1, 2]
+                assert time.monotonic() - start > 0.2  # it waited for A1
+                timer.join()
+                a.close()
+            else:  # A2 holds on: the reader does not wait this time
+                start = time.monotonic()
+                assert _tail(reader, look, after) == []
+                assert time.monotonic() - start < 0.2
+                a.rollback()
+                a.close()
+                assert _tail(reader, look, after) == [4]
+    finally:
+        look.close()
