@@ -410,6 +410,7 @@ def test_on_mariadb_a_slow_wait_for_the_lock_is_not_repeated_at_the_next_hole(
             with engine.begin() as b:
                 writer.write(b, [_occ("payment", 1, fast, customer=n)])
             after = 2 * n
+            first = time.monotonic()
             assert _tail(reader, look, after) == []  # first sight
             time.sleep(0.06)
             if n == 0:  # A1 commits 0.3 s into the reader's wait
@@ -421,9 +422,8 @@ def test_on_mariadb_a_slow_wait_for_the_lock_is_not_repeated_at_the_next_hole(
                 timer.join()
                 a.close()
             else:  # A2 holds on: the reader does not wait this time
-                start = time.monotonic()
                 assert _tail(reader, look, after) == []
-                assert time.monotonic() - start < 0.2
+                assert time.monotonic() - first < 0.5
                 a.rollback()
                 a.close()
                 assert _tail(reader, look, after) == [4]
