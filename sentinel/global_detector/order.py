@@ -160,7 +160,6 @@ class CommitReader:
             )
             for wait in (False, True)
         }
-        b = tables.batches
         #: MariaDB: the log rows numbered in a range, locked shared without
         #: waiting: a transaction that wrote one and is prepared (XA) holds it.
         self._rows_gate = sa.text(
@@ -393,7 +392,8 @@ class CommitReader:
                 "sentinel global: commit number %d was handed out %.0f s ago and is not "
                 "visible: its transaction is still running, or rolled back; commits "
                 "numbered after it are not read until every transaction holding the "
-                "lock of %s, shared, has ended (information_schema.INNODB_LOCKS)",
+                "lock of %s, shared, has ended (information_schema.INNODB_TRX lists "
+                "the running transactions)",
                 top + 1,
                 now - gap[2],
                 self.tables.qualified(self.tables.commit_counter.name),
