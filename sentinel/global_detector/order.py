@@ -68,6 +68,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -140,7 +141,7 @@ class CommitReader:
         self._numbers = sa.select(nums.c.commit_seq).order_by(nums.c.commit_seq)
         #: One look of :meth:`horizon` (PostgreSQL): the last number handed
         #: out and the numbers after ``base``.
-        self._look = sa.select(
+        self._look_pg = sa.select(
             sa.func.pg_sequence_last_value(sa.cast(sa.bindparam("q", type_=sa.Text), REGCLASS)),
             sa.select(sa.func.array_agg(nums.c.commit_seq)).scalar_subquery(),
         )
@@ -241,16 +242,13 @@ class CommitReader:
         look reads at most ``span`` numbers: the horizon is at most that far
         past ``after`` (or past what was proved before). Call it outside a
         transaction of your own: it ends the connection's."""
-        if conn.dialect.name == "postgresql":
-            look = self._horizon
-        elif sequenced_mariadb(conn.dialect):
-            look = self._gated_horizon
-        else:
+        postgres = conn.dialect.name == "postgresql"
+        if not (postgres or sequenced_mariadb(conn.dialect)):
             return None
         deadline = time.monotonic() + wait
         pause = 0.001
         while True:
-            h = look(conn, after, span)
+            h = self._look(conn, after, span, postgres)
             if h > after or self._gap is None:
                 return h
             left = deadline - time.monotonic()
@@ -261,18 +259,33 @@ class CommitReader:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
 
-    def _horizon(self, conn: Connection, after: int, span: int) -> int:
-        """One look of :meth:`horizon` (PostgreSQL)."""
+    def _look(self, conn: Connection, after: int, span: int, postgres: bool) -> int:
+        """One look of :meth:`horizon`: the numbers after the position and the
+        last one handed out, the first hole among them, and the proof that
+        the numbers missing up to some point never will be visible, which
+        each backend makes its own way (:meth:`_proved_pg`,
+        :meth:`_proved_gated`)."""
         while True:
             base = max(after, self._done)
-            # every number, whatever its rows' outcome (a commit whose rows are
-            # all aborted, by rolled-back savepoints, still used its number),
-            # and the last one handed out, read after this statement's snapshot
-            # was taken: every visible number a transaction took is at most
-            # it; those above it (forged, imported) make no hole
-            last, arr = conn.execute(self._look, {"q": self._seq, "base": base, "span": span}).one()
-            nums = sorted(arr or ())
-            handed = self.handed = int(last or 0)
+            if postgres:
+                # every number, whatever its rows' outcome (a commit whose
+                # rows are all aborted, by rolled-back savepoints, still used
+                # its number), and the last one handed out, read after this
+                # statement's snapshot was taken: every visible number a
+                # transaction took is at most it; those above it (forged,
+                # imported) make no hole
+                last, arr = conn.execute(
+                    self._look_pg, {"q": self._seq, "base": base, "span": span}
+                ).one()
+                nums: Sequence[int] = sorted(arr or ())
+                handed = int(last or 0)
+            else:
+                if conn.in_transaction():
+                    conn.rollback()  # a fresh snapshot (MariaDB's reads repeat)
+                nums = conn.execute(self._numbers, {"base": base, "span": span}).scalars().all()
+                # read after the numbers, with the same meaning
+                handed = self._mariadb_handed(conn)
+            self.handed = handed
             top = base
             for n in nums:
                 if n != top + 1 or n > handed:
@@ -289,68 +302,51 @@ class CommitReader:
                 # first sight: the numbers usually commit within milliseconds
                 self._gap = (handed, None, time.monotonic())
                 return top
-            if gap[1] is None:
-                # after the sequence was read: the transaction holding a number
-                # up to ``gap[0]`` got its id before it, so before this one
-                bound = str(conn.execute(_PG_NEW_XID).scalar_one())
-                conn.rollback()  # ends the id's transaction at once
-                gap = self._gap = (gap[0], bound, gap[2])
-            ended = conn.execute(_PG_ENDED, {"u": gap[1]}).scalar_one()
-            if not ended:
+            proved = (
+                self._proved_pg(conn, gap)
+                if postgres
+                else self._proved_gated(conn, top, handed, gap)
+            )
+            if proved is None:
                 self._warn(conn, top)
                 return top
-            # every transaction with an id below the bound has ended: what
-            # committed is visible from now on, the rest never will be
-            self._done = gap[0]
+            # what committed up to ``proved`` is visible from now on, the
+            # rest never will be
+            self._done = proved
             self._gap = None
 
-    def _gated_horizon(self, conn: Connection, after: int, span: int) -> int:
-        """One look of :meth:`horizon` (MariaDB: see the module docs)."""
-        while True:
-            base = max(after, self._done)
-            if conn.in_transaction():
-                conn.rollback()  # a fresh snapshot (MariaDB's reads repeat)
-            nums = conn.execute(self._numbers, {"base": base, "span": span}).scalars().all()
-            # read after the numbers: every visible number a writer took is
-            # at most it; those above it (forged, imported) make no hole
-            handed = self.handed = self._mariadb_handed(conn)
-            top = base
-            for n in nums:
-                if n != top + 1 or n > handed:
-                    break
-                top = n
-            gap = self._gap
-            if gap is not None and top >= gap[0]:
-                self._gap = gap = None  # filled: the transactions committed
-            if top >= handed:
-                return top  # every number handed out is visible
-            if len(nums) == span and top == nums[-1]:
-                return top  # no hole among as many as it looked at
-            now = time.monotonic()
-            if gap is None:
-                # first sight: the numbers usually commit within milliseconds
-                self._gap = (handed, None, now)
-                return top
-            # still there: every transaction that took a number up to
-            # ``handed`` took the counter row's lock, shared, before it, and
-            # holds it to its end or to its XA PREPARE; once the lock is ours,
-            # and so are the log rows numbered after ``top`` (a prepared
-            # transaction keeps its rows' locks), they have all ended
-            wait = now - gap[2] >= _GATE_PATIENCE and now >= self._wait_after
-            had = self._gate(conn, top, handed, wait=wait)
-            if wait and (not had or time.monotonic() - now > _GATE_QUICK):
-                # writers waited behind it: wait less often (a transaction
-                # holding its number long would otherwise hold them up at
-                # every hole); meanwhile ask without waiting
-                self._wait_after = time.monotonic() + self._wait_pause
-                self._wait_pause = min(2 * self._wait_pause, _GATE_MAX_PAUSE)
-            elif had:
-                self._wait_pause, self._wait_after = _GATE_PAUSE, 0.0
-            if not had:
-                self._warn(conn, top)
-                return top
-            self._done = handed
-            self._gap = None
+    def _proved_pg(self, conn: Connection, gap: tuple[int, str | None, float]) -> int | None:
+        """PostgreSQL: ``gap[0]`` once every transaction that could hold a
+        number up to it has ended, else ``None``."""
+        if gap[1] is None:
+            # after the sequence was read: the transaction holding a number
+            # up to ``gap[0]`` got its id before it, so before this one
+            bound = str(conn.execute(_PG_NEW_XID).scalar_one())
+            conn.rollback()  # ends the id's transaction at once
+            gap = self._gap = (gap[0], bound, gap[2])
+        # every transaction with an id below the bound has ended?
+        return gap[0] if conn.execute(_PG_ENDED, {"u": gap[1]}).scalar_one() else None
+
+    def _proved_gated(
+        self, conn: Connection, top: int, handed: int, gap: tuple[int, str | None, float]
+    ) -> int | None:
+        """MariaDB: ``handed`` once the counter row's lock and the rows after
+        ``top`` were had, else ``None``. Every transaction that took a number
+        up to ``handed`` took the counter row's lock, shared, before it, and
+        holds it to its end or to its XA PREPARE; a prepared one keeps its
+        rows' locks."""
+        now = time.monotonic()
+        wait = now - gap[2] >= _GATE_PATIENCE and now >= self._wait_after
+        had = self._gate(conn, top, handed, wait=wait)
+        if wait and (not had or time.monotonic() - now > _GATE_QUICK):
+            # writers waited behind it: wait less often (a transaction
+            # holding its number long would otherwise hold them up at
+            # every hole); meanwhile ask without waiting
+            self._wait_after = time.monotonic() + self._wait_pause
+            self._wait_pause = min(2 * self._wait_pause, _GATE_MAX_PAUSE)
+        elif had:
+            self._wait_pause, self._wait_after = _GATE_PAUSE, 0.0
+        return handed if had else None
 
     def _gate(self, conn: Connection, top: int, handed: int, *, wait: bool) -> bool:
         """Take the counter row's lock exclusively, then the log rows numbered
@@ -480,7 +476,7 @@ class CommitReader:
 
 
 #: How long a hole is looked at again without waiting for the counter row's
-#: lock (MariaDB: :meth:`CommitReader._gated_horizon`) before the reader waits
+#: lock (MariaDB: :meth:`CommitReader._proved_gated`) before the reader waits
 #: for it, making writers that come after it wait too.
 _GATE_PATIENCE = 0.05
 #: The pause after :meth:`CommitReader._gate` waited in vain, or longer than

@@ -10,6 +10,7 @@ names the PostgreSQL channel a commit announces itself on, and
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -84,7 +85,7 @@ def take_commit_seq(conn: Connection, tables: LogTables) -> int:
         # the lock first (a row lock is taken as the row is read), then the
         # number: a reader that got the lock exclusively after seeing a number
         # knows that every transaction holding a smaller one has ended
-        n = conn.execute(sa.text(_MARIADB_COMMIT_SEQ.format(**mariadb_names(t)))).scalar()
+        n = conn.execute(_mariadb_commit_seq(t)).scalar()
         if n is not None:
             return int(n)
     elif name in ("mysql", "mariadb"):
@@ -159,9 +160,15 @@ def mariadb_names(tables: LogTables) -> dict[str, str]:
     }
 
 
-#: MariaDB: the counter row's lock, shared, then the commit number (the
-#: select list is evaluated once the row is read, and so locked).
-_MARIADB_COMMIT_SEQ = "SELECT NEXTVAL({seq}) FROM {counter} WHERE id = 1 LOCK IN SHARE MODE"
+@lru_cache(maxsize=32)
+def _mariadb_commit_seq(tables: LogTables) -> sa.TextClause:
+    """MariaDB: the counter row's lock, shared, then the commit number (the
+    select list is evaluated once the row is read, and so locked)."""
+    return sa.text(
+        "SELECT NEXTVAL({seq}) FROM {counter} WHERE id = 1 LOCK IN SHARE MODE".format(
+            **mariadb_names(tables)
+        )
+    )
 
 
 def notify_channel(tables: LogTables) -> str:
