@@ -403,29 +403,36 @@ def test_on_mariadb_a_slow_wait_for_the_lock_is_not_repeated_at_the_next_hole(
     reader = CommitReader(log_tables())
     look = engine.connect()
     try:
-        for n, (slow, fast) in enumerate((("A1", "B1"), ("A2", "B2"))):
-            a = engine.connect()
-            a.begin()
-            writer.write(a, [_occ("order", 1, slow, customer=n)])
-            with engine.begin() as b:
-                writer.write(b, [_occ("payment", 1, fast, customer=n)])
-            after = 2 * n
-            first = time.monotonic()
-            assert _tail(reader, look, after) == []  # first sight
-            time.sleep(0.06)
-            if n == 0:  # A1 commits 0.3 s into the reader's wait
-                timer = threading.Timer(0.3, a.commit)
-                timer.start()
-                start = time.monotonic()
-                assert _tail(reader, look, after) == [1, 2]
-                assert time.monotonic() - start > 0.2  # it waited for A1
-                timer.join()
-                a.close()
-            else:  # A2 holds on: the reader does not wait this time
-                assert _tail(reader, look, after) == []
-                assert time.monotonic() - first < 0.5
-                a.rollback()
-                a.close()
-                assert _tail(reader, look, after) == [4]
+        # A1 holds its number 0.5 s, then commits: a wait for the lock from
+        # 50 ms after the first sight on gets it only then (a slow wait)
+        a = engine.connect()
+        a.begin()
+        writer.write(a, [_occ("order", 1, "A1", customer=0)])
+        with engine.begin() as b:
+            writer.write(b, [_occ("payment", 1, "B1", customer=0)])
+        timer = threading.Timer(0.5, a.commit)
+        timer.start()
+        start = time.monotonic()
+        deadline = start + 10
+        while (got := _tail(reader, look, 0)) == [] and time.monotonic() < deadline:
+            pass
+        assert got == [1, 2]
+        assert time.monotonic() - start > 0.4  # it waited for A1
+        timer.join()
+        a.close()
+        # A2 holds on: the reader does not wait this time
+        a = engine.connect()
+        a.begin()
+        writer.write(a, [_occ("order", 1, "A2", customer=1)])
+        with engine.begin() as b:
+            writer.write(b, [_occ("payment", 1, "B2", customer=1)])
+        first = time.monotonic()
+        assert _tail(reader, look, 2) == []  # first sight
+        time.sleep(0.06)
+        assert _tail(reader, look, 2) == []
+        assert time.monotonic() - first < 0.5
+        a.rollback()
+        a.close()
+        assert _tail(reader, look, 2) == [4]
     finally:
         look.close()
