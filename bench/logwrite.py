@@ -118,7 +118,7 @@ def renamed(txns: list[Any], k: int) -> list[Any]:
     new = tuple.__new__
     return [
         [(
-            [new(Occurrence, (*o[:6], f"{o[6]}/{k}")) for o in g[0]], *g[1:]
+            [new(Occurrence, (*o[:6], f"{o[6]}/{k}", o[7])) for o in g[0]], *g[1:]
         ) for g in groups]
         for groups in txns
     ]  # fmt: skip

@@ -26,6 +26,18 @@ accessors:
 ``scope``
     the id of the detection scope (transaction) the occurrence belongs to.
 
+Inside the detector's graph an occurrence is a plain tuple of the same fields
+(``EVENT`` … ``NAMES`` give the positions), with its parameters stored
+positionally: ``params`` holds the values and ``names`` the tuple of their
+names, one tuple shared by every occurrence of a call site or event. A plain
+tuple of plain values is one CPython's cyclic garbage collector stops tracking,
+so the occurrences a detector holds cost it nothing; a tuple subclass or a
+dictionary is tracked for as long as it lives. Occurrences become
+:class:`Occurrence` objects where they leave the graph (a rule's condition and
+action, ``signal``'s result): :func:`finished` converts. A source that decodes
+parameters lazily (replay) stores a mapping in ``params`` and ``None`` in
+``names``; :func:`params_of` and :func:`param` read either form.
+
 A :class:`CompositeOccurrence` is one detection of a composite event: the
 expression it detects, its ``t_occ`` (that of its terminator) and its ``parts``
 (the child occurrences that were combined, in order). ``constituents`` flattens
@@ -50,7 +62,13 @@ __all__ = [
     "CompositeOccurrence",
     "ObjectRef",
     "Occurrence",
+    "finished",
+    "has_param",
+    "names_of",
     "occurrence_time",
+    "param",
+    "params_of",
+    "split_params",
 ]
 
 _new: Any = tuple.__new__
@@ -63,6 +81,61 @@ DETECTED_AT: Final = 3
 SOURCE: Final = 4
 PARAMS: Final = 5
 SCOPE: Final = 6
+NAMES: Final = 7
+#: A primitive occurrence's length; a composite's is 3 (``expression, t_occ, parts``).
+PRIMITIVE: Final = 8
+
+#: Parameter names, interned: one tuple per distinct sequence of names, shared
+#: by every occurrence that has them (bounded: cleared past 10,000 entries).
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def names_of(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names``, interned (see :data:`_NAMES`)."""
+    got = _NAMES.get(names)
+    if got is None:
+        if len(_NAMES) >= 10_000:
+            _NAMES.clear()
+        got = _NAMES[names] = names
+    return got
+
+
+def split_params(params: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """``params`` as an occurrence stores them: the tuple of values and the
+    interned tuple of names, in the mapping's order."""
+    if not params:
+        return (), ()
+    return tuple(params.values()), names_of(tuple(params))
+
+
+def params_of(occ: Any) -> dict[str, Any]:
+    """A primitive occurrence's parameters as a mapping: a new dict, or the
+    mapping a source stored (``names`` ``None``), filled first when it is one
+    that decodes lazily (it has a ``fill`` method: replay's)."""
+    names = occ[7]
+    if names is None:
+        p = occ[5]
+        if not p:
+            fill = getattr(p, "fill", None)
+            if fill is not None:
+                fill()
+        return p  # type: ignore[no-any-return]
+    return dict(zip(names, occ[5], strict=False))  # same lengths; strict costs 90 ns
+
+
+def param(occ: Any, name: Any, default: Any = None) -> Any:
+    """The value of parameter ``name`` of a primitive occurrence, else ``default``."""
+    names = occ[7]
+    if names is None:
+        return params_of(occ).get(name, default)
+    return occ[5][names.index(name)] if name in names else default
+
+
+def has_param(occ: Any, name: Any) -> bool:
+    """Whether a primitive occurrence carries parameter ``name``."""
+    names = occ[7]
+    return name in (params_of(occ) if names is None else names)
+
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
@@ -122,6 +195,7 @@ class Occurrence(tuple):  # type: ignore[type-arg]
         params: Mapping[str, Any] | None = None,
         scope: Hashable | None = None,
     ) -> Occurrence:
+        values, names = split_params(params)
         return _new(  # type: ignore[no-any-return]
             cls,
             (
@@ -130,8 +204,9 @@ class Occurrence(tuple):  # type: ignore[type-arg]
                 timestamp,
                 timestamp if detected_timestamp is None else detected_timestamp,
                 source,
-                dict(params) if params else {},
+                values,
                 scope,
+                names,
             ),
         )
 
@@ -144,8 +219,8 @@ class Occurrence(tuple):  # type: ignore[type-arg]
 
     @property
     def params(self) -> Mapping[str, Any]:
-        """The event's parameters (a read-only view)."""
-        return MappingProxyType(self[PARAMS])
+        """The event's parameters (a read-only mapping)."""
+        return MappingProxyType(params_of(self))
 
     @property
     def at(self) -> datetime:
@@ -173,14 +248,21 @@ class Occurrence(tuple):  # type: ignore[type-arg]
 
     def values(self, param: str) -> tuple[Any, ...]:
         """The values of parameter ``param`` across the constituents, in order."""
-        p = self[PARAMS]
-        return (p[param],) if param in p else ()
+        return (_param(self, param),) if has_param(self, param) else ()
 
     def __hash__(self) -> int:
         return hash((self[EVENT], self[T_OCC], self[SCOPE]))
 
+    def __eq__(self, other: object) -> bool:
+        """Field by field, the parameters as a mapping: their order (which a
+        database's JSON may change) does not matter."""
+        return isinstance(other, tuple) and len(other) == PRIMITIVE and _same(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self[PARAMS].items())
+        params = ", ".join(f"{k}={v!r}" for k, v in params_of(self).items())
         src = f" {self[SOURCE]!r}" if self[SOURCE] is not None else ""
         return f"<{self[EVENT]}@{self[T_OCC]}{src}{' ' + params if params else ''}>"
 
@@ -189,6 +271,9 @@ class Occurrence(tuple):  # type: ignore[type-arg]
 
 
 def _rebuild_occurrence(fields: tuple[Any, ...]) -> Occurrence:
+    if len(fields) == 7:  # pickled before parameters were stored positionally
+        values, names = split_params(fields[5])
+        fields = (*fields[:5], values, fields[6], names)
     return _new(Occurrence, fields)  # type: ignore[no-any-return]
 
 
@@ -223,10 +308,10 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     @property
     def terminator(self) -> Occurrence:
         """The primitive occurrence that made this composite occur."""
-        occ: AnyOccurrence = self
-        while type(occ) is not Occurrence:
+        occ: Any = self
+        while len(occ) != 8:
             occ = occ[2][-1]
-        return occ
+        return finished(occ)  # type: ignore[no-any-return]
 
     @property
     def timestamp(self) -> float:
@@ -261,7 +346,11 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         An occurrence used twice (for example by two operators that share an event)
         appears twice, as in the paper's notation.
         """
-        return tuple(sorted(_flatten(self), key=itemgetter(T_OCC)))
+        return tuple(map(finished, self._leaves()))
+
+    def _leaves(self) -> list[Any]:
+        """The primitive constituents in ``t_occ`` order, in the graph's form."""
+        return sorted(_flatten(self), key=itemgetter(T_OCC))
 
     @property
     def t_init(self) -> int:
@@ -275,7 +364,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         pop, push = stack.pop, stack.append
         while stack:
             for o in pop()[2]:
-                if type(o) is Occurrence:
+                if len(o) == 8:
                     t = o[1]
                     if best is None or t < best:
                         best = t
@@ -287,12 +376,12 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
     def of(self, event: str) -> tuple[Occurrence, ...]:
         """The constituents whose event is ``event``, in ``t_occ`` order."""
-        return tuple(o for o in self.constituents if o[EVENT] == event)
+        return tuple(finished(o) for o in self._leaves() if o[EVENT] == event)
 
     def values(self, param: str) -> tuple[Any, ...]:
         """The values of parameter ``param`` across the constituents, in ``t_occ``
         order (constituents without it are skipped)."""
-        return tuple(o[PARAMS][param] for o in self.constituents if param in o[PARAMS])
+        return tuple(_param(o, param) for o in self._leaves() if has_param(o, param))
 
     @property
     def params(self) -> Mapping[str, Any]:
@@ -300,19 +389,54 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         constituent's value wins). Use :meth:`values` or :meth:`of` when several
         constituents carry the same parameter."""
         merged: dict[str, Any] = {}
-        for o in self.constituents:
-            merged.update(o[PARAMS])
+        for o in self._leaves():
+            merged.update(params_of(o))
         return MappingProxyType(merged)
 
     def __hash__(self) -> int:
-        return hash((self[0], self[1], self[2]))
+        return hash(_identity(self))
+
+    def __eq__(self, other: object) -> bool:
+        """Part by part, each primitive as :meth:`Occurrence.__eq__` compares."""
+        return isinstance(other, tuple) and len(other) == 3 and _same(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{o[EVENT]}@{o[T_OCC]}" for o in self.constituents)
+        inner = ", ".join(f"{o[EVENT]}@{o[T_OCC]}" for o in self._leaves())
         return f"<{self[0]}@{self[1]} {{{inner}}}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_composite, (tuple(self),))
+
+
+def _identity(occ: Any) -> tuple[Any, ...]:
+    """What identifies an occurrence of either form, either kind: a primitive's
+    ``(event, t_occ, scope)`` (what :meth:`Occurrence.__hash__` hashes; not its
+    parameters, which need not be hashable), a composite's expression, ``t_occ``
+    and its parts' identities."""
+    if len(occ) == PRIMITIVE:
+        return (occ[0], occ[1], occ[6])
+    return (occ[0], occ[1], tuple(map(_identity, occ[2])))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two occurrences of either form are equal: composites part by part,
+    primitives field by field with their parameters as a mapping."""
+    if len(a) != len(b):
+        return False
+    if len(a) == PRIMITIVE:
+        if a[NAMES] is b[NAMES] or (a[NAMES] is not None and a[NAMES] == b[NAMES]):
+            return tuple.__eq__(a, b)
+        return a[:5] == b[:5] and a[SCOPE] == b[SCOPE] and params_of(a) == params_of(b)
+    pa, pb = a[2], b[2]
+    return (
+        a[0] == b[0]
+        and a[1] == b[1]
+        and len(pa) == len(pb)
+        and all(x is y or _same(x, y) for x, y in zip(pa, pb, strict=True))
+    )
 
 
 def _rebuild_composite(fields: tuple[Any, ...]) -> CompositeOccurrence:
@@ -328,19 +452,20 @@ def finished(occ: Any) -> Any:
     lazily.
     """
     if type(occ) is tuple:
-        return _new(CompositeOccurrence, occ)
+        return _new(Occurrence if len(occ) == 8 else CompositeOccurrence, occ)
     return occ
 
 
-def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:
-    if type(occ) is Occurrence:
+def _flatten(occ: Any) -> Iterator[Any]:
+    """The primitive occurrences of ``occ`` (either form), in tree order."""
+    if len(occ) == 8:
         yield occ
         return
     stack = [occ]
-    out: list[Occurrence] = []
+    out: list[Any] = []
     while stack:
         o = stack.pop()
-        if type(o) is Occurrence:
+        if len(o) == 8:
             out.append(o)
         else:
             stack.extend(reversed(o[2]))
@@ -348,6 +473,8 @@ def _flatten(occ: AnyOccurrence) -> Iterator[Occurrence]:
 
 
 AnyOccurrence = Occurrence | CompositeOccurrence
+
+_param = param
 
 
 def occurrence_time(value: Any, event: str = "event") -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sentinel import CompositeOccurrence, Context, LocalEventDetector, Occurrence
+from sentinel import CompositeOccurrence, Context, LocalEventDetector
 
 
 class Run:
@@ -46,7 +46,7 @@ class Run:
 
 def tree(occ: Any) -> Any:
     """A detection's structure: primitive t_occ at the leaves."""
-    if type(occ) is Occurrence:
+    if len(occ) == 8:
         return occ.t_occ
     assert isinstance(occ, CompositeOccurrence)
     return (str(occ.expression), tuple(tree(p) for p in occ.parts))

@@ -26,7 +26,7 @@ from typing import Any, Final
 from sentinel.algebra.expressions import Primitive
 from sentinel.bitemporal.classify import REVISION
 from sentinel.errors import BitemporalError
-from sentinel.occurrence import PARAMS, Occurrence
+from sentinel.occurrence import param, params_of
 from sentinel.params import normalize
 
 __all__ = ["IMMUTABLE", "MUTABLE", "EventClass", "Instance", "Revision", "revision"]
@@ -145,22 +145,17 @@ def revision(occ: Any) -> Revision | None:
     >>> revision(Occurrence("E", 1, 0.0)) is None
     True
     """
-    while type(occ) is not Occurrence:
+    while len(occ) != 8:
         parts = occ[2]
         occ = parts[-1]
-    p = occ[PARAMS]
-    if not p:
-        fill = getattr(p, "fill", None)
-        if fill is not None:
-            fill()
-    rev = p.get(REVISION)
+    rev = param(occ, REVISION)
     if rev is None:
         return None
     kind = rev["kind"]
     new = (
         None
         if kind == "revoke"
-        else MappingProxyType({k: v for k, v in p.items() if k != REVISION})
+        else MappingProxyType({k: v for k, v in params_of(occ).items() if k != REVISION})
     )
     old_ts = rev.get("old_ts")
     return Revision(

@@ -37,6 +37,7 @@ from typing import Any, Final
 from sentinel.algebra.bitemporal import BIT, TimingSelector
 from sentinel.detector.operators import Entry
 from sentinel.detector.scopes import Store
+from sentinel.occurrence import param
 
 __all__ = ["REVISION", "classify", "late_delay", "make_dispatcher"]
 
@@ -50,13 +51,7 @@ RET, POS, REV = BIT["RETROACTIVECHANGE"], BIT["POSTPONE"], BIT["REVOCATION"]
 
 def revision_of(occ: Any) -> Any:
     """The ``$revision`` mapping of a primitive occurrence, or ``None``."""
-    p = occ[5]
-    if not p:
-        fill = getattr(p, "fill", None)  # replay's lazily decoded parameters
-        if fill is None:
-            return None
-        fill()
-    return p.get(REVISION)
+    return param(occ, REVISION)
 
 
 def classify(occ: Any, chronon: float | None) -> tuple[int, int | None]:

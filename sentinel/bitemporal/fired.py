@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from sentinel.bitemporal.classify import revision_of
 from sentinel.errors import RuleDefinitionError
-from sentinel.occurrence import Occurrence
 
 if TYPE_CHECKING:
     from sentinel.detector import EventDetector
@@ -38,7 +37,7 @@ def instances(occ: Any) -> Iterator[tuple[str, Any, int]]:
     stack = [occ]
     while stack:
         o = stack.pop()
-        if type(o) is not Occurrence:
+        if len(o) != 8:
             stack.extend(o[2])
             continue
         rev = revision_of(o)

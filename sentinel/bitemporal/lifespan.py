@@ -46,7 +46,7 @@ from sentinel.detector.graph import Key, Mode
 from sentinel.detector.operators import Entry, Handler
 from sentinel.detector.operators.base import timestamp as _ts
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import PARAMS, SOURCE, Occurrence
+from sentinel.occurrence import SOURCE, Occurrence, finished, param
 
 if TYPE_CHECKING:
     from sentinel.bitemporal.service import BitemporalService
@@ -99,12 +99,12 @@ class Policy:
         """Step 1 and 2: a primitive's expiration time, a composite's preliminary
         one."""
         e: float
-        if type(occ) is Occurrence:
+        if len(occ) == 8:
             e = occ[2] + self.classes.get(occ[0], self.life)
         else:
             e = _ts(occ) + self.life
             for p in occ[2]:
-                if type(p) is Occurrence:
+                if len(p) == 8:
                     e = max(e, p[2] + self.classes.get(p[0], self.life))
                 else:
                     e = max(e, _ts(p) + self.life)
@@ -124,13 +124,17 @@ def _nested(occ: Any) -> Iterator[Any]:
     while stack:
         o = stack.pop()
         yield o
-        if type(o) is not Occurrence:
+        if len(o) != 8:
             stack.extend(o[2])
 
 
-def expirations(occurrences: Iterable[Any], lifespan: Callable[[Any], float]) -> dict[Any, float]:
+def expirations(
+    occurrences: Iterable[Any], lifespan: Callable[[Any], float]
+) -> list[tuple[Any, float]]:
     """The expiration times of 2.5 for a set of live occurrences: each primitive
-    or composite occurrence given, and everything a composite is made of.
+    or composite occurrence given, and everything a composite is made of, as
+    ``(occurrence, expiration)`` pairs (occurrences are told apart by identity:
+    their parameters need not be hashable).
 
     ``lifespan(occ)`` is the lifespan (seconds) of a primitive occurrence's event
     class, or of a composite's complex event class. Stratified: composites are
@@ -143,42 +147,43 @@ def expirations(occurrences: Iterable[Any], lifespan: Callable[[Any], float]) ->
     >>> from sentinel.occurrence import Occurrence
     >>> e = Occurrence("ResourceEmpty", 1, 0.0)
     >>> irn = ("InstantReplenishingNeeded", 2, (e,))
-    >>> exp = expirations([irn], lambda o: 3 * 86400 if o[0] == "ResourceEmpty" else 5 * 86400)
+    >>> life = {"ResourceEmpty": 3 * 86400, "InstantReplenishingNeeded": 5 * 86400}
+    >>> exp = dict(expirations([irn], lambda o: life[o[0]]))
     >>> exp[e] / 86400, exp[irn] / 86400
     (5.0, 5.0)
     """
-    nodes: dict[Any, None] = {}
+    nodes: dict[int, Any] = {}
 
     def depth(occ: Any) -> int:
-        return 0 if type(occ) is Occurrence else 1 + max(depth(p) for p in occ[2])
+        return 0 if len(occ) == 8 else 1 + max(depth(p) for p in occ[2])
 
     for occ in occurrences:
-        nodes[occ] = None
-        if type(occ) is not Occurrence:
+        nodes[id(occ)] = occ
+        if len(occ) != 8:
             for q in _nested(occ):
-                nodes[q] = None
-    prelim: dict[Any, float] = {}
-    for occ in sorted(nodes, key=depth):
+                nodes[id(q)] = q
+    prelim: dict[int, float] = {}
+    for occ in sorted(nodes.values(), key=depth):
         e = _ts(occ) + lifespan(occ)
-        if type(occ) is not Occurrence:
+        if len(occ) != 8:
             for p in occ[2]:
                 e = max(e, _ts(p) + lifespan(p))
-        prelim[occ] = e
+        prelim[id(occ)] = e
     exp = dict(prelim)
-    for occ in sorted(nodes, key=depth, reverse=True):
-        if type(occ) is not Occurrence:
+    for occ in sorted(nodes.values(), key=depth, reverse=True):
+        if len(occ) != 8:
             for p in occ[2]:
-                if exp[p] < exp[occ]:
-                    exp[p] = exp[occ]
-    return exp
+                if exp[id(p)] < exp[id(occ)]:
+                    exp[id(p)] = exp[id(occ)]
+    return [(occ, exp[i]) for i, occ in nodes.items()]
 
 
 def partition_key(occ: Any, key: Any) -> Any:
     """The partition value of ``occ`` under the key spec ``key`` (that of its
     terminator for a composite)."""
-    while type(occ) is not Occurrence:
+    while len(occ) != 8:
         occ = occ[2][-1]
-    return occ[SOURCE] if key is ex.SOURCE else occ[PARAMS].get(key, _MISSING)
+    return occ[SOURCE] if key is ex.SOURCE else param(occ, key, _MISSING)
 
 
 class Lifespans:
@@ -348,18 +353,20 @@ class Lifespans:
         if len(here) == 1 and not here[0][0].composites:
             return self._purge_simple(here[0][0], here[0][1], now, expired)
         here.sort(key=lambda ps: -ps[0].handler.height)
-        ext: dict[Any, float] = {}
+        # By identity (id): occurrences' parameters need not be hashable, and
+        # every occurrence meant is held by the store while this runs.
+        ext: dict[int, float] = {}
         if any(p.composites for p, _ in here):
             # Step 3: from the highest node down, stored composites lend their
             # expiration time to everything they are made of.
             for p, st in here:
                 for occ in p.handler.stored(st):
-                    if type(occ) is Occurrence:
+                    if len(occ) == 8:
                         continue
-                    e = max(p.base(occ), ext.get(occ, -inf))
+                    e = max(p.base(occ), ext.get(id(occ), -inf))
                     for q in _nested(occ):
-                        if ext.get(q, -inf) < e:
-                            ext[q] = e
+                        if ext.get(id(q), -inf) < e:
+                            ext[id(q)] = e
         earliest = inf
         removed: list[Any] = []
         for p, st in here:
@@ -367,7 +374,7 @@ class Lifespans:
 
             def exp(occ: Any, _base: Callable[[Any], float] = base) -> float:
                 e = _base(occ)
-                return max(e, ext[occ]) if ext and occ in ext else e
+                return max(e, ext.get(id(occ), e)) if ext else e
 
             def dead(occ: Any, _exp: Callable[[Any], float] = exp) -> bool:
                 return _exp(occ) < now
@@ -377,8 +384,8 @@ class Lifespans:
             if removed and (p.archive or self.class_archive):
                 where = str(p.handler.expr)
                 for occ in removed:
-                    if type(occ) is Occurrence and (p.archive or occ[0] in self.class_archive):
-                        expired.append(Expired(occ, now, where))
+                    if len(occ) == 8 and (p.archive or occ[0] in self.class_archive):
+                        expired.append(Expired(finished(occ), now, where))
             for occ in p.handler.stored(st):
                 e = exp(occ)
                 if e < earliest:
@@ -403,8 +410,8 @@ class Lifespans:
         if removed and (p.archive or self.class_archive):
             where = str(p.handler.expr)
             for occ in removed:
-                if type(occ) is Occurrence and (p.archive or occ[0] in self.class_archive):
-                    expired.append(Expired(occ, now, where))
+                if len(occ) == 8 and (p.archive or occ[0] in self.class_archive):
+                    expired.append(Expired(finished(occ), now, where))
         earliest = inf
         for occ in p.handler.stored(st):
             e = base(occ)
@@ -412,25 +419,29 @@ class Lifespans:
                 earliest = e
         return earliest
 
-    def stored_expirations(self, store: Store) -> dict[Any, float]:
+    def stored_expirations(self, store: Store) -> list[tuple[Any, float]]:
         """Every occurrence the lifespan handlers of ``store`` hold, with its
-        expiration time (steps 1 to 3): for inspection and tests."""
+        expiration time (steps 1 to 3), as ``(occurrence, expiration)`` pairs
+        (an occurrence stored by several handlers once): for inspection, tests
+        and the earliest expiration of a store."""
         policies = self.policies
         here = sorted(
             ((policies[hid], st) for hid, st in store.items() if hid in policies),
             key=lambda ps: -ps[0].handler.height,
         )
-        ext: dict[Any, float] = {}
-        out: dict[Any, float] = {}
+        ext: dict[int, float] = {}
+        out: dict[int, tuple[Any, float]] = {}
         for p, st in here:
             for occ in p.handler.stored(st):
-                e = max(p.base(occ), ext.get(occ, -inf))
-                out[occ] = max(out.get(occ, -inf), e)
-                if type(occ) is not Occurrence:
+                i = id(occ)
+                e = max(p.base(occ), ext.get(i, -inf))
+                seen = out.get(i)
+                out[i] = (occ, e if seen is None else max(seen[1], e))
+                if len(occ) != 8:
                     for q in _nested(occ):
-                        if ext.get(q, -inf) < e:
-                            ext[q] = e
-        return out
+                        if ext.get(id(q), -inf) < e:
+                            ext[id(q)] = e
+        return list(out.values())
 
 
 class _Registering:
@@ -456,10 +467,7 @@ class _Registering:
             # the rule's, or the window's when shorter); composites call base().
             life = policy.life if policy.window is None else min(policy.life, policy.window)
             base = g.const(policy.base)
-            g.line(
-                f"{e} = {occ}[2] + {g.const(life)} if type({occ}) is {g.const(Occurrence)} "
-                f"else {base}({occ})"
-            )
+            g.line(f"{e} = {occ}[2] + {g.const(life)} if len({occ}) == 8 else {base}({occ})")
         else:
             g.line(f"{e} = {g.const(policy.base)}({occ})")
         # The handler's state is created right after this code, so a store without
@@ -491,13 +499,10 @@ class _Registering:
             else:
                 rid, key = policy.part
                 if key is ex.SOURCE:
-                    pk = f"{occ}[4] if type({occ}) is {g.const(Occurrence)} else "
+                    pk = f"{occ}[4] if len({occ}) == 8 else "
+                    pk += f"{g.const(partition_key)}({occ}, {g.const(key)})"
                 else:
-                    pk = (
-                        f"{occ}[5].get({g.const(key)}) if type({occ}) is "
-                        f"{g.const(Occurrence)} else "
-                    )
-                pk += f"{g.const(partition_key)}({occ}, {g.const(key)})"
+                    pk = f"{g.const(partition_key)}({occ}, {g.const(key)})"
                 g.line(f"{b}.append(({store}.parent, {rid!r}, {pk}))")
         inner = getattr(self.handler, "gen", None)
         if inner is not None:

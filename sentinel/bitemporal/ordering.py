@@ -35,7 +35,6 @@ from sentinel.bitemporal.classify import classify, late_delay
 from sentinel.detector.graph import EventGraph, Mode
 from sentinel.detector.operators import Entry
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import Occurrence
 
 if TYPE_CHECKING:
     from sentinel.bitemporal.service import BitemporalService
@@ -101,7 +100,7 @@ class Buffer:
             self.tick_set.discard(t)
             for plain, by_tick in self.observers:
                 for x in by_tick.pop(t, ()):
-                    if type(x) is Occurrence:
+                    if len(x) == 8:
                         out.append((x[2], x[1], x, plain))
                     else:
                         out.append((x[0][2], x[0][1], x[0], x[1]))

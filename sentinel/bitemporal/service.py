@@ -56,7 +56,7 @@ from sentinel.errors import (
     ExpressionError,
     UnknownEventError,
 )
-from sentinel.occurrence import Occurrence, occurrence_time
+from sentinel.occurrence import Occurrence, finished, occurrence_time, split_params
 
 __all__ = ["TICK", "BitemporalService", "lifespan_seconds", "service"]
 
@@ -331,12 +331,13 @@ class BitemporalService:
                 instances[key] = version
                 self._schedule(cls, key, version)
         if detected is None:
-            occ = det.emit(ch, params, None, (), scope, ts, False)
+            occ = det.emit(ch, *split_params(params), None, (), scope, ts, False)
         else:
             occ = det.emit_detected(ch, params, scope, ts, detected)
+        made: Occurrence = finished(occ)  # emitted unmuted: never None
         if version is not None:
-            version.occ = occ
-        return occ  # type: ignore[return-value]
+            version.occ = made
+        return made
 
     def _schedule(self, cls: EventClass, key: tuple[Hashable, ...], v: _Versioned) -> None:
         """Arm the due notice of a FUTURE version and the expiry of a class with a
@@ -554,7 +555,15 @@ class BitemporalService:
                 params["$revision"] = MappingProxyType(
                     {"kind": "due", "key": key, "n": inst.n, "gen": inst.gen}
                 )
-            det.emit(det._channels[name], params, None, (), det.process_scope, inst.ts, False)
+            det.emit(
+                det._channels[name],
+                *split_params(params),
+                None,
+                (),
+                det.process_scope,
+                inst.ts,
+                False,
+            )
 
     # -- inspection ---------------------------------------------------------------------
     def too_late(self, mode: Mode) -> dict[str, int]:
@@ -568,7 +577,7 @@ def occurrence_order(occ: Any) -> tuple[float, int]:
     """The order a node in occurrence-time order processed an occurrence in: its
     occurrence time (a composite's terminator's), then its ``t_occ``."""
     t = occ
-    while type(t) is not Occurrence:
+    while len(t) != 8:
         t = t[2][-1]
     return (t[2], occ[1])
 

@@ -35,7 +35,6 @@ from sentinel.detector.operators.aperiodic import AChronicle, ACumulative, ARece
 from sentinel.detector.operators.base import timestamp as _ts
 from sentinel.detector.operators.initiators import KeepsAll
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import Occurrence
 
 __all__ = ["WithinChronicle", "WithinContinuous", "WithinCumulative", "WithinRecent"]
 
@@ -103,16 +102,12 @@ class WithinChronicle(_Within, AChronicle):
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
         if slot == 1:
             st, q, t = g.state(self, store), g.var("q"), g.var("t")
-            ts, cls = g.const(_ts), g.const(Occurrence)
+            ts = g.const(_ts)
             g.line(f"{q} = {st}[0]")
             g.line(f"if {q}:")
             with g.block():
-                g.line(
-                    f"{t} = ({occ}[2] if type({occ}) is {cls} else {ts}({occ})) - {self.window!r}"
-                )
-                g.line(
-                    f"while {q} and ({q}[0][2] if type({q}[0]) is {cls} else {ts}({q}[0])) <= {t}:"
-                )
+                g.line(f"{t} = ({occ}[2] if len({occ}) == 8 else {ts}({occ})) - {self.window!r}")
+                g.line(f"while {q} and ({q}[0][2] if len({q}[0]) == 8 else {ts}({q}[0])) <= {t}:")
                 with g.block():
                     g.line(f"{q}.popleft()")
         super().gen(slot, g, store, occ)

@@ -157,9 +157,8 @@ def _describe(f: Any, det: Any, occurrences: dict[Any, Any], tree: Any) -> list[
 
 def _tree(occ: Any) -> list[str]:
     """``occ`` and its parts, one line each, indented as the operators nest."""
-    from sentinel.occurrence import Occurrence
 
-    if type(occ) is Occurrence:
+    if len(occ) == 8:
         return [_primitive(occ)]
     lines = [f"{occ.expression} @{occ.t_occ}"]
     parts = occ.parts

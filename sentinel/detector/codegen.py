@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sentinel.detector.scopes import Store
-from sentinel.occurrence import CompositeOccurrence
+from sentinel.occurrence import CompositeOccurrence, Occurrence
 
 __all__ = ["Gen", "Spec", "compile_leaf"]
 
@@ -55,6 +55,7 @@ class Gen:
         self.consts: dict[str, Any] = {
             "_new": _new,
             "_C": CompositeOccurrence,
+            "_O": Occurrence,
             "_T": triggered.append,
             "_MISSING": _MISSING,
             "_unhashable": _unhashable,
@@ -123,7 +124,14 @@ class Gen:
             self.line(f"{k} = {occ}[4]")
             self.line(f"if {k} is not None:")
         else:
-            self.line(f"{k} = {occ}[5].get({self.const(key)}, _MISSING)")
+            # The parameters stored positionally (names in field 7), or as a
+            # mapping (names None: replay's lazily decoded parameters).
+            c, n = self.const(key), self.var("n")
+            self.line(f"{n} = {occ}[7]")
+            self.line(
+                f"{k} = {occ}[5].get({c}, _MISSING) if {n} is None else "
+                f"{occ}[5][{n}.index({c})] if {c} in {n} else _MISSING"
+            )
             self.line(f"if {k} is not _MISSING:")
         with self.block():
             self.line(f"{parts} = {store}[{rid}][0]")
@@ -174,7 +182,9 @@ class Gen:
 
         _kind, keys, inner = spec
         tests = [
-            f"{occ}[4] is not None" if key is SOURCE else f"{self.const(key)} in {occ}[5]"
+            f"{occ}[4] is not None"
+            if key is SOURCE
+            else f"{self.const(key)} in ({occ}[7] or {occ}[5])"
             for key in keys
         ]
         self.line(f"if {' and '.join(tests)}:")
@@ -200,10 +210,14 @@ class Gen:
             self._require(spec, store, occ)
         elif kind == "sink":
             sub = self.const(spec[1])
-            self.line(f"if type({occ}) is tuple:")
-            with self.block():
-                self.line(f"{occ} = _new(_C, {occ})")
-            self.line(f"_T(({sub}, {occ}))")
+            # A new name: the code after this sink (other outputs) goes on with
+            # the graph's plain tuple, not the object delivered here.
+            out = self.var("o")
+            self.line(
+                f"{out} = _new(_C if len({occ}) == 3 else _O, {occ}) "
+                f"if type({occ}) is tuple else {occ}"
+            )
+            self.line(f"_T(({sub}, {out}))")
         else:
             self.line(f"{self.const(spec[1])}({store}, {occ})")
 

@@ -34,7 +34,16 @@ from sentinel.errors import (
     ExpressionError,
     UnknownEventError,
 )
-from sentinel.occurrence import AnyOccurrence, CompositeOccurrence, Occurrence, occurrence_time
+from sentinel.occurrence import (
+    _NAMES,
+    AnyOccurrence,
+    CompositeOccurrence,
+    Occurrence,
+    names_of,
+    occurrence_time,
+    params_of,
+    split_params,
+)
 
 __all__ = [
     "TXN_ABORT",
@@ -154,7 +163,13 @@ class EventDetector(Definitions, Transactions):
         ch = self._explicit.get(name)
         if ch is None:
             raise UnknownEventError(name, self._explicit, where="signal()")
-        return self.emit(ch, params, None, (), None)
+        if params:  # positional, under the interned names (names_of, inlined)
+            names = tuple(params)
+            names = _NAMES.get(names) or names_of(names)
+            occ = self.emit(ch, tuple(params.values()), names, None, (), None)
+        else:
+            occ = self.emit(ch, (), (), None, (), None)
+        return None if occ is None else _new(Occurrence, occ)
 
     def signal_at(self, name: str, at: datetime | float, /, **params: Any) -> Occurrence | None:
         """Signal the explicit event ``name`` with its *occurrence time* ``at``, as
@@ -174,7 +189,9 @@ class EventDetector(Definitions, Transactions):
         if ch is None:
             raise UnknownEventError(name, self._explicit, where="signal_at()")
         ts = occurrence_time(at, name)
-        return self.emit(ch, params, None, (), None, ts)
+        values, names = split_params(params)
+        occ = self.emit(ch, values, names, None, (), None, ts)
+        return None if occ is None else _new(Occurrence, occ)
 
     def notify(
         self,
@@ -188,24 +205,30 @@ class EventDetector(Definitions, Transactions):
     ) -> Occurrence | None:
         """Signal one occurrence on ``channel`` (the low-level form of
         :meth:`signal` used by other layers). ``selectors`` pick the
-        selector-carrying primitive events that also receive it. ``params`` is
-        owned by the occurrence from now on."""
-        return self.emit(channel, params, source, selectors, scope, timestamp)
+        selector-carrying primitive events that also receive it."""
+        values, names = split_params(params)
+        occ = self.emit(channel, values, names, source, selectors, scope, timestamp)
+        return None if occ is None else _new(Occurrence, occ)
 
     def emit(
         self,
         channel: Channel,
-        params: dict[str, Any],
+        values: tuple[Any, ...],
+        names: tuple[str, ...],
         source: Hashable | None,
         selectors: tuple[Hashable, ...],
         scope: Scope | None,
         timestamp: float | None = None,
         muting: bool = True,
-    ) -> Occurrence | None:
-        """:meth:`notify` with every argument positional: the reactive layer's
-        per-call path, where keyword passing costs a measurable share.
+    ) -> tuple[Any, ...] | None:
+        """:meth:`notify` with every argument positional and the parameters as
+        an occurrence stores them (``values``, and ``names`` interned with
+        :func:`~sentinel.occurrence.names_of`): the reactive layer's per-call
+        path, where keyword passing and packing cost a measurable share.
         ``scope`` ``None`` is the current scope; ``muting=False`` signals even
-        from a thread whose signals are muted (the transaction events)."""
+        from a thread whose signals are muted (the transaction events). Returns
+        the occurrence in the graph's form (a plain tuple: see
+        :mod:`sentinel.occurrence`)."""
         if muting and self._muted and get_ident() in self._muted:
             return None
         if scope is None:
@@ -224,17 +247,15 @@ class EventDetector(Definitions, Transactions):
         try:
             self._t = t = self._t + 1
             now = self._wall()
-            occ: Occurrence = _new(
-                Occurrence,
-                (
-                    channel.name,
-                    t,
-                    now if timestamp is None else timestamp,
-                    now,
-                    source,
-                    params,
-                    scope.id,
-                ),
+            occ = (
+                channel.name,
+                t,
+                now if timestamp is None else timestamp,
+                now,
+                source,
+                values,
+                scope.id,
+                names,
             )
             if self.graph.dirty:
                 self.graph.rewire()
@@ -244,7 +265,9 @@ class EventDetector(Definitions, Transactions):
             listeners = self.dispatch.occurrence
             if listeners:  # the event log: the loop inlined (the signal's hot path)
                 for listener in listeners:
-                    listener(occ)
+                    made = listener(occ)
+                    if type(made) is tuple and len(made) == 8:  # the log's, made loggable
+                        occ = made
             if not targets:
                 return occ
             direct: Sequence[Subscription] | None = channel.direct
@@ -253,7 +276,8 @@ class EventDetector(Definitions, Transactions):
                 # listen: they are delivered to without a walk of the graph.
                 masks = channel.masks
                 if masks is not None:
-                    direct = _unmasked(direct, masks, params)
+                    # after the listeners: the log's may have made the values loggable
+                    direct = _unmasked(direct, masks, params_of(occ))
                     if not direct:
                         return occ
                 items = None
@@ -277,7 +301,9 @@ class EventDetector(Definitions, Transactions):
         finally:
             lock.release()
         if items is None:
-            self._deliver_direct(direct, occ, scope)  # type: ignore[arg-type]  # set with items None
+            # The rules on the primitive event receive an Occurrence: made here,
+            # where the graph's plain tuple leaves it.
+            self._deliver_direct(direct, _new(Occurrence, occ), scope)  # type: ignore[arg-type]  # set with items None
         else:
             self._deliver(items, scope)
         return occ
@@ -289,19 +315,21 @@ class EventDetector(Definitions, Transactions):
         scope: Scope,
         timestamp: float,
         detected: float,
-    ) -> Occurrence:
+    ) -> tuple[Any, ...]:
         """Signal one occurrence on ``channel`` in ``scope`` with both its times
         given: the bitemporal layer processes announcements at clock ticks, after
-        they were detected. Not muted; otherwise as :meth:`emit`."""
+        they were detected. Not muted; otherwise as :meth:`emit` (and returns
+        the occurrence in the graph's form)."""
+        values, names = split_params(params)
         with self._lock:
             self._t = t = self._t + 1
-            occ: Occurrence = _new(
-                Occurrence, (channel.name, t, timestamp, detected, None, params, scope.id)
-            )
+            occ = (channel.name, t, timestamp, detected, None, values, scope.id, names)
             if self.graph.dirty:
                 self.graph.rewire()
-            if self.dispatch.occurrence:
-                self.dispatch.occurrence(occ)
+            for listener in self.dispatch.occurrence:
+                made = listener(occ)
+                if type(made) is tuple and len(made) == 8:
+                    occ = made
             targets = channel.any
             items = self._propagate(targets, occ, scope) if targets else None
         if items:
@@ -459,20 +487,21 @@ class EventDetector(Definitions, Transactions):
     def _sink(
         self, sub: Subscription
     ) -> tuple[Callable[[Store, Any], None], Callable[[Store, list[Any]], None]]:
-        # Detections leave the graph here: plain composite tuples become
+        # Detections leave the graph here: plain tuples become Occurrence and
         # CompositeOccurrence (see sentinel.occurrence.finished).
         append = self._triggered.append
         composite = CompositeOccurrence
+        primitive = Occurrence
 
         def one(store: Store, occ: Any) -> None:
             if type(occ) is tuple:
-                occ = _new(composite, occ)
+                occ = _new(composite if len(occ) == 3 else primitive, occ)
             append((sub, occ))
 
         def many(store: Store, occs: list[Any]) -> None:
             for o in occs:
                 if type(o) is tuple:
-                    o = _new(composite, o)
+                    o = _new(composite if len(o) == 3 else primitive, o)
                 append((sub, o))
 
         return one, many
@@ -525,7 +554,7 @@ def _by_priority(item: tuple[Subscription, Any]) -> int:
 
 def t_init(occ: AnyOccurrence) -> int:
     """The earliest ``t_occ`` among an occurrence's constituents."""
-    if type(occ) is Occurrence:
+    if len(occ) == 8:
         return occ[1]  # type: ignore[no-any-return]
     assert isinstance(occ, CompositeOccurrence)
     return occ.t_init

@@ -148,9 +148,13 @@ _CATALOGUE = (
         "occurrence",
         "detector",
         "every primitive occurrence signalled, under the lock, before it "
-        "propagates (not for ``inject()``: replayed ones are logged already)",
+        "propagates (not for ``inject()``: replayed ones are logged already); "
+        "the occurrence in the graph's form, a plain tuple (``sentinel.occurrence``)",
         "fn(occurrence)",
-        "returns nothing; an exception reaches the signaller and nothing of the signal is detected",
+        "returns ``None``, or the occurrence to signal in its place, an 8-tuple "
+        "(the event log's, its parameters made loggable; other values are "
+        "ignored); an exception reaches the "
+        "signaller and nothing of the signal is detected",
         tells_changed=True,
     ),
     Event(

@@ -23,7 +23,6 @@ from sentinel.errors import AmbiguousScopeError, ScopeError
 
 if TYPE_CHECKING:
     from sentinel.detector.events import Dispatch
-    from sentinel.occurrence import Occurrence
 
 __all__ = ["Transactions"]
 
@@ -61,13 +60,14 @@ class Transactions:
         def emit(
             self,
             channel: Channel,
-            params: dict[str, Any],
+            values: tuple[Any, ...],
+            names: tuple[str, ...],
             source: Hashable | None,
             selectors: tuple[Hashable, ...],
             scope: Scope | None,
             timestamp: float | None = None,
             muting: bool = True,
-        ) -> Occurrence | None: ...
+        ) -> tuple[Any, ...] | None: ...
 
     # -- scopes and transactions -------------------------------------------------
     def _new_store(self) -> Store:
@@ -207,7 +207,7 @@ class Transactions:
         """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
         scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
         self._scopes.add(scope)
-        self.emit(self._channels["txn:begin"], {}, None, (), scope, None, False)
+        self.emit(self._channels["txn:begin"], (), (), None, (), scope, None, False)
         return scope
 
     def scope(self, id: Hashable) -> Scope:
@@ -232,13 +232,13 @@ class Transactions:
     def pre_commit(self, scope: Scope) -> None:
         """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""
         scope._check_active("pre-commit")
-        self.emit(self._channels["txn:pre_commit"], {}, None, (), scope, None, False)
+        self.emit(self._channels["txn:pre_commit"], (), (), None, (), scope, None, False)
 
     def commit(self, scope: Scope) -> None:
         """Signal ``txn:commit`` in ``scope``, then flush it."""
         scope._check_active("commit")
         try:
-            self.emit(self._channels["txn:commit"], {}, None, (), scope, None, False)
+            self.emit(self._channels["txn:commit"], (), (), None, (), scope, None, False)
         finally:
             scope.status = "committed"
             self.flush(scope)
@@ -250,7 +250,7 @@ class Transactions:
             return
         scope._check_active("abort")
         try:
-            self.emit(self._channels["txn:abort"], {}, None, (), scope, None, False)
+            self.emit(self._channels["txn:abort"], (), (), None, (), scope, None, False)
         finally:
             scope.status = "aborted"
             self.flush(scope)

@@ -31,7 +31,7 @@ from sentinel.detector.operators import Entry, Handler
 from sentinel.detector.regions import ROOT, Region
 from sentinel.detector.scopes import Store
 from sentinel.errors import SentinelError
-from sentinel.occurrence import PARAMS, SOURCE
+from sentinel.occurrence import SOURCE, has_param, param
 
 if TYPE_CHECKING:
     from sentinel.detector.graph import Channel, EventGraph, Key, Mode, Subscription
@@ -469,7 +469,7 @@ class Wiring:
         region_buffered = self._buffered_region(router_key)
         release_later = self._release.append
         key = keyed.key
-        idx = SOURCE if key is ex.SOURCE else PARAMS
+        idx = SOURCE if key is ex.SOURCE else None
 
         def route(store: Store, occ: Any) -> None:
             if idx == SOURCE:
@@ -477,7 +477,7 @@ class Wiring:
                 if k is None:
                     return
             else:
-                k = occ[PARAMS].get(key, _MISSING)
+                k = param(occ, key, _MISSING)
                 if k is _MISSING:
                     return
             parts = store[rid][0]
@@ -513,7 +513,7 @@ class Wiring:
                     if k is None:
                         return
                 else:
-                    k = occ[PARAMS].get(key, _MISSING)
+                    k = param(occ, key, _MISSING)
                     if k is _MISSING:
                         return
                 values.append(k)
@@ -577,12 +577,11 @@ def _requiring(keys: tuple[ex.KeySpec, ...], fn: Entry) -> Entry:
     name, or SOURCE: a source object)."""
 
     def require(store: Store, occ: Any) -> None:
-        params = occ[PARAMS]
         for key in keys:
             if key is ex.SOURCE:
                 if occ[SOURCE] is None:
                     return
-            elif key not in params:
+            elif not has_param(occ, key):
                 return
         fn(store, occ)
 

@@ -58,7 +58,7 @@ from typing import Any, Final
 from sentinel.algebra.expressions import Keyed, Primitive
 from sentinel.errors import GlobalDetectorError
 from sentinel.log.records import source_ref
-from sentinel.occurrence import Occurrence
+from sentinel.occurrence import Occurrence, split_params
 from sentinel.replay.recorder import ReplayDetector, decode_params
 from sentinel.rules import Coupling, LocalEventDetector
 from sentinel.temporal import VirtualClock
@@ -450,7 +450,10 @@ class CommitFeeder:
             except Exception as err:  # a row written by hand: it must not stop the rest
                 self._skip(r, f"{type(err).__name__}: {err}")
                 continue
-            occ = _new(Occurrence, (r.event, t, r.ts, r.detected_ts, source, params, r.scope))
+            values, names = split_params(params)
+            occ = _new(
+                Occurrence, (r.event, t, r.ts, r.detected_ts, source, values, r.scope, names)
+            )
             inject(occ, scope)
         if seq != -1:
             self._end(opened, seq, out)

@@ -152,7 +152,7 @@ def _register(lifespans: Any, made: list[tuple[Store, Any, Any]]) -> None:
     for store, rid, key in made:
         if not any(hid in policies for hid in store):
             continue
-        earliest = min(lifespans.stored_expirations(store).values(), default=inf)
+        earliest = min((e for _, e in lifespans.stored_expirations(store)), default=inf)
         if earliest < inf:
             lifespans.push(store, earliest, rid, key)
 

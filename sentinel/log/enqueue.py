@@ -77,7 +77,9 @@ def _structure(occ: Any) -> dict[str, Any] | None:
     positive exponent, not ``-0.0``; 64-bit integers; booleans; ``None``) under
     names without NUL, times that are such floats, an integer ``t_occ``.
     Lone surrogates are left to orjson, which refuses them."""
-    event, t_occ, ts, dts, source, params, scope = occ
+    event, t_occ, ts, dts, source, params, scope, names = occ
+    if names is not None:
+        params = dict(zip(names, params, strict=True))
     if not (
         type(ts) is float
         and type(dts) is float

@@ -35,7 +35,7 @@ from sentinel.params import (
     unstorable_text,
 )
 
-__all__ = ["loggable_params"]
+__all__ = ["loggable_params", "loggable_values"]
 
 #: Parameter value types taken as they are (already loggable): a read-only
 #: mapping is a database event's column values or a normalized mapping.
@@ -44,6 +44,8 @@ _LOGGABLE = PLAIN | {MappingProxyType}
 _MAX_NAME = 1000
 #: Parameter names seen to be storable (names recur: one set lookup each).
 _NAMES_OK: set[str] = set()
+#: Tuples of parameter names (as occurrences store them) seen to be storable.
+_NAME_TUPLES_OK: set[tuple[str, ...]] = set()
 
 
 def loggable_params(
@@ -100,6 +102,58 @@ def loggable_params(
             _normalize_kept(policy, event, params)
             break
     return params
+
+
+def loggable_values(
+    policy: LogPolicy | None,
+    event: str,
+    names: tuple[str, ...],
+    values: tuple[Any, ...],
+    checked_mappings: bool = False,
+) -> tuple[Any, ...] | None:
+    """:func:`loggable_params` for parameters stored positionally, as an
+    occurrence holds them: ``None`` when ``values`` go to the log as they are,
+    else the values made loggable (raises as :func:`loggable_params` does).
+    Names seen before (one set lookup per tuple of names) and plain values
+    within their caps (and, with ``checked_mappings``, the read-only mappings of
+    database events) cost one test each, without a mapping made."""
+    if names in _NAME_TUPLES_OK:
+        for v in values:
+            t = type(v)
+            if t is str:
+                if len(v) > MAX_STRING:
+                    break
+            elif t is int:
+                if v.bit_length() > MAX_INT_BITS:
+                    break
+            elif t is float or v is None or t is bool:
+                continue
+            elif t is MappingProxyType:
+                if not checked_mappings:
+                    break  # an explicit signal's mapping: normalized like a dict
+                over = False
+                for v2 in v.values():
+                    t2 = type(v2)
+                    if (
+                        (t2 is str and len(v2) > MAX_STRING)
+                        or (t2 is int and v2.bit_length() > MAX_INT_BITS)
+                        or (t2 is bytes and len(v2) > MAX_BYTES)
+                    ):
+                        over = True
+                        break
+                if over:
+                    break
+            elif t not in _LOGGABLE:
+                break
+        else:
+            return None
+    params = dict(zip(names, values, strict=True))
+    loggable_params(policy, event, params, checked_mappings)  # checks the names
+    if len(_NAME_TUPLES_OK) > 10_000:
+        _NAME_TUPLES_OK.clear()
+    _NAME_TUPLES_OK.add(names)
+    made = tuple(params.values())
+    return None if all(a is b for a, b in zip(made, values, strict=True)) else made
 
 
 def _check_name(event: str, name: Any, value: Any) -> None:

@@ -43,7 +43,7 @@ from sentinel.log.partition import key_candidates
 from sentinel.log.records import Firing, LoggedOccurrence, OutboxEntry, source_ref
 from sentinel.log.schema import check_schema
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION, LogTables, log_tables
-from sentinel.occurrence import Occurrence
+from sentinel.occurrence import Occurrence, split_params
 from sentinel.params import from_json
 
 __all__ = ["LogReader", "Order", "read_occurrences"]
@@ -541,7 +541,8 @@ def _decode(row: Any, table: str) -> list[LoggedOccurrence]:
                 f"its occurrence #{i} {json.dumps(e, default=str)[:120]} is not one the log "
                 f"writes ({type(err).__name__}: {str(err)[:200]})",
             ) from err
-        occ = new(Occurrence, (event, t_occ, ts, dts, source, decoded, scope))
+        values, names = split_params(decoded)
+        occ = new(Occurrence, (event, t_occ, ts, dts, source, values, scope, names))
         logged = new(LoggedOccurrence, (occ, outcome, rid))
         if sp is not None:
             logged.savepoint = sp

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from sentinel.log.partition import KeyPart
-from sentinel.occurrence import AnyOccurrence, ObjectRef, Occurrence
+from sentinel.occurrence import AnyOccurrence, ObjectRef, Occurrence, params_of, split_params
 from sentinel.params import UnloggableParameter, from_json, to_json, unstorable_text
 
 __all__ = [
@@ -269,7 +269,8 @@ def decode_key(text: str) -> tuple[Any, ...]:
 
 def encode_occurrence(occ: Occurrence) -> dict[str, Any]:
     """A primitive occurrence as a JSON structure (floats kept exactly)."""
-    event, t_occ, ts, dts, source, params, scope = occ
+    event, t_occ, ts, dts, source, _, scope, _ = occ
+    params = params_of(occ)
     return {
         "event": event,
         "t_occ": t_occ,
@@ -284,6 +285,7 @@ def encode_occurrence(occ: Occurrence) -> dict[str, Any]:
 def decode_occurrence(data: Mapping[str, Any]) -> Occurrence:
     """The occurrence :func:`encode_occurrence` encoded."""
     source = data.get("source")
+    values, names = split_params({k: from_json(v) for k, v in (data.get("params") or {}).items()})
     return _new(
         Occurrence,
         (
@@ -292,8 +294,9 @@ def decode_occurrence(data: Mapping[str, Any]) -> Occurrence:
             data["ts"],
             data["detected_ts"],
             None if source is None else from_json(source),
-            {k: from_json(v) for k, v in (data.get("params") or {}).items()},
+            values,
             data["scope"],
+            names,
         ),
     )
 

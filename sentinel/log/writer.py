@@ -71,7 +71,7 @@ from sentinel.log.tables import (
     log_tables,
     sequenced_mariadb,
 )
-from sentinel.occurrence import ObjectRef, Occurrence
+from sentinel.occurrence import ObjectRef, Occurrence, params_of
 from sentinel.params import storable_text
 
 __all__ = ["LogWriter"]
@@ -86,7 +86,7 @@ def _redacted(entry: OutboxEntry, policy: LogPolicy) -> OutboxEntry:
     """``entry`` with ``policy`` applied to its constituents' parameters."""
     apply = policy.apply
     occs = tuple(
-        _new_occ(Occurrence, (*o[:5], apply(o[0], o[5]) if o[5] else o[5], o[6]))
+        _new_occ(Occurrence, (*o[:5], apply(o[0], params_of(o)), o[6], None)) if o[5] else o
         for o in entry.constituents
     )
     return dataclasses.replace(entry, constituents=occs)
@@ -214,7 +214,9 @@ class LogWriter:
         rows: list[dict[str, Any]] = []
         append = rows.append
         for occ in occurrences:
-            event, t_occ, ts, dts, source, params, scope = occ
+            event, t_occ, ts, dts, source, params, scope, names = occ
+            if names is not None and params:  # stored positionally: the mapping
+                params = dict(zip(names, params, strict=False))
             if type(scope) is not str or len(scope) > SCOPE_LENGTH or len(event) > NAME_LENGTH:
                 self._bad_ids(occ)
             if source is None:
@@ -277,7 +279,9 @@ class LogWriter:
         # A batch's occurrences share their scope (one object): checked once.
         checked: Any = _UNSET
         for occ in occurrences:
-            event, t_occ, ts, dts, source, params, scope = occ
+            event, t_occ, ts, dts, source, params, scope, names = occ
+            if names is not None and params:  # stored positionally: the mapping
+                params = dict(zip(names, params, strict=False))
             if scope is not checked:
                 if type(scope) is not str or len(scope) > SCOPE_LENGTH:
                     self._bad_ids(occ)
@@ -339,7 +343,7 @@ class LogWriter:
         ) from None
 
     def _bad_ids(self, occ: Occurrence) -> None:
-        event, t_occ, *_, scope = occ
+        event, t_occ, scope = occ[0], occ[1], occ[6]
         if type(scope) is not str:
             why = f"its scope id {scope!r} is a {type(scope).__name__}, not a str"
         elif len(scope) > SCOPE_LENGTH:

@@ -29,6 +29,7 @@ from sentinel.detector.operators import Entry, Handler, register
 from sentinel.detector.operators.mask import MaskHandler
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError, SentinelError
+from sentinel.occurrence import params_of
 from sentinel.ode.attributes import Bound, Table
 from sentinel.ode.event import OdeEvent
 from sentinel.ode.runtime import Program, program
@@ -113,7 +114,7 @@ class OdeHandler(Handler):
         symbol = _symbol_of(base, bits)
 
         def on_masked(store: Store, occ: Any) -> None:
-            s = symbol(occ[5])
+            s = symbol(params_of(occ))
             st = store[hid]
             q = st[0]
             f = ops[q][s]
@@ -139,7 +140,7 @@ class OdeHandler(Handler):
         g.line(f"{q} = {st}[0]")
         if bits:
             sym = g.var("y")
-            g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({occ}[5])")
+            g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({g.const(params_of)}({occ}))")
             delta, ops = g.const(prog.delta), g.const(prog.ops)
             f = g.var("f")
             g.line(f"{f} = {ops}[{q}][{sym}]")
@@ -193,7 +194,7 @@ class OdeHandler(Handler):
         base, bits = self.combos[present]
         s = base
         for fn, w in bits:
-            if fn(occ[5]):
+            if fn(params_of(occ)):
                 s += w
         self.step(store, occ, s)
 
@@ -260,7 +261,7 @@ class AttributeHandler(OdeHandler):
 
     def _point(self, store: Store, occ: Any, present: frozenset[int]) -> None:
         base, bits = self.combos[present]
-        params = occ[5]
+        params = params_of(occ)
         s = base
         for fn, w in bits:
             if fn(params):

@@ -39,7 +39,7 @@ def occurrence_tuple(detection: Any) -> tuple[tuple[str, Occurrence], ...]:
     out: list[tuple[str, Occurrence]] = []
 
     def walk(occ: Any, label: str) -> None:
-        if type(occ) is Occurrence:
+        if len(occ) == 8:
             out.append((label, occ))
             return
         comp = occ if isinstance(occ, CompositeOccurrence) else CompositeOccurrence(*occ)
@@ -60,7 +60,7 @@ def explain(detection: Any) -> str:
 
     def walk(occ: Any, depth: int) -> None:
         pad = "  " * depth
-        if type(occ) is Occurrence:
+        if len(occ) == 8:
             lines.append(f"{pad}{occ.event} @{occ.t_occ}")
             return
         comp = occ if isinstance(occ, CompositeOccurrence) else CompositeOccurrence(*occ)

@@ -51,8 +51,9 @@ def _tidy(parts: tuple[t.Any, ...], occ: t.Any) -> tuple[t.Any, ...]:
         for p in parts:
             if not any(p is q for q in out):
                 out.append(p)
-        if any(type(p) is tuple and p[1] == tt for p in out):
-            out = [p for p in out if type(p) is tuple or p[1] != tt]
+        # a composite (a 3-tuple; a primitive occurrence is an 8-tuple) ending here
+        if any(len(p) == 3 and p[1] == tt for p in out):
+            out = [p for p in out if len(p) == 3 or p[1] != tt]
         out.sort(key=_time)
         parts = tuple(out)
     if not parts or parts[-1][1] != tt:
@@ -73,7 +74,7 @@ def _split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, .
         return (occ,)
     if label is None:
         return _tidy(parts, occ)
-    if len(parts) == 1 and type(parts[0]) is tuple and parts[0][0] == label:
+    if len(parts) == 1 and len(parts[0]) == 3 and parts[0][0] == label:
         return parts  # the operand's own record is labelled already
     return _node(label, occ, parts)
 

@@ -70,10 +70,15 @@ from sqlalchemy.orm.attributes import get_history, instance_state
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
-from sentinel.occurrence import ObjectRef, occurrence_time
+from sentinel.occurrence import ObjectRef, names_of, occurrence_time
 from sentinel.params import normalize
 from sentinel.reactive import ClassSelector, detector_of, object_ref
 from sentinel.reactive.classes import PLAIN, class_info
+
+#: The parameters' names of database events (interned: shared by every occurrence).
+_NEW = names_of(("new",))
+_OLD = names_of(("old",))
+_OLD_NEW = names_of(("old", "new"))
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -402,7 +407,7 @@ def signal_flush(
     it wrote (see :func:`_flushed`). Nothing is computed for a class whose
     events nobody listens to (and no occurrence listener, such as the log)."""
     always = detector.has_listeners
-    notify = detector.notify
+    emit = detector.emit  # positional: the parameters' names are constants
     switched, inserted, updated, deleted = _flushed(session, flush_context)
     if switched:
         _signal_deletes(detector, plans, switched, scope, always)
@@ -419,13 +424,14 @@ def signal_flush(
         event = f"{plan.name}:insert"
         state_dict = instance_state(obj).dict
         new = {k: _value(state_dict[k], event, f"new.{k}") for k in plan.keys if k in state_dict}
-        notify(
+        emit(
             ch,
-            {"new": MappingProxyType(new)},
-            source=ref,
-            selectors=(*plan.selectors, ref),
-            scope=scope,
-            timestamp=_when(plan, new, event),
+            (MappingProxyType(new),),
+            _NEW,
+            ref,
+            (*plan.selectors, ref),
+            scope,
+            _when(plan, new, event),
         )
     for obj in updated:
         plan = _plan(plans, detector, type(obj))
@@ -470,13 +476,14 @@ def signal_flush(
         when = None
         if plan.occurred_at is not None:
             when = _when(plan, {plan.occurred_at: current.get(plan.occurred_at)}, event)
-        notify(
+        emit(
             ch,
-            {"old": MappingProxyType(old), "new": MappingProxyType(new)},
-            source=ref,
-            selectors=(*plan.selectors, ref),
-            scope=scope,
-            timestamp=when,
+            (MappingProxyType(old), MappingProxyType(new)),
+            _OLD_NEW,
+            ref,
+            (*plan.selectors, ref),
+            scope,
+            when,
         )
     _signal_deletes(detector, plans, deleted, scope, always)
 
@@ -511,7 +518,7 @@ def _signal_deletes(
     always: bool,
 ) -> None:
     """Signal the delete events of the rows of ``deleted`` (states, in order)."""
-    notify = detector.notify
+    emit = detector.emit  # positional: the parameters' names are constants
     for state in deleted:
         # from the state: an orphan's object may be gone (garbage-collected)
         plan = _plan(plans, detector, state.class_)
@@ -529,13 +536,14 @@ def _signal_deletes(
         event = f"{plan.name}:delete"
         state_dict = state.dict
         old = {k: _value(state_dict[k], event, f"old.{k}") for k in plan.keys if k in state_dict}
-        notify(
+        emit(
             ch,
-            {"old": MappingProxyType(old)},
-            source=ref,
-            selectors=(*plan.selectors, ref),
-            scope=scope,
-            timestamp=_when(plan, old, event),
+            (MappingProxyType(old),),
+            _OLD,
+            ref,
+            (*plan.selectors, ref),
+            scope,
+            _when(plan, old, event),
         )
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from sentinel.detector import events
 from sentinel.errors import RuleError, ScopeError, SentinelError
-from sentinel.log.loggable import loggable_params
+from sentinel.log.loggable import loggable_params, loggable_values
 from sentinel.occurrence import Occurrence
 from sentinel.orm.commit import PreCommit
 from sentinel.orm.db_events import define_db_events
@@ -142,13 +142,15 @@ class _Integration:
             PreCommit.note_change(st)
         return st.scope
 
-    def on_occurrence(self, occ: Occurrence) -> None:
+    def on_occurrence(self, occ: Any) -> Any:
         """The occurrence listener (under the detector's lock): buffer ``occ``
         for the log. Parameters that are not loggable are made so, or raise
         :class:`~sentinel.params.UnloggableParameter` (the signal fails), unless
         the log policy of the attachment that logs ``occ`` leaves them out
-        (:func:`~sentinel.log.loggable.loggable_params` decides); an occurrence
-        no attachment logs is left alone."""
+        (:func:`~sentinel.log.loggable.loggable_values` decides); an occurrence
+        no attachment logs is left alone. Returns the occurrence with its
+        parameters made loggable when any had to be (the detector signals that
+        one, so detection sees what the log keeps), else ``None``."""
         ref = LIVE.get(occ[6])
         st = None if ref is None else ref()
         if st is not None:
@@ -158,17 +160,24 @@ class _Integration:
             sink = None if primary is None else primary.sink
         if sink is None:
             return
-        params = occ[5]
-        if params:
+        made = None
+        values = occ[5]
+        if values:
             # database events' and methods' mappings were made by their layers
-            loggable_params(sink.writer.policy, occ[0], params, occ[4] is not None)
+            names = occ[7]
+            if names is None:  # a mapping (the graph's other form): checked in place
+                loggable_params(sink.writer.policy, occ[0], values, occ[4] is not None)
+            else:
+                v = loggable_values(sink.writer.policy, occ[0], names, values, occ[4] is not None)
+                if v is not None:
+                    occ = made = (*occ[:5], v, occ[6], names)
         if st is not None:
             st.occurrences.append(occ)
-            return
+            return made
         scope = occ[6]
         if scope == self.detector.process_scope.id:
             sink.add_late(("occ", occ, None))
-            return
+            return made
         pending = self.foreign.setdefault(scope, [])
         pending.append(occ)
         name = occ[0]
@@ -177,6 +186,7 @@ class _Integration:
             outcome = "committed" if name == "txn:commit" else "aborted"
             for o in pending:
                 sink.add_late(("occ", o, outcome))
+        return made
 
     def on_expired(self, expired: list[Any]) -> None:
         """The bitemporal archive listener: mark the expired occurrences in the

@@ -53,7 +53,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log import TOO_LARGE, Firing, LogWriter, OutboxEntry, Outcome
-from sentinel.occurrence import Occurrence
+from sentinel.occurrence import Occurrence, names_of
 
 if TYPE_CHECKING:
     from sentinel.orm.state import FiringRecord, TxnState
@@ -459,8 +459,11 @@ def _origin(item: Late) -> str:
 def _marked(occ: Occurrence) -> Occurrence:
     """``occ`` with every parameter's value replaced by the marker."""
     occ_type: Any = Occurrence
-    params = {k: TOO_LARGE for k in occ[5]}
-    return _new(occ_type, (*occ[:5], params, occ[6]))  # type: ignore[no-any-return]
+    names = occ[7]
+    if names is None:  # the parameters as a mapping
+        names = names_of(tuple(occ[5]))
+    marked = (TOO_LARGE,) * len(names)
+    return _new(occ_type, (*occ[:5], marked, occ[6], names))  # type: ignore[no-any-return]
 
 
 def _answers(engine: Engine) -> bool:

@@ -39,7 +39,9 @@ class CallShape:
     ``None``). ``forward`` passes the parameters after the first on to a call
     (``price, *args, key=key, **kwargs``). ``values`` is a dict display of the
     bound values by name, each of a type not in ``plain`` normalized, excluded
-    parameters left out; it reads the names in ``env``. ``defaults`` and
+    parameters left out; it reads the names in ``env``. ``items`` is the same
+    values as a tuple display, in the order of ``keys``, their names (an
+    occurrence's parameters as the detector stores them). ``defaults`` and
     ``kwdefaults`` go to the generated function's ``__defaults__`` and
     ``__kwdefaults__`` (of ``head``; ``full_defaults`` of ``full_head``).
     """
@@ -49,6 +51,8 @@ class CallShape:
     first: str | None
     forward: str
     values: str
+    items: str
+    keys: tuple[str, ...]
     env: dict[str, Any]
     defaults: tuple[Any, ...] | None
     full_defaults: tuple[Any, ...] | None
@@ -89,6 +93,8 @@ def call_shape(
     full_head, full_defaults, _ = _head(params)
     forward: list[str] = []
     values: list[str] = []
+    items: list[str] = []
+    keys: list[str] = []
     for p in rest:
         n = p.name
         if p.kind is _P.VAR_POSITIONAL:
@@ -110,12 +116,16 @@ def call_shape(
         else:
             value = f"({n} if {type_name}({n}) in {plain_name} else {norm_name}({n}, {n!r}))"
         values.append(f"{n!r}: {value}")
+        items.append(value)
+        keys.append(n)
     return CallShape(
         head=head,
         full_head=full_head,
         first=first,
         forward=", ".join(forward),
         values="{" + ", ".join(values) + "}",
+        items="(" + "".join(f"{v}, " for v in items) + ")",
+        keys=tuple(keys),
         env={"__builtins__": {}, type_name: type, plain_name: plain, norm_name: normalize},
         defaults=defaults,
         full_defaults=full_defaults,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import wrapt
 
 from sentinel.errors import ReactiveError, SentinelError
-from sentinel.occurrence import ObjectRef, occurrence_time
+from sentinel.occurrence import ObjectRef, names_of, occurrence_time, split_params
 from sentinel.params import PLAIN, normalize
 from sentinel.reactive.declare import BEGIN
 from sentinel.reactive.info import CLASSMETHOD, METHOD, class_info
@@ -129,7 +129,7 @@ def _end_only_wrapper(
 ) -> Callable[..., Any]:
     """The wrapper of a method with an end event only (the common declaration),
     generated with the method's own parameter list: the call's arguments reach
-    the method, and the parameters' dict, without ``*args``/``**kwargs`` packing
+    the method, and the parameters' values (a tuple), without ``*args``/``**kwargs`` packing
     or a binder call, and the detector is called positionally (:meth:`emit`).
     It does what :func:`_object_wrapper`'s wrapper does, step for step; calls it
     does not handle itself (a ``super()`` call, an object of a class that was
@@ -151,7 +151,7 @@ def _end_only_wrapper(
         for k in (
             "type", "owner", "generic", "raw", "method", "ref_of", "selected", "plain",
             "norm_result", "e", "d", "p", "r", "ref", "ok", "hook", "sels",
-            "by_id", "id", "k",
+            "by_id", "id", "k", "names",
         )
     }  # fmt: skip
     sels = entry.selectors
@@ -186,7 +186,7 @@ def {entry.method.name}({shape.full_head}):
     {n["d"]} = {n["method"]}.detector
     if {n["d"]} is None:
         return {n["raw"]}({fwd})
-    {n["p"]} = {shape.values}
+    {n["p"]} = {shape.items}
     {n["r"]} = {n["raw"]}({fwd})
     {n["e"]} = {n["method"]}.end
     if {n["e"]} is None:
@@ -201,12 +201,14 @@ def {entry.method.name}({shape.full_head}):
             {n["ref"]} = {n["ref_of"]}({me})
     else:
         return {n["r"]}
-    {n["p"]}["result"] = (
-        {n["r"]} if {n["type"]}({n["r"]}) in {n["plain"]} else {n["norm_result"]}({n["r"]})
-    )
     {n["hook"]} = {n["d"]}.dispatch.object_scope
     {n["d"]}.emit(
-        {n["e"]}, {n["p"]}, {n["ref"]}, {selectors},
+        {n["e"]},
+        (
+            *{n["p"]},
+            {n["r"]} if {n["type"]}({n["r"]}) in {n["plain"]} else {n["norm_result"]}({n["r"]}),
+        ),
+        {n["names"]}, {n["ref"]}, {selectors},
         {n["hook"]}[0]({me}) if {n["hook"]} else None,
     )
     return {n["r"]}
@@ -228,6 +230,7 @@ def {entry.method.name}({shape.full_head}):
         n["sels"]: sels,
         n["by_id"]: LOCAL.by_id,
         n["id"]: id,
+        n["names"]: names_of((*shape.keys, "result")),
     }
     fn = shape.compile(src, entry.method.name, f"<sentinel wrapper {label}>", env)
     raw = entry.raw
@@ -319,7 +322,7 @@ def _object_wrapper(
                 ref = ref_of(instance)
             det.emit(
                 b,  # type: ignore[arg-type]
-                dict(params) if e is not None else params,
+                *split_params(params),
                 ref,
                 (*sels, ref) if sels else (ref,),
                 hook[0](instance) if hook else None,
@@ -348,7 +351,7 @@ def _object_wrapper(
             )
             det.emit(
                 e,
-                params,
+                *split_params(params),
                 ref,
                 (*sels, ref) if sels else (ref,),
                 hook[0](instance) if hook else None,
@@ -397,7 +400,7 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
         if nb:
             det.notify(
                 b,  # type: ignore[arg-type]
-                dict(params) if e is not None else params,
+                params,
                 selectors=sels,
                 scope=hook[0](instance) if hook else None,
                 timestamp=ts,

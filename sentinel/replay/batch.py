@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from sentinel.errors import ReplayError, ReplaySourceError
 from sentinel.log.records import source_ref
-from sentinel.occurrence import Occurrence
+from sentinel.occurrence import Occurrence, params_of
 from sentinel.params import dumps
 from sentinel.replay.recorder import (
     _PLAIN,
@@ -310,7 +310,7 @@ class Replayer:
                         source = refs.get((sc, sk))
                         if source is None:
                             source = self._ref(sc, sk)
-                    inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                    inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid, None)), scope)
                 break
             except InstantFailed:
                 continue  # recorded; go on with the next row
@@ -396,7 +396,7 @@ class Replayer:
                                 source = refs.get((sc, sk))
                                 if source is None:
                                     source = self._ref(sc, sk)
-                            inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), scope)
+                            inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid, None)), scope)
                         break
                     except InstantFailed:
                         continue  # recorded; go on with the next row
@@ -489,7 +489,7 @@ class Replayer:
                             source = refs.get((sc, sk))
                             if source is None:
                                 source = self._ref(sc, sk)
-                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid)), entry[0])
+                        inject(_new(Occurrence, (ev, t, ts, dts, source, p, sid, None)), entry[0])
                     if ev in _ENDS:
                         entry = opened.pop(sid, None)
                         if entry is not None:
@@ -584,7 +584,7 @@ class Replayer:
         )
         n = 0
         for occ in occs:
-            if type(occ) is Occurrence:
+            if len(occ) == 8:
                 add_scope(occ[6])
                 add_t(occ[1])
                 p = occ[5]
@@ -593,17 +593,17 @@ class Replayer:
                         _fill_named(occ)  # read before written out (see below)
                     add_text(p.raw)
                 else:
-                    add_text(dumps(p))
+                    add_text(dumps(params_of(occ)))
                 n += 1
                 add_offset(n)
                 continue
             parts = occ[2]
             # Composites of primitives are the common case: ordering their parts by
             # t_occ (stably) gives what .constituents gives, without flattening.
-            if len(parts) == 2 and type(parts[0]) is Occurrence and type(parts[1]) is Occurrence:
+            if len(parts) == 2 and len(parts[0]) == 8 and len(parts[1]) == 8:
                 a, b = parts
                 cons: Any = (b, a) if b[1] < a[1] else parts
-            elif all(type(p) is Occurrence for p in parts):
+            elif all(len(p) == 8 for p in parts):
                 cons = sorted(parts, key=_t_occ)
             else:
                 cons = occ.constituents
@@ -620,7 +620,7 @@ class Replayer:
                         _fill_named(c)
                     add_text(p.raw)
                 else:
-                    add_text(dumps(p))
+                    add_text(dumps(params_of(c)))
             n += len(cons)
             add_offset(n)
         off = pa.array(offsets, pa.int32())

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from sentinel.errors import ReplayError, ReplaySourceError, RuleError
-from sentinel.occurrence import Occurrence
 from sentinel.params import loads
 from sentinel.rules import LocalEventDetector, Scheduler
 
@@ -145,7 +144,7 @@ _NESTED: Final = frozenset({dict, list})
 
 def fill(occ: Any) -> None:
     """Fill the lazy parameters of every primitive constituent of ``occ``."""
-    if type(occ) is Occurrence:
+    if len(occ) == 8:
         p = occ[5]
         if type(p) is LazyParams and p.pending:
             _fill_named(occ)
@@ -154,7 +153,7 @@ def fill(occ: Any) -> None:
     pop, extend = stack.pop, stack.extend
     while stack:
         o = pop()
-        if type(o) is Occurrence:
+        if len(o) == 8:
             p = o[5]
             if type(p) is LazyParams and p.pending:
                 _fill_named(o)
@@ -218,7 +217,7 @@ class RecordingScheduler(Scheduler):
                 return run(rule, occ, scope)
             if not sub.active:
                 return None
-            if type(occ) is Occurrence:
+            if len(occ) == 8:
                 p = occ[5]
                 if type(p) is LazyParams and p.pending:
                     _fill_named(occ)

@@ -36,7 +36,7 @@ from sentinel.errors import LogRowError, LogSchemaUnknownError, ReplaySourceErro
 from sentinel.log import LoggedOccurrence, LogReader
 from sentinel.log.records import encode_key
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION
-from sentinel.occurrence import ObjectRef, Occurrence
+from sentinel.occurrence import ObjectRef, Occurrence, params_of
 from sentinel.params import dumps
 from sentinel.replay.batch import LOG_COLUMNS, LOG_SCHEMA, OPTIONAL_LOG_COLUMNS, Order, conform
 
@@ -96,7 +96,8 @@ def _rows_batch(
     classes: list[str | None] = []
     keys: list[str | None] = []
     params: list[str] = []
-    for event, t_occ, at, dat, source, p, scope in occs:
+    for occ in occs:
+        event, t_occ, at, dat, source, p, scope, _ = occ
         scopes.append(scope)
         t_occs.append(t_occ)
         events.append(event)
@@ -114,7 +115,7 @@ def _rows_batch(
                 "ObjectRef sources",
                 source="occurrences",
             )
-        params.append(dumps(p) if p else "{}")
+        params.append(dumps(params_of(occ)) if p else "{}")
     ts_arr = pa.array(ts, pa.float64())
     micros = pc.cast(pc.round(pc.multiply(ts_arr, 1e6)), pa.int64())
     return pa.RecordBatch.from_arrays(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, Mode, Subscription
 from sentinel.detector.contexts import Choice
-from sentinel.occurrence import EVENT, PARAMS, SOURCE
+from sentinel.occurrence import EVENT, SOURCE, params_of
 from sentinel.rules.coupling import Coupling
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class Rule:
             return ()
         found: tuple[tuple[str, str | None, Any], ...] = ()
         for c in constituents:
-            params = c[PARAMS]
+            params = params_of(c)
             parts: list[tuple[str, str | None, Any]] = []
             for k in keys:
                 if k is ex.SOURCE:

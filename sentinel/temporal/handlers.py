@@ -159,7 +159,7 @@ class TemporalHandler(Handler):
                         if dead(x.ref):
                             self._drop(x, removed, gone)
                             continue
-                    elif type(x) is Occurrence and dead(x):
+                    elif len(x) == 8 and dead(x):
                         removed.append(x)
                         continue
                     kept.append(x)

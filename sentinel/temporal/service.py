@@ -46,7 +46,7 @@ from sentinel.detector import Channel, EventDetector, Scope, Store
 from sentinel.detector.events import listen
 from sentinel.detector.plugins import per_detector
 from sentinel.errors import SentinelError, TemporalError
-from sentinel.occurrence import PARAMS, SOURCE, Occurrence
+from sentinel.occurrence import SOURCE, Occurrence, param, params_of
 from sentinel.params import normalize
 from sentinel.temporal.calendar import next_match
 from sentinel.temporal.clocks import Clock, ReplayClock, SystemClock, Timer
@@ -325,7 +325,7 @@ class TemporalService:
         routers = self.det.graph.routers
         store = rec.store
         term = rec.ref
-        while type(term) is not Occurrence:
+        while len(term) != 8:
             term = term[2][-1]
         while region.keyed is not None and region.parent is not None:
             parent = store.parent
@@ -338,7 +338,7 @@ class TemporalService:
             if not state:
                 return
             parts = state[0]
-            key = term[SOURCE] if keyed.key is ex.SOURCE else term[PARAMS].get(keyed.key, _MISSING)
+            key = term[SOURCE] if keyed.key is ex.SOURCE else param(term, keyed.key, _MISSING)
             try:
                 if parts.get(key) is store:
                     del parts[key]
@@ -412,10 +412,7 @@ class TemporalService:
 
     def _route(self, occ: Occurrence, scope: Scope) -> tuple[Callable[[Store, Any], None], ...]:
         """Where an injected (logged) tick goes: the pending timer it belongs to."""
-        params = occ[PARAMS]
-        fill = getattr(params, "fill", None)
-        if fill is not None:  # parameters decoded lazily by replay
-            fill()
+        params = params_of(occ)
         try:
             timer = params["timer"]
             key = (
@@ -442,15 +439,15 @@ class TemporalService:
 
 def _ref_id(ref: Any) -> tuple[str, tuple[int, ...]]:
     """``(scope, (t_occ, ...))`` of a reference occurrence's constituents."""
-    if type(ref) is Occurrence:
+    if len(ref) == 8:
         return (str(ref[6]), (ref[1],))
     stack, t_occs = [ref], []
     term = ref
-    while type(term) is not Occurrence:
+    while len(term) != 8:
         term = term[2][-1]
     while stack:
         o = stack.pop()
-        if type(o) is Occurrence:
+        if len(o) == 8:
             t_occs.append(o[1])
         else:
             stack.extend(o[2])

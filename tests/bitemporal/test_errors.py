@@ -28,6 +28,7 @@ from sentinel.errors import (
     OccurrenceTimeError,
     UnloggableParameter,
 )
+from sentinel.occurrence import finished
 
 
 class Setup:
@@ -38,7 +39,7 @@ class Setup:
         event_class(self.det, "Delivery", key="resource", lifespan=None)
         event_class(self.det, "ResourceLow", key="resource", mutable=False, lifespan=None)
         self.logged: list[Occurrence] = []
-        listen(self.det, "occurrence", self.logged.append)
+        listen(self.det, "occurrence", lambda o: self.logged.append(finished(o)))
         self.detected: list[Any] = []
         for text in (
             "E",
@@ -263,7 +264,7 @@ def test_a_revocation_after_the_expiration_is_refused_before_the_tick(
     det = LocalEventDetector(clock=clock, chronon=chronon)
     event_class(det, "Delivery", key="resource", lifespan=2)
     logged: list[Occurrence] = []
-    listen(det, "occurrence", logged.append)
+    listen(det, "occurrence", lambda o: logged.append(finished(o)))
     cancelled: list[Any] = []
     det.rule("cancelled", "CANCELLATION(Delivery)", action=cancelled.append)
     announce(det, "Delivery", 1000.0, resource="milk")

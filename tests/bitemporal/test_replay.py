@@ -24,6 +24,7 @@ from sentinel import (
 pa = __import__("pytest").importorskip("pyarrow")
 
 from sentinel.detector.events import listen  # noqa: E402
+from sentinel.occurrence import finished  # noqa: E402
 from sentinel.replay import log_table, replay_batches  # noqa: E402
 
 RULES: list[tuple[str, str, dict[str, Any]]] = [
@@ -58,7 +59,7 @@ def online(
     event_class(det, "R", key=None, mutable=False, lifespan=None)
     det.explicit("E")
     log: list[Occurrence] = []
-    listen(det, "occurrence", log.append)
+    listen(det, "occurrence", lambda o: log.append(finished(o)))
     seen: dict[str, list[Any]] = {}
     for name, text, kw in RULES:
         out = seen[name] = []

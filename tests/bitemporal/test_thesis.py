@@ -124,7 +124,7 @@ def test_example_2_8_expiration_times() -> None:
     empty = Occurrence("ResourceEmpty", 1, at(9, 9).timestamp(), at(9, 9, 30).timestamp())
     irn = ("InstantReplenishingNeeded", 2, (empty,))  # occurring at ResourceEmpty.occTime
     lifespan = {"ResourceEmpty": 3 * DAY, "InstantReplenishingNeeded": 5 * DAY}
-    exp = expirations([irn], lambda o: lifespan[o[0]])
+    exp = dict(expirations([irn], lambda o: lifespan[o[0]]))
     assert exp[irn] == at(14, 9).timestamp()  # MAX(9.4. 9:00 + 5d, 9.4. 9:00 + 3d)
     assert exp[empty] == at(14, 9).timestamp()  # MAX(9.4. 9:00 + 3d, 14.4. 9:00): +2 days
 

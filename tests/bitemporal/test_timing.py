@@ -32,6 +32,7 @@ from sentinel.bitemporal import KINDS, REVISION, classify
 from sentinel.bitemporal.classify import make_dispatcher
 from sentinel.detector.events import listen
 from sentinel.errors import UnknownEventError
+from sentinel.occurrence import finished
 from tests.bitemporal.model import timing
 
 D = Primitive("D")
@@ -162,7 +163,7 @@ def test_announcements_reach_the_primitives_they_match(ops: list[Any]) -> None:
     for kind in KINDS:
         det.rule(kind, f"{kind}(D)", action=lambda o, kind=kind: seen.append((o.t_occ, kind)))
     signalled: list[Occurrence] = []
-    listen(det, "occurrence", signalled.append)
+    listen(det, "occurrence", lambda o: signalled.append(finished(o)))
 
     state: dict[int, float] = {}  # key -> occurrence time of its current version
     dues: dict[int, float] = {}

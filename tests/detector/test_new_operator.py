@@ -20,6 +20,7 @@ from sentinel.detector.events import listen
 from sentinel.detector.operators import Handler, handler_class, strategy
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError, SnoopSyntaxError
+from sentinel.occurrence import finished
 from sentinel.replay import log_table, replay
 from sentinel.replay.rules import rule_events
 
@@ -97,7 +98,7 @@ def test_a_keyword_names_one_operator() -> None:
 def _detector() -> tuple[LocalEventDetector, list[str], list[Occurrence]]:
     det = LocalEventDetector()
     log: list[Occurrence] = []
-    listen(det, "occurrence", log.append)
+    listen(det, "occurrence", lambda o: log.append(finished(o)))
     for name in ("E1", "E2"):
         det.explicit(name)
     seen: list[str] = []

@@ -22,8 +22,9 @@ def occ(**kw: Any) -> Occurrence:
         "ts": T,
         "dts": T,
         "source": None,
-        "params": {},
+        "params": (),
         "scope": "tx",
+        "names": (),
     }
     fields.update(kw)
     return tuple.__new__(Occurrence, tuple(fields.values()))  # type: ignore[no-any-return]

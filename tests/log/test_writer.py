@@ -426,7 +426,7 @@ def test_sqlite_rows_are_what_the_columns_types_bind() -> None:
         theirs = json_bind([_element(o)])
         assert value(got["occurrences"]) == value(theirs), o
     # one row of them all: the earliest and latest instants, the elements in t_occ order
-    same = [Occurrence(o[0], o[1], o[2], o[3], None, o[5], "tx") for o in occs]
+    same = [Occurrence(o[0], o[1], o[2], o[3], None, o.params, "tx") for o in occs]
     [row] = plan.rows(batch_elements(LogWriter().event_values(same, None)), written, None)
     got = dict(zip(BATCH_COLUMNS, row, strict=True))
     assert (got["at_min"], got["at_max"]) == (at_text(min(stamps)), at_text(max(stamps)))

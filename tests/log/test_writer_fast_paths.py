@@ -178,7 +178,7 @@ def test_a_utc_datetime_is_stored_as_its_naive_text() -> None:
 
 def occurrence(scope: Any, t_occ: int, event: str = "E") -> Occurrence:
     new: Any = tuple.__new__
-    return new(Occurrence, (event, t_occ, T, T, ObjectRef("A", (1,)), {"x": 1}, scope))  # type: ignore[no-any-return]
+    return new(Occurrence, (event, t_occ, T, T, ObjectRef("A", (1,)), (1,), scope, ("x",)))  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("bad", [None, 7, "s" * 1000], ids=["None", "int", "long"])
@@ -199,7 +199,7 @@ def test_new_and_known_source_keys_are_encoded() -> None:
 
     new: Any = tuple.__new__
     occs = [
-        new(Occurrence, ("E", t, T, T, ObjectRef("A", ("fresh-key-31", t % 2)), {}, "tx"))
+        new(Occurrence, ("E", t, T, T, ObjectRef("A", ("fresh-key-31", t % 2)), (), "tx", ()))
         for t in range(1, 5)
     ]
     rows = LogWriter().event_values(occs, "committed")

@@ -215,7 +215,7 @@ def test_a_transaction_commit_row_is_written_later(orm: ORM) -> None:
     att = orm.attach()
     orm.add_stocks("IBM")
     assert att.sink is not None
-    assert [item[1].event for item in att.sink.late] == ["txn:commit"]
+    assert [item[1][0] for item in att.sink.late] == ["txn:commit"]
     assert att.flush_log() == 1
     assert att.sink.late == type(att.sink.late)()
     assert [r.occurrence.event for r in orm.log()][-1] == "txn:commit"

@@ -14,6 +14,7 @@ import pytest
 
 from sentinel import LocalEventDetector, Occurrence, set_default_detector
 from sentinel.detector.events import listen
+from sentinel.occurrence import finished
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ class Recorder:
 
     def __init__(self, det: LocalEventDetector) -> None:
         self.occurrences: list[Occurrence] = []
-        listen(det, "occurrence", self.occurrences.append)
+        listen(det, "occurrence", lambda o: self.occurrences.append(finished(o)))
 
     def events(self) -> list[str]:
         return [o.event for o in self.occurrences]

@@ -14,6 +14,7 @@ import pytest
 
 from sentinel import LocalEventDetector, Reactive, event, on
 from sentinel.detector.events import listen, remove
+from sentinel.occurrence import finished
 from tests.reactive.conftest import fired
 
 
@@ -87,11 +88,15 @@ def test_an_occurrence_listener_wraps_every_event_method(
 ) -> None:
     Stock, _ = classes
     seen: list[Any] = []
-    listen(det, "occurrence", seen.append)
+
+    def record(o: Any) -> None:
+        seen.append(finished(o))
+
+    listen(det, "occurrence", record)
     assert wrapped(Stock) and wrapped(Stock, "sell_stock")
     Stock().sell_stock(1)
     assert [o.event for o in seen] == ["Stock.sell_stock:end"]
-    remove(det, "occurrence", seen.append)
+    remove(det, "occurrence", record)
     assert not wrapped(Stock) and not wrapped(Stock, "sell_stock")
 
 

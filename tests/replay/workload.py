@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from sentinel import Context, Coupling, LocalEventDetector, ObjectRef, Scope
 from sentinel.detector.events import listen
 from sentinel.log import LogWriter, Outcome
+from sentinel.occurrence import finished
 from sentinel.params import dumps
 
 EVENTS = ("E1", "E2", "E3", "E4")
@@ -206,7 +207,7 @@ class Online:
         self.detections: list[Detection] = []
         self.open: dict[str, Scope] = {}
         self._n = 0
-        listen(det, "occurrence", lambda occ: self.by_scope[occ.scope].append(occ))
+        listen(det, "occurrence", lambda occ: self.by_scope[occ[6]].append(finished(occ)))
         listen(det, "run_detached", lambda rule, occ, committed: det.scheduler.run(rule, occ))
 
     def _drive(self, scope_id: str, fn: Callable[[], Any], scope: Scope | None = None) -> Any:

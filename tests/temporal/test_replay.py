@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sentinel import TICK, Context, LocalEventDetector, Occurrence, ReplayClock, timers
 from sentinel.detector.events import listen
+from sentinel.occurrence import finished
 from sentinel.params import dumps, loads
 from tests.temporal.test_contexts import CASES
 from tests.temporal.timeline import Timeline, replay, signature
@@ -96,7 +97,7 @@ def test_the_replica_runs_on_a_clock_that_never_fires() -> None:
     rep = tl.det.replica()
     assert rep.replaying and isinstance(timers(rep).clock, ReplayClock)
     extra: list[Occurrence] = []
-    listen(rep, "occurrence", extra.append)
+    listen(rep, "occurrence", lambda o: extra.append(finished(o)))
     for occ in logged(tl.log):
         rep.inject(occ, rep.process_scope)
     assert timers(rep).pending() == 2  # still waiting, and never firing on its own
@@ -135,7 +136,7 @@ def test_lazily_decoded_parameters_are_filled_before_matching() -> None:
     rep.rule("r", "E1 + [00:00:10]", action=seen.append)
     for o in logged(tl.log):
         lazy = Lazy(dict(o.params))
-        rep.inject(tuple.__new__(Occurrence, (*o[:5], lazy, o[6])), rep.process_scope)
+        rep.inject(tuple.__new__(Occurrence, (*o[:5], lazy, o[6], None)), rep.process_scope)
     assert len(seen) == 1
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from sentinel import TICK, Context, LocalEventDetector, Occurrence, VirtualClock
 from sentinel.detector import Scope
 from sentinel.detector.events import listen
+from sentinel.occurrence import finished
 
 START = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC: an ordinary, non-zero epoch
 
@@ -38,7 +39,8 @@ class Timeline:
         self.detections: dict[str, list[Any]] = {}
         listen(self.det, "occurrence", self._record)
 
-    def _record(self, occ: Occurrence) -> None:
+    def _record(self, raw: Any) -> None:
+        occ = finished(raw)
         self.log.append(occ)
         if occ.event == TICK:
             label = f"t{occ.timestamp - self.start:g}"

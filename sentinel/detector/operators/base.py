@@ -71,7 +71,7 @@ def composite(expr: Expression, t_occ: int, parts: tuple[Any, ...]) -> tuple[Any
 def timestamp(occ: Any) -> float:
     """An occurrence's time: a primitive's ``timestamp``, a composite's
     terminator's (the operators that measure time: temporal, WITHIN)."""
-    while type(occ) is not Occurrence:
+    while len(occ) != 8:
         occ = occ[2][-1]
     return occ[2]  # type: ignore[no-any-return]
 
@@ -275,7 +275,7 @@ def _shape(occ: Any) -> tuple[str, ...]:
     stack = [occ]
     while stack:
         o = stack.pop()
-        if type(o) is Occurrence:
+        if len(o) == 8:
             out.append("")
         else:
             out.append(f"{o[0]}/{len(o[2])}")
@@ -319,7 +319,7 @@ def _leaf_times(occ: Any) -> Iterator[int]:
     stack = [occ]
     while stack:
         o = stack.pop()
-        if type(o) is Occurrence:
+        if len(o) == 8:
             yield o[1]
         else:
             stack.extend(reversed(o[2]))

@@ -14,6 +14,7 @@ from typing import Any
 from sentinel.algebra.masks import Masked
 from sentinel.detector.operators.base import Handler, strategy
 from sentinel.detector.scopes import Store
+from sentinel.occurrence import params_of
 
 __all__ = ["MaskHandler"]
 
@@ -37,15 +38,15 @@ class MaskHandler(Handler):
         return []
 
     def on0(self, store: Store, occ: Any) -> None:
-        if self.test(occ[5]):
+        if self.test(params_of(occ)):
             for f in self.out:
                 f(store, occ)
 
     def on0_batch(self, store: Store, occs: list[Any]) -> None:
-        self.emit_batch(store, [o for o in occs if self.test(o[5])])
+        self.emit_batch(store, [o for o in occs if self.test(params_of(o))])
 
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        g.line(f"if {g.const(self.test)}({occ}[5]):")
+        g.line(f"if {g.const(self.test)}({g.const(params_of)}({occ})):")
         with g.block():
             g.emit(self, store, occ)
             g.line("pass")
