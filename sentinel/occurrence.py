@@ -1,8 +1,7 @@
 """Occurrences: what the detector consumes and what rules receive.
 
 An :class:`Occurrence` is one primitive event instance. It is an immutable tuple
-subclass (creating one costs about as much as building a tuple) with named
-accessors:
+subclass with named accessors:
 
 ``event``
     the primitive event's name, for example ``"E1"``, ``"txn:pre_commit"`` or

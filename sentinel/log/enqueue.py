@@ -39,7 +39,7 @@ from sentinel.log.outbox import RuleLike, entry_extra
 from sentinel.log.records import detection_key, encode_occurrence, encode_params
 from sentinel.log.schema import check_schema
 from sentinel.log.tables import LogTables, OutboxStatus, _jsonb_exact
-from sentinel.occurrence import CompositeOccurrence
+from sentinel.occurrence import CompositeOccurrence, params_of
 from sentinel.params import to_json
 
 __all__ = ["OutboxRows", "PendingRow", "insert_pending"]
@@ -77,9 +77,8 @@ def _structure(occ: Any) -> dict[str, Any] | None:
     positive exponent, not ``-0.0``; 64-bit integers; booleans; ``None``) under
     names without NUL, times that are such floats, an integer ``t_occ``.
     Lone surrogates are left to orjson, which refuses them."""
-    event, t_occ, ts, dts, source, params, scope, names = occ
-    if names is not None:
-        params = dict(zip(names, params, strict=True))
+    event, t_occ, ts, dts, source, _, scope, _ = occ
+    params = params_of(occ)
     if not (
         type(ts) is float
         and type(dts) is float

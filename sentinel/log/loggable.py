@@ -88,15 +88,8 @@ def loggable_params(
                 if _kept(policy, event, params, (k,)):
                     params[k] = normalize(v, event=event, param=k)
                 continue
-            # the caps of sentinel.params.too_large, for the types a database
-            # event passes as they are (strings, bytes, integers)
             for k2, v2 in v.items():
-                t2 = type(v2)
-                if (
-                    (t2 is str and len(v2) > MAX_STRING)
-                    or (t2 is int and v2.bit_length() > MAX_INT_BITS)
-                    or (t2 is bytes and len(v2) > MAX_BYTES)
-                ):
+                if _over_cap(v2):
                     _refuse_kept(policy, event, params, (k, k2))
         elif t not in _LOGGABLE:
             _normalize_kept(policy, event, params)
@@ -129,19 +122,8 @@ def loggable_values(
             elif t is float or v is None or t is bool:
                 continue
             elif t is MappingProxyType:
-                if not checked_mappings:
-                    break  # an explicit signal's mapping: normalized like a dict
-                over = False
-                for v2 in v.values():
-                    t2 = type(v2)
-                    if (
-                        (t2 is str and len(v2) > MAX_STRING)
-                        or (t2 is int and v2.bit_length() > MAX_INT_BITS)
-                        or (t2 is bytes and len(v2) > MAX_BYTES)
-                    ):
-                        over = True
-                        break
-                if over:
+                # an explicit signal's mapping is normalized like a dict
+                if not checked_mappings or any(map(_over_cap, v.values())):
                     break
             elif t not in _LOGGABLE:
                 break
@@ -154,6 +136,18 @@ def loggable_values(
     _NAME_TUPLES_OK.add(names)
     made = tuple(params.values())
     return None if all(a is b for a, b in zip(made, values, strict=True)) else made
+
+
+def _over_cap(value: Any) -> bool:
+    """Whether a value of a database event's read-only mapping is over its
+    type's cap (:func:`sentinel.params.too_large`'s, for the types a database
+    event passes as they are: strings, bytes, integers)."""
+    t = type(value)
+    return (
+        (t is str and len(value) > MAX_STRING)
+        or (t is int and value.bit_length() > MAX_INT_BITS)
+        or (t is bytes and len(value) > MAX_BYTES)
+    )
 
 
 def _check_name(event: str, name: Any, value: Any) -> None:

@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -214,9 +214,8 @@ class LogWriter:
         rows: list[dict[str, Any]] = []
         append = rows.append
         for occ in occurrences:
-            event, t_occ, ts, dts, source, params, scope, names = occ
-            if names is not None and params:  # stored positionally: the mapping
-                params = dict(zip(names, params, strict=False))
+            event, t_occ, ts, dts, source, _, scope, _ = occ
+            params: Mapping[str, Any] = params_of(occ)
             if type(scope) is not str or len(scope) > SCOPE_LENGTH or len(event) > NAME_LENGTH:
                 self._bad_ids(occ)
             if source is None:
@@ -280,7 +279,7 @@ class LogWriter:
         checked: Any = _UNSET
         for occ in occurrences:
             event, t_occ, ts, dts, source, params, scope, names = occ
-            if names is not None and params:  # stored positionally: the mapping
+            if names is not None and params:  # params_of, inlined: once per logged occurrence
                 params = dict(zip(names, params, strict=False))
             if scope is not checked:
                 if type(scope) is not str or len(scope) > SCOPE_LENGTH:
