@@ -63,6 +63,7 @@ __all__ = [
     "Occurrence",
     "finished",
     "has_param",
+    "leaves",
     "names_of",
     "occurrence_time",
     "param",
@@ -219,6 +220,9 @@ class Occurrence(tuple):  # type: ignore[type-arg]
     @property
     def params(self) -> Mapping[str, Any]:
         """The event's parameters (a read-only mapping)."""
+        names = self[NAMES]
+        if names is not None:  # params_of, inlined: conditions read this
+            return MappingProxyType(dict(zip(names, self[PARAMS], strict=False)))
         return MappingProxyType(params_of(self))
 
     @property
@@ -332,7 +336,12 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
     @property
     def scope(self) -> Any:
-        return self.terminator.scope
+        """The scope of the terminator (read without making it an
+        :class:`Occurrence`)."""
+        occ: Any = self
+        while len(occ) != PRIMITIVE:
+            occ = occ[2][-1]
+        return occ[SCOPE]
 
     @property
     def source(self) -> None:
@@ -349,7 +358,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
     def _leaves(self) -> list[Any]:
         """The primitive constituents in ``t_occ`` order, in the graph's form."""
-        return sorted(_flatten(self), key=itemgetter(T_OCC))
+        return sorted(_flatten(self), key=_t_occ)
 
     @property
     def t_init(self) -> int:
@@ -470,6 +479,17 @@ def _flatten(occ: Any) -> Iterator[Any]:
             stack.extend(reversed(o[2]))
     yield from out
 
+
+def leaves(occ: Any) -> list[Any]:
+    """The primitive constituents of ``occ`` (either kind, either form) in
+    ``t_occ`` order, in the graph's form: what :attr:`~CompositeOccurrence.constituents`
+    holds, without an :class:`Occurrence` made for each."""
+    if len(occ) == PRIMITIVE:
+        return [occ]
+    return sorted(_flatten(occ), key=_t_occ)
+
+
+_t_occ = itemgetter(T_OCC)
 
 AnyOccurrence = Occurrence | CompositeOccurrence
 

@@ -53,7 +53,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from sentinel.errors import LogSchemaError, LogWriteError
 from sentinel.log import TOO_LARGE, Firing, LogWriter, OutboxEntry, Outcome
-from sentinel.occurrence import Occurrence, names_of
+from sentinel.occurrence import Occurrence, leaves, names_of
 
 if TYPE_CHECKING:
     from sentinel.orm.state import FiringRecord, TxnState
@@ -78,7 +78,7 @@ def firing_of(record: FiringRecord, *, savepoint: str | None = None) -> Firing:
     Constituents keep their ids: an occurrence is logged under the scope it was
     signalled in, rolled back or not."""
     rule, occ, status, error, at = record
-    constituents = tuple([(c.scope, c.t_occ) for c in occ.constituents])
+    constituents = tuple([(c[6], c[1]) for c in leaves(occ)])  # (scope, t_occ)
     when = _fromts(at, _utc)
     return Firing(
         rule=rule.name,

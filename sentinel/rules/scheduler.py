@@ -149,6 +149,12 @@ class Scheduler:
         """
         if type(self).run is not Scheduler.run:
             return partial(self.run, rule)
+        return self._runner(rule)
+
+    def _runner(self, rule: Rule) -> Callable[[Any, Scope], None]:
+        """:meth:`runner`'s function, whatever :meth:`run` a subclass has: the
+        one implementation of a rule's run (condition muted, errors wrapped,
+        the ``rule_run`` listeners told)."""
         sub = rule._subscription
         action = rule.action
         name = rule.name
@@ -157,59 +163,31 @@ class Scheduler:
         if cond is None:
 
             def run_action(occ: Any, scope: Scope | None = None) -> None:
-                if dispatch.rule_run:
-                    return self.run(rule, occ, scope)  # someone records rule runs
                 if not sub.active:
                     return  # disabled by an earlier rule of the same instant
+                observer = dispatch.rule_run  # run()'s reports, inlined
                 try:
                     action(occ)
-                except SentinelError:
+                except SentinelError as e:
+                    if observer:
+                        observer(rule, occ, "failed", e)
                     raise
                 except Exception as e:
-                    raise RuleError(name, "action", e) from e
+                    err = RuleError(name, "action", e)
+                    if observer:
+                        observer(rule, occ, "failed", err)
+                    raise err from e
+                if observer:
+                    for fn in observer:
+                        fn(rule, occ, "fired", None)
 
             return run_action
         muted = self._muted
 
         def run_rule(occ: Any, scope: Scope | None = None) -> None:
-            if dispatch.rule_run:
-                return self.run(rule, occ, scope)  # someone records rule runs
             if not sub.active:
                 return
-            me = get_ident()
-            mine = me not in muted
-            if mine:
-                muted.add(me)
-            try:
-                ok = cond(occ)
-            except SentinelError:
-                raise
-            except Exception as e:
-                raise RuleError(name, "condition", e) from e
-            finally:
-                if mine:
-                    muted.discard(me)
-            if ok:
-                try:
-                    action(occ)
-                except SentinelError:
-                    raise
-                except Exception as e:
-                    raise RuleError(name, "action", e) from e
-
-        return run_rule
-
-    def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
-        """Evaluate ``rule``'s condition on ``occ`` and, if it holds, run its
-        action (the immediate coupling mode, and the last step of the others)."""
-        if not rule._subscription.active:
-            return  # disabled by an earlier rule of the same instant
-        observer = self._dispatch.rule_run
-        cond = rule.condition
-        if cond is not None:
-            # Inline rather than detector.muted(): a generator-based context
-            # manager costs more than the rest of this method.
-            muted = self._muted
+            observer = dispatch.rule_run  # run()'s reports, inlined
             me = get_ident()
             mine = me not in muted
             if mine:
@@ -221,7 +199,7 @@ class Scheduler:
                     observer(rule, occ, "failed", e)
                 raise
             except Exception as e:
-                err = RuleError(rule.name, "condition", e)
+                err = RuleError(name, "condition", e)
                 if observer:
                     observer(rule, occ, "failed", err)
                 raise err from e
@@ -230,21 +208,33 @@ class Scheduler:
                     muted.discard(me)
             if not ok:
                 if observer:
-                    observer(rule, occ, "condition_false", None)
+                    for fn in observer:
+                        fn(rule, occ, "condition_false", None)
                 return
-        try:
-            rule.action(occ)
-        except SentinelError as e:
+            try:
+                action(occ)
+            except SentinelError as e:
+                if observer:
+                    observer(rule, occ, "failed", e)
+                raise
+            except Exception as e:
+                err = RuleError(name, "action", e)
+                if observer:
+                    observer(rule, occ, "failed", err)
+                raise err from e
             if observer:
-                observer(rule, occ, "failed", e)
-            raise
-        except Exception as e:
-            err = RuleError(rule.name, "action", e)
-            if observer:
-                observer(rule, occ, "failed", err)
-            raise err from e
-        if observer:
-            observer(rule, occ, "fired", None)
+                for fn in observer:
+                    fn(rule, occ, "fired", None)
+
+        return run_rule
+
+    def run(self, rule: Rule, occ: Any, scope: Scope | None = None) -> None:
+        """Evaluate ``rule``'s condition on ``occ`` and, if it holds, run its
+        action (the immediate coupling mode, and the last step of the others).
+        Immediate rules are run by their :meth:`runner`, made once; this
+        makes one for the call (deferred and detached rules run once per
+        transaction or detection)."""
+        self._runner(rule)(occ, scope)
 
 
 class _Depth(threading.local):

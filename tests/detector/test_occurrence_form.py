@@ -16,6 +16,7 @@ from sentinel.occurrence import (
     Occurrence,
     finished,
     has_param,
+    leaves,
     names_of,
     param,
     params_of,
@@ -184,3 +185,29 @@ def test_what_follows_a_sink_in_a_leaf_keeps_the_graphs_tuple() -> None:
     (pair,) = pairs
     assert [type(p) for p in pair[2]] == [tuple, tuple]
     assert type(either[0]) is Occurrence
+
+
+def test_leaves_are_the_constituents_in_the_graphs_form() -> None:
+    """``leaves`` gives what ``constituents`` holds, in the same (``t_occ``)
+    order, as the graph's tuples; a composite's ``scope`` is its terminator's,
+    read without making it an ``Occurrence``."""
+    det = LocalEventDetector()
+    for name in ("A", "B", "C"):
+        det.explicit(name)
+    kept: list[Any] = []
+    det.rule("r", "(A ; B) ; (C ^ A)", action=kept.append, context=Context.CHRONICLE)
+    with det.transaction() as scope:
+        det.signal("A", n=1)
+        det.signal("B", n=2)
+        det.signal("C", n=3)
+        det.signal("A", n=4)
+    (occ,) = kept
+    got = leaves(occ)
+    assert all(type(o) is tuple and len(o) == 8 for o in got)
+    assert [finished(o) for o in got] == list(occ.constituents)
+    assert [o[1] for o in got] == sorted(o[1] for o in got)
+    # the first A is in both operands (chronicle: C ^ A takes it too), so twice
+    assert [params_of(o)["n"] for o in got] == [1, 1, 2, 3]
+    assert occ.scope == scope.id == occ.terminator.scope
+    prim = det.signal("A", n=5)
+    assert leaves(prim) == [prim]

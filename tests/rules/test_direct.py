@@ -22,7 +22,7 @@ from sentinel import LocalEventDetector
 from sentinel.detector import EventDetector
 from sentinel.detector.events import listen
 from sentinel.detector.graph import EventGraph
-from sentinel.errors import CascadeLimitError
+from sentinel.errors import CascadeLimitError, RuleError, UnknownEventError
 from sentinel.rules.scheduler import Scheduler
 
 
@@ -247,6 +247,53 @@ class TestCascadesScopesAndObservers:
         det.rule("yes", "E1", action=lambda o: None, priority=1)
         det.signal("E1")
         assert seen == [("yes", "fired"), ("no", "condition_false")]
+
+    def test_rule_run_observers_see_failures_with_the_error_raised(
+        self, det: LocalEventDetector
+    ) -> None:
+        """The runners report to ``rule_run`` themselves (no call of
+        ``Scheduler.run``): a failing condition or action is reported as
+        ``failed`` with the very error that reaches the signaller, a
+        sentinel error unwrapped."""
+        seen: list[tuple[str, str, Any]] = []
+        listen(
+            det, "rule_run", lambda rule, occ, status, err: seen.append((rule.name, status, err))
+        )
+
+        def boom(_: Any) -> bool:
+            raise ValueError("cond")
+
+        det.rule("cond", "E1", boom, action=print)
+        with pytest.raises(RuleError) as cond_err:
+            det.signal("E1")
+        det.get_rule("cond").delete()
+        det.rule("act", "E1", action=lambda o: 1 / 0)
+        with pytest.raises(RuleError) as act_err:
+            det.signal("E1")
+        det.get_rule("act").delete()
+        det.rule("mine", "E1", action=lambda o: det.signal("nobody"))
+        with pytest.raises(UnknownEventError) as own_err:
+            det.signal("E1")
+        assert [(n, s) for n, s, _ in seen] == [
+            ("cond", "failed"), ("act", "failed"), ("mine", "failed")
+        ]  # fmt: skip
+        assert seen[0][2] is cond_err.value and cond_err.value.phase == "condition"
+        assert seen[1][2] is act_err.value and act_err.value.phase == "action"
+        assert seen[2][2] is own_err.value
+
+    def test_rule_run_observers_see_deferred_runs(self, det: LocalEventDetector) -> None:
+        """A deferred rule runs through ``Scheduler.run`` (the same function
+        as an immediate rule's runner): reported alike."""
+        seen: list[tuple[str, str]] = []
+        listen(det, "rule_run", lambda rule, occ, status, err: seen.append((rule.name, status)))
+        det.rule("later", "E1", lambda o: len(o.parts) == 2, action=print, coupling="deferred",
+                 context="cumulative")  # fmt: skip
+        det.rule("never", "E1", lambda o: False, action=print, coupling="deferred")
+        with det.transaction():
+            det.signal("E1")
+            det.signal("E1")
+            assert seen == []
+        assert sorted(seen) == [("later", "fired"), ("never", "condition_false")]
 
     def test_masked_rules_run_only_for_what_the_mask_passes(self, det: LocalEventDetector) -> None:
         log: list[tuple[str, int]] = []
