@@ -21,10 +21,9 @@ def _firings(schema: str | None, prefix: str) -> sa.TableClause:
     """``rule_firings`` as revision 0007 has it (the columns a row needs)."""
     return sa.table(
         f"{prefix}rule_firings",
-        *(
-            sa.column(c)
-            for c in ("rule", "scope", "t_occ", "constituents", "coupling", "status", "fired_at")
-        ),
+        *(sa.column(c) for c in ("rule", "scope", "t_occ", "constituents", "coupling", "status")),
+        # typed: sqlite3's default datetime adapter is deprecated (Python 3.12)
+        sa.column("fired_at", sa.DateTime(timezone=True)),
         schema=schema,
     )
 
