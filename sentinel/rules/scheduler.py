@@ -144,83 +144,53 @@ class Scheduler:
         """What runs ``rule`` for a detection: ``runner(rule)(occurrence, scope)``.
 
         Built once per rule, so the per-detection path holds only what this rule
-        needs (no condition: just the action). A subclass that overrides
-        :meth:`run` gets its ``run`` called instead.
+        needs (no condition: just the action, with no muting). A subclass that
+        overrides :meth:`run` gets its ``run`` called instead.
         """
         if type(self).run is not Scheduler.run:
             return partial(self.run, rule)
         return self._runner(rule)
 
-    def _runner(self, rule: Rule) -> Callable[[Any, Scope], None]:
+    def _runner(self, rule: Rule) -> Callable[[Any, Scope | None], None]:
         """:meth:`runner`'s function, whatever :meth:`run` a subclass has: the
         one implementation of a rule's run (condition muted, errors wrapped,
         the ``rule_run`` listeners told)."""
         sub = rule._subscription
         action = rule.action
-        name = rule.name
         dispatch = self._dispatch
         cond = rule.condition
-        if cond is None:
-
-            def run_action(occ: Any, scope: Scope | None = None) -> None:
-                if not sub.active:
-                    return  # disabled by an earlier rule of the same instant
-                observer = dispatch.rule_run  # run()'s reports, inlined
-                try:
-                    action(occ)
-                except SentinelError as e:
-                    if observer:
-                        observer(rule, occ, "failed", e)
-                    raise
-                except Exception as e:
-                    err = RuleError(name, "action", e)
-                    if observer:
-                        observer(rule, occ, "failed", err)
-                    raise err from e
-                if observer:
-                    for fn in observer:
-                        fn(rule, occ, "fired", None)
-
-            return run_action
         muted = self._muted
 
         def run_rule(occ: Any, scope: Scope | None = None) -> None:
             if not sub.active:
-                return
-            observer = dispatch.rule_run  # run()'s reports, inlined
-            me = get_ident()
-            mine = me not in muted
-            if mine:
-                muted.add(me)
-            try:
-                ok = cond(occ)
-            except SentinelError as e:
-                if observer:
-                    observer(rule, occ, "failed", e)
-                raise
-            except Exception as e:
-                err = RuleError(name, "condition", e)
-                if observer:
-                    observer(rule, occ, "failed", err)
-                raise err from e
-            finally:
+                return  # disabled by an earlier rule of the same instant
+            observer = dispatch.rule_run
+            if cond is not None:
+                me = get_ident()
+                mine = me not in muted
                 if mine:
-                    muted.discard(me)
-            if not ok:
-                if observer:
-                    for fn in observer:
-                        fn(rule, occ, "condition_false", None)
-                return
+                    muted.add(me)
+                try:
+                    ok = cond(occ)
+                except Exception as e:
+                    err = _failure(observer, rule, occ, "condition", e)
+                    if err is e:
+                        raise
+                    raise err from e
+                finally:
+                    if mine:
+                        muted.discard(me)
+                if not ok:
+                    if observer:
+                        for fn in observer:
+                            fn(rule, occ, "condition_false", None)
+                    return
             try:
                 action(occ)
-            except SentinelError as e:
-                if observer:
-                    observer(rule, occ, "failed", e)
-                raise
             except Exception as e:
-                err = RuleError(name, "action", e)
-                if observer:
-                    observer(rule, occ, "failed", err)
+                err = _failure(observer, rule, occ, "action", e)
+                if err is e:
+                    raise
                 raise err from e
             if observer:
                 for fn in observer:
@@ -235,6 +205,16 @@ class Scheduler:
         makes one for the call (deferred and detached rules run once per
         transaction or detection)."""
         self._runner(rule)(occ, scope)
+
+
+def _failure(observer: Any, rule: Rule, occ: Any, phase: str, error: Exception) -> Exception:
+    """The exception a rule's failure in ``phase`` raises (``error`` itself if
+    it is sentinel's, else a :class:`~sentinel.errors.RuleError` naming the
+    rule), reported to the ``rule_run`` listeners ``observer`` first."""
+    err = error if isinstance(error, SentinelError) else RuleError(rule.name, phase, error)
+    if observer:
+        observer(rule, occ, "failed", err)
+    return err
 
 
 class _Depth(threading.local):
