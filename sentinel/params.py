@@ -265,7 +265,9 @@ def to_json(value: Any) -> Any:
             return value
         return {"$int": hex(value)}
     if t is float:
-        if value != value or value in (_INF, -_INF):
+        if value != value:  # NaN, its sign kept (repr() writes "nan" for both)
+            return {"$float": "-nan" if math.copysign(1.0, value) < 0 else "nan"}
+        if value in (_INF, -_INF):
             return {"$float": repr(value)}
         if -1e16 < value < 1e16:  # repr() writes these without a positive exponent
             if value == 0.0 and math.copysign(1.0, value) < 0:

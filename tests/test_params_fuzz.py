@@ -16,7 +16,7 @@ from itertools import count
 from typing import Any
 
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sentinel import ObjectRef, Occurrence
@@ -114,6 +114,7 @@ def encode(value: Any) -> Any:
 
 @settings(max_examples=1500, deadline=None)
 @given(st.one_of(values, deep_values))
+@example(float("-nan"))  # found on Python 3.13: the sign of a NaN was lost
 def test_any_value_is_refused_or_round_trips_exactly(value: Any) -> None:
     encode(value)
 

@@ -54,6 +54,7 @@ KEPT: list[tuple[str, Any, Any]] = [
     ("-(2**63)-1", -(2**63) - 1, -(2**63) - 1),
     ("int of 5000 digits", 10**5000 + 7, 10**5000 + 7),
     ("nan", float("nan"), float("nan")),
+    ("-nan", float("-nan"), float("-nan")),  # NaN with its sign bit set
     ("inf", float("inf"), float("inf")),
     ("-inf", float("-inf"), float("-inf")),
     ("-0.0", -0.0, -0.0),
