@@ -12,8 +12,8 @@ options reach it grouped by concern, checked: :class:`LogOptions` and
 from __future__ import annotations
 
 import logging
+import os
 import time
-import uuid
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -61,7 +61,7 @@ def _scope_id() -> str:
     random bits. Unique like a UUID, and increasing, so the log's index on
     ``(scope, t_occ)`` grows at its end (a random id would touch a page anywhere
     in it at every commit)."""
-    return f"{time.time_ns():016x}{uuid.uuid4().int & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+    return f"{time.time_ns():016x}{os.urandom(8).hex()}"  # as uuid4's randomness, 3 µs less
 
 
 def _check_count(name: str, value: object, low: int) -> None:
@@ -448,7 +448,8 @@ class Attachment(Endings, OuterTransactions):
             # explicit signals of this thread (or task) go to the transaction
             det.enter_ambient(st.scope)
             try:
-                det.notify(det.channel("txn:begin"), {}, scope=st.scope)
+                # as det.begin signals it: never muted (a transaction event)
+                det.emit(det.channel("txn:begin"), (), (), None, (), st.scope, None, False)
             except SentinelError as err:
                 log.warning("sentinel: a rule on txn:begin failed: %s", err)
                 st.doom(getattr(err, "rule", "txn:begin"), err)

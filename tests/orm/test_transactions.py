@@ -286,3 +286,33 @@ def test_a_long_transaction_writes_at_flushes(orm: ORM) -> None:
     # pre-commit, commit
     assert len(rows) == 1 + 12 + 1 + 2 + 1 + 1 + 1
     assert [r.occurrence.t_occ for r in rows] == sorted(r.occurrence.t_occ for r in rows)
+
+
+def test_a_transaction_begun_in_a_condition_signals_its_begin_as_its_commit(orm: ORM) -> None:
+    """A condition runs with its thread's signals muted, but transaction events
+    are never muted (as ``detector.begin`` and ``commit`` signal them): a
+    session a condition opens has its ``txn:begin`` as well as its
+    ``txn:commit``, so a deferred rule's ``A*(txn:begin, E, txn:pre_commit)``
+    sees the whole of it."""
+    from sentinel.detector.events import listen
+
+    if orm.backend == "sqlite":
+        pytest.skip("the fixture's SQLite transactions begin IMMEDIATE: a second would wait")
+    orm.attach()
+    (ibm,) = orm.add_stocks("IBM")
+    seen: list[tuple[str, Any]] = []
+    listen(orm.det, "occurrence", lambda occ: seen.append((occ[0], occ[6])))
+    inner: list[Any] = []
+
+    def looks_up(occ: Any) -> bool:
+        with orm.Session.begin() as s:  # a read in a transaction of its own
+            s.get(orm.model.Stock, ibm)
+            inner.append(sentinel.scope_of(s).id)
+        return False
+
+    orm.det.rule("looks_up", "Stock.set_price:end", looks_up, action=print)
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).set_price(3.0)
+    (scope,) = inner
+    txn = [name for name, sid in seen if sid == scope]
+    assert txn[0] == "txn:begin" and txn[-1] == "txn:commit", txn
