@@ -311,10 +311,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     @property
     def terminator(self) -> Occurrence:
         """The primitive occurrence that made this composite occur."""
-        occ: Any = self
-        while len(occ) != 8:
-            occ = occ[2][-1]
-        return finished(occ)  # type: ignore[no-any-return]
+        return finished(_terminal(self))  # type: ignore[no-any-return]
 
     @property
     def timestamp(self) -> float:
@@ -338,10 +335,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
     def scope(self) -> Any:
         """The scope of the terminator (read without making it an
         :class:`Occurrence`)."""
-        occ: Any = self
-        while len(occ) != PRIMITIVE:
-            occ = occ[2][-1]
-        return occ[SCOPE]
+        return _terminal(self)[SCOPE]
 
     @property
     def source(self) -> None:
@@ -354,11 +348,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         An occurrence used twice (for example by two operators that share an event)
         appears twice, as in the paper's notation.
         """
-        return tuple(map(finished, self._leaves()))
-
-    def _leaves(self) -> list[Any]:
-        """The primitive constituents in ``t_occ`` order, in the graph's form."""
-        return sorted(_flatten(self), key=_t_occ)
+        return tuple(map(finished, leaves(self)))
 
     @property
     def t_init(self) -> int:
@@ -384,12 +374,12 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
 
     def of(self, event: str) -> tuple[Occurrence, ...]:
         """The constituents whose event is ``event``, in ``t_occ`` order."""
-        return tuple(finished(o) for o in self._leaves() if o[EVENT] == event)
+        return tuple(finished(o) for o in leaves(self) if o[EVENT] == event)
 
     def values(self, param: str) -> tuple[Any, ...]:
         """The values of parameter ``param`` across the constituents, in ``t_occ``
         order (constituents without it are skipped)."""
-        return tuple(_param(o, param) for o in self._leaves() if has_param(o, param))
+        return tuple(_param(o, param) for o in leaves(self) if has_param(o, param))
 
     @property
     def params(self) -> Mapping[str, Any]:
@@ -397,7 +387,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         constituent's value wins). Use :meth:`values` or :meth:`of` when several
         constituents carry the same parameter."""
         merged: dict[str, Any] = {}
-        for o in self._leaves():
+        for o in leaves(self):
             merged.update(params_of(o))
         return MappingProxyType(merged)
 
@@ -412,7 +402,7 @@ class CompositeOccurrence(tuple):  # type: ignore[type-arg]
         return not self == other
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{o[EVENT]}@{o[T_OCC]}" for o in self._leaves())
+        inner = ", ".join(f"{o[EVENT]}@{o[T_OCC]}" for o in leaves(self))
         return f"<{self[0]}@{self[1]} {{{inner}}}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -490,6 +480,14 @@ def leaves(occ: Any) -> list[Any]:
 
 
 _t_occ = itemgetter(T_OCC)
+
+
+def _terminal(occ: Any) -> Any:
+    """The primitive occurrence that made ``occ`` occur, in the graph's form."""
+    while len(occ) != PRIMITIVE:
+        occ = occ[2][-1]
+    return occ
+
 
 AnyOccurrence = Occurrence | CompositeOccurrence
 
