@@ -158,23 +158,31 @@ def replay(
     src = open_source(source, schema=schema, prefix=prefix, chunk_size=chunk_size)
     try:
         if out is not None:
-            _prepare_out(out, overwrite)
+            _prepare_out(out, overwrite, src)
         return replay_local(src, det, out=out, run_actions=run_actions, progress=progress)
     finally:
         if isinstance(src, DatabaseSource):
             src.close()
 
 
-def _prepare_out(out: str | os.PathLike[str], overwrite: bool) -> None:
-    """Refuse an ``out`` that holds something, unless ``overwrite``; what it
-    holds is replaced only when the replay succeeds (see ``replay_local``)."""
+def _prepare_out(out: str | os.PathLike[str], overwrite: bool, src: Any) -> None:
+    """Refuse an ``out`` that holds something, unless ``overwrite`` and what it
+    holds is sentinel's own output (not the log ``src`` reads, nothing else:
+    :func:`~sentinel.replay.staging.overwrite_refusal`); what it holds is
+    replaced only when the replay succeeds (see ``replay_local``)."""
     from pathlib import Path
 
-    from sentinel.replay.staging import holds_something
+    from sentinel.replay.sources import read_paths
+    from sentinel.replay.staging import holds_something, overwrite_refusal
 
     path = Path(out)
-    if holds_something(path) and not overwrite:
-        raise ReplayError(f"{path} exists and is not empty; choose another --out or overwrite")
+    if not holds_something(path):
+        return
+    if not overwrite:
+        raise ReplayError(f"{path} exists and is not empty; choose another --out or --overwrite")
+    refusal = overwrite_refusal(path, read_paths(src))
+    if refusal is not None:
+        raise ReplayError(refusal)
 
 
 class _ReplayModule(types.ModuleType):

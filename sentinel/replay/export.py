@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,10 @@ from sentinel.replay.sources import (
     MANIFEST,
     DatabaseSource,
     read_manifest,
+    read_paths,
     utc_now,
 )
-from sentinel.replay.staging import Staging, holds_something
+from sentinel.replay.staging import Staging, holds_something, overwrite_refusal
 
 __all__ = [
     "FORMAT",
@@ -64,7 +65,9 @@ class ExportWriter:
     """Writes log rows arriving in ``(scope, t_occ)`` order into an export.
 
     ``out`` must not exist or be empty (``overwrite=True``: what it holds is
-    replaced). :meth:`write` takes record batches with the
+    replaced, if it is sentinel's own output and holds none of ``reads``, the
+    files the export reads: see
+    :func:`~sentinel.replay.staging.overwrite_refusal`). :meth:`write` takes record batches with the
     :data:`~sentinel.replay.sources.EXPORT_SCHEMA` columns; :meth:`close` writes
     the manifest, which marks the export complete. Files are written into a
     hidden directory inside ``out`` (:class:`~sentinel.replay.staging.Staging`)
@@ -80,17 +83,22 @@ class ExportWriter:
         buckets: int = 16,
         row_group_rows: int = 65_536,
         overwrite: bool = False,
+        reads: Iterable[Path] = (),
     ) -> None:
         if buckets < 1:
             raise ReplaySourceError(f"buckets must be at least 1, not {buckets}", source=str(out))
         self.out = Path(out)
         if self.out.exists() and not self.out.is_dir():
             raise ReplaySourceError(f"{self.out} is not a directory", source=str(self.out))
-        if holds_something(self.out) and not overwrite:
-            raise ReplaySourceError(
-                f"{self.out} is not empty; choose a new directory or overwrite it",
-                source=str(self.out),
-            )
+        if holds_something(self.out):
+            if not overwrite:
+                raise ReplaySourceError(
+                    f"{self.out} is not empty; choose a new directory or --overwrite",
+                    source=str(self.out),
+                )
+            refusal = overwrite_refusal(self.out, reads)
+            if refusal is not None:
+                raise ReplaySourceError(refusal, source=str(self.out))
         self._staging = Staging(self.out, "export")
         self._stage = self._staging.path
         self.buckets = buckets
@@ -212,7 +220,11 @@ def export_log(
     try:
         revision = db.reader.check()
         writer = ExportWriter(
-            out, buckets=buckets, row_group_rows=row_group_rows, overwrite=overwrite
+            out,
+            buckets=buckets,
+            row_group_rows=row_group_rows,
+            overwrite=overwrite,
+            reads=read_paths(db),
         )
         try:
             for batch in db.batches("scope"):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sentinel.replay.batch import DETECTION_SCHEMA, Replayer
+from sentinel.replay.batch import DETECTION_PARQUET, DETECTION_SCHEMA, Replayer
 from sentinel.replay.result import ReplayResult
 from sentinel.replay.rules import Rules, cross_scope_rules, per_scope_rules, resolve_rules
 from sentinel.replay.sources import LogSource
@@ -50,7 +50,7 @@ class _Sink:
 
             self._staging = Staging(out, "replay")
             self._writer = pq.ParquetWriter(
-                self._staging.path / "part-00000.parquet", DETECTION_SCHEMA
+                self._staging.path / "part-00000.parquet", DETECTION_SCHEMA, **DETECTION_PARQUET
             )
 
     def add(self, batch: pa.RecordBatch) -> None:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
 
 from sentinel.errors import ReplayError
-from sentinel.replay.batch import DETECTION_SCHEMA, Order, Replayer
+from sentinel.replay.batch import DETECTION_PARQUET, DETECTION_SCHEMA, Order, Replayer
 from sentinel.replay.rules import Rules
+from sentinel.replay.staging import overwrite_refusal, written_by_sentinel
 
 __all__ = ["SUMMARY_SCHEMA", "prepare_output", "replay_to_parquet", "write_empty"]
 
@@ -47,25 +49,42 @@ def _filesystem(out: str) -> tuple[Any, str]:
     return pafs.LocalFileSystem(), os.path.abspath(out)
 
 
-def prepare_output(out: str | os.PathLike[str], *, overwrite: bool) -> None:
+def prepare_output(
+    out: str | os.PathLike[str], *, overwrite: bool, reads: Iterable[Path] = ()
+) -> None:
     """Make ``out`` an empty directory: refuse one that holds something unless
-    ``overwrite``. Raises :class:`~sentinel.errors.ReplayError`."""
+    ``overwrite``, and even then one that holds anything but sentinel's own
+    output, or holds (or lies inside) a path of ``reads``, the log the run reads
+    (:func:`~sentinel.replay.staging.overwrite_refusal`). Raises
+    :class:`~sentinel.errors.ReplayError`."""
     import pyarrow.fs as pafs
 
     fs, root = _filesystem(os.fspath(out))
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
         raise ReplayError(f"{out} is a file; give a directory for the detections")
-    if info.type == pafs.FileType.Directory and fs.get_file_info(
-        pafs.FileSelector(root, recursive=False)
-    ):
-        if not overwrite:
-            raise ReplayError(f"{out} exists and is not empty; choose another or overwrite it")
-        if isinstance(fs, pafs.LocalFileSystem):
-            shutil.rmtree(root)
-        else:
-            fs.delete_dir_contents(root)
-    fs.create_dir(root, recursive=True)
+    if info.type != pafs.FileType.Directory:
+        fs.create_dir(root, recursive=True)
+        return
+    entries = fs.get_file_info(pafs.FileSelector(root, recursive=False))
+    if not entries:
+        return
+    if not overwrite:
+        raise ReplayError(f"{out} exists and is not empty; choose another or --overwrite")
+    if isinstance(fs, pafs.LocalFileSystem):
+        refusal = overwrite_refusal(Path(root), reads)
+        if refusal is not None:
+            raise ReplayError(refusal)
+        shutil.rmtree(root)
+        fs.create_dir(root, recursive=True)
+        return
+    for e in entries:
+        if not written_by_sentinel(e.base_name, e.type == pafs.FileType.Directory):
+            raise ReplayError(
+                f"{out} holds {e.base_name!r}, which sentinel did not write; overwriting "
+                "replaces only sentinel's own output: choose another directory"
+            )
+    fs.delete_dir_contents(root)
 
 
 def write_empty(out: str | os.PathLike[str]) -> None:
@@ -101,7 +120,7 @@ def replay_to_parquet(
         if not batch.num_rows:
             return
         if writer is None:
-            writer = pq.ParquetWriter(tmp, DETECTION_SCHEMA, filesystem=fs)
+            writer = pq.ParquetWriter(tmp, DETECTION_SCHEMA, filesystem=fs, **DETECTION_PARQUET)
         writer.write_batch(batch)
 
     for batch in batches:

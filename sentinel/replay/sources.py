@@ -50,6 +50,7 @@ __all__ = [
     "log_table",
     "open_source",
     "read_export_files",
+    "read_paths",
     "select_events",
 ]
 
@@ -431,6 +432,18 @@ class TableSource:
 def _sorted(table: pa.Table, order: Order) -> pa.Table:
     keys = ["scope", "t_occ"] if order == "scope" else ["t_occ", "scope"]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def read_paths(source: Any) -> list[Path]:
+    """The files of this machine a source reads (a SQLite database file, an
+    export directory): what an output directory must not replace."""
+    if isinstance(source, ExportSource):
+        return [source.path]
+    if isinstance(source, DatabaseSource):
+        url = source.reader.engine.url
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return [Path(url.database)]
+    return []
 
 
 def open_source(

@@ -75,6 +75,7 @@ from sentinel.replay.sources import (
     TableSource,
     open_source,
     read_export_files,
+    read_paths,
     select_events,
 )
 
@@ -604,7 +605,7 @@ def replay_spark(
             src.check()
             location, events = src.location, src.count()
             if target is not None:
-                prepare_output(target, overwrite=overwrite)
+                prepare_output(target, overwrite=overwrite, reads=read_paths(src))
             if isinstance(src, TableSource):
                 names = src.table.schema.names
                 rows = spark.createDataFrame(

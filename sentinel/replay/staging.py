@@ -12,15 +12,65 @@ directories a run left behind when its process died are ignored by
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import uuid
+from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["Staging", "holds_something"]
+__all__ = ["Staging", "holds_something", "overwrite_refusal", "written_by_sentinel"]
 
 #: Names of the hidden directories a run writes into (and moves old files to).
 PREFIX = ".sentinel-stage-"
+
+#: What sentinel writes in an output directory: detections and export buckets
+#: as Parquet files (``part-00000.parquet``, a Spark partition's
+#: ``<name>.parquet`` and its hidden ``.<name>.parquet.tmp``), an export's
+#: manifest and its ``bucket=NNNNN`` directories.
+_FILES = re.compile(r"[^/]*\.parquet|\.[^/]*\.parquet\.tmp|_sentinel_export\.json")
+_DIRS = re.compile(r"bucket=\d+|" + re.escape(PREFIX) + r".*")
+
+
+def written_by_sentinel(name: str, is_dir: bool) -> bool:
+    """Whether an entry of an output directory is one sentinel writes there
+    (see ``_FILES`` and ``_DIRS``): what ``overwrite`` may replace."""
+    return bool((_DIRS if is_dir else _FILES).fullmatch(name))
+
+
+def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
+    """Why replacing what ``out`` holds must not happen, or ``None``.
+
+    ``overwrite`` replaces sentinel's own output only: it is refused when
+    ``out`` is a file, when ``out`` is or holds a path in ``reads`` (the log a
+    run reads: a SQLite file, an export directory) or lies inside one of them,
+    and when ``out`` holds anything sentinel does not write there (see
+    :func:`written_by_sentinel`), so a mistyped ``--out`` never deletes the
+    user's files."""
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"{out} is a file; give a directory for the output"
+    here = out.resolve()
+    for src in reads:
+        try:
+            there = src.resolve()
+        except OSError:  # pragma: no cover - a path the OS cannot resolve
+            continue
+        if there == here or here in there.parents:
+            return f"{out} holds {src}, which this run reads; choose another directory"
+        if there.is_dir() and there in here.parents:
+            return f"{out} is inside {src}, which this run reads; choose another directory"
+    with os.scandir(out) as entries:
+        for entry in entries:
+            if not written_by_sentinel(entry.name, entry.is_dir()):
+                return (
+                    f"{out} holds {entry.name!r}, which sentinel did not write; "
+                    "overwriting replaces only sentinel's own output (detections or a "
+                    "log export): choose another directory, or empty this one"
+                )
+    return None
 
 
 def holds_something(out: Path) -> bool:

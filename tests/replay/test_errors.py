@@ -166,3 +166,97 @@ def test_a_failed_replay_leaves_its_output_directory_as_it_was(tmp_path: Path) -
     ):
         replay(url, rules, out=tmp_path / "new", chunk_size=7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "log.db"]
+
+
+def _small_log(path: Path) -> str:
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+
+    url = f"sqlite:///{path}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    occs = [
+        Occurrence(e, s * 10 + t, 1.0, 1.0, None, {"k": s}, f"s{s:03d}")
+        for s in range(5)
+        for t, e in enumerate(("txn:begin", "E1", "E2", "txn:pre_commit", "txn:commit"), 1)
+    ]
+    with engine.begin() as conn:
+        LogWriter().write(conn, occs)
+    engine.dispose()
+    return url
+
+
+RULES = "tests.replay.workload:matrix_detector"
+
+
+def test_overwrite_never_replaces_the_log_a_replay_reads(tmp_path: Path) -> None:
+    """``out`` naming the directory of the SQLite log, or the export being
+    read, is refused even with ``overwrite``: the log is left whole."""
+    from sentinel.replay import export_log
+
+    url = _small_log(tmp_path / "log.db")
+    before = (tmp_path / "log.db").read_bytes()
+    with pytest.raises(ReplayError, match=r"holds .*log\.db, which this run reads"):
+        replay(url, RULES, out=tmp_path, overwrite=True)
+    assert (tmp_path / "log.db").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["log.db"]
+
+    export = tmp_path / "export"
+    export_log(url, export)
+    files = sorted(p.name for p in export.iterdir())
+    with pytest.raises(ReplayError, match="which this run reads"):
+        replay(export, RULES, out=export, overwrite=True)
+    assert sorted(p.name for p in export.iterdir()) == files
+    assert replay(export, RULES).detections == replay(url, RULES).detections
+
+
+def test_overwrite_replaces_only_sentinels_own_output(tmp_path: Path) -> None:
+    """``overwrite`` replaces earlier detections; a directory holding anything
+    else (a user's file, a subdirectory) is refused, naming the entry, and kept."""
+    import pyarrow.parquet as pq
+
+    url = _small_log(tmp_path / "log.db")
+    out = tmp_path / "d"
+    first = replay(url, RULES, out=out)
+    again = replay(url, RULES, out=out, overwrite=True)
+    assert again.detections == first.detections == pq.read_table(out).num_rows
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ReplayError, match="holds 'notes.txt', which sentinel did not write"):
+        replay(url, RULES, out=out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    (out / "sub").mkdir()
+    with pytest.raises(ReplayError, match="holds 'sub'"):
+        replay(url, RULES, out=out, overwrite=True)
+    assert (out / "sub").is_dir()
+    file = tmp_path / "file.parquet"
+    file.write_text("not a directory")
+    with pytest.raises(ReplayError, match="is a file"):
+        replay(url, RULES, out=file, overwrite=True)
+    assert file.read_text() == "not a directory"
+
+
+def test_the_spark_engines_output_is_emptied_only_when_it_is_sentinels(tmp_path: Path) -> None:
+    """``prepare_output`` (the Spark engine empties ``out`` before it starts)
+    refuses a foreign entry and the log it reads, and empties earlier output."""
+    from sentinel.replay.output import prepare_output
+
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "part-00000.parquet").write_bytes(b"PAR1")
+    (out / ".p1.parquet.tmp").write_bytes(b"PAR1")
+    with pytest.raises(ReplayError, match="not empty"):
+        prepare_output(out, overwrite=False)
+    (out / "app.db").write_bytes(b"data")
+    with pytest.raises(ReplayError, match="holds .*app.db, which this run reads"):
+        prepare_output(out, overwrite=True, reads=[out / "app.db"])
+    with pytest.raises(ReplayError, match="holds 'app.db', which sentinel did not write"):
+        prepare_output(out, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".p1.parquet.tmp",
+        "app.db",
+        "part-00000.parquet",
+    ]
+    (out / "app.db").unlink()
+    prepare_output(out, overwrite=True)
+    assert out.is_dir() and not list(out.iterdir())

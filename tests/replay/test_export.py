@@ -90,12 +90,35 @@ def test_the_export_holds_what_the_log_holds(log_db: sa.Engine, tmp_path: Path) 
 
 
 def test_an_export_refuses_a_used_directory(log_db: sa.Engine, tmp_path: Path) -> None:
-    (tmp_path / "x").mkdir()
-    (tmp_path / "x" / "keep.txt").write_text("mine")
+    """A directory holding something is refused; ``overwrite`` replaces an
+    earlier export but never deletes a file sentinel did not write."""
+    out = tmp_path / "x"
+    export_log(log_db, out)
     with pytest.raises(ReplaySourceError, match="not empty"):
-        export_log(log_db, tmp_path / "x")
-    export_log(log_db, tmp_path / "x", overwrite=True)
-    assert not (tmp_path / "x" / "keep.txt").exists()
+        export_log(log_db, out)
+    export_log(log_db, out, overwrite=True, buckets=2)
+    assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(ReplaySourceError, match="holds 'keep.txt', which sentinel did not write"):
+        export_log(log_db, out, overwrite=True)
+    assert (out / "keep.txt").read_text() == "mine"
+    assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
+
+
+def test_an_export_never_overwrites_the_database_it_reads(tmp_path: Path) -> None:
+    """``--out`` naming the directory that holds the SQLite log (``.``, say)
+    is refused with ``overwrite`` too, and the database is left whole."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write(conn, [Occurrence("E1", 1, 1e9, scope="s1")], outcome="committed")
+    engine.dispose()
+    before = (tmp_path / "log.db").read_bytes()
+    with pytest.raises(ReplaySourceError, match=r"holds .*log\.db, which this run reads"):
+        export_log(url, tmp_path, overwrite=True)
+    assert (tmp_path / "log.db").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["log.db"]
 
 
 #: What the export says of the row of ``_set_first_params``.
