@@ -59,6 +59,7 @@ __all__ = [
     "flushing_released",
     "in_commit",
     "is_clean",
+    "outside_ended_block",
     "roll_back_now",
 ]
 
@@ -82,19 +83,20 @@ class PreCommit:
         if st is None or st.transaction is not trans or st.scope is None or not st.scope.active:
             return
         st.commit_seen = True
-        try:
-            self.refuse_if_doomed(st)
-            if st.pre_committed:  # a failed attempt ran it already
-                self.refuse_if_changed(session, st)
-            if st.savepoints or not is_clean(session):
-                return
-            if st.pre_committed:
-                self.write(session, st)
-            else:
-                self.run(session, st)
-        except BaseException:
-            roll_back_now(session)
-            raise
+        with outside_ended_block(session):  # commit() inside its savepoint's block
+            try:
+                self.refuse_if_doomed(st)
+                if st.pre_committed:  # a failed attempt ran it already
+                    self.refuse_if_changed(session, st)
+                if st.savepoints or not is_clean(session):
+                    return
+                if st.pre_committed:
+                    self.write(session, st)
+                else:
+                    self.run(session, st)
+            except BaseException:
+                roll_back_now(session)
+                raise
 
     def at_flush_end(self, session: Session, st: TxnState) -> None:
         """``after_flush_postexec`` of a flush inside the commit, after sentinel's
@@ -103,18 +105,23 @@ class PreCommit:
         rolls back: the commit fails with it."""
         if st.pre_committing or st.savepoints or not is_clean(session):
             return
-        if st.pre_committed:
-            self.write(session, st)
-        else:
-            with flushing_released(session):
-                self.run(session, st)
+        with outside_ended_block(session):
+            if st.pre_committed:
+                self.write(session, st)
+            else:
+                with flushing_released(session):
+                    self.run(session, st)
 
     def at_savepoint_released(self, session: Session, st: TxnState) -> None:
         """A savepoint's ``after_transaction_end`` after its release: if the
         root's commit released the last one and nothing is left to flush, the
-        step runs now."""
+        step runs now (not while the step runs already: a deferred rule's own
+        savepoint released). The release may end the ``with
+        session.begin_nested():`` block that ``commit()`` was called in: the step
+        runs outside it (:func:`outside_ended_block`)."""
         if (
             st.pre_committed
+            or st.pre_committing
             or st.savepoints
             or st.scope is None
             or not st.scope.active
@@ -122,11 +129,12 @@ class PreCommit:
             or not is_clean(session)
         ):
             return
-        try:
-            self.run(session, st)
-        except BaseException:
-            roll_back_now(session)
-            raise
+        with outside_ended_block(session):
+            try:
+                self.run(session, st)
+            except BaseException:
+                roll_back_now(session)
+                raise
 
     # -- the step ----------------------------------------------------------------------
     def run(self, session: Session, st: TxnState) -> None:
@@ -353,6 +361,31 @@ def commit_refused(session: Session, st: TxnState) -> Iterator[None]:
                 own["commit"] = previous
             else:
                 del own["commit"]
+
+
+@contextmanager
+def outside_ended_block(session: Session) -> Iterator[None]:
+    """Run the block as if no ``with`` block of an ended transaction were open.
+
+    SQLAlchemy refuses every use of a session while the innermost ``with
+    session.begin()`` / ``begin_nested()`` block is of a transaction that has
+    ended ("Can't operate on closed transaction inside context manager"). A root
+    ``commit()`` called inside ``with session.begin_nested():`` releases that
+    savepoint first, then commits the root, and the pre-commit step runs in
+    the root's ``before_commit`` or at the release, still inside the block: the
+    step's work (the deferred rules, the log's write, a rollback on
+    failure) is in the root transaction, which is active, so it runs with the
+    session's current block set aside for its duration (what the block's own
+    exit does afterwards is unchanged)."""
+    ctx = session._trans_context_manager
+    if ctx is None or ctx._transaction_is_active():
+        yield
+        return
+    session._trans_context_manager = None
+    try:
+        yield
+    finally:
+        session._trans_context_manager = ctx
 
 
 @contextmanager

@@ -303,6 +303,108 @@ def test_a_savepoint_left_open_is_released_before_the_deferred_rules_run(
     assert world.ran.count("deferred") == 1
 
 
+def _savepoints(world: World, backend: str) -> None:
+    if backend == "sqlite":  # SAVEPOINT needs SQLAlchemy's recipe (docs/orm.md, SQLite)
+        sqlite_savepoints(world.engine, {"sql": "BEGIN"})
+        world.engine.dispose()  # connections made from now on follow it
+
+
+def _committed(world: World) -> list[tuple[str, float]]:
+    Stock = world.model.Stock
+    with world.plain() as s:
+        return [(o.name, o.price) for o in s.scalars(sa.select(Stock).order_by(Stock.id))]
+
+
+def test_a_commit_inside_a_savepoints_block_commits_as_without_sentinel(
+    world: World, backend: str
+) -> None:
+    """``session.commit()`` inside ``with session.begin_nested():`` releases the
+    savepoint and commits the root (SQLAlchemy refuses any other use of the
+    session inside that ended block): the pre-commit step runs there, once, and
+    the transaction commits with its log."""
+    _savepoints(world, backend)
+    Stock = world.model.Stock
+
+    def scenario(factory: sessionmaker[Session]) -> list[tuple[str, float]]:
+        with factory() as s:
+            s.execute(sa.delete(Stock))
+            s.commit()
+            s.add(Stock(id=1, name="IBM"))
+            with s.begin_nested():
+                s.add(Stock(id=2, name="DEC"))
+                s.commit()
+        return _committed(world)
+
+    assert _same_for_both(world, scenario) == [("IBM", 0.0), ("DEC", 0.0)]
+    assert world.ran.count("txn:pre_commit") == 2  # the delete's transaction, then this one
+    assert world.ran.count("deferred") == 1  # recent context: once, for the latest insert
+    with LogReader(world.engine) as log:
+        last = [r for r in log.occurrences() if r.outcome == "committed"][-4:]
+    assert [r.occurrence.event for r in last] == [
+        "txn:begin", "Stock:insert", "Stock:insert", "txn:pre_commit",
+    ]  # fmt: skip
+
+
+def test_a_before_commit_listener_using_a_savepoint_block_commits_as_without_sentinel(
+    world: World, backend: str
+) -> None:
+    """An application's ``before_commit`` listener that changes objects inside
+    ``with session.begin_nested():`` while the session has unflushed changes
+    (the pre-commit step then runs at that savepoint's release, inside its block)."""
+    _savepoints(world, backend)
+    Stock = world.model.Stock
+
+    def scenario(factory: sessionmaker[Session]) -> list[tuple[str, float]]:
+        with factory() as s:
+            s.execute(sa.delete(Stock))
+            s.add(Stock(id=1, name="IBM"))
+            s.commit()
+
+            def audit(session: Session) -> None:
+                if not session.info.pop("audit", False):
+                    return
+                with session.begin_nested():
+                    session.get(Stock, 1).price += 100.0
+
+            sa_event.listen(s, "before_commit", audit)
+            s.info["audit"] = True
+            s.get(Stock, 1).price = 1.0  # pending at commit
+            s.commit()
+        return _committed(world)
+
+    assert _same_for_both(world, scenario) == [("IBM", 101.0)]
+
+
+def test_a_deferred_rule_using_a_savepoint_block_runs_the_step_once(
+    world: World, backend: str
+) -> None:
+    """A deferred rule whose action works inside ``with session.begin_nested():``
+    (its savepoint released while the step runs): the commit succeeds,
+    ``txn:pre_commit`` is signalled once, and the log holds what committed."""
+    _savepoints(world, backend)
+    Stock = world.model.Stock
+
+    def reprice(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        with session.begin_nested():
+            session.get(Stock, 1).price = 9.0
+
+    world.det.rule("reprice", "Stock.e1", action=reprice, coupling="deferred")
+    with world.attached() as s:
+        s.execute(sa.delete(Stock))
+        s.add(Stock(id=1, name="IBM", qty=10))
+        s.commit()
+        before = world.ran.count("txn:pre_commit")
+        s.get(Stock, 1).sell_stock(2)
+        s.commit()
+    assert world.ran.count("txn:pre_commit") == before + 1
+    assert _committed(world) == [("IBM", 9.0)]
+    with LogReader(world.engine) as log:
+        events = [r.occurrence.event for r in log.occurrences() if r.outcome == "committed"]
+    # the rule's change is flushed after txn:pre_commit, in the transaction
+    assert events[-4:] == ["Stock.sell_stock:end", "Stock:update", "txn:pre_commit", "Stock:update"]
+
+
 # -- sessions dropped without close() ------------------------------------------------
 def test_a_dropped_session_gives_its_connection_back_to_the_pool(world: World, db_url: str) -> None:
     """With one pooled connection: flush, drop the session without closing it,
