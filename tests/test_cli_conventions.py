@@ -363,3 +363,50 @@ def test_a_rules_reference_that_is_no_module_name_is_refused_as_such(reference: 
     assert result.exit_code == 1, result.output
     assert "a rules reference looks like 'package.module:attribute'" in result.output
     assert isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["worker", "--once", "--lease", "nan"],
+        ["worker", "--once", "--poll", "inf"],
+        ["worker", "--once", "--poll", "nan"],
+        ["global", "--until-idle", "--lease", "inf"],
+        ["global", "--until-idle", "--action-lease", "nan"],
+        ["global", "--until-idle", "--retry-delay", "inf"],
+    ],
+)
+def test_a_duration_that_is_not_a_finite_number_is_refused_before_any_work(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``nan`` and ``inf`` for a number of seconds are usage errors (exit 2)
+    naming the option, before the database is touched (they failed deep inside
+    with a traceback, or made the poll loop spin)."""
+    db = tmp_path / "app.db"
+    result = CliRunner().invoke(
+        main, [*args, "--url", f"sqlite:///{db}", "--rules", "examples.stock.program:replay_rules"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "is not a finite number of seconds" in result.output
+    assert args[-2] in result.output
+    assert not db.exists()
+
+
+def test_a_database_driver_that_is_not_installed_is_a_one_line_error() -> None:
+    """``mysql://`` (SQLAlchemy's default MySQL driver, MySQLdb) and other
+    drivers no extra brings: one line naming the module, not a traceback."""
+    result = CliRunner().invoke(main, ["db", "current", "--url", "mysql://root@127.0.0.1/x"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: a module this command needs is not installed")
+    assert "MySQLdb" in result.output and "mysql+pymysql://" in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_a_rules_module_whose_code_fails_is_a_one_line_error(in_app_dir: Path) -> None:
+    """The module's or the factory's own exception, with its file and line."""
+    (in_app_dir / "broken.py").write_text("def rules():\n    raise RuntimeError('boom')\n")
+    result = CliRunner().invoke(main, ["graph", "--rules", "broken:rules"])
+    assert result.exit_code == 1, result.output
+    assert "calling it raised RuntimeError: boom (" in result.output
+    assert "broken.py:2)" in result.output
+    assert "Traceback" not in result.output

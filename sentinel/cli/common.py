@@ -4,6 +4,7 @@ the progress bar, and loading an application's rules."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 import shutil
 import sys
@@ -12,9 +13,26 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["db_options", "errors", "load_reference", "print_table", "progress"]
+__all__ = ["Seconds", "db_options", "errors", "load_reference", "print_table", "progress"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Seconds(click.FloatRange):
+    """A duration in seconds of at least ``min``: a finite number (click's
+    ``FloatRange`` lets ``nan`` and ``inf`` through, which made a lease or a
+    poll interval fail deep inside with a traceback, or spin)."""
+
+    name = "seconds"
+
+    def __init__(self, min: float) -> None:
+        super().__init__(min=min)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
 
 
 def errors(fn: F) -> F:
@@ -38,7 +56,11 @@ def errors(fn: F) -> F:
 
             extra = extra_for_module(err.name)
             if extra is None:
-                raise
+                raise click.ClickException(
+                    f"a module this command needs is not installed: {err}. For a database "
+                    "URL, install its driver, or name one that sentinel's extras bring "
+                    "(postgresql+psycopg://, mysql+pymysql://)"
+                ) from err
             feature = "this database URL" if extra in ("postgresql", "mysql") else "this command"
             missing = MissingExtraError(feature, extra, err.name)
             raise click.ClickException(str(missing)) from err

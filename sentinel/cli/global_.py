@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, db_options, errors, importable_from_cwd
+from sentinel.cli.common import EnvOption, Seconds, db_options, errors, importable_from_cwd
 
 __all__ = ["global_command"]
 
@@ -33,7 +33,7 @@ __all__ = ["global_command"]
     "--lease",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=Seconds(0.1),
     help="Seconds the cursor's lease outlives its holder's last renewal; a standby "
     "instance takes over after that.",
 )
@@ -41,7 +41,7 @@ __all__ = ["global_command"]
     "--poll",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0.01),
+    type=Seconds(0.01),
     help="Longest wait between reads of the log (polling backs off from 0.05 s up to "
     "this; PostgreSQL waits for NOTIFY, at most this long).",
 )
@@ -57,14 +57,14 @@ __all__ = ["global_command"]
     "--action-lease",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=Seconds(0.1),
     help="Seconds an action's claim outlives its worker's last heartbeat.",
 )
 @click.option(
     "--max-ahead",
     default=300.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     help="Rules with temporal events: skip (and report) a log row whose detection time "
     "is more than this many seconds ahead of this machine's clock.",
 )
@@ -72,7 +72,7 @@ __all__ = ["global_command"]
     "--max-late",
     default=86_400.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     help="Rules with temporal events: skip (and report) a log row more than this many "
     "seconds behind the log's clock.",
 )
@@ -80,7 +80,7 @@ __all__ = ["global_command"]
     "--busy-timeout",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     help="SQLite: seconds a statement waits for another connection's write lock before it "
     "fails (the driver's default is 5 s); ignored on other databases.",
 )
@@ -88,7 +88,7 @@ __all__ = ["global_command"]
     "--retry-delay",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     help="Seconds a worker thread waits before it tries again an action it could not claim, "
     "or a batch it could not start (the database away, or locked past --busy-timeout).",
 )

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, db_options, errors, importable_from_cwd
+from sentinel.cli.common import EnvOption, Seconds, db_options, errors, importable_from_cwd
 
 __all__ = ["worker_command"]
 
@@ -28,14 +28,14 @@ __all__ = ["worker_command"]
     "--poll",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0.01),
+    type=Seconds(0.01),
     help="Seconds to wait when nothing is due.",
 )
 @click.option(
     "--lease",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=Seconds(0.1),
     help="Seconds a claim outlives its worker's last heartbeat (renewed every lease/3 s "
     "while a rule runs); a worker that dies leaves its entry to others after that.",
 )

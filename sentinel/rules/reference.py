@@ -9,6 +9,8 @@ or a zero-argument callable returning one.
 from __future__ import annotations
 
 import importlib
+import inspect
+import traceback
 from typing import Any
 
 from sentinel.errors import RuleReferenceError
@@ -50,6 +52,12 @@ def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "")
             + (f" ({hint})" if hint else ""),
             reference=reference,
         ) from err
+    except Exception as err:  # the module's own code failed (or does not compile)
+        raise RuleReferenceError(
+            f"importing module {module_name!r} of rules reference {reference!r} raised "
+            f"{_raised(err)}",
+            reference=reference,
+        ) from err
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -61,11 +69,20 @@ def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "")
             ) from None
     if not isinstance(obj, kinds) and callable(obj):
         try:
-            obj = obj()
+            inspect.signature(obj).bind()
         except TypeError as err:
             raise RuleReferenceError(
                 f"rules reference {reference!r} is a callable that could not be called "
                 f"without arguments: {err}",
+                reference=reference,
+            ) from err
+        except ValueError:  # no signature to read (some built-ins): call it and see
+            pass
+        try:
+            obj = obj()
+        except Exception as err:
+            raise RuleReferenceError(
+                f"rules reference {reference!r}: calling it raised {_raised(err)}",
                 reference=reference,
             ) from err
         if not isinstance(obj, kinds):
@@ -80,3 +97,15 @@ def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "")
             reference=reference,
         )
     return obj
+
+
+def _raised(err: BaseException) -> str:
+    """``err`` in one line, with where it was raised (the innermost frame; a
+    syntax error's own file and line)."""
+    text = f"{type(err).__name__}: {err}"
+    if isinstance(err, SyntaxError) and err.filename:
+        return f"{type(err).__name__}: {err.msg} ({err.filename}:{err.lineno})"
+    frames = traceback.extract_tb(err.__traceback__)
+    if frames:
+        text += f" ({frames[-1].filename}:{frames[-1].lineno})"
+    return text

@@ -33,6 +33,14 @@ def returns_something_else() -> object:
     return "rules"
 
 
+def raises_inside() -> LocalEventDetector:
+    raise RuntimeError("boom in the factory")
+
+
+def type_error_inside() -> LocalEventDetector:
+    return LocalEventDetector(len(3))  # type: ignore[arg-type]  # the factory's own bug
+
+
 @pytest.mark.parametrize(
     ("reference", "message"),
     [
@@ -44,6 +52,14 @@ def returns_something_else() -> object:
         ("tests.replay.test_errors:NOT_A_DETECTOR", "is a int, not a LocalEventDetector"),
         ("tests.replay.test_errors:needs_an_argument", "could not be called without arguments"),
         ("tests.replay.test_errors:returns_something_else", "returned str, not a"),
+        (
+            "tests.replay.test_errors:raises_inside",
+            r"calling it raised RuntimeError: boom in the factory \(.*test_errors.py:\d+\)",
+        ),
+        (
+            "tests.replay.test_errors:type_error_inside",
+            r"calling it raised TypeError: object of type 'int' has no len\(\) \(.*test_errors",
+        ),
     ],
 )
 def test_bad_rule_references(reference: str, message: str) -> None:
@@ -52,6 +68,30 @@ def test_bad_rule_references(reference: str, message: str) -> None:
     assert info.value.reference == reference
     with pytest.raises(RuleReferenceError):
         replay("sqlite:////nonexistent/x.db", reference)  # the rules are checked first
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "raise ValueError('bad config')",
+            r"raised ValueError: bad config \(.*broken_rules.py:1\)",
+        ),
+        ("def f(:\n    pass", r"raised SyntaxError: .* \(.*broken_rules.py:1\)"),
+    ],
+)
+def test_a_rules_module_that_fails_to_import_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    """The module's own error, its type and where, in a RuleReferenceError
+    (the CLI's one-line message), not a traceback."""
+    (tmp_path / "broken_rules.py").write_text(source + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RuleReferenceError, match="importing module 'broken_rules' of rules"):
+        load_rules("broken_rules:det")
+    monkeypatch.delitem(__import__("sys").modules, "broken_rules", raising=False)
+    with pytest.raises(RuleReferenceError, match=message):
+        load_rules("broken_rules:det")
 
 
 def test_a_good_reference_names_a_detector_or_a_factory() -> None:
@@ -221,7 +261,7 @@ def test_overwrite_replaces_only_sentinels_own_output(tmp_path: Path) -> None:
     again = replay(url, RULES, out=out, overwrite=True)
     assert again.detections == first.detections == pq.read_table(out).num_rows
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(ReplayError, match="holds 'notes.txt', which sentinel did not write"):
+    with pytest.raises(ReplayError, match=r"holds 'notes\.txt', which sentinel did not write"):
         replay(url, RULES, out=out, overwrite=True)
     assert (out / "notes.txt").read_text() == "mine"
     (out / "notes.txt").unlink()
@@ -248,9 +288,9 @@ def test_the_spark_engines_output_is_emptied_only_when_it_is_sentinels(tmp_path:
     with pytest.raises(ReplayError, match="not empty"):
         prepare_output(out, overwrite=False)
     (out / "app.db").write_bytes(b"data")
-    with pytest.raises(ReplayError, match="holds .*app.db, which this run reads"):
+    with pytest.raises(ReplayError, match=r"holds .*app\.db, which this run reads"):
         prepare_output(out, overwrite=True, reads=[out / "app.db"])
-    with pytest.raises(ReplayError, match="holds 'app.db', which sentinel did not write"):
+    with pytest.raises(ReplayError, match=r"holds 'app\.db', which sentinel did not write"):
         prepare_output(out, overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == [
         ".p1.parquet.tmp",

@@ -99,7 +99,7 @@ def test_an_export_refuses_a_used_directory(log_db: sa.Engine, tmp_path: Path) -
     export_log(log_db, out, overwrite=True, buckets=2)
     assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(ReplaySourceError, match="holds 'keep.txt', which sentinel did not write"):
+    with pytest.raises(ReplaySourceError, match=r"holds 'keep\.txt', which sentinel did not write"):
         export_log(log_db, out, overwrite=True)
     assert (out / "keep.txt").read_text() == "mine"
     assert sum(b.num_rows for b in ExportSource(out).batches()) == 200
