@@ -36,6 +36,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Collection, Iterator, Sequence
@@ -642,7 +643,7 @@ def replay_spark(
         # The workers wrote the detections; their summaries say how many.
         per_rule = dict.fromkeys(sorted(r.name for r in det.rules.values() if r.enabled), 0)
         scope_rows = 0
-        for row in detections.collect():
+        for row in _collect(detections):
             if row["rule"] is None:
                 scope_rows += int(row["rows"])
             else:
@@ -656,6 +657,35 @@ def replay_spark(
         result.out = Path(target)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _collect(frame: DataFrame) -> list[Any]:
+    """``frame.collect()``, a Python worker's failure raised as a
+    :class:`~sentinel.errors.ReplayError` that says what the worker raised
+    (Spark's own exception carries the worker's traceback and the JVM's)."""
+    from pyspark.errors import PythonException
+
+    try:
+        return frame.collect()
+    except PythonException as err:
+        raise ReplayError(f"a Spark task failed: {worker_failure(str(err))}") from err
+
+
+#: A line of a Python traceback that names the exception raised.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*): (.+)$", re.M)
+
+
+def worker_failure(text: str) -> str:
+    """The exception a Spark Python worker raised, as ``Name: message``, read from
+    the text of Spark's ``PythonException`` (the worker's traceback): the last
+    sentinel error named there, else the last exception line."""
+    found = _RAISED.findall(text)
+    ours = [(n, m) for n, m in found if n.startswith("sentinel.errors.")]
+    if ours or found:
+        name, message = (ours or found)[-1]
+        return f"{name.rpartition('.')[2]}: {message.strip()}"
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no message"
 
 
 def _replay_plan(spark: SparkSession, plan: dict[str, Any], url: str | None) -> DataFrame:

@@ -187,7 +187,7 @@ def _unread_rules() -> Any:
 UNREAD = _unread_rules()
 
 
-def test_a_corrupt_row_no_rule_reads_fails_both_engines_alike(spark: Any) -> None:
+def test_a_corrupt_row_no_rule_reads_fails_both_engines_alike(spark: Any, tmp_path: Path) -> None:
     """A payment whose parameter text is not one JSON object (here two: it would
     add a value no row holds to the detection's JSON array) went into the output
     as stored when no rule read it. Both engines now refuse it, naming the row,
@@ -215,3 +215,28 @@ def test_a_corrupt_row_no_rule_reads_fails_both_engines_alike(spark: Any) -> Non
     with pytest.raises(PySparkException) as err:
         replay_dataframe(df, "tests.replay.test_spark:UNREAD", partitions=1).collect()
     assert "ReplaySourceError" in str(err.value) and message in str(err.value)
+    # with out=, the detections counted on the driver: one ReplayError saying
+    # what the worker raised, not Spark's exception with both tracebacks
+    with pytest.raises(
+        ReplayError, match="a Spark task failed: ReplaySourceError: " + message
+    ) as failed:
+        replay(rows, "tests.replay.test_spark:UNREAD", engine="spark", out=tmp_path / "d")
+    assert "Traceback" not in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_a_spark_workers_failure_is_read_from_its_traceback() -> None:
+    from sentinel.replay.spark import worker_failure
+
+    text = (
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/sentinel/replay/sources.py", line 3, in check\n'
+        "    raise LogTablesMissingError(url)\n"
+        "sentinel.errors.LogTablesMissingError: no SQLite database at /tmp/a.db\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "KeyError: 'x'\n"
+    )
+    assert worker_failure(text) == "LogTablesMissingError: no SQLite database at /tmp/a.db"
+    assert worker_failure("ValueError: bad\n  at org.apache.spark.X") == "ValueError: bad"
+    assert worker_failure("") == "no message"
