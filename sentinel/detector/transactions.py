@@ -218,16 +218,21 @@ class Transactions:
         self._scopes.add(scope)
         return scope
 
-    def end_scope(self, scope: Scope, status: str) -> None:
+    def end_scope(self, scope: Scope, status: str, *, abandoned: bool = False) -> None:
         """Mark ``scope`` ``"committed"`` or ``"aborted"``, flush it and run what
         follows the end of a transaction (detached rules), *without* signalling
-        ``txn:commit`` / ``txn:abort`` (replay injected the logged ones)."""
+        ``txn:commit`` / ``txn:abort`` (replay injected the logged ones).
+        ``abandoned`` (aborted only): the transaction ended without ``txn:abort``
+        (online, its session was garbage-collected), so nothing runs after it."""
         if status not in ("committed", "aborted"):
             raise ScopeError(f"status must be 'committed' or 'aborted', not {status!r}")
+        if abandoned and status != "aborted":
+            raise ScopeError("only an aborted scope can be abandoned")
         scope._check_active("commit" if status == "committed" else "abort")
         scope.status = status
         self.flush(scope)
-        self._after_end(scope)
+        if not abandoned:
+            self._after_end(scope)
 
     def pre_commit(self, scope: Scope) -> None:
         """Signal ``txn:pre_commit`` in ``scope`` (deferred rules run here)."""

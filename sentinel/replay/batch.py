@@ -221,6 +221,10 @@ class Replayer:
         #: order="t_occ": scope id -> [scope, outcome, savepoint path, stack].
         self._open: dict[Any, list[Any]] = {}
         self._refs: dict[tuple[str, str | None], Any] = {}
+        #: Scopes whose txn:abort row was read and that have not ended yet. An
+        #: aborted scope without one was abandoned online (its session
+        #: garbage-collected): nothing ran after it (see _end).
+        self._abort_rows: set[Any] = set()
         wanted = self.needed_events()
         self._wanted = None if wanted is None else pa.array(wanted, pa.string())
 
@@ -253,6 +257,7 @@ class Replayer:
                 f"{', '.join(LOG_COLUMNS)}",
                 source="input batch",
             )
+        self._note_aborts(batch)
         if self.order == "t_occ":
             self._feed_by_t_occ([batch.column(name).to_pylist() for name in LOG_COLUMNS])
         elif not batch.num_rows:
@@ -531,14 +536,36 @@ class Replayer:
             pending = info.get("detached")
             stack.append((name, scope.savepoint(), len(pending) if pending else 0))
 
+    def _note_aborts(self, batch: pa.RecordBatch) -> None:
+        """Remember the scopes of ``batch``'s ``txn:abort`` rows (one Arrow
+        filter per batch, not a test per row)."""
+        event = batch.column("event")
+        if event.type in _FILTERABLE:
+            scopes = batch.column("scope").filter(pc.equal(event, "txn:abort")).to_pylist()
+        else:  # types without the kernel (string views): read the columns
+            scopes = [
+                s
+                for s, e in zip(batch.column("scope").to_pylist(), event.to_pylist(), strict=True)
+                if e == "txn:abort"
+            ]
+        if scopes:
+            self._abort_rows.update(scopes)
+
     def _end(self, scope: Any, outcome: Any, stack: list[tuple[str, object, int]]) -> None:
         if stack:
             self._savepoints_to(scope, stack, None)
         # The process scope (outcome NULL) is never committed online; ending it
         # as committed hands its detached rules over, as online does at once. A
         # scope whose every row replayed was rolled back (_UNKNOWN) has nothing
-        # left to hand over either way.
-        self.detector.end_scope(scope, "aborted" if outcome == "aborted" else "committed")
+        # left to hand over either way. An aborted scope without a txn:abort row
+        # was abandoned online (its session garbage-collected before it ended):
+        # it ended without txn:abort, and no rule ran after it.
+        if outcome == "aborted":
+            abandoned = scope.id not in self._abort_rows
+            self._abort_rows.discard(scope.id)
+            self.detector.end_scope(scope, "aborted", abandoned=abandoned)
+        else:
+            self.detector.end_scope(scope, "committed")
 
     @_fewer_collections
     def finish(self) -> None:

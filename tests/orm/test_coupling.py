@@ -158,6 +158,41 @@ def test_detached_independent_runs_after_a_rollback(orm: ORM) -> None:
     assert [r for r, _ in pending].count("ind") == 2
 
 
+def test_detached_independent_replays_as_it_ran_for_an_abort_and_an_abandoned_session(
+    orm: ORM,
+) -> None:
+    """Online, an independent detached rule runs for a rolled-back transaction
+    (it signalled ``txn:abort``) but not for one whose session was
+    garbage-collected before it ended (no ``txn:abort``, no rule runs). The log
+    holds both as aborted; replay tells them apart by the ``txn:abort`` row and
+    detects what ran online."""
+    import gc
+
+    from sentinel.replay import replay
+
+    att = orm.attach()
+    orm.det.rule("ind", "Stock.e2", action=actions.record_if_committed,
+                 coupling="detached_independent")  # fmt: skip
+    (ibm,) = orm.add_stocks("IBM")
+    s = orm.Session()
+    s.get(orm.model.Stock, ibm).set_price(4.0)
+    s.rollback()
+    s.close()
+
+    def dropped() -> None:
+        orm.Session().get(orm.model.Stock, ibm).set_price(6.0)  # never closed
+
+    dropped()
+    gc.collect()
+    assert att.wait_detached(60)
+    assert [(e[0], e[2], e[3]) for e in orm.effects()] == [("ind", 4.0, "aborted")]
+    logged = {(o.occurrence.event, o.outcome) for o in orm.log()}
+    assert ("Stock.set_price:end", "aborted") in logged
+    replayed = replay(orm.engine, orm.det).table.to_pylist()
+    assert [(d["rule"], d["coupling"]) for d in replayed] == [("ind", "detached_independent")]
+    assert '"price":4.0' in replayed[0]["params"]
+
+
 def test_deferred_fires_once_with_all_detections_and_not_when_nothing_happened(
     orm: ORM,
 ) -> None:
