@@ -32,6 +32,8 @@ PostgreSQL's ``jsonb`` and MariaDB refuse) are tagged ``$str``, integers outside
 the signed 64-bit range ``$int`` (what every JSON reader keeps exactly), floats
 that are not finite, negative zero, or whose shortest form has a positive
 exponent (PostgreSQL's ``jsonb`` reads ``1e+16`` back as an integer) ``$float``.
+A ``$datetime`` whose time zone is a :class:`~zoneinfo.ZoneInfo` carries the zone
+after its offset, as RFC 9557 writes it (``2021-10-30T09:00:00+02:00[Europe/Paris]``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sentinel.errors import UnloggableParameter
 from sentinel.occurrence import ObjectRef
@@ -282,6 +285,12 @@ def to_json(value: Any) -> Any:
         if isinstance(value, base):
             return to_json(base(value))
     if isinstance(value, dt.datetime):
+        zone = value.tzinfo
+        if type(zone) is ZoneInfo and zone.key:
+            # the IANA zone too, as RFC 9557 writes it: the offset alone would
+            # come back as a fixed offset, and wall-clock arithmetic across a
+            # daylight-saving change would differ from the live run's
+            return {"$datetime": f"{value.isoformat()}[{zone.key}]"}
         return {"$datetime": value.isoformat()}
     if isinstance(value, dt.date):
         return {"$date": value.isoformat()}
@@ -323,9 +332,25 @@ def _decode_str(text: str) -> str:
     return text.encode("ascii").decode("unicode_escape")
 
 
+def _datetime(text: str) -> dt.datetime:
+    """A ``$datetime`` tag's text: ISO 8601, with an IANA zone in brackets after
+    it when the value had one (RFC 9557). The zone comes back as a
+    :class:`~zoneinfo.ZoneInfo` (the same instant; its ``fold`` from the offset);
+    where this machine does not know it, the fixed offset the text holds."""
+    if not text.endswith("]"):
+        return dt.datetime.fromisoformat(text)
+    head, _, key = text[:-1].partition("[")
+    value = dt.datetime.fromisoformat(head)
+    try:
+        zone = ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError):
+        return value
+    return value.replace(tzinfo=zone) if value.tzinfo is None else value.astimezone(zone)
+
+
 _DECODERS: dict[str, Callable[[Any], Any]] = {
     "$ref": lambda v: ObjectRef(from_json(v[0]), tuple(from_json(k) for k in v[1])),
-    "$datetime": dt.datetime.fromisoformat,
+    "$datetime": _datetime,
     "$date": dt.date.fromisoformat,
     "$time": dt.time.fromisoformat,
     "$timedelta": lambda v: dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),

@@ -58,7 +58,7 @@ leaves = st.one_of(
     nasty_text,
     st.binary(max_size=8),
     st.decimals(allow_nan=True),
-    st.datetimes(timezones=st.one_of(st.none(), st.just(dt.UTC))),
+    st.datetimes(timezones=st.one_of(st.none(), st.just(dt.UTC), st.timezones())),
     st.dates(),
     st.times(),
     st.timedeltas(),

@@ -11,12 +11,14 @@ dropped on its own, reported, and never blocks anyone else.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections.abc import Iterator
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import sqlalchemy as sa
@@ -29,6 +31,10 @@ from sentinel.orm import Attachment, attach
 from sentinel.params import MAX_DEPTH, MAX_STRING
 
 from .conftest import sqlite_savepoints
+
+_PARIS = ZoneInfo("Europe/Paris")
+_PARIS_SUMMER = dt.datetime(2021, 10, 30, 9, 0, tzinfo=_PARIS)
+_PARIS_FOLD = dt.datetime(2021, 10, 31, 2, 30, fold=1, tzinfo=_PARIS)
 
 
 def _nested(depth: int, leaf: Any) -> Any:
@@ -69,6 +75,9 @@ KEPT: list[tuple[str, Any, Any]] = [
     ("reference", ObjectRef("A\x00", ("\ud800", 2**64)), ObjectRef("A\x00", ("\ud800", 2**64))),
     ("deepest nesting", _nested(MAX_DEPTH, "\x00"), _nested(MAX_DEPTH, "\x00")),
     ("longest string", "\ud800\x00é" * (MAX_STRING // 3), "\ud800\x00é" * (MAX_STRING // 3)),
+    # the zone, not only the offset: wall-clock arithmetic across a DST change
+    ("zoned datetime", _PARIS_SUMMER, _PARIS_SUMMER),
+    ("zoned datetime, second of two 02:30", _PARIS_FOLD, _PARIS_FOLD),
 ]
 
 
@@ -93,8 +102,11 @@ REFUSED: list[tuple[str, Any, str]] = [
 
 def canon(value: Any) -> Any:
     """A comparable form that keeps types and the values float equality hides
-    (NaN, the sign of zero)."""
+    (NaN, the sign of zero) and datetime equality hides (the time zone, the wall
+    time of the same instant)."""
     t = type(value)
+    if t is dt.datetime and value.tzinfo is not None:
+        return ("datetime", value.isoformat(), repr(value.tzinfo))
     if t is int:
         return ("int", hex(value))  # repr() refuses ints of more than 4,300 digits
     if t is float:
