@@ -316,7 +316,25 @@ def read_manifest(path: Path) -> dict[str, Any]:
             found=found if isinstance(found, str) else None,
             expected=SCHEMA_VERSION,
         )
+    files, rows = manifest.get("files"), manifest.get("rows")
+    if (
+        not isinstance(files, list)
+        or not all(isinstance(f, str) and _inside(f) for f in files)
+        or type(rows) is not int
+        or rows < 0
+    ):
+        raise ReplaySourceError(
+            f"{file} is damaged: its 'files' must list the export's Parquet files by "
+            "their paths inside it, and 'rows' count their rows; export the log again",
+            source=str(path),
+        )
     return manifest
+
+
+def _inside(name: str) -> bool:
+    """Whether ``name`` is a relative path that stays inside its directory."""
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
 class ExportSource:
@@ -336,10 +354,27 @@ class ExportSource:
         return str(self.path)
 
     def check(self) -> None:
+        """Raise :class:`~sentinel.errors.ReplaySourceError` for an export with
+        a file missing or unreadable, or whose files hold another number of rows
+        than its manifest says (reading the files' footers only)."""
+        import pyarrow.parquet as pq
+
         missing = [str(f) for f in self.files if not f.exists()]
         if missing:
             raise ReplaySourceError(
                 f"the export at {self.path} is incomplete: {', '.join(missing[:3])} missing",
+                source=str(self.path),
+            )
+        held = 0
+        for f in self.files:
+            try:
+                held += pq.read_metadata(f).num_rows
+            except (OSError, pa.ArrowException) as err:
+                raise _damaged(f, err) from err
+        if held != self.count():
+            raise ReplaySourceError(
+                f"the export at {self.path} is damaged: its manifest counts "
+                f"{self.count():,} rows, its files hold {held:,}; export the log again",
                 source=str(self.path),
             )
 
@@ -382,10 +417,21 @@ def read_export_files(
     import pyarrow.parquet as pq
 
     for f in files:
-        with pq.ParquetFile(f) as pf:
-            columns = _present(pf.schema_arrow.names)
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
-                yield conform(batch)
+        try:
+            with pq.ParquetFile(f) as pf:
+                columns = _present(pf.schema_arrow.names)
+                for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+                    yield conform(batch)
+        except (OSError, pa.ArrowException) as err:
+            raise _damaged(f, err) from err
+
+
+def _damaged(file: str | os.PathLike[str], err: BaseException) -> ReplaySourceError:
+    return ReplaySourceError(
+        f"cannot read {os.fspath(file)} of a log export ({type(err).__name__}: {err}); "
+        "the export is damaged: export the log again",
+        source=os.fspath(file),
+    )
 
 
 def _present(names: Sequence[str]) -> list[str]:

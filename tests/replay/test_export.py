@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sentinel import ObjectRef, Occurrence
 from sentinel.errors import LogSchemaUnknownError, ReplaySourceError
 from sentinel.log import LogReader, LogWriter, migrate
-from sentinel.replay import export_log
+from sentinel.replay import export_log, replay
 from sentinel.replay.export import MANIFEST, bucket_of
 from sentinel.replay.sources import EXPORT_SCHEMA, ExportSource, open_source
 
@@ -253,3 +253,39 @@ def test_a_stage_left_by_a_dead_run_does_not_count_as_content(
     (out / ".sentinel-stage-export-deadbeef0000" / "bucket=00000").mkdir(parents=True)
     export_log(log_db, out)
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("truncate a file", r"cannot read .*bucket=.*: .*the export is damaged"),
+        ("files null", r"is damaged: its 'files' must list"),
+        ("a file outside", r"is damaged: its 'files' must list"),
+        ("rows wrong", r"its manifest counts 999 rows, its files hold 200"),
+        ("rows not a number", r"is damaged: its 'files' must list"),
+    ],
+)
+def test_a_damaged_export_is_refused_naming_what_is_wrong(
+    log_db: sa.Engine, tmp_path: Path, damage: str, message: str
+) -> None:
+    """Before any replay: a truncated Parquet file, a manifest whose files or
+    row count are not what the export holds (the count was reported as the
+    number of rows read), a file path leading outside the export."""
+    out = tmp_path / "x"
+    export_log(log_db, out, buckets=2)
+    manifest = json.loads((out / MANIFEST).read_text())
+    if damage == "truncate a file":
+        f = out / manifest["files"][0]
+        f.write_bytes(f.read_bytes()[:100])
+    else:
+        manifest.update(
+            {
+                "files null": {"files": None},
+                "a file outside": {"files": ["../elsewhere.parquet"]},
+                "rows wrong": {"rows": 999},
+                "rows not a number": {"rows": "200"},
+            }[damage]
+        )
+        (out / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ReplaySourceError, match=message):
+        replay(out, "tests.replay.workload:matrix_detector")
