@@ -410,3 +410,18 @@ def test_a_rules_module_whose_code_fails_is_a_one_line_error(in_app_dir: Path) -
     assert "calling it raised RuntimeError: boom (" in result.output
     assert "broken.py:2)" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["worker", "--once"], ["global", "--until-idle"]])
+def test_a_mistyped_sqlite_path_is_refused_and_nothing_created(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """As ``log show`` and ``replay`` do: no empty database made by connecting."""
+    db = tmp_path / "typo.db"
+    result = CliRunner().invoke(
+        main,
+        [*command, "--url", f"sqlite:///{db}", "--rules", "examples.stock.program:replay_rules"],
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: no SQLite database at {db}\n"
+    assert not db.exists()

@@ -13,7 +13,15 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["Seconds", "db_options", "errors", "load_reference", "print_table", "progress"]
+__all__ = [
+    "Seconds",
+    "db_options",
+    "errors",
+    "load_reference",
+    "print_table",
+    "progress",
+    "require_database",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +41,23 @@ class Seconds(click.FloatRange):
         if not math.isfinite(seconds):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
         return seconds
+
+
+def require_database(url: str) -> None:
+    """Refuse a SQLite URL whose file does not exist (connecting would create an
+    empty database, only to find no log in it): a mistyped path is reported as
+    such, and nothing is made."""
+    from pathlib import Path
+
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return  # reported where the URL is used
+    file = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
+        raise click.ClickException(f"no SQLite database at {file}")
 
 
 def errors(fn: F) -> F:

@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, Seconds, db_options, errors, importable_from_cwd
+from sentinel.cli.common import (
+    EnvOption,
+    Seconds,
+    db_options,
+    errors,
+    importable_from_cwd,
+    require_database,
+)
 
 __all__ = ["global_command"]
 
@@ -124,6 +131,7 @@ def global_command(
     from sentinel.orm import global_actions
 
     importable_from_cwd()
+    require_database(url)
     stop = threading.Event()
     if not until_idle:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, db_options, errors, load_reference, print_table
+from sentinel.cli.common import (
+    EnvOption,
+    db_options,
+    errors,
+    load_reference,
+    print_table,
+    require_database,
+)
 
 __all__ = ["rules_group"]
 
@@ -23,15 +30,10 @@ def rules_group() -> None:
 def _engine(url: str) -> Any:
     """An engine on ``url``; a SQLite file that does not exist is an error (not
     an empty database made just to find no log in it)."""
-    from pathlib import Path
-
     import sqlalchemy as sa
 
-    parsed = sa.make_url(url)
-    file = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
-        raise click.ClickException(f"no SQLite database at {file}")
-    return sa.create_engine(parsed)
+    require_database(url)
+    return sa.create_engine(url)
 
 
 def _switch_command(enabled: bool) -> click.Command:

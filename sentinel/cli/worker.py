@@ -6,7 +6,14 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, Seconds, db_options, errors, importable_from_cwd
+from sentinel.cli.common import (
+    EnvOption,
+    Seconds,
+    db_options,
+    errors,
+    importable_from_cwd,
+    require_database,
+)
 
 __all__ = ["worker_command"]
 
@@ -82,6 +89,7 @@ def worker_command(
         attachment = target
         owned = False
     else:
+        require_database(url)
         engine = sa.create_engine(url)
         try:
             attachment = attach(
