@@ -24,6 +24,27 @@ __all__ = ["bicep"]
 MAX_PROGRAM = 1 << 20
 
 
+def _log_tables(url: str, schema: str | None, prefix: str) -> None:
+    """Create sentinel's tables where there are none; refuse a log at another
+    schema revision (migrating one is ``sentinel db upgrade``'s decision, not a
+    side effect of installing a program) or with tables missing."""
+    import sqlalchemy as sa
+
+    from sentinel.log import migrate
+    from sentinel.log.schema import check_schema
+    from sentinel.log.tables import log_tables
+
+    if migrate.current(url, schema=schema, prefix=prefix) is None:
+        migrate.upgrade(url, schema=schema, prefix=prefix)
+        return
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            check_schema(conn, log_tables(schema, prefix))
+    finally:
+        engine.dispose()
+
+
 def _read(path: str) -> tuple[str, str]:
     p = Path(path)
     try:
@@ -144,12 +165,11 @@ def install(
 ) -> None:
     """Install PROGRAM in the database (creating sentinel's tables if needed)."""
     from sentinel.bicep.processor import Processor
-    from sentinel.log import migrate
     from sentinel.rules import LocalEventDetector
 
     text, default = _read(program)
     chronon_value = _chronon(chronon)
-    migrate.upgrade(url, schema=schema, prefix=prefix)
+    _log_tables(url, schema, prefix)
     proc = Processor(
         text,
         url,
@@ -236,12 +256,11 @@ def run(
     from sentinel.bicep.sources import load_stream, read_stream
     from sentinel.bicep.times import MAX_TIME, seconds
     from sentinel.cli.common import progress as _progress
-    from sentinel.log import migrate
     from sentinel.rules import LocalEventDetector
 
     text, default = _read(program)
     chronon_value, until_value = _chronon(chronon), _until(until)
-    migrate.upgrade(url, schema=schema, prefix=prefix)
+    _log_tables(url, schema, prefix)
     proc = Processor(
         text,
         url,

@@ -179,3 +179,27 @@ def test_sentinel_bicep_run_without_until_acts_on_what_the_stream_announces_for_
     for _, action in EXPECTED:
         assert action in result.output
     assert "2014-04-09 18:00" in result.output
+
+
+def test_bicep_install_creates_the_log_tables_but_never_migrates_an_older_log(
+    tmp_path: Path,
+) -> None:
+    """Where sentinel's tables do not exist, ``bicep install`` creates them; a log
+    at an older schema revision is refused with the command that upgrades it
+    (migrating a log is ``sentinel db upgrade``'s decision), and left as it is."""
+    from sentinel.log import migrate
+    from sentinel.log.tables import SCHEMA_VERSION
+
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    args = ["bicep", "install", str(HERE / "program.bicepl"), "--name", "grocery"]
+    result = CliRunner().invoke(main, [*args, "--url", fresh])
+    assert result.exit_code == 0, result.output
+    assert migrate.current(fresh) == SCHEMA_VERSION
+
+    old = f"sqlite:///{tmp_path / 'old.db'}"
+    migrate.upgrade(old, "0002")
+    result = CliRunner().invoke(main, [*args, "--url", old])
+    assert result.exit_code == 1, result.output
+    assert "at schema revision 0002, older than" in result.output
+    assert "sentinel db upgrade --url" in result.output
+    assert migrate.current(old) == "0002"
