@@ -425,3 +425,39 @@ def test_a_mistyped_sqlite_path_is_refused_and_nothing_created(
     assert result.exit_code == 1, result.output
     assert result.output == f"Error: no SQLite database at {db}\n"
     assert not db.exists()
+
+
+ATTACHED = """
+import sqlalchemy as sa
+from sqlalchemy.orm import sessionmaker
+
+from sentinel import LocalEventDetector, attach
+from sentinel.log import migrate
+
+engine = sa.create_engine("sqlite:///app.db")
+migrate.upgrade(engine)
+detector = LocalEventDetector()
+attachment = attach(sessionmaker(engine), detector=detector, workers=0)
+"""
+
+
+def test_worker_on_an_attachment_refuses_another_database_and_ignored_options(
+    in_app_dir: Path,
+) -> None:
+    """``--rules`` naming an attachment drains the attachment's own outbox: a
+    ``--url`` of another database, or options it would ignore, are usage errors
+    (the worker drained the attachment's database whatever --url said)."""
+    (in_app_dir / "attached.py").write_text(ATTACHED)
+    base = ["worker", "--once", "--rules", "attached:attachment"]
+    other = in_app_dir / "other.db"
+    other.touch()
+    wrong = CliRunner().invoke(main, [*base, "--url", f"sqlite:///{other}"])
+    assert wrong.exit_code == 2, wrong.output
+    assert "names an attachment on sqlite:///app.db, not on --url" in wrong.output
+    ignored = CliRunner().invoke(main, [*base, "--url", "sqlite:///app.db", "--lease", "5"])
+    assert ignored.exit_code == 2, ignored.output
+    assert "--lease would be ignored" in ignored.output
+    same = CliRunner().invoke(main, [*base, "--url", f"sqlite:///{in_app_dir / 'app.db'}"])
+    assert same.exit_code == 0, same.output
+    assert "0 done" in same.output
+    sys.modules.pop("attached", None)

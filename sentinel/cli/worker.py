@@ -86,6 +86,7 @@ def worker_command(
 
     target = load_target(rules)
     if isinstance(target, Attachment):
+        _check_attachment(target, url, rules)
         attachment = target
         owned = False
     else:
@@ -129,6 +130,45 @@ def worker_command(
     click.echo(
         f"sentinel worker: {total.done} done, {total.retried} to retry, {total.failed} failed"
     )
+
+
+def _check_attachment(attachment: Any, url: str, rules: str) -> None:
+    """``--rules`` naming an attachment: it drains its own database, with its own
+    settings. Refuse a ``--url`` of another database, and options given that it
+    would ignore (instead of draining another outbox than the one asked for)."""
+    import sqlalchemy as sa
+
+    ctx = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("schema", "prefix", "lease", "max_attempts")
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"--rules {rules} names an attachment, whose own settings apply: "
+            f"{', '.join(given)} would be ignored; set them in attach(...), or name a "
+            "detector instead"
+        )
+    mine = attachment.engine().url
+    asked = sa.make_url(url)
+    if _database(mine) != _database(asked):
+        raise click.UsageError(
+            f"--rules {rules} names an attachment on "
+            f"{mine.render_as_string(hide_password=True)}, not on --url "
+            f"{asked.render_as_string(hide_password=True)}: give its URL, or name a "
+            "detector instead"
+        )
+
+
+def _database(url: Any) -> tuple[Any, ...]:
+    """What tells databases apart in a URL (not the driver, not the password)."""
+    from pathlib import Path
+
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        return ("sqlite", str(Path(db).resolve()) if db not in (None, "", ":memory:") else db)
+    return (url.get_backend_name(), url.host, url.port, url.database, url.username)
 
 
 def load_target(reference: str) -> Any:
