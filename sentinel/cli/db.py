@@ -133,19 +133,61 @@ def current(url: str, schema: str | None, prefix: str, check: bool) -> None:
     """Show the revision of the log tables and whether it is the expected one."""
     from sentinel.log import migrate
     from sentinel.log.schema import upgrade_command
-    from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION
+    from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, log_tables
 
     rev = migrate.current(url, schema=schema, prefix=prefix)
     upgrade = upgrade_command(url, schema, prefix)
-    if rev is None:
+    missing = _missing_tables(url, schema, prefix) if rev in (None, SCHEMA_VERSION) else []
+    tables = log_tables(schema, prefix)
+    ok = False
+    if rev is None and len(missing) < len(tables.names):
+        click.echo(
+            "none: sentinel's tables are here, but not their revision (no row in "
+            f"{tables.qualified(tables.version_table)}); `sentinel db upgrade` cannot run "
+            "on them: restore that table from a backup, or recreate the log "
+            "(drop the tables, then upgrade)"
+        )
+    elif rev is None:
         click.echo(f"none: sentinel's tables were never created here; run `{upgrade}`")
+    elif rev == SCHEMA_VERSION and missing:
+        click.echo(
+            f"{rev} (head), but table(s) {', '.join(tables.qualified(m) for m in missing)} "
+            "are missing: restore them, or recreate the log (`sentinel db downgrade` then "
+            "`sentinel db upgrade`)"
+        )
     elif rev == SCHEMA_VERSION:
         click.echo(f"{rev} (head)")
+        ok = True
     elif rev in SCHEMA_REVISIONS:
         click.echo(f"{rev} (outdated: this sentinel expects {SCHEMA_VERSION}; run `{upgrade}`)")
     else:
         click.echo(
             f"{rev} (unknown to this sentinel, which expects {SCHEMA_VERSION}; upgrade sentinel)"
         )
-    if check and rev != SCHEMA_VERSION:
+    if check and not ok:
         sys.exit(1)
+
+
+def _missing_tables(url: str, schema: str | None, prefix: str) -> list[str]:
+    """The log tables (of ``log_tables(schema, prefix).names``) that ``url``'s
+    database lacks; all of them where a SQLite file does not exist (which is
+    not created to look)."""
+    from pathlib import Path
+
+    import sqlalchemy as sa
+
+    from sentinel.log.tables import log_tables
+
+    names = list(log_tables(schema, prefix).names)
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database
+        if db in (None, "", ":memory:") or not Path(db).exists():
+            return names
+    engine = sa.create_engine(parsed)
+    try:
+        with engine.connect() as conn:
+            insp = sa.inspect(conn)
+            return [n for n in names if not insp.has_table(n, schema=schema)]
+    finally:
+        engine.dispose()

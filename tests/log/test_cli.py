@@ -102,6 +102,29 @@ def test_current_reports_an_unknown_revision(run: CliRunner, tmp_path: Path) -> 
     assert result.exit_code == 1 and "does not know" in result.output
 
 
+def test_current_check_fails_for_a_log_with_a_table_or_its_revision_missing(
+    run: CliRunner, tmp_path: Path
+) -> None:
+    """A deploy check that passes only when every command can use the log: a
+    dropped table fails it; a lost revision row is named as such, without
+    advice ``sentinel db upgrade`` would then refuse."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    migrate.upgrade(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE sentinel_outbox")
+    result = run.invoke(main, ["db", "current", "--url", url, "--check"])
+    assert result.exit_code == 1, result.output
+    assert f"{SCHEMA_VERSION} (head), but table(s) sentinel_outbox are missing" in result.output
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM sentinel_alembic_version")
+    engine.dispose()
+    result = run.invoke(main, ["db", "current", "--url", url, "--check"])
+    assert result.exit_code == 1, result.output
+    assert "sentinel's tables are here, but not their revision" in result.output
+    assert "run `sentinel db upgrade" not in result.output
+
+
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])  # SQLite has no schemas
 def test_schema_and_prefix_options(
     run: CliRunner, db_url: str, engine: sa.Engine, extra_schema: str
