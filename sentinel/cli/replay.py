@@ -160,27 +160,47 @@ def replay_command(
             prefix=prefix,
         )
         if result.per_rule is None:
-            counts = {
-                r["rule"]: int(r["count"])
-                for r in result.dataframe.groupBy("rule").count().collect()
-            }
-            result.per_rule = dict(sorted(counts.items()))
-            result.detections = sum(counts.values())
+            from pyspark.sql import functions as F
+
+            rows = (
+                result.dataframe.groupBy("rule")
+                .agg(F.count("*").alias("n"), F.count("error").alias("failed"))
+                .collect()
+            )
+            result.per_rule = dict(sorted((r["rule"], int(r["n"])) for r in rows))
+            result.failed = dict(sorted((r["rule"], int(r["failed"])) for r in rows if r["failed"]))
+            result.detections = sum(result.per_rule.values())
     elapsed = time.perf_counter() - started
     per_rule, total = result.per_rule or {}, result.detections or 0
+    failed = result.failed or {}
     console = Console()
     if console.is_terminal:
         table = Table(title=f"sentinel replay ({engine})")
         table.add_column("rule")
         table.add_column("detections", justify="right")
+        if failed:
+            table.add_column("of which failed", justify="right")
         for name, n in per_rule.items():
-            table.add_row(name, f"{n:,}")
-        table.add_row("[b]total[/b]", f"[b]{total:,}[/b]")
+            table.add_row(name, f"{n:,}", *([f"{failed.get(name, 0):,}"] if failed else []))
+        table.add_row(
+            "[b]total[/b]",
+            f"[b]{total:,}[/b]",
+            *([f"[b]{sum(failed.values()):,}[/b]"] if failed else []),
+        )
         console.print(table)
     else:  # piped or redirected: plain lines a program can read (tab-separated)
-        click.echo(f"sentinel replay ({engine})\nrule\tdetections")
+        click.echo(f"sentinel replay ({engine})\nrule\tdetections" + ("\tfailed" if failed else ""))
         for name, n in [*per_rule.items(), ("total", total)]:
-            click.echo(f"{name}\t{n}")
+            if failed:
+                k = sum(failed.values()) if name == "total" else failed.get(name, 0)
+                click.echo(f"{name}\t{n}\t{k}")
+            else:
+                click.echo(f"{name}\t{n}")
+    if failed:
+        click.echo(
+            f"{sum(failed.values()):,} detection(s) of {', '.join(failed)} failed: the "
+            "condition (or action) raised, as it did online; the error column says what"
+        )
     rate = result.events / elapsed if elapsed > 0 else 0.0
     click.echo(
         f"{result.events:,} events read from {result.source} in {elapsed:.2f} s "

@@ -178,7 +178,8 @@ class Replayer:
 
     Not thread-safe. Usage: :meth:`feed` batches, :meth:`take` detections when
     convenient, :meth:`finish` at the end of the input, then :meth:`take` the
-    rest. ``rows`` counts the log rows fed; ``per_rule`` the detections taken.
+    rest. ``rows`` counts the log rows fed; ``per_rule`` the detections taken;
+    ``failed`` those of them whose condition (or action) raised, by rule.
     """
 
     def __init__(
@@ -209,6 +210,7 @@ class Replayer:
         self._modes: dict[str, Any] = {}
         self.rows = 0
         self.per_rule: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
         self._records = det.scheduler.records
         # order="scope": the scope being replayed; order="t_occ": every open scope.
         self._scope: Any = None
@@ -601,6 +603,8 @@ class Replayer:
             return pa.RecordBatch.from_pylist([], schema=DETECTION_SCHEMA)
         names, couplings, scopes, occs, conditions, errors = zip(*records, strict=True)
         self.per_rule.update(names)
+        if any(errors):
+            self.failed.update(n for n, e in zip(names, errors, strict=True) if e is not None)
         t_occs = [o[1] for o in occs]
         # Each detection's constituents, flattened: their scopes, t_occs and
         # parameters' JSON texts, with one offset per detection. Arrow joins the

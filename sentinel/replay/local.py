@@ -105,18 +105,21 @@ def replay_local(
     scoped = [r.name for r in per_scope_rules(det)]
     spanning = [r.name for r in cross_scope_rules(det)]
     per_rule = dict.fromkeys(sorted([*scoped, *spanning]), 0)
+    failed: dict[str, int] = {}
     try:
         if scoped:
             passes.append("scope")
             replayer = Replayer(det, order="scope", only=scoped, run_actions=run_actions)
             _run(replayer, source.batches("scope"), sink, progress, batch_rows)
             per_rule.update(replayer.per_rule)
+            failed.update(replayer.failed)
         if spanning:
             passes.append("t_occ")
             replayer = Replayer(det, order="t_occ", only=spanning, run_actions=run_actions)
             wanted = replayer.needed_events()
             _run(replayer, source.batches("t_occ", events=wanted), sink, progress, batch_rows)
             per_rule.update(replayer.per_rule)
+            failed.update(replayer.failed)
         table = sink.close()
     except BaseException:
         sink.abort()
@@ -128,6 +131,7 @@ def replay_local(
         seconds=time.perf_counter() - start,
         detections=sum(per_rule.values()),
         per_rule=per_rule,
+        failed=dict(sorted(failed.items())),
         table=table,
         out=out_path,
         passes=passes,

@@ -29,13 +29,15 @@ from sentinel.replay.staging import overwrite_refusal, written_by_sentinel
 
 __all__ = ["SUMMARY_SCHEMA", "prepare_output", "replay_to_parquet", "write_empty"]
 
-#: One row per rule with detections in a partition, and one (``rule`` null)
-#: with the number of log rows the partition read.
+#: One row per rule with detections in a partition (how many, and how many of
+#: them failed: their condition raised), and one (``rule`` null) with the number
+#: of log rows the partition read.
 SUMMARY_SCHEMA: Final = pa.schema(
     [
         pa.field("rule", pa.string()),
         pa.field("detections", pa.int64()),
         pa.field("rows", pa.int64()),
+        pa.field("failed", pa.int64()),
     ]
 )
 
@@ -138,6 +140,7 @@ def replay_to_parquet(
             pa.array([*counts, None], pa.string()),
             pa.array([*counts.values(), 0], pa.int64()),
             pa.array([0] * len(counts) + [replayer.rows], pa.int64()),
+            pa.array([*(replayer.failed[r] for r in counts), 0], pa.int64()),
         ],
         schema=SUMMARY_SCHEMA,
     )

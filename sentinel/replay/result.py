@@ -19,7 +19,10 @@ class ReplayResult:
     ``engine`` is ``"local"`` or ``"spark"``; ``events`` the number of log rows
     the source holds (every one was read); ``detections`` and ``per_rule``
     (detections by rule name) are ``None`` only for a Spark replay that returned
-    a DataFrame without computing it; ``seconds`` is the wall time of the call.
+    a DataFrame without computing it; ``failed`` counts, by rule, the detections
+    whose condition (or, with ``run_actions``, action) raised, as they did online
+    (their ``error`` column says what; rules without such detections are left
+    out); ``seconds`` is the wall time of the call.
     The detections themselves (:data:`~sentinel.replay.batch.DETECTION_SCHEMA`
     rows) are in exactly one of: ``table`` (local, without ``out``),
     ``dataframe`` (Spark, without ``out``; lazy), or Parquet files under ``out``.
@@ -31,6 +34,7 @@ class ReplayResult:
     seconds: float
     detections: int | None = None
     per_rule: dict[str, int] | None = None
+    failed: dict[str, int] | None = None
     table: pa.Table | None = None
     dataframe: Any = None
     out: Path | None = None

@@ -642,15 +642,19 @@ def replay_spark(
     else:
         # The workers wrote the detections; their summaries say how many.
         per_rule = dict.fromkeys(sorted(r.name for r in det.rules.values() if r.enabled), 0)
+        failed: dict[str, int] = {}
         scope_rows = 0
         for row in _collect(detections):
             if row["rule"] is None:
                 scope_rows += int(row["rows"])
             else:
                 per_rule[row["rule"]] = per_rule.get(row["rule"], 0) + int(row["detections"])
+                if row["failed"]:
+                    failed[row["rule"]] = failed.get(row["rule"], 0) + int(row["failed"])
         if events is None and "scope" in result.passes:
             result.events = scope_rows
         result.per_rule = per_rule
+        result.failed = dict(sorted(failed.items()))
         result.detections = sum(per_rule.values())
         if not result.detections:
             write_empty(target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -300,3 +301,53 @@ def test_the_spark_engines_output_is_emptied_only_when_it_is_sentinels(tmp_path:
     (out / "app.db").unlink()
     prepare_output(out, overwrite=True)
     assert out.is_dir() and not list(out.iterdir())
+
+
+def failing_rules() -> LocalEventDetector:
+    """A rule whose condition raises for even ``v`` (replay records it failed)."""
+    det = LocalEventDetector()
+    det.explicit("E1")
+    det.rule("half", "E1", lambda occ: 1 // (occ.params["v"] % 2) == 1, action=print)
+    det.rule("all", "E1", action=print)
+    return det
+
+
+def failing_log() -> Any:
+    from sentinel.occurrence import Occurrence
+
+    return log_table(
+        (Occurrence("E1", t, float(t), scope=f"s{t}", params={"v": t}), "committed")
+        for t in range(1, 11)
+    )
+
+
+def test_detections_whose_condition_raised_are_counted_and_shown(tmp_path: Path) -> None:
+    """``result.failed`` counts them by rule, and ``sentinel replay`` says so
+    (its summary counted them as detections and said nothing)."""
+    from click.testing import CliRunner
+
+    from sentinel.cli import main
+
+    result = replay(failing_log(), "tests.replay.test_errors:failing_rules")
+    assert result.per_rule == {"all": 10, "half": 10}
+    assert result.failed == {"half": 5}
+    errors = [r["error"] for r in result.rows() if r["rule"] == "half"]
+    assert sum(e is not None and "ZeroDivisionError" in e for e in errors) == 5
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+
+    with engine.begin() as conn:
+        LogWriter().write(
+            conn, [Occurrence("E1", t, float(t), scope="s", params={"v": t}) for t in range(1, 5)]
+        )
+    engine.dispose()
+    out = CliRunner().invoke(
+        main, ["replay", "--url", url, "--rules", "tests.replay.test_errors:failing_rules"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "half\t4\t2" in out.output and "total\t8\t2" in out.output
+    assert "2 detection(s) of half failed" in out.output

@@ -240,3 +240,15 @@ def test_a_spark_workers_failure_is_read_from_its_traceback() -> None:
     assert worker_failure(text) == "LogTablesMissingError: no SQLite database at /tmp/a.db"
     assert worker_failure("ValueError: bad\n  at org.apache.spark.X") == "ValueError: bad"
     assert worker_failure("") == "no message"
+
+
+def test_the_spark_engine_counts_failed_detections_as_the_local_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    from tests.replay.test_errors import failing_log
+
+    ref = "tests.replay.test_errors:failing_rules"
+    local = replay(failing_log(), ref)
+    written = replay(failing_log(), ref, engine="spark", spark=spark, out=tmp_path / "d")
+    assert written.failed == local.failed == {"half": 5}
+    assert written.per_rule == local.per_rule
