@@ -30,6 +30,13 @@ detector = LocalEventDetector()
 detector.explicit("deposit")
 detector.explicit("withdraw")
 detector.rule("quick", "deposit ; withdraw", action=print)
+
+
+def audit(occ):
+    pass
+
+
+detector.rule("audit", "withdraw", action=audit, coupling="detached")
 """
 
 
@@ -461,3 +468,69 @@ def test_worker_on_an_attachment_refuses_another_database_and_ignored_options(
     assert same.exit_code == 0, same.output
     assert "0 done" in same.output
     sys.modules.pop("attached", None)
+
+
+def test_worker_refuses_rules_without_a_detached_rule(in_app_dir: Path) -> None:
+    """Every outbox entry is a detached rule's: a rule set without one (a
+    mistyped ``--rules``) would mark each entry failed."""
+    (in_app_dir / "immediate.py").write_text(
+        "from sentinel import LocalEventDetector\n"
+        "detector = LocalEventDetector()\n"
+        "detector.explicit('e')\n"
+        "detector.rule('now', 'e', action=print)\n"
+    )
+    url = f"sqlite:///{in_app_dir / 'app.db'}"
+    migrate.upgrade(url)
+    result = CliRunner().invoke(
+        main, ["worker", "--once", "--url", url, "--rules", "immediate:detector"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "has no detached rule" in result.output
+    sys.modules.pop("immediate", None)
+
+
+FAILING = """
+from sentinel import LocalEventDetector
+
+detector = LocalEventDetector()
+detector.explicit("e")
+
+
+def boom(occ):
+    raise RuntimeError("the rule's own failure")
+
+
+detector.rule("fails", "e", action=boom, coupling="detached")
+"""
+
+
+def test_worker_once_exits_1_when_entries_failed(
+    in_app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For cron and deploy hooks: ``--once`` that leaves entries failed for good
+    exits with status 1 (it said "1 failed" and exited 0)."""
+    import importlib
+
+    from sqlalchemy.orm import sessionmaker
+
+    import sentinel
+
+    (in_app_dir / "failing.py").write_text(FAILING)
+    monkeypatch.syspath_prepend(str(in_app_dir))
+    failing = importlib.import_module("failing")
+    url = f"sqlite:///{in_app_dir / 'app.db'}"
+    migrate.upgrade(url)
+    engine = sa.create_engine(url)
+    with (
+        sentinel.attach(sessionmaker(engine), detector=failing.detector, workers=0),
+        failing.detector.transaction(),
+    ):
+        failing.detector.signal("e")
+    engine.dispose()
+    args = ["worker", "--once", "--url", url, "--rules", "failing:detector"]
+    result = CliRunner().invoke(main, [*args, "--max-attempts", "1"])
+    assert result.exit_code == 1, result.output
+    assert "0 done, 0 to retry, 1 failed" in result.output
+    again = CliRunner().invoke(main, args)  # nothing left to run: a clean exit
+    assert again.exit_code == 0, again.output
+    sys.modules.pop("failing", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -91,6 +92,7 @@ def worker_command(
         owned = False
     else:
         require_database(url)
+        _check_detached(target, rules)
         engine = sa.create_engine(url)
         try:
             attachment = attach(
@@ -130,6 +132,22 @@ def worker_command(
     click.echo(
         f"sentinel worker: {total.done} done, {total.retried} to retry, {total.failed} failed"
     )
+    if once and total.failed:
+        sys.exit(1)  # for cron and deploy hooks: entries failed for good in this run
+
+
+def _check_detached(detector: Any, rules: str) -> None:
+    """Refuse a rule set without detached rules: every entry of the outbox is a
+    detached rule's, and the worker would mark each failed (a mistyped
+    ``--rules``, not the application's rules)."""
+    from sentinel.rules import Coupling
+
+    detached = (Coupling.DETACHED, Coupling.DETACHED_INDEPENDENT)
+    if not any(r.coupling in detached for r in detector.rules.values()):
+        raise click.UsageError(
+            f"--rules {rules} has no detached rule: the outbox holds detached rules' "
+            "entries only, and each would fail; name the application's rules"
+        )
 
 
 def _check_attachment(attachment: Any, url: str, rules: str) -> None:
