@@ -58,6 +58,11 @@ def downgrade(
 
     _known(revision)
     before = None if sql else _current(url, schema, prefix)
+    if not sql and before is None:
+        # nothing of sentinel's here (alembic would still create its version
+        # table, in another application's database)
+        click.echo("nothing to downgrade: sentinel's log tables are not here")
+        return
     if not sql and not yes:
         click.confirm(
             f"Downgrading to {revision} may drop log tables and their rows. Continue?",

@@ -192,3 +192,19 @@ def test_db_commands_name_unknown_revisions(run: CliRunner, tmp_path: Path) -> N
         assert "schema revision '0042'" in result.output and "upgrade sentinel" in result.output
         assert migrate.current(engine) == "0042"
     engine.dispose()
+
+
+def test_downgrade_leaves_a_database_without_sentinels_tables_untouched(
+    run: CliRunner, tmp_path: Path
+) -> None:
+    """Another application's database: nothing to drop, no prompt, and no
+    version table created in it (alembic made one before finding nothing)."""
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    result = run.invoke(main, ["db", "downgrade", "base", "--url", url])
+    assert result.exit_code == 0, result.output
+    assert "nothing to downgrade" in result.output
+    assert sa.inspect(engine).get_table_names() == ["users"]
+    engine.dispose()
