@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import click
 
@@ -77,14 +78,21 @@ def ui_command(
                 f"{TOKEN_ENV} must be at least {MIN_TOKEN} characters (it has {len(token)}); "
                 "unset it for a random token"
             )
-    app = create_app(
-        url,
-        detector=det,
-        schema=schema,
-        prefix=prefix,
-        allowed_hosts=hosts,
-        actions_token=token,
-    )
+    # Bound first: the URL shown is the one bound, and an address in use is an
+    # error before anything is opened.
+    sock = _bind(host, port)
+    try:
+        app = create_app(
+            url,
+            detector=det,
+            schema=schema,
+            prefix=prefix,
+            allowed_hosts=hosts,
+            actions_token=token,
+        )
+    except BaseException:
+        sock.close()
+        raise
     if host not in _LOOPBACK:
         what = "reads the log" + (", and may act with the token" if token else " (read-only)")
         click.echo(f"warning: serving on {host}: anyone who can reach it {what}", err=True)
@@ -93,5 +101,32 @@ def ui_command(
             click.echo(f"actions allowed to a browser giving the token in {TOKEN_ENV}", err=True)
         else:
             click.echo(f"actions allowed to a browser giving the token {token}", err=True)
-    click.echo(f"sentinel ui on http://{host}:{port}/ (Ctrl+C stops it)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    click.echo(f"sentinel ui on {_url(sock)} (Ctrl+C stops it)", err=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to ``host`` and ``port`` (0: a free
+    port), or a one-line error (the address in use, a host that does not
+    resolve)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise click.ClickException(f"cannot serve on {host}: {err.strerror or err}") from err
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        raise click.ClickException(
+            f"cannot serve on {host} port {port}: {err.strerror or err}"
+        ) from err
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    """The address ``sock`` is bound to, as a URL (an IPv6 address in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"

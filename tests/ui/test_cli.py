@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,16 +18,19 @@ from sentinel.cli import main
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """What ``uvicorn.run`` was called with, instead of serving. Afterwards the
+    """What the server was started with (the application, the address of the
+    socket the command bound), instead of serving. Afterwards the
     application's life ends as a server's would (its shutdown disposes of the
     engine the command made), also for a test that never opened it."""
     got: dict[str, Any] = {}
 
-    def run(app: Any, **kwargs: Any) -> None:
-        got["app"] = app
-        got.update(kwargs)
+    def run(server: Any, sockets: list[Any] | None = None) -> None:
+        assert sockets is not None and len(sockets) == 1
+        got["app"] = server.config.app
+        got["host"], got["port"] = sockets[0].getsockname()[:2]
+        sockets[0].close()
 
-    monkeypatch.setattr("uvicorn.run", run)
+    monkeypatch.setattr("uvicorn.Server.run", run)
     yield got
     if "app" in got:
         with TestClient(got["app"]):
@@ -37,11 +41,13 @@ def test_serves_the_log_with_its_rules_on_the_loopback(
     log_url: str, served: dict[str, Any]
 ) -> None:
     result = CliRunner().invoke(
-        main, ["ui", "--url", log_url, "--rules", "tests.ui.conftest:shop_rules", "--port", "8123"]
+        main, ["ui", "--url", log_url, "--rules", "tests.ui.conftest:shop_rules", "--port", "0"]
     )
     assert result.exit_code == 0, result.output
-    assert (served["host"], served["port"]) == ("127.0.0.1", 8123)
-    with TestClient(served["app"], base_url="http://127.0.0.1:8123") as c:
+    host, port = served["host"], served["port"]
+    assert host == "127.0.0.1" and port > 0  # --port 0: a free port, shown as bound
+    assert f"sentinel ui on http://127.0.0.1:{port}/ " in result.output
+    with TestClient(served["app"], base_url=f"http://127.0.0.1:{port}") as c:
         assert "shipped" in c.get("/rules").text
         # only requests addressed to the loopback (DNS rebinding)
         assert c.get("/rules", headers={"host": "attacker.example"}).status_code == 400
@@ -97,4 +103,30 @@ def test_a_database_without_the_log_is_one_line(tmp_path: Any, served: dict[str,
     result = CliRunner().invoke(main, ["ui", "--url", f"sqlite:///{tmp_path / 'none.db'}"])
     assert result.exit_code == 1
     assert "Error:" in result.output and "Traceback" not in result.output
+    assert "app" not in served
+
+
+def test_an_ipv6_address_is_shown_in_brackets(log_url: str, served: dict[str, Any]) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    result = CliRunner().invoke(main, ["ui", "--url", log_url, "--host", "::1", "--port", "0"])
+    assert result.exit_code == 0, result.output
+    assert f"sentinel ui on http://[::1]:{served['port']}/" in result.output
+
+
+def test_a_port_in_use_is_one_line_before_anything_is_shown(
+    log_url: str, served: dict[str, Any]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["ui", "--url", log_url, "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert f"Error: cannot serve on 127.0.0.1 port {port}: Address already in use" in result.output
+    assert "sentinel ui on" not in result.output
     assert "app" not in served
