@@ -40,6 +40,19 @@ def test_dot_output_draws_edges_to_rules() -> None:
     assert "SEQ (chronicle)" in result.output
 
 
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [(["--dot", "--code"], "--dot and --code"), (["--dot", "--svg", "g.svg"], "--dot and --svg")],
+)
+def test_output_forms_are_alternatives(extra: list[str], named: str) -> None:
+    """Two of --dot, --svg and --code: a usage error (the second was ignored)."""
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:shared_rules", *extra]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{named} are alternatives: give one" in result.output
+
+
 def test_a_bad_reference_is_one_line() -> None:
     result = CliRunner().invoke(main, ["graph", "--rules", "tests.no_such_module:x"])
     assert result.exit_code == 1

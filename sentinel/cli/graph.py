@@ -65,6 +65,9 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None, code: bool) -> Non
     """
     from sentinel.rules import LocalEventDetector
 
+    chosen = [o for o, on in (("--dot", dot), ("--svg", svg is not None), ("--code", code)) if on]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{' and '.join(chosen)} are alternatives: give one")
     det: LocalEventDetector = load_reference(rules_ref, (LocalEventDetector,))
     graph = det.graph
     graph.ensure()
