@@ -147,7 +147,9 @@ def db_options(fn: F) -> F:
 
 
 def progress(console: Any) -> Any:
-    """The progress bar of the long-running commands (on stderr, gone when done)."""
+    """The progress bar of the long-running commands (on stderr, gone when done);
+    nothing at all where ``console`` is not a terminal (a bar is not a log
+    line: piped, rich would still write an empty line)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     return Progress(
@@ -157,6 +159,7 @@ def progress(console: Any) -> Any:
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,
     )
 
 

@@ -208,3 +208,14 @@ def test_downgrade_leaves_a_database_without_sentinels_tables_untouched(
     assert "nothing to downgrade" in result.output
     assert sa.inspect(engine).get_table_names() == ["users"]
     engine.dispose()
+
+
+def test_log_export_piped_leaves_nothing_of_its_progress_bar(run: CliRunner, tmp_path: Path) -> None:
+    """Not a terminal: nothing on stderr (the transient bar left an empty line,
+    which also showed before an error)."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
+    result = run.invoke(main, ["log", "export", "--url", url, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert result.stdout.startswith("exported 0 occurrences")
