@@ -210,7 +210,9 @@ def test_downgrade_leaves_a_database_without_sentinels_tables_untouched(
     engine.dispose()
 
 
-def test_log_export_piped_leaves_nothing_of_its_progress_bar(run: CliRunner, tmp_path: Path) -> None:
+def test_log_export_piped_leaves_nothing_of_its_progress_bar(
+    run: CliRunner, tmp_path: Path
+) -> None:
     """Not a terminal: nothing on stderr (the transient bar left an empty line,
     which also showed before an error)."""
     url = f"sqlite:///{tmp_path / 'log.db'}"
