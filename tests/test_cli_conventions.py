@@ -534,3 +534,21 @@ def test_worker_once_exits_1_when_entries_failed(
     again = CliRunner().invoke(main, args)  # nothing left to run: a clean exit
     assert again.exit_code == 0, again.output
     sys.modules.pop("failing", None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["bicep", "install", "examples/grocery/program.bicepl", "--url", "sqlite://", "--keep"],
+            "--keep goes with --upgrade",
+        ),
+        (["global", "--until-idle", "--url", "sqlite://", "--name", " "], "a cursor needs a name"),
+    ],
+)
+def test_options_that_would_be_ignored_or_empty_are_usage_errors(
+    args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(main, [*args, *(["--rules", "x:y"] if args[0] == "global" else [])])
+    assert result.exit_code == 2, result.output
+    assert message in result.output

@@ -167,6 +167,8 @@ def install(
     from sentinel.bicep.processor import Processor
     from sentinel.rules import LocalEventDetector
 
+    if keep and not upgrade:
+        raise click.UsageError("--keep goes with --upgrade (it keeps the old version's tables)")
     text, default = _read(program)
     chronon_value = _chronon(chronon)
     _log_tables(url, schema, prefix)

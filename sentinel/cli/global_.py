@@ -19,6 +19,12 @@ from sentinel.cli.common import (
 __all__ = ["global_command"]
 
 
+def _named(value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("a cursor needs a name (not empty)")
+    return value
+
+
 @click.command(name="global")
 @db_options
 @click.option(
@@ -34,6 +40,7 @@ __all__ = ["global_command"]
     "--name",
     default="global",
     show_default=True,
+    callback=lambda ctx, param, value: _named(value),
     help="The cursor's name: instances with one name share a position and a lease.",
 )
 @click.option(
