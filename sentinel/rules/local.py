@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any, ClassVar, overload
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, EventDetector, Scope
 from sentinel.detector.events import listen
-from sentinel.errors import BitemporalError, ExpressionError, RuleDefinitionError
+from sentinel.errors import (
+    BitemporalError,
+    CascadeLimitError,
+    ExpressionError,
+    RuleDefinitionError,
+)
 from sentinel.rules.coupling import Coupling
 from sentinel.rules.rule import Action, Condition, Rule, TriggerMode
 from sentinel.rules.scheduler import Scheduler
@@ -353,12 +359,34 @@ class LocalEventDetector(EventDetector):
 
     def _run_detached(self, rule: Rule, occ: Any, committed: bool) -> None:
         """Run a detached rule at once in a transaction of its own; a failure is
-        logged (the triggering transaction has already ended)."""
+        logged (the triggering transaction has already ended).
+
+        That transaction's end runs the detached rules it triggered in turn,
+        nested in this call: a chain of them (a detached rule on ``txn:commit``
+        triggers itself) stops at the detector's ``cascade_limit``, as immediate
+        rules do, with an error logged once, instead of running until Python's
+        recursion limit."""
+        depth = _DETACHED_DEPTH.get()
+        if depth >= self.scheduler.cascade_limit:
+            log.error(
+                "sentinel: %s",
+                CascadeLimitError(rule.name, self.scheduler.cascade_limit).args[0]
+                + " (detached rules, each in its own transaction, triggered each other: "
+                "not run)",
+            )
+            return
+        token = _DETACHED_DEPTH.set(depth + 1)
         try:
             with self.transaction():
                 self._run(rule, occ)
         except Exception:
             log.exception("detached rule %r failed", rule.name)
+        finally:
+            _DETACHED_DEPTH.reset(token)
+
+
+#: How deep detached rules run at once (no outbox) are nested in this context.
+_DETACHED_DEPTH: ContextVar[int] = ContextVar("sentinel_detached_depth", default=0)
 
 
 def _bitemporal_mode(

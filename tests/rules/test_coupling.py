@@ -201,3 +201,27 @@ def test_rules_signal_into_the_scope_that_triggered_them(det: LocalEventDetector
     det.notify(det.channel("E1"), {}, scope=scope)
     assert [c.scope for c in seen[0].constituents] == [scope.id, scope.id]
     assert det.current_scope() is not scope
+
+
+def test_detached_rules_triggering_each_other_stop_at_the_cascade_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without an outbox a detached rule runs at once in a transaction of its
+    own, whose end runs what it triggered: a detached rule on ``txn:commit``
+    triggers itself. The chain stops at ``cascade_limit`` with one error logged
+    (it ran until Python's recursion limit, about 165 runs, each failure logged
+    with a traceback), and the detector goes on."""
+    det = LocalEventDetector(cascade_limit=5)
+    runs: list[int] = []
+    det.rule(
+        "after_commit", "txn:commit", action=lambda o: runs.append(o.t_occ), coupling="detached"
+    )
+    with caplog.at_level(logging.ERROR, logger="sentinel.rules"), det.transaction():
+        pass
+    assert len(runs) == 5
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "cascade depth 6" in errors[0].getMessage()
+    assert errors[0].exc_info is None
+    with det.transaction():
+        pass
+    assert len(runs) == 10  # a later commit runs the chain again, from depth 0
