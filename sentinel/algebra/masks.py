@@ -171,6 +171,15 @@ class Predicate:
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (type(self), self._args)
 
+    def __bool__(self) -> bool:
+        # Python's ``and``, ``or`` and chained comparisons (1 < p < 9) would keep
+        # one side silently; ``if pred:`` would be true whatever it tests.
+        raise ExpressionError(
+            f"a mask predicate ({shortened(self.text(), 60)}) has no truth value: combine "
+            "predicates with &, | and ~, not and, or, not, and write a range as "
+            "(p > 1) & (p < 9)"
+        )
+
     def __and__(self, other: Predicate) -> Predicate:
         return AllOf(self, _pred(other, "&"))
 
@@ -255,6 +264,11 @@ def _operand(value: object) -> Operand:
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, float) and value != value:
             raise ExpressionError("a mask cannot compare with NaN (it equals nothing)")
+        if isinstance(value, float) and value in (_INF, -_INF):
+            raise ExpressionError(
+                f"a mask cannot compare with {value} (a mask's text has no infinity to "
+                "write it back with); compare with a finite bound, or leave the test out"
+            )
         return value
     raise ExpressionError(
         "a mask compares a parameter with a number, a string, True, False, None, another "
@@ -427,6 +441,9 @@ def _wrap(p: Predicate, prec: int) -> str:
     return f"({p.text()})" if p.prec < prec else p.text()
 
 
+_INF = float("inf")
+
+
 def _const(value: t.Any, consts: dict[str, t.Any]) -> str:
     if isinstance(value, (int, float, str, bool)) or value is None:
         return repr(value)
@@ -441,7 +458,7 @@ def _safe(op: t.Callable[[t.Any, t.Any], t.Any]) -> t.Callable[[t.Any, t.Any], b
             return False
         try:
             return bool(op(a, b))
-        except TypeError:
+        except (TypeError, ArithmeticError):  # not comparable: a Decimal NaN raises
             return False
 
     return compare
@@ -609,7 +626,12 @@ class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
                     f"a number of {len(s.lstrip('-')):,} digits is too long for a mask",
                     meta.column,
                 ) from None
-        return float(s)
+        value = float(s)
+        if value in (_INF, -_INF):
+            raise _Positioned(
+                f"{s} is too large for a mask's number (it reads as infinity)", meta.column
+            )
+        return value
 
     def string(self, meta: t.Any, c: list[Token]) -> str:
         return unquote(str(c[0]))

@@ -1,0 +1,56 @@
+"""Masks and the values they compare: what a mask refuses when it is built, and
+what it treats as not comparable when it runs."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from sentinel import LocalEventDetector, param
+from sentinel.algebra import parse
+from sentinel.errors import ExpressionError, SnoopSyntaxError
+
+
+@pytest.mark.parametrize("bound", [float("inf"), float("-inf")])
+def test_a_mask_refuses_an_infinity_when_it_is_built(bound: float) -> None:
+    """The generated mask code wrote ``inf``, an undefined name: every signal of
+    the event raised NameError; and the text form read it back as a parameter."""
+    det = LocalEventDetector()
+    det.explicit("reading")
+    with pytest.raises(ExpressionError, match=r"cannot compare with -?inf"):
+        det.expression("reading").where(param("value") < bound)
+    with pytest.raises(ExpressionError, match=r"cannot compare with -?inf"):
+        det.expression("reading").where(value=bound)
+    with pytest.raises(SnoopSyntaxError, match="reads as infinity"):
+        parse("reading[value > 1e999]")
+    assert det.signal("reading", value=5) is not None  # nothing was left behind
+
+
+def test_python_and_or_and_chained_comparisons_on_predicates_are_refused() -> None:
+    """``(p > 1) and (p < 9)`` and ``1 < p < 9`` kept one side silently (a rule
+    fired for values outside the range); ``&`` and ``|`` are the connectives."""
+    amount = param("amount")
+    for build in (
+        lambda: (amount > 100) and (amount < 1000),
+        lambda: 100 < amount < 1000,
+        lambda: (amount > 1000) or (param("vip") == True),  # noqa: E712
+        lambda: not (amount > 1),
+    ):
+        with pytest.raises(ExpressionError, match="has no truth value: combine predicates"):
+            build()
+    both = (amount > 100) & (amount < 1000)
+    assert both({"amount": 500}) and not both({"amount": 5})
+
+
+def test_a_decimal_nan_is_not_comparable_so_the_mask_is_false() -> None:
+    """As for other values that cannot be compared (it raised
+    decimal.InvalidOperation out of the signal)."""
+    det = LocalEventDetector()
+    det.explicit("payment")
+    fired: list[object] = []
+    det.rule("big", "payment[amount > 1000]", action=fired.append)
+    det.signal("payment", amount=Decimal("NaN"))
+    det.signal("payment", amount=Decimal("sNaN"))
+    det.signal("payment", amount=Decimal("2000"))
+    assert len(fired) == 1
