@@ -240,17 +240,21 @@ class Transactions:
         self.emit(self._channels["txn:pre_commit"], (), (), None, (), scope, None, False)
 
     def commit(self, scope: Scope) -> None:
-        """Signal ``txn:commit`` in ``scope``, then flush it."""
+        """Signal ``txn:commit`` in ``scope``, then flush it and run what follows
+        its end (detached rules), even when a rule on ``txn:commit`` failed: the
+        transaction committed all the same."""
         scope._check_active("commit")
         try:
             self.emit(self._channels["txn:commit"], (), (), None, (), scope, None, False)
         finally:
             scope.status = "committed"
             self.flush(scope)
-        self._after_end(scope)
+            self._after_end(scope)
 
     def abort(self, scope: Scope) -> None:
-        """Signal ``txn:abort`` in ``scope``, then flush it."""
+        """Signal ``txn:abort`` in ``scope``, then flush it and run what follows
+        its end (independent detached rules), even when a rule on ``txn:abort``
+        failed."""
         if scope.status == "aborted":
             return
         scope._check_active("abort")
@@ -259,7 +263,7 @@ class Transactions:
         finally:
             scope.status = "aborted"
             self.flush(scope)
-        self._after_end(scope)
+            self._after_end(scope)
 
     def _after_end(self, scope: Scope) -> None:
         """Called once ``scope`` has committed or aborted and been flushed (the
@@ -276,8 +280,13 @@ class Transactions:
             try:
                 yield scope
                 self.pre_commit(scope)
-            except BaseException:
-                self.abort(scope)
+            except BaseException as err:
+                # The block's own exception is what the caller sees; a rule on
+                # txn:abort that fails too is told in a note on it.
+                try:
+                    self.abort(scope)
+                except Exception as failed:
+                    err.add_note(f"and then, aborting the transaction: {failed}")
                 raise
             self.commit(scope)
         finally:

@@ -225,3 +225,35 @@ def test_detached_rules_triggering_each_other_stop_at_the_cascade_limit(
     with det.transaction():
         pass
     assert len(runs) == 10  # a later commit runs the chain again, from depth 0
+
+
+def test_a_failing_rule_on_txn_commit_leaves_the_detached_rules_to_run() -> None:
+    """The transaction committed: its detached rules run although a rule on
+    ``txn:commit`` raised (they stayed queued on the scope, never run)."""
+    det = LocalEventDetector()
+    det.explicit("order")
+    ran: list[str] = []
+
+    def audit(occ: Any) -> None:
+        raise RuntimeError("audit failed")
+
+    det.rule("notify", "order", action=lambda o: ran.append("notify"), coupling="detached")
+    det.rule("audit", "txn:commit", action=audit)
+    with pytest.raises(RuleError, match="audit failed"), det.transaction() as scope:
+        det.signal("order")
+    assert scope.status == "committed" and ran == ["notify"]
+
+
+def test_the_blocks_own_exception_survives_a_failing_rule_on_txn_abort() -> None:
+    """``with det.transaction():`` that raises: the caller gets that exception
+    (``except KeyError`` still catches it), with the abort rule's failure in a
+    note; it got the rule's RuleError instead."""
+    det = LocalEventDetector()
+
+    def cleanup(occ: Any) -> None:
+        raise RuntimeError("cleanup failed")
+
+    det.rule("cleanup", "txn:abort", action=cleanup)
+    with pytest.raises(KeyError, match="the block's own") as info, det.transaction():
+        raise KeyError("the block's own")
+    assert any("cleanup failed" in note for note in info.value.__notes__)
