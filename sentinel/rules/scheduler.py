@@ -171,7 +171,8 @@ class Scheduler:
                 if mine:
                     muted.add(me)
                 try:
-                    ok = cond(occ)
+                    # its truth too: an object whose bool() raises (an array) fails here
+                    refused = not cond(occ)
                 except Exception as e:
                     err = _failure(observer, rule, occ, "condition", e)
                     if err is e:
@@ -180,7 +181,7 @@ class Scheduler:
                 finally:
                     if mine:
                         muted.discard(me)
-                if not ok:
+                if refused:
                     if observer:
                         for fn in observer:
                             fn(rule, occ, "condition_false", None)

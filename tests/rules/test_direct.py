@@ -382,3 +382,19 @@ def test_random_rule_sets_run_as_through_the_graph(
     direct = _random_run(seed)
     monkeypatch.setattr(EventGraph, "compile", False)
     assert _random_run(seed) == direct
+
+
+def test_a_condition_whose_result_has_no_truth_value_fails_as_the_condition() -> None:
+    """A condition returning an object whose bool() raises (a numpy array, a
+    pandas Series): RuleError naming the rule and the condition (the bare
+    ValueError escaped, naming no rule)."""
+
+    class Ambiguous:
+        def __bool__(self) -> bool:
+            raise ValueError("truth value is ambiguous")
+
+    det = LocalEventDetector()
+    det.explicit("e")
+    det.rule("check", "e", lambda occ: Ambiguous(), action=print)
+    with pytest.raises(RuleError, match="'check' failed in its condition: ValueError"):
+        det.signal("e")
