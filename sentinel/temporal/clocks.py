@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -104,7 +105,11 @@ def _seconds(value: float | timedelta, what: str) -> float:
         return value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} is a number of seconds or a timedelta, not {value!r}")
-    return float(value)
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        # NaN would fire every timer at once and leave the clock reading nan
+        raise TemporalError(f"{what} is a finite number of seconds, not {value!r}")
+    return seconds
 
 
 class Clock:

@@ -247,3 +247,21 @@ class TestSystemClock:
 def test_clock_is_abstract() -> None:
     with pytest.raises(NotImplementedError):
         Clock().now()
+
+
+@pytest.mark.parametrize("amount", [float("nan"), float("inf"), float("-inf")])
+def test_a_virtual_clock_refuses_a_time_that_is_not_finite(amount: float) -> None:
+    """``advance(nan)`` fired a timer due in an hour and left the clock reading
+    nan (every later advance fired whatever was pending); ``inf`` fired all."""
+    clock = VirtualClock(100.0)
+    fired: list[float] = []
+    clock.call_at(3700.0, lambda: fired.append(clock.now()))
+    with pytest.raises(TemporalError, match="a finite number of seconds"):
+        clock.advance(amount)
+    with pytest.raises(TemporalError, match="a finite number of seconds"):
+        clock.set(amount)
+    with pytest.raises(TemporalError, match="a finite number of seconds"):
+        VirtualClock(amount)
+    assert clock.now() == 100.0 and fired == []
+    clock.advance(3600)
+    assert fired == [3700.0]
