@@ -47,19 +47,29 @@ def shortened(text: str, width: int = 2 * _WIDTH) -> str:
 
 
 class UnknownEventError(SentinelError, LookupError):
-    """An event name that is not defined on the detector.
+    """An event name that is not defined on the detector (or, from
+    ``signal()``, not an explicit event: ``detail`` then says what it is).
 
     ``name`` is the name that was asked for; ``suggestions`` are defined names
     that look like it.
     """
 
-    def __init__(self, name: str, known: Iterable[str] = (), *, where: str = "") -> None:
+    def __init__(
+        self, name: str, known: Iterable[str] = (), *, where: str = "", detail: str = ""
+    ) -> None:
         self.name = name
-        self.suggestions = difflib.get_close_matches(name, list(known), n=3)
-        msg = f"unknown event {shortened(repr(name))}"
+        self.suggestions = (
+            difflib.get_close_matches(name, list(known), n=3)
+            if isinstance(name, str) and not detail
+            else []
+        )
+        what = "cannot signal" if detail else "unknown event"
+        msg = f"{what} {shortened(repr(name))}"
         if where:
             msg += f" in {shortened(where)}"
-        if self.suggestions:
+        if detail:
+            msg += f": {detail}"
+        elif self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
         else:
             msg += "; define it first (for example with detector.explicit(name))"

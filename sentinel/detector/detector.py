@@ -160,9 +160,12 @@ class EventDetector(Definitions, Transactions):
         muted (inside a rule's condition). Raises UnknownEventError for a name not
         defined with :meth:`explicit`.
         """
-        ch = self._explicit.get(name)
+        try:
+            ch = self._explicit.get(name)
+        except TypeError:  # unhashable
+            ch = None
         if ch is None:
-            raise UnknownEventError(name, self._explicit, where="signal()")
+            raise self._not_signalled(name, "signal()")
         if params:  # positional, under the interned names (names_of, inlined)
             names = tuple(params)
             names = _NAMES.get(names) or names_of(names)
@@ -185,13 +188,38 @@ class EventDetector(Definitions, Transactions):
         >>> det.signal_at("delivery", 0.0).timestamp
         0.0
         """
-        ch = self._explicit.get(name)
+        try:
+            ch = self._explicit.get(name)
+        except TypeError:  # unhashable
+            ch = None
         if ch is None:
-            raise UnknownEventError(name, self._explicit, where="signal_at()")
+            raise self._not_signalled(name, "signal_at()")
         ts = occurrence_time(at, name)
         values, names = split_params(params)
         occ = self.emit(ch, values, names, None, (), None, ts)
         return None if occ is None else _new(Occurrence, occ)
+
+    def _not_signalled(self, name: Any, where: str) -> UnknownEventError:
+        """Why ``name`` cannot be signalled: not a name, an event of another
+        kind, or unknown."""
+        if not isinstance(name, str):
+            label = getattr(name, "label", None)
+            hint = f" (pass its name: {label!r})" if isinstance(label, str) else ""
+            return UnknownEventError(
+                name,
+                where=where,
+                detail=f"an event is named by a string, not a {type(name).__name__}{hint}",
+            )
+        if name in self._events:
+            return UnknownEventError(
+                name,
+                where=where,
+                detail="it is defined, but not as an explicit event: transaction events "
+                "are signalled by transactions, a method's events by its calls, a "
+                "composite event by its constituents; signal() takes events defined "
+                "with detector.explicit(name)",
+            )
+        return UnknownEventError(name, self._explicit, where=where)
 
     def notify(
         self,

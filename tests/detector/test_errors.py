@@ -1,0 +1,49 @@
+"""What ``signal()`` says when it is handed something it cannot signal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sentinel import LocalEventDetector
+from sentinel.errors import UnknownEventError
+
+
+@pytest.fixture
+def det() -> LocalEventDetector:
+    d = LocalEventDetector()
+    d.explicit("order")
+    d.define("order_twice", "order ; order")
+    return d
+
+
+@pytest.mark.parametrize("name", [42, None, ["order"]])
+def test_a_name_that_is_not_a_string_is_named_as_such(det: LocalEventDetector, name: Any) -> None:
+    """It was difflib's TypeError (or 'unhashable type') from inside the error."""
+    with pytest.raises(UnknownEventError, match="an event is named by a string, not a"):
+        det.signal(name)
+    with pytest.raises(UnknownEventError, match="an event is named by a string, not a"):
+        det.signal_at(name, 1.0)
+
+
+def test_an_event_object_is_told_to_pass_its_name(det: LocalEventDetector) -> None:
+    event = det.expression("order")
+    with pytest.raises(UnknownEventError, match=r"not a Primitive \(pass its name: 'order'\)"):
+        det.signal(event)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["txn:commit", "order_twice"])
+def test_a_defined_event_that_is_not_explicit_is_not_called_unknown(
+    det: LocalEventDetector, name: str
+) -> None:
+    """It said 'unknown event ... define it first', and defining it is refused."""
+    with pytest.raises(UnknownEventError, match="it is defined, but not as an explicit event") as e:
+        det.signal(name)
+    assert str(e.value).startswith(f"cannot signal {name!r} in signal()")
+
+
+def test_an_unknown_name_still_gets_suggestions(det: LocalEventDetector) -> None:
+    with pytest.raises(UnknownEventError, match="did you mean 'order'"):
+        det.signal("ordr")
+    assert det.signal("order") is not None
