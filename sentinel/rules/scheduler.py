@@ -24,7 +24,13 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from sentinel.detector import Scope, Subscription, t_init
-from sentinel.errors import CascadeLimitError, RuleError, ScopeError, SentinelError
+from sentinel.errors import (
+    CascadeLimitError,
+    RuleDefinitionError,
+    RuleError,
+    ScopeError,
+    SentinelError,
+)
 
 if TYPE_CHECKING:
     from sentinel.rules.local import LocalEventDetector
@@ -41,8 +47,10 @@ class Scheduler:
     """Orders and runs the rules one detector triggers."""
 
     def __init__(self, detector: LocalEventDetector, cascade_limit: int) -> None:
-        if cascade_limit < 1:
-            raise ValueError(f"cascade_limit must be at least 1, not {cascade_limit}")
+        if type(cascade_limit) is not int or cascade_limit < 1:
+            raise RuleDefinitionError(
+                f"cascade_limit is a whole number of levels, at least 1, not {cascade_limit!r}"
+            )
         self.detector = detector
         self.cascade_limit = cascade_limit
         #: The process scope's cascade depth, per thread (its ``depth``, 0 until

@@ -47,3 +47,13 @@ def test_an_unknown_name_still_gets_suggestions(det: LocalEventDetector) -> None
     with pytest.raises(UnknownEventError, match="did you mean 'order'"):
         det.signal("ordr")
     assert det.signal("order") is not None
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, None, "5", True])
+def test_a_cascade_limit_that_is_not_a_whole_number_of_levels_is_refused(limit: Any) -> None:
+    """``None`` and ``"5"`` raised TypeError from a comparison; 2.5 was accepted
+    and reported as "cascade depth 2.5"."""
+    from sentinel.errors import RuleDefinitionError
+
+    with pytest.raises(RuleDefinitionError, match="cascade_limit is a whole number of levels"):
+        LocalEventDetector(cascade_limit=limit)
