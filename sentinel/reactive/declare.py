@@ -265,12 +265,18 @@ def _parse(
             )
         begin = phase in (BEGIN, "both")
         end = phase in (END, "both")
+    for kw, value in (("begin", begin), ("end", end)):
+        if value is None:  # neither False nor a phase: it declared nothing, silently
+            raise ReactiveError(
+                f"@event({kw}=None): {kw}= is True or an event name (leave it out, or "
+                "False, for no event at that phase)"
+            )
     if begin is False and end is False:
         end = True  # Sentinel's default: the end of the method is the event
     phases: list[str] = []
     names: list[tuple[str, str]] = []
     for p, value in ((BEGIN, begin), (END, end)):
-        if value is False or value is None:
+        if value is False:
             continue
         phases.append(p)
         if value is True:

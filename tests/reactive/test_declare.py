@@ -346,6 +346,17 @@ class TestBadInput:
                 pass
 
 
+@pytest.mark.parametrize("kwargs", [{"end": None}, {"begin": None, "end": None}, {"begin": None}])
+def test_a_phase_given_as_none_is_refused(det: LocalEventDetector, kwargs: dict[str, Any]) -> None:
+    """``end=None`` declared no event at all, silently (``A.m.end`` then raised
+    AttributeError); True, an event name or False are what a phase takes."""
+    with pytest.raises(ReactiveError, match=r"=None\): (begin|end)= is True or an event name"):
+
+        class A(Reactive, detector=det):
+            @event(**kwargs)
+            def m(self) -> None: ...
+
+
 def test_python_version_note() -> None:
     # The RuntimeError case above exists because of this; drop it with 3.11.
     assert sys.version_info >= (3, 11)
