@@ -97,19 +97,22 @@ def function_path(fn: Any) -> str:
     return f"{module}:{qual}"
 
 
-def entry_for(rule: RuleLike, occurrence: Any, *, committed: bool) -> OutboxEntry:
+def entry_for(rule: RuleLike, occurrence: Any, *, committed: bool, depth: int = 1) -> OutboxEntry:
     """The outbox entry for ``rule``'s detection ``occurrence``; ``committed``
-    is whether the trigger committed (known later for independent rules)."""
+    is whether the trigger committed (known later for independent rules);
+    ``depth`` how many detached runs deep the trigger was (1: an ordinary
+    transaction's; 2: a detached rule's own transaction's, ...)."""
     composite = isinstance(occurrence, CompositeOccurrence)
-    return OutboxEntry.of(
-        rule.name, occurrence, extra=entry_extra(rule, composite=composite, committed=committed)
-    )
+    extra = entry_extra(rule, composite=composite, committed=committed)
+    if depth > 1:
+        extra["depth"] = depth
+    return OutboxEntry.of(rule.name, occurrence, extra=extra)
 
 
 def entry_extra(rule: RuleLike, *, composite: bool, committed: bool) -> dict[str, Any]:
     """The ``extra`` of :func:`entry_for`'s entry: what the rule was (its action,
     condition, coupling and expression), whether the trigger committed and
-    whether the detection is composite."""
+    whether the detection is composite (and, past 1, its ``depth``)."""
     return {
         "action": function_path(rule.action),
         "condition": None if rule.condition is None else function_path(rule.condition),

@@ -45,6 +45,7 @@ from sentinel.orm.state import (
     Savepoint,
     TxnState,
     clock_datetime,
+    depth_below,
     register,
     unregister,
 )
@@ -642,7 +643,12 @@ class Attachment(Endings, OuterTransactions):
             # signals txn:commit just before the database commits
             self.runner.submit(key, _OUTER_SUBMIT_DELAY if st.handed_over else 0.0)
             return
-        entry = entry_for(rule, occ, committed=committed)
+        entry = entry_for(
+            rule,
+            occ,
+            committed=committed,
+            depth=depth_below(None if st is None else st.session_ref()),
+        )
         pending = (
             [
                 Firing.of(

@@ -47,7 +47,7 @@ from sentinel.log import OutboxEntry
 from sentinel.log.records import Firing
 from sentinel.log.tables import FiringStatus
 from sentinel.orm.outbox import entry_for
-from sentinel.orm.state import KEY, TxnState, clock_datetime
+from sentinel.orm.state import KEY, TxnState, clock_datetime, depth_below
 
 if TYPE_CHECKING:
     from sentinel.orm.attach import Attachment
@@ -245,8 +245,9 @@ class PreCommit:
         entries: list[OutboxEntry] = []
         firings: list[Firing] = []
         seen = set(st.outbox_keys)
+        depth = depth_below(st.session_ref())
         for rule, occ, _dependent in pending:
-            entry = entry_for(rule, occ, committed=True)
+            entry = entry_for(rule, occ, committed=True, depth=depth)
             if entry.idempotency_key in seen:
                 continue
             seen.add(entry.idempotency_key)

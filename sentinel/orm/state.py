@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABANDONED",
+    "DEPTH_KEY",
     "KEY",
     "LIVE",
     "Abandoned",
@@ -45,6 +46,7 @@ __all__ = [
     "TxnState",
     "clock_datetime",
     "clock_of",
+    "depth_below",
     "live",
     "register",
     "scope_of",
@@ -55,6 +57,17 @@ __all__ = [
 
 #: ``session.info`` key of the current transaction's state.
 KEY = "_sentinel_txn"
+
+#: ``session.info`` key of how many detached runs deep a worker's session is
+#: (an outbox entry's ``depth``): the entries its transaction triggers are one
+#: deeper, and a worker refuses one deeper than the detector's cascade limit.
+DEPTH_KEY = "sentinel.detached_depth"
+
+
+def depth_below(session: Session | None) -> int:
+    """The ``depth`` of an outbox entry triggered in ``session``'s transaction."""
+    return 1 + (0 if session is None else int(session.info.get(DEPTH_KEY, 0)))
+
 
 #: scope id -> weak reference to the state, for every session transaction in
 #: progress (all attachments). Read it with :func:`live`.

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sentinel.errors import OutboxError, RuleError, SentinelError
+from sentinel.errors import CascadeLimitError, OutboxError, RuleError, SentinelError
 from sentinel.log import Firing, FiringStatus, OutboxEntry
 from sentinel.log.outbox import (
     Claimed,
@@ -71,7 +71,7 @@ from sentinel.orm.detached import (
 )
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import DETACHED
-from sentinel.orm.state import KEY, clock_datetime, clock_of
+from sentinel.orm.state import DEPTH_KEY, KEY, clock_datetime, clock_of
 from sentinel.orm.together import run_together
 
 if TYPE_CHECKING:
@@ -420,10 +420,19 @@ class Runner:
             rule, constituents, extra, occ = self._prepare(claimed)
         except OutboxError as err:  # refused for good: it would fail the same way again
             return self._failed(claimed, None, (), err, final=True)
+        depth = extra.get("depth", 1)
+        limit = self.attachment.detector.scheduler.cascade_limit
+        if type(depth) is int and depth > limit:
+            # detached rules triggering each other through their own transactions
+            # (one on txn:commit triggers itself): stop, as immediate rules stop
+            return self._failed(
+                claimed, rule, constituents, CascadeLimitError(rule.name, limit), final=True
+            )
         try:
             session = self._new_session()
         except BaseException as err:
             return self._failed_or_raise(claimed, rule, constituents, err)
+        session.info[DEPTH_KEY] = depth if type(depth) is int else 1
         try:
             with session.begin() as transaction:
                 token = _enter(rule.name, claimed, bool(extra.get("committed", True)), session)

@@ -485,3 +485,23 @@ def test_a_rule_on_txn_abort_does_not_take_the_failure_of_the_rule_that_rolled_b
     statuses = {(f.rule, f.status) for f in orm.firings()}
     assert ("veto", "failed") in statuses
     assert ("on_abort", "fired") in statuses
+
+
+def test_detached_rules_triggering_each_other_through_the_outbox_stop_at_the_limit(
+    orm: ORM,
+) -> None:
+    """A detached rule on ``txn:commit``: its own run's transaction commits and
+    triggers it again. Each outbox entry carries how many detached runs deep its
+    trigger was; past the detector's cascade_limit the entry fails for good
+    with CascadeLimitError (the worker ran it for ever, one new entry per run)."""
+    att = orm.attach(workers=0)
+    orm.det.scheduler.cascade_limit = 3
+    orm.det.rule("again", "txn:commit", action=actions.record, coupling="detached")
+    with orm.Session.begin() as s:
+        s.execute(sa.text("SELECT 1"))
+    first = att.drain()
+    assert (first.done, first.failed) == (3, 1)
+    assert att.drain().total == 0  # nothing left: the chain ended
+    assert len(orm.effects()) == 3
+    failed = [f for f in orm.firings() if f.status == "failed"]
+    assert len(failed) == 1 and "CascadeLimitError" in (failed[0].error or "")
