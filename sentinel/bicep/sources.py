@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,8 @@ def _read_stream(p: Path) -> Iterator[dict[str, Any]]:
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:
-                data = json.loads(line)
+                # numbers with a fraction exactly: a NUMERIC(p, s) keeps every digit
+                data = json.loads(line, parse_float=Decimal)
             except json.JSONDecodeError as err:
                 raise BicepAnnouncementError(
                     f"{p}:{i}: not a JSON object: {err.msg} at column {err.colno}",
@@ -98,6 +100,9 @@ def _record(data: Mapping[str, Any], path: Path, line: int) -> dict[str, Any]:
     if "class" not in data:
         raise BicepAnnouncementError(f"{path}:{line}: no 'class' given", event_class="?")
     out = dict(data)
+    for k in ("occ", "det"):  # times in seconds: floats, as before
+        if isinstance(out.get(k), Decimal):
+            out[k] = float(out[k])
     revoke = out.get("revoke", False)
     if isinstance(revoke, str):
         revoke = revoke.strip().lower() in ("1", "true", "yes")
@@ -115,16 +120,34 @@ def _convert(proc: Processor, cls_name: str, attrs: dict[str, Any]) -> dict[str,
     for a in cls.definition.attributes:
         for key in (a.name, a.ident):
             v = out.get(key)
+            kind = a.type.kind
+            if isinstance(v, Decimal) and kind != "numeric":
+                out[key] = float(v)  # a JSON number (read exactly) for a REAL
+                continue
             if not isinstance(v, str):
                 continue
-            kind = a.type.kind
-            if kind == "integer":
-                out[key] = int(v)
-            elif kind in ("numeric", "real"):
-                out[key] = float(v)
-            elif kind == "boolean":
-                out[key] = v.strip().lower() in ("1", "true", "yes", "t")
+            text = v.strip()
+            try:
+                if kind == "integer":
+                    out[key] = int(text)
+                elif kind == "numeric":
+                    out[key] = Decimal(text)  # exact: NUMERIC(30,10) keeps every digit
+                elif kind == "real":
+                    out[key] = float(text)
+                elif kind == "boolean":
+                    out[key] = _BOOLEANS[text.lower()]
+            except (ValueError, ArithmeticError, KeyError):
+                raise ValueError(
+                    f"attribute {a.name} of {cls_name} is {kind}, not {v!r}"
+                    + (" (true/false, yes/no, t/f or 1/0)" if kind == "boolean" else "")
+                ) from None
     return out
+
+
+_BOOLEANS = {
+    **dict.fromkeys(("1", "true", "yes", "t"), True),
+    **dict.fromkeys(("0", "false", "no", "f"), False),
+}
 
 
 def load_stream(proc: Processor, records: Iterable[Mapping[str, Any]]) -> int:
