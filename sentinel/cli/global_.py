@@ -184,3 +184,7 @@ def global_command(
             "docs/global.md, 'Rows it cannot read')",
             err=True,
         )
+    if service.close_errors:
+        raise click.ClickException(
+            f"sentinel global {name!r} did not stop cleanly: " + "; ".join(service.close_errors)
+        )

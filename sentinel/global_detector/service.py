@@ -63,6 +63,9 @@ __all__ = ["ActionsFactory", "GlobalDetector", "StepReport", "replay_committed"]
 
 log = logging.getLogger("sentinel.global")
 
+#: The longest wait between two tries of a failing step (the database away).
+_MAX_RETRY_WAIT = 30.0
+
 
 @dataclass
 class StepReport:
@@ -260,6 +263,8 @@ class GlobalDetector:
             if runner is not None:
                 runner.claim_retry = retry_delay
         self._stop = threading.Event()
+        #: What failed in :meth:`close` (empty after a clean stop).
+        self.close_errors: list[str] = []
         #: Seconds between two looks for rows without a commit number (when idle).
         self.unnumbered_every = 30.0
         self._unnumbered_at = 0.0
@@ -654,18 +659,39 @@ class GlobalDetector:
         (database away, lease lost) is logged and retried after a wait."""
         stop = stop or self._stop
         last_pending = time.monotonic()
+        failures = 0
         while not stop.is_set():
             try:
                 r = self.step()
             except LeaseLost as err:  # not a failure: another instance leads now
                 log.warning("%s", err)
                 continue
-            except Exception:
+            except Exception as err:
                 if until_idle:
                     raise
-                log.exception("sentinel global %r: a step failed; retrying", self.name)
-                stop.wait(self.max_wait)
+                failures += 1
+                # waits doubling to 30 s; the traceback once, then one line a try
+                delay = min(self.max_wait * 2 ** min(failures - 1, 16), _MAX_RETRY_WAIT)
+                if failures == 1:
+                    log.exception(
+                        "sentinel global %r: a step failed; retrying in %.3g s", self.name, delay
+                    )
+                else:
+                    log.warning(
+                        "sentinel global %r: still failing (%d tries), retrying in %.3g s: %s: %s",
+                        self.name,
+                        failures,
+                        delay,
+                        type(err).__name__,
+                        str(err).splitlines()[0] if str(err) else "",
+                    )
+                stop.wait(delay)
                 continue
+            if failures:
+                log.warning(
+                    "sentinel global %r: working again after %d failed tries", self.name, failures
+                )
+                failures = 0
             if report is not None and (r.rows or r.detections):
                 report(r)
             if r.rows or r.clock:
@@ -701,7 +727,9 @@ class GlobalDetector:
     def close(self) -> None:
         """Stop the action runner (writing its late log rows) and the listener,
         read past the commits handed out so far (the actions' own, see
-        :meth:`_catch_up`), and release the lease (a standby takes over at once)."""
+        :meth:`_catch_up`), and release the lease (a standby takes over at once).
+        What failed of that is logged and listed in :attr:`close_errors` (the
+        CLI then exits with status 1)."""
         self.waiter.close()
         if self.attachment is not None:
             # writes the actions' late log rows (their txn:commit), read below
@@ -711,7 +739,8 @@ class GlobalDetector:
                 self._catch_up()
             except LeaseLost as err:
                 log.warning("%s", err)
-            except Exception:
+            except Exception as err:
+                self.close_errors.append(f"the last commits were not read: {err}")
                 log.exception(
                     "sentinel global %r: the last commits were not read at the stop", self.name
                 )
@@ -719,7 +748,8 @@ class GlobalDetector:
             try:
                 with self.engine.begin() as conn:
                     self.cursor.release(conn, self.id)
-            except Exception:
+            except Exception as err:
+                self.close_errors.append(f"the lease was not released: {err}")
                 log.exception("sentinel global %r: the lease was not released", self.name)
             self._leader = False
         if self._owns_engine:

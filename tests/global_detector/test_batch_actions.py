@@ -367,3 +367,49 @@ def test_a_claim_lost_while_the_batch_ran_commits_nothing_twice(
         assert _effects(log_db) == [1, 2, 4]
     finally:
         service.close()
+
+
+def test_a_failing_step_is_retried_with_growing_waits_and_one_traceback(
+    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database away: the first failure is logged with its traceback, the
+    next ones one line each, the waits doubling (it logged a traceback every
+    poll, at a fixed wait); working again is said once."""
+    service = GlobalDetector(
+        _detector(set(), set()), log_db, lease=10, min_wait=0.01, max_wait=0.01, run_actions=False
+    )
+    real_step = service.step
+    tries = {"n": 0}
+    waits: list[float] = []
+
+    stop = threading.Event()
+
+    def step() -> Any:
+        tries["n"] += 1
+        if tries["n"] <= 4:
+            raise sa.exc.OperationalError("SELECT 1", {}, Exception("database is away"))
+        stop.set()
+        return real_step()
+
+    real_wait = stop.wait
+
+    def wait(timeout: float | None = None) -> bool:
+        if timeout is not None and tries["n"] <= 4:
+            waits.append(timeout)
+        return real_wait(0)
+
+    monkeypatch.setattr(service, "step", step)
+    monkeypatch.setattr(stop, "wait", wait)
+    try:
+        with caplog.at_level(logging.WARNING, logger="sentinel.global"):
+            service.run(stop=stop)
+    finally:
+        service.close()
+    assert waits[:4] == [0.01, 0.02, 0.04, 0.08]
+    failing = [
+        r for r in caplog.records if "a step failed" in r.getMessage() or "still" in r.getMessage()
+    ]
+    assert [r.exc_info is not None for r in failing] == [True, False, False, False]
+    assert "still failing (4 tries)" in failing[-1].getMessage()
+    assert any("working again after 4 failed tries" in r.getMessage() for r in caplog.records)
+    assert service.close_errors == []
