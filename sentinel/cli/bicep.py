@@ -7,6 +7,7 @@ at module level so ``sentinel --help`` stays fast.
 from __future__ import annotations
 
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -289,8 +290,13 @@ def run(
             end = min(tick_of(max(times), c), (MAX_TIME // c) * c) if times else 0
         else:
             end = (until_value // c) * c  # what run_until processes: the ticks up to it
-        # what the stream holds that the ticks up to ``end`` leave out
-        unread = sum(1 for r in records if r.get("det") is not None and seconds(r["det"]) > end)
+        # what the stream holds that the ticks up to ``end`` leave out (an
+        # announcement without ``det`` is detected now: after the stream's ticks)
+        now = time.time()
+        unread = sum(
+            1 for r in records if (now if r.get("det") is None else seconds(r["det"])) > end
+        )
+        undated = sum(1 for r in records if r.get("det") is None)
         console = Console(stderr=True)
         first = proc.next_tick()
         total = 0 if first is None else max(0, (end - int(first.timestamp())) // c + 1)
@@ -332,6 +338,12 @@ def run(
         + (
             f", {unread} announcement(s) detected after the last tick not read yet"
             if unread
+            else ""
+        )
+        + (
+            f" ({undated} without a detection time ('det'), which is then now: give "
+            "one, or --until)"
+            if undated and unread
             else ""
         ),
         file=sys.stdout,

@@ -203,3 +203,22 @@ def test_bicep_install_creates_the_log_tables_but_never_migrates_an_older_log(
     assert "at schema revision 0002, older than" in result.output
     assert "sentinel db upgrade --url" in result.output
     assert migrate.current(old) == "0002"
+
+
+def test_bicep_run_says_when_announcements_without_det_were_not_read(tmp_path: Path) -> None:
+    """``det`` defaults to now: such an announcement is detected after the
+    stream's last tick and waits in the inbox; the summary said nothing."""
+    events = tmp_path / "nodet.jsonl"
+    events.write_text(
+        '{"class": "ResourceLow", "resource": "Milk", "amountLeft": 1, "occ": "2014-04-07T08:02"}\n'
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+            "--events", str(events), "--url", f"sqlite:///{tmp_path / 'r.db'}",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "1 announcement(s) detected after the last tick not read yet" in result.output
+    assert "(1 without a detection time ('det')" in result.output
