@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, overload
 
+from sentinel.errors import RuleDefinitionError
+
 if TYPE_CHECKING:
     from sentinel.algebra.expressions import Expression
     from sentinel.rules import LocalEventDetector, Rule
@@ -171,4 +173,8 @@ def rule(
     ``trigger_mode``, ``enabled``, ``flush``, ``key``) and raises what it raises.
     """
     det = detector if detector is not None else default_detector()
+    if not callable(getattr(det, "rule", None)):
+        raise RuleDefinitionError(
+            f"rule {name!r}: detector= is a LocalEventDetector, not {type(det).__name__}"
+        )
     return det.rule(name, event, condition, action=action, **options)

@@ -509,6 +509,9 @@ def occurrence_time(value: Any, event: str = "event") -> float:
     if t is float or t is int:
         if value != value or value in (float("inf"), float("-inf")):
             raise _time_error(event, value, "it must be finite")
+        if not _FIRST_TIME <= value < _END_TIME:
+            # ``occ.at`` (and the log's datetime columns) could not hold it
+            raise _time_error(event, value, "it must fall in the years 1 to 9999")
         return float(value)
     if isinstance(value, datetime):
         if value.tzinfo is None:
@@ -518,6 +521,11 @@ def occurrence_time(value: Any, event: str = "event") -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return occurrence_time(float(value), event)
     raise _time_error(event, value, "")
+
+
+#: The POSIX seconds a datetime can hold: 0001-01-01 up to (not including) 10000-01-01.
+_FIRST_TIME = -62_135_596_800
+_END_TIME = 253_402_300_800
 
 
 def _time_error(event: str, value: Any, hint: str) -> Exception:

@@ -69,6 +69,11 @@ class Definitions:
     def define_primitive(self, prim: ex.Primitive) -> ex.Primitive:
         """Register a primitive event built by another layer (a method event, an
         instance-level event) under its label, so text expressions can name it."""
+        if not isinstance(prim, ex.Primitive):
+            raise ExpressionError(
+                f"define_primitive() takes a Primitive (an event another layer built), not "
+                f"{type(prim).__name__} {prim!r}; an event of your own is detector.explicit(name)"
+            )
         existing = self._events.get(prim.label)
         if existing is not None and existing != prim:
             raise DuplicateEventError(prim.label, f"it is {existing!r}")

@@ -57,3 +57,28 @@ def test_a_cascade_limit_that_is_not_a_whole_number_of_levels_is_refused(limit: 
 
     with pytest.raises(RuleDefinitionError, match="cascade_limit is a whole number of levels"):
         LocalEventDetector(cascade_limit=limit)
+
+
+@pytest.mark.parametrize("at", [1e300, -1e300, 253_402_300_800.0, -62_135_596_801.0])
+def test_an_occurrence_time_outside_the_years_1_to_9999_is_refused(at: float) -> None:
+    """It was accepted, then ``occ.at`` raised OverflowError (and the log could
+    not hold it)."""
+    from sentinel.errors import OccurrenceTimeError
+
+    det = LocalEventDetector()
+    det.explicit("a")
+    with pytest.raises(OccurrenceTimeError, match="it must fall in the years 1 to 9999"):
+        det.signal_at("a", at)
+    assert str(det.signal_at("a", 253_402_300_799.0).at) == "9999-12-31 23:59:59+00:00"
+
+
+def test_define_primitive_and_rule_name_what_they_take() -> None:
+    """Raw AttributeErrors before ('str' has no attribute 'label'; int has no
+    attribute 'rule')."""
+    import sentinel
+    from sentinel.errors import ExpressionError, RuleDefinitionError
+
+    with pytest.raises(ExpressionError, match="define_primitive\\(\\) takes a Primitive"):
+        LocalEventDetector().define_primitive("a")  # type: ignore[arg-type]
+    with pytest.raises(RuleDefinitionError, match="detector= is a LocalEventDetector, not int"):
+        sentinel.rule("r", "a", detector=3)  # type: ignore[arg-type]
