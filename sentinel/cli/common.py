@@ -47,16 +47,15 @@ def require_database(url: str) -> None:
     """Refuse a SQLite URL whose file does not exist (connecting would create an
     empty database, only to find no log in it): a mistyped path is reported as
     such, and nothing is made."""
-    from pathlib import Path
-
     import sqlalchemy as sa
 
+    from sentinel.log.schema import sqlite_file
+
     try:
-        parsed = sa.make_url(url)
+        file = sqlite_file(url)
     except sa.exc.ArgumentError:
         return  # reported where the URL is used
-    file = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
+    if file is not None and not file.exists():
         raise click.ClickException(f"no SQLite database at {file}")
 
 

@@ -177,17 +177,16 @@ def _missing_tables(url: str, schema: str | None, prefix: str) -> list[str]:
     """The log tables (of ``log_tables(schema, prefix).names``) that ``url``'s
     database lacks; all of them where a SQLite file does not exist (which is
     not created to look)."""
-    from pathlib import Path
-
     import sqlalchemy as sa
 
+    from sentinel.log.schema import sqlite_file
     from sentinel.log.tables import log_tables
 
     names = list(log_tables(schema, prefix).names)
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        db = parsed.database
-        if db in (None, "", ":memory:") or not Path(db).exists():
+        file = sqlite_file(parsed)
+        if file is None or not file.exists():
             return names
     engine = sa.create_engine(parsed)
     try:

@@ -19,7 +19,7 @@ from sentinel.cli.common import (
 __all__ = ["global_command"]
 
 
-def _named(value: str) -> str:
+def _named(ctx: click.Context, param: click.Parameter, value: str) -> str:
     if not value.strip():
         raise click.BadParameter("a cursor needs a name (not empty)")
     return value
@@ -40,7 +40,7 @@ def _named(value: str) -> str:
     "--name",
     default="global",
     show_default=True,
-    callback=lambda ctx, param, value: _named(value),
+    callback=_named,
     help="The cursor's name: instances with one name share a position and a lease.",
 )
 @click.option(

@@ -48,6 +48,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, Engine
 
+from sentinel.log.schema import sqlite_file
 from sentinel.log.system_tables import system_tables
 from sentinel.log.tables import DEFAULT_PREFIX, log_tables
 
@@ -328,12 +329,8 @@ def current(bind: Bind, *, schema: str | None = None, prefix: str = DEFAULT_PREF
     """The log's revision in ``bind`` (``None``: sentinel's migrations never ran)."""
     tables = log_tables(schema, prefix)
     if not isinstance(bind, (Engine, Connection)):
-        url = sa.make_url(bind)
-        if (
-            url.get_backend_name() == "sqlite"
-            and url.database not in (None, "", ":memory:")
-            and not Path(url.database).exists()
-        ):
+        path = sqlite_file(bind)
+        if path is not None and not path.exists():
             return None  # do not create an empty database file just to look
     with _connection(bind) as conn:
         mc = MigrationContext.configure(

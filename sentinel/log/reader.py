@@ -26,7 +26,6 @@ import json
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -41,7 +40,7 @@ from sentinel.errors import (
 )
 from sentinel.log.partition import key_candidates
 from sentinel.log.records import Firing, LoggedOccurrence, OutboxEntry, source_ref
-from sentinel.log.schema import check_schema
+from sentinel.log.schema import check_schema, sqlite_file
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION, LogTables, log_tables
 from sentinel.occurrence import Occurrence, split_params
 from sentinel.params import from_json
@@ -91,16 +90,15 @@ class LogReader:
             self._owned = False
         else:
             url = sa.make_url(source)
-            if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-                path = Path(url.database)
-                if not path.exists():
-                    raise LogTablesMissingError(
-                        f"no SQLite database at {path}: there is no event log to read",
-                        location=str(path),
-                        found=None,
-                        expected=SCHEMA_VERSION,
-                        missing=self.tables.names,
-                    )
+            path = sqlite_file(url)
+            if path is not None and not path.exists():
+                raise LogTablesMissingError(
+                    f"no SQLite database at {path}: there is no event log to read",
+                    location=str(path),
+                    found=None,
+                    expected=SCHEMA_VERSION,
+                    missing=self.tables.names,
+                )
             self.engine = sa.create_engine(url)
             self._owned = True
         self._check = check

@@ -9,6 +9,7 @@ Sentinel's migrations record their revision in their own version table
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -20,7 +21,23 @@ from sentinel.errors import (
 )
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION, LogTables
 
-__all__ = ["check_schema", "location", "schema_revision", "upgrade_command", "upgrade_hint"]
+__all__ = [
+    "check_schema",
+    "location",
+    "schema_revision",
+    "sqlite_file",
+    "upgrade_command",
+    "upgrade_hint",
+]
+
+
+def sqlite_file(url: str | sa.URL) -> Path | None:
+    """The file of a SQLite URL (``None`` for another database or an in-memory
+    one): where connecting would create an empty database if none is there."""
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
 
 
 def location(conn: Connection, tables: LogTables) -> str:

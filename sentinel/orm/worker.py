@@ -421,8 +421,10 @@ class Runner:
         except OutboxError as err:  # refused for good: it would fail the same way again
             return self._failed(claimed, None, (), err, final=True)
         depth = extra.get("depth", 1)
+        if type(depth) is not int:  # a row written by hand: as an ordinary trigger's
+            depth = 1
         limit = self.attachment.detector.scheduler.cascade_limit
-        if type(depth) is int and depth > limit:
+        if depth > limit:
             # detached rules triggering each other through their own transactions
             # (one on txn:commit triggers itself): stop, as immediate rules stop
             return self._failed(
@@ -432,7 +434,7 @@ class Runner:
             session = self._new_session()
         except BaseException as err:
             return self._failed_or_raise(claimed, rule, constituents, err)
-        session.info[DEPTH_KEY] = depth if type(depth) is int else 1
+        session.info[DEPTH_KEY] = depth
         try:
             with session.begin() as transaction:
                 token = _enter(rule.name, claimed, bool(extra.get("committed", True)), session)

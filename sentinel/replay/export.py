@@ -66,8 +66,8 @@ class ExportWriter:
 
     ``out`` must not exist or be empty (``overwrite=True``: what it holds is
     replaced, if it is sentinel's own output and holds none of ``reads``, the
-    files the export reads: see
-    :func:`~sentinel.replay.staging.overwrite_refusal`). :meth:`write` takes record batches with the
+    files the export reads: see :func:`~sentinel.replay.staging.overwrite_refusal`).
+    :meth:`write` takes record batches with the
     :data:`~sentinel.replay.sources.EXPORT_SCHEMA` columns; :meth:`close` writes
     the manifest, which marks the export complete. Files are written into a
     hidden directory inside ``out`` (:class:`~sentinel.replay.staging.Staging`)

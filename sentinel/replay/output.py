@@ -25,7 +25,7 @@ import pyarrow as pa
 from sentinel.errors import ReplayError
 from sentinel.replay.batch import DETECTION_PARQUET, DETECTION_SCHEMA, Order, Replayer
 from sentinel.replay.rules import Rules
-from sentinel.replay.staging import overwrite_refusal, written_by_sentinel
+from sentinel.replay.staging import foreign_entry, overwrite_refusal
 
 __all__ = ["SUMMARY_SCHEMA", "prepare_output", "replay_to_parquet", "write_empty"]
 
@@ -80,12 +80,11 @@ def prepare_output(
         shutil.rmtree(root)
         fs.create_dir(root, recursive=True)
         return
-    for e in entries:
-        if not written_by_sentinel(e.base_name, e.type == pafs.FileType.Directory):
-            raise ReplayError(
-                f"{out} holds {e.base_name!r}, which sentinel did not write; overwriting "
-                "replaces only sentinel's own output: choose another directory"
-            )
+    refusal = foreign_entry(
+        out, ((e.base_name, e.type == pafs.FileType.Directory) for e in entries)
+    )
+    if refusal is not None:
+        raise ReplayError(refusal)
     fs.delete_dir_contents(root)
 
 

@@ -35,6 +35,7 @@ from sqlalchemy.engine import Engine
 from sentinel.errors import LogRowError, LogSchemaUnknownError, ReplaySourceError
 from sentinel.log import LoggedOccurrence, LogReader
 from sentinel.log.records import encode_key
+from sentinel.log.schema import sqlite_file
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_REVISIONS, SCHEMA_VERSION
 from sentinel.occurrence import ObjectRef, Occurrence, params_of
 from sentinel.params import dumps
@@ -486,9 +487,9 @@ def read_paths(source: Any) -> list[Path]:
     if isinstance(source, ExportSource):
         return [source.path]
     if isinstance(source, DatabaseSource):
-        url = source.reader.engine.url
-        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-            return [Path(url.database)]
+        file = sqlite_file(source.reader.engine.url)
+        if file is not None:
+            return [file]
     return []
 
 

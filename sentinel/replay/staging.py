@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["Staging", "holds_something", "overwrite_refusal", "written_by_sentinel"]
+__all__ = ["Staging", "foreign_entry", "holds_something", "overwrite_refusal"]
 
 #: Names of the hidden directories a run writes into (and moves old files to).
 PREFIX = ".sentinel-stage-"
@@ -33,10 +33,18 @@ _FILES = re.compile(r"[^/]*\.parquet|\.[^/]*\.parquet\.tmp|_sentinel_export\.jso
 _DIRS = re.compile(r"bucket=\d+|" + re.escape(PREFIX) + r".*")
 
 
-def written_by_sentinel(name: str, is_dir: bool) -> bool:
-    """Whether an entry of an output directory is one sentinel writes there
-    (see ``_FILES`` and ``_DIRS``): what ``overwrite`` may replace."""
-    return bool((_DIRS if is_dir else _FILES).fullmatch(name))
+def foreign_entry(out: object, entries: Iterable[tuple[str, bool]]) -> str | None:
+    """Why ``overwrite`` must not replace what ``out`` holds, given its entries
+    as ``(name, is_dir)``: the first one sentinel does not write there (see
+    ``_FILES`` and ``_DIRS``), or ``None``."""
+    for name, is_dir in entries:
+        if not (_DIRS if is_dir else _FILES).fullmatch(name):
+            return (
+                f"{out} holds {name!r}, which sentinel did not write; overwriting replaces "
+                "only sentinel's own output (detections or a log export): choose another "
+                "directory, or empty this one"
+            )
+    return None
 
 
 def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
@@ -46,8 +54,8 @@ def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
     ``out`` is a file, when ``out`` is or holds a path in ``reads`` (the log a
     run reads: a SQLite file, an export directory) or lies inside one of them,
     and when ``out`` holds anything sentinel does not write there (see
-    :func:`written_by_sentinel`), so a mistyped ``--out`` never deletes the
-    user's files."""
+    :func:`foreign_entry`), so a mistyped ``--out`` never deletes the user's
+    files."""
     if not out.exists():
         return None
     if not out.is_dir():
@@ -63,14 +71,7 @@ def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
         if there.is_dir() and there in here.parents:
             return f"{out} is inside {src}, which this run reads; choose another directory"
     with os.scandir(out) as entries:
-        for entry in entries:
-            if not written_by_sentinel(entry.name, entry.is_dir()):
-                return (
-                    f"{out} holds {entry.name!r}, which sentinel did not write; "
-                    "overwriting replaces only sentinel's own output (detections or a "
-                    "log export): choose another directory, or empty this one"
-                )
-    return None
+        return foreign_entry(out, ((e.name, e.is_dir()) for e in entries))
 
 
 def holds_something(out: Path) -> bool:
