@@ -3,6 +3,7 @@ process's committed events, see docs/global.md)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -184,7 +185,17 @@ def global_command(
             "docs/global.md, 'Rows it cannot read')",
             err=True,
         )
+    failures = service.attachment.runner.failures if service.attachment is not None else None
+    if failures is not None and (failures.failed or failures.retried):
+        click.echo(
+            f"sentinel global {name!r}: actions failed: {failures.failed} for good, "
+            f"{failures.retried} attempt(s) to retry (see the log above, and "
+            "`sentinel worker --retry-failed`)",
+            err=True,
+        )
     if service.close_errors:
         raise click.ClickException(
             f"sentinel global {name!r} did not stop cleanly: " + "; ".join(service.close_errors)
         )
+    if until_idle and failures is not None and failures.failed:
+        sys.exit(1)  # for cron: actions failed for good in this run, as `worker --once`

@@ -155,6 +155,11 @@ class Runner:
         #: (:meth:`submit_claimed`; a batch larger than it stays whole).
         self.merge_limit = 5000
         self._unknown_at = 0.0
+        #: Attempts that failed in this runner since it was made: ``retried``
+        #: (to run again) and ``failed`` (for good: refused, out of attempts).
+        #: ``sentinel global --until-idle`` exits 1 when any failed for good.
+        self.failures = DrainReport()
+        self._failures_lock = threading.Lock()
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
@@ -408,6 +413,7 @@ class Runner:
                 "sentinel: detached rule %r, entry %s failed: %s", got.rule, key[:12], got.error
             )
             self._record_exhausted(engine, got)
+            self._count("failed")
             return "failed"
         lease = self.heartbeat.hold(engine, got)
         try:
@@ -622,11 +628,19 @@ class Runner:
                 wait,
             )
             self.submit(claimed.key, wait)
-            return "retried"
+            return self._count("retried")
         if final:
-            return "failed"
+            return self._count("failed")
         self.submit(claimed.key, delay)
-        return "retried"
+        return self._count("retried")
+
+    def _count(self, outcome: str) -> str:
+        with self._failures_lock:
+            if outcome == "failed":
+                self.failures.failed += 1
+            else:
+                self.failures.retried += 1
+        return outcome
 
     def _record_exhausted(self, engine: Engine, got: Exhausted) -> None:
         """The rule-firing row of an entry failed at its claim (no attempts left)."""

@@ -119,3 +119,25 @@ def _lived() -> LocalEventDetector:
 #: "paid" whose orders take part for 5 seconds of log time: an order not paid
 #: by then is forgotten (the detector's state stays bounded)
 lived = _lived()
+
+
+def _refuse(occ: Any) -> None:
+    raise RuntimeError("the payment service refused")
+
+
+def _failing() -> LocalEventDetector:
+    det = LocalEventDetector()
+    events(det)
+    det.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=_refuse,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    return det
+
+
+#: "paid" whose action always fails
+failing = _failing()

@@ -38,6 +38,38 @@ def test_sentinel_global_until_idle(engine: sa.Engine) -> None:
     assert again.output.strip().endswith(" rows read, 0 detections")
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("attempts", [1, 5])
+def test_sentinel_global_until_idle_reports_failed_actions(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, attempts: int
+) -> None:
+    """An action that fails is reported on stderr; one that failed for good
+    (its last attempt) makes ``--until-idle`` exit 1, as ``worker --once``:
+    cron sees it."""
+    import sentinel.orm as orm
+
+    real = orm.global_actions
+
+    def actions(*args: object, **kwargs: object) -> object:
+        return real(*args, **{**kwargs, "max_attempts": attempts})  # type: ignore[arg-type]
+
+    monkeypatch.setattr(orm, "global_actions", actions)
+    migrate.upgrade(engine)
+    writer = LogWriter(commit_order=True)
+    for i, (event, scope) in enumerate([("order", "a"), ("payment", "b")]):
+        with engine.begin() as conn:
+            occ = Occurrence(event, 1, 1.0 + i, scope=scope, params={"customer": 5})
+            writer.write(conn, [occ])
+    url = engine.url.render_as_string(hide_password=False)
+    args = ["global", "--rules", "tests.global_detector.rules:failing", "--url", url]
+    result = CliRunner().invoke(main, [*args, "--until-idle", "--workers", "0"])
+    failed, retried = (1, 0) if attempts == 1 else (0, 1)
+    assert result.exit_code == (1 if failed else 0), result.output
+    assert (
+        f"actions failed: {failed} for good, {retried} attempt(s) to retry" in result.stderr
+    )
+
+
 def test_sentinel_global_refuses_rules_that_are_not_detached() -> None:
     result = CliRunner().invoke(
         main,
