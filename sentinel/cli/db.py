@@ -44,7 +44,8 @@ def upgrade(url: str, schema: str | None, prefix: str, revision: str, sql: bool)
             click.echo(f"sentinel log tables upgraded: {before or 'base'} -> {after}")
 
 
-@db.command()
+# a relative step (`-1`) is an argument, not an unknown option
+@db.command(context_settings={"ignore_unknown_options": True})
 @db_options
 @click.argument("revision")
 @click.option("--sql", is_flag=True, help="Print the DDL instead of running it.")
@@ -92,6 +93,8 @@ def _known(revision: str) -> None:
         return
     if re.fullmatch(r"(\w+)?[+-]\d+", revision):
         return
+    if revision.startswith("-"):  # downgrade takes unknown options as its argument
+        raise click.UsageError(f"No such option: {revision}")
     raise click.ClickException(
         f"unknown revision {revision!r}: sentinel's revisions are {_revisions()} "
         "(or head; base to drop the tables)"

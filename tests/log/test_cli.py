@@ -194,6 +194,21 @@ def test_db_commands_name_unknown_revisions(run: CliRunner, tmp_path: Path) -> N
     engine.dispose()
 
 
+def test_downgrade_takes_a_relative_step(run: CliRunner, tmp_path: Path) -> None:
+    """``sentinel db downgrade -1`` steps one revision down (click read ``-1``
+    as an unknown option); an unknown option is still refused as one."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine, "0003")
+    result = run.invoke(main, ["db", "downgrade", "-1", "--url", url, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "0003 -> 0002" in result.output and migrate.current(engine) == "0002"
+    result = run.invoke(main, ["db", "downgrade", "--bogus", "--url", url, "--yes"])
+    assert result.exit_code == 2 and "No such option: --bogus" in result.output
+    assert migrate.current(engine) == "0002"
+    engine.dispose()
+
+
 def test_downgrade_leaves_a_database_without_sentinels_tables_untouched(
     run: CliRunner, tmp_path: Path
 ) -> None:
