@@ -36,6 +36,15 @@ def _engine(url: str) -> Any:
     return sa.create_engine(url)
 
 
+def _detectors(engine: Any, tables: Any) -> list[str]:
+    """The names of the global detectors that have run on the log (their cursors)."""
+    import sqlalchemy as sa
+
+    t = tables.global_cursors
+    with engine.connect() as conn:
+        return [str(n) for n in conn.execute(sa.select(t.c.name).order_by(t.c.name)).scalars()]
+
+
 def _switch_command(enabled: bool) -> click.Command:
     verb = "enable" if enabled else "disable"
 
@@ -76,10 +85,10 @@ def _switch_command(enabled: bool) -> click.Command:
         if rules_ref is not None:
             names = set(load_reference(rules_ref, (LocalEventDetector,)).rules)
         engine = _engine(url)
+        tables = log_tables(schema, prefix)
         try:
-            asked = request_switch(
-                engine, log_tables(schema, prefix), rule, enabled, detector=detector, rules=names
-            )
+            asked = request_switch(engine, tables, rule, enabled, detector=detector, rules=names)
+            known = _detectors(engine, tables)
         finally:
             engine.dispose()
         click.echo(
@@ -87,6 +96,14 @@ def _switch_command(enabled: bool) -> click.Command:
             "the service applies it before its next read (`sentinel rules switches` "
             "shows where)"
         )
+        if detector not in known:
+            # a typo waits forever; a detector yet to start applies it at its start
+            click.echo(
+                f"warning: no global detector named {detector!r} has run on this log "
+                f"(those that have: {', '.join(map(repr, known)) or 'none'}); the request "
+                "waits until one named so starts",
+                err=True,
+            )
 
     command.help = (
         f"{verb.capitalize()} RULE of a running global detector: write the request to the "

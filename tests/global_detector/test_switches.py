@@ -217,15 +217,28 @@ def test_the_cli_writes_and_lists_requests_with_clear_errors(tmp_path: Path) -> 
     assert r.exit_code == 1 and "defines no rule named 'nope' (its rules: 'paid')" in r.output
     r = run(main, ["rules", "disable", "paid", "--url", url, "--rules", ref])
     assert r.exit_code == 0 and "request #1: disable rule 'paid'" in r.output
+    # no detector has run on this log yet: the request waits, and says so
+    assert "no global detector named 'global' has run on this log (those that have: none)" in (
+        r.stderr
+    )
+    svc = _service(engine)
+    svc.step()
+    svc.close()
     r = run(main, ["rules", "enable", "paid", "--url", url, "--name", "other"])
     assert r.exit_code == 0, r.output
+    assert "no global detector named 'other' has run on this log (those that have: 'global')" in (
+        r.stderr
+    )
+    r = run(main, ["rules", "enable", "paid", "--url", url])
+    assert r.exit_code == 0 and "has run" not in r.stderr
     r = run(main, ["rules", "switches", "--url", url])
     assert r.exit_code == 0
     lines = r.output.splitlines()
-    assert "other" in lines[2] and "enable" in lines[2] and "pending" in lines[2]
-    assert "global" in lines[3] and "disable" in lines[3]
+    assert "global" in lines[2] and "enable" in lines[2] and "pending" in lines[2]
+    assert "other" in lines[3] and "enable" in lines[3] and "pending" in lines[3]
+    assert "global" in lines[4] and "disable" in lines[4] and "applied" in lines[4]
     with engine.connect() as conn:
-        assert [s.rule for s in latest_switches(conn, TABLES)] == ["paid", "paid"]
+        assert [s.rule for s in latest_switches(conn, TABLES)] == ["paid"] * 3
     engine.dispose()
 
 
