@@ -59,6 +59,7 @@ class Gen:
             "_T": triggered.append,
             "_MISSING": _MISSING,
             "_unhashable": _unhashable,
+            "_nan_key": _nan_key,
             "_Store": Store,
             "_store_new": dict.__new__,
         }
@@ -115,7 +116,9 @@ class Gen:
 
     def _route(self, spec: Spec, store: str, occ: str) -> None:
         """Enter a partition: the store of the occurrence's key value, created on
-        first use and released when it holds nothing (as graph._router does)."""
+        first use and released when it holds nothing. A key value that equals
+        nothing, itself included (NaN), is refused where a partition would be
+        made for it (:func:`_nan_key`)."""
         from sentinel.algebra.expressions import SOURCE
 
         _kind, key, rid, inner = spec
@@ -147,9 +150,15 @@ class Gen:
                 self.line(f"if {sub} is not None:")
                 with self.block():
                     self._enter(inner, parts, k, sub, occ)
+                self.line(f"elif {k} != {k}:")
+                with self.block():
+                    self.line(f"_nan_key({self.const(key)}, {k}, {occ})")
                 return
             self.line(f"if {sub} is None:")
             with self.block():
+                self.line(f"if {k} != {k}:")
+                with self.block():
+                    self.line(f"_nan_key({self.const(key)}, {k}, {occ})")
                 # Store(factories, store), without the call to its __init__
                 self.line(f"{sub} = {parts}[{k}] = _store_new(_Store)")
                 self.line(f"{sub}.factories = _factories")
@@ -177,7 +186,7 @@ class Gen:
 
     def _require(self, spec: Spec, store: str, occ: str) -> None:
         """Go on only if the occurrence carries every key (a partitioned primitive
-        event: as graph._requiring does)."""
+        event)."""
         from sentinel.algebra.expressions import SOURCE
 
         _kind, keys, inner = spec
@@ -227,6 +236,20 @@ def _unhashable(key: Any, value: Any, occ: Any) -> None:
 
     raise SentinelError(
         f"cannot partition by {key!r}: value {value!r} of {occ[0]} is not hashable"
+    ) from None
+
+
+def _nan_key(key: Any, value: Any, occ: Any) -> None:
+    """A NaN equals nothing, not even itself: its partition would only ever be
+    found again by the same object (``math.nan``), which a replay, decoding the
+    log's value afresh, does not have; and every other NaN would make a
+    partition of its own that nothing can complete."""
+    from sentinel.errors import SentinelError
+
+    raise SentinelError(
+        f"cannot partition by {key!r}: value {value!r} of {occ[0]} equals nothing, "
+        "itself included (a NaN), so no other occurrence could join it (without the "
+        "parameter, an occurrence takes part in no partition)"
     ) from None
 
 

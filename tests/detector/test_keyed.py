@@ -3,6 +3,8 @@ key value, so only occurrences with equal keys combine."""
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -151,6 +153,23 @@ def test_unhashable_key_value_is_a_clear_error(det: LocalEventDetector) -> None:
     det.rule("paid", "(order ; payment) by order_id", action=print)
     with pytest.raises(SentinelError, match="not hashable"):
         det.signal("order", order_id=[1, 2])
+
+
+@pytest.mark.parametrize("nan", [math.nan, Decimal("NaN")], ids=["float", "decimal"])
+def test_nan_key_value_is_a_clear_error(det: LocalEventDetector, nan: Any) -> None:
+    """A NaN equals nothing: live, the same object (``math.nan``) would find its
+    partition by identity and pair, replay (a fresh NaN decoded from the log)
+    would not, and other NaNs would each hold a partition nothing completes.
+    Refused on the way in, where a partition would be made or looked for."""
+    seen: list[Any] = []
+    det.rule("paid", "(order ; payment) by order_id", action=seen.append)
+    with pytest.raises(SentinelError, match="equals nothing, itself included"):
+        det.signal("order", order_id=nan)
+    with pytest.raises(SentinelError, match="equals nothing, itself included"):
+        det.signal("payment", order_id=nan)  # a slot idle on an empty partition
+    det.signal("order", order_id=1.0)
+    det.signal("payment", order_id=True)  # equal keys, as Python compares them
+    assert [o.values("order_id") for o in seen] == [(1.0, True)]
 
 
 def test_keyed_and_unkeyed_detection_of_one_expression_are_separate(
