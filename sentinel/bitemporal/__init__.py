@@ -25,6 +25,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from sentinel.algebra import expressions as ex
 from sentinel.algebra.bitemporal import (
     ANNOUNCEMENT,
     CANCELLATION,
@@ -44,7 +45,7 @@ from sentinel.bitemporal import window as _window  # registers WITHIN's strategi
 from sentinel.bitemporal.classes import IMMUTABLE, MUTABLE, EventClass, Revision, revision
 from sentinel.bitemporal.classify import REVISION, classify
 from sentinel.bitemporal.fired import FIRED, Condition
-from sentinel.bitemporal.lifespan import Expired
+from sentinel.bitemporal.lifespan import Expired, refuse_lifespan
 from sentinel.bitemporal.service import TICK, BitemporalService, prepare, service
 from sentinel.detector import EventDetector, Mode
 from sentinel.detector.events import listen
@@ -191,7 +192,9 @@ def on_expired(detector: EventDetector, listener: Any) -> None:
     listen(detector, "expired", listener)
 
 
-def _prepare_mode(det: EventDetector, mode: Mode) -> None:
+def _prepare_mode(det: EventDetector, mode: Mode, expression: ex.Expression) -> None:
+    if mode.lifespan is not None:
+        refuse_lifespan(expression, mode.lifespan)
     service(det)
 
 

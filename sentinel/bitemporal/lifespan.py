@@ -46,6 +46,7 @@ from sentinel.detector.graph import Key, Mode
 from sentinel.detector.operators import Entry, Handler
 from sentinel.detector.operators.base import timestamp as _ts
 from sentinel.detector.scopes import Store
+from sentinel.errors import BitemporalError
 from sentinel.occurrence import SOURCE, Occurrence, finished, param
 
 if TYPE_CHECKING:
@@ -111,6 +112,40 @@ class Policy:
         if self.window is not None:
             e = min(e, _ts(occ) + self.window)
         return e
+
+
+def refuse_lifespan(expression: ex.Expression, lifespan: float) -> None:
+    """Refuse a lifespan of ``lifespan`` seconds on ``expression`` (a rule's,
+    which applies to each of its nodes) when a node of it keeps its whole
+    history (``keeps_history``: an Ode automaton) and so cannot let one of its
+    occurrences expire. Raises :class:`~sentinel.errors.BitemporalError`."""
+    for node in expression.walk():
+        if getattr(node, "keeps_history", False):
+            why = f"the rule's lifespan ({lifespan:g} s) applies to each of its nodes"
+            raise BitemporalError(_no_expiry(node, why), event=str(expression))
+
+
+def refuse_class_lifespans(expression: ex.Expression, classes: dict[str, float]) -> None:
+    """Refuse ``expression`` (a node) when it keeps its whole history and reads
+    one of the event classes ``classes`` (names and lifespans) directly."""
+    if not getattr(expression, "keeps_history", False):
+        return
+    for child in expression.children:
+        name = getattr(_unkeyed(child), "name", None)
+        if name in classes:
+            why = f"the event class {name!r} it reads has a lifespan ({classes[name]:g} s)"
+            raise BitemporalError(_no_expiry(expression, why), event=name)
+
+
+def _no_expiry(expr: ex.Expression, why: str) -> str:
+    """Why ``expr`` (a strategy whose occurrences cannot expire one by one)
+    refuses a lifespan (``why``: where it comes from)."""
+    return (
+        f"{expr} cannot let its occurrences expire: {why}, but its state (an Ode "
+        "automaton) stands for the whole history it read, and cannot forget one "
+        "occurrence of it. Give the rule no lifespan (or read an event without one), "
+        "or write the event with Snoop operators, whose stored occurrences expire"
+    )
 
 
 def _unkeyed(e: ex.Expression) -> ex.Expression:
@@ -228,6 +263,10 @@ class Lifespans:
         )
         if not relevant:
             return None
+        if not h.expires:
+            # refused before wiring (refuse_lifespan, refuse_class_lifespans);
+            # a strategy that cannot expire must not get here
+            raise BitemporalError(_no_expiry(expr, "a lifespan applies to it"))
         policy = self._building.get(h.hid)
         if policy is None:
             part = None

@@ -44,7 +44,7 @@ from sentinel.bitemporal.classes import (
     revision_params,
 )
 from sentinel.bitemporal.classify import make_dispatcher
-from sentinel.bitemporal.lifespan import Expired, Lifespans
+from sentinel.bitemporal.lifespan import Expired, Lifespans, refuse_class_lifespans
 from sentinel.bitemporal.ordering import Orderer, boundary_after, release_tick
 from sentinel.detector import Channel, EventDetector, Scope
 from sentinel.detector.events import listen
@@ -644,6 +644,9 @@ def _prepare_within(det: EventDetector, expr: ex.Expression) -> None:
 
 def prepare(det: EventDetector, expr: ex.Expression) -> None:
     """The bitemporal layer's listener of the detector's ``prepare`` event."""
+    svc = det.__dict__.get(_ATTR)
+    if svc is not None and svc.lifespans.classes:
+        refuse_class_lifespans(expr, svc.lifespans.classes)
     if type(expr) is Timing:
         _prepare_timing(det, expr)
     elif type(expr) is Within:

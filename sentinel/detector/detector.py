@@ -493,7 +493,7 @@ class EventDetector(Definitions, Transactions):
         """
         mode = sub.mode
         if (not mode.plain or mode.archive) and self.dispatch.prepare_mode:
-            self.dispatch.prepare_mode(self, mode)
+            self.dispatch.prepare_mode(self, mode, sub.expression)
         with self._lock:
             fresh = self.graph.subscribe(sub)
             self._changed()

@@ -109,7 +109,7 @@ _CATALOGUE = (
         "detector",
         "before a subscription whose mode has a lifespan, an occurrence-time "
         "order or archiving is wired",
-        "fn(detector, mode)",
+        "fn(detector, mode, expression)",
         "returns nothing; may raise to refuse the subscription (nothing is wired)",
     ),
     Event(

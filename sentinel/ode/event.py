@@ -72,6 +72,13 @@ class OdeEvent(Expression):
         if attribute is not None:
             check_bound(self)
 
+    @property
+    def keeps_history(self) -> bool:
+        """Whether its state stands for the history read (an automaton with more
+        than one state, or with registers): then no occurrence of it can expire
+        on its own, and a lifespan is refused (``docs/bitemporal.md``)."""
+        return self.automaton.n > 1 or self.automaton.nregs > 0
+
     @classmethod
     def _from_args(cls, *args: t.Any) -> Expression:
         return cls(args[0], over=args[1])

@@ -78,6 +78,11 @@ class OdeHandler(Handler):
         self._entries = [self._make_entry(i) for i in range(len(expr.universe))]
         self._batch = [self._make_batch(e) for e in self._entries]
 
+    @property
+    def expires(self) -> bool:  # type: ignore[override]
+        """Only an automaton that remembers nothing (``OdeEvent.keeps_history``)."""
+        return not self.expr.keeps_history  # type: ignore[attr-defined]
+
     def new_state(self) -> list[Any]:
         return self.prog.new_state()
 

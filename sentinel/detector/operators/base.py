@@ -107,6 +107,11 @@ class Handler:
     #: compiler does not make a partition that does not exist for them
     #: (``codegen.Gen``): there would be nothing to do in it but release it.
     idle_slots: ClassVar[frozenset[int]] = frozenset()
+    #: Whether occurrences it stores can expire one by one (lifespans, WITHIN's
+    #: window: :meth:`stored` and :meth:`purge`). A strategy whose state
+    #: summarises the history (an automaton) cannot forget one occurrence; the
+    #: bitemporal layer refuses a lifespan there.
+    expires: ClassVar[bool] = True
 
     def __init__(self, hid: int, expr: Expression) -> None:
         self.hid = hid
