@@ -65,9 +65,7 @@ def test_sentinel_global_until_idle_reports_failed_actions(
     result = CliRunner().invoke(main, [*args, "--until-idle", "--workers", "0"])
     failed, retried = (1, 0) if attempts == 1 else (0, 1)
     assert result.exit_code == (1 if failed else 0), result.output
-    assert (
-        f"actions failed: {failed} for good, {retried} attempt(s) to retry" in result.stderr
-    )
+    assert f"actions failed: {failed} for good, {retried} attempt(s) to retry" in result.stderr
 
 
 def test_sentinel_global_refuses_rules_that_are_not_detached() -> None:
