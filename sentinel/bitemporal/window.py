@@ -1,27 +1,27 @@
 """WITHIN(E1, E2, [t]): A's algorithms with each E1's window as its lifespan.
 
 Slot 0 receives E1s, slot 1 E2s. An E2 pairs as A's E2 does in each context
-(``sentinel.detector.operators.aperiodic``), with the E1s whose window is still
-open at the E2's occurrence time: ``t(E1) + t > t(E2)``. E1s whose window has
-closed are dropped when an E2 looks at them, and purged at the clock ticks by
-the lifespan mechanism (:mod:`sentinel.bitemporal.lifespan`), so a WITHIN whose
-E1s never meet an E2 holds memory for at most its window (plus a chronon).
-There is no closing event and no timer: nothing happens at a window's end.
-
-So each strategy is A's strategy of its context (its second base) after
-dropping the E1s whose window has closed (:meth:`_Within.expire`); only
-continuous (and unrestricted), whose E2s of one instant each see the E1s open at
-their own time, pairs them itself.
+(``sentinel.detector.operators.aperiodic``), with the E1s whose window holds its
+occurrence time: ``t(E1) <= t(E2) < t(E1) + t``. In arrival order occurrence
+times need not grow (``signal_at``: a late report, an announcement), so an E2
+neither drops the E1s whose window has closed at its time (a later E2 may
+carry an earlier time, inside their windows) nor pairs with an E1 that occurred
+after it. E1s are purged at the clock ticks by the lifespan mechanism
+(:mod:`sentinel.bitemporal.lifespan`), each at the first tick after its window,
+so a WITHIN whose E1s never meet an E2 holds memory for at most its window (plus
+a chronon). There is no closing event and no timer: nothing happens at a
+window's end.
 
 recent
     the latest E1 pairs with each E2 inside its window (a newer E1 replaces it).
 chronicle
-    each E2 pairs with the oldest E1 whose window is open, consuming it.
+    each E2 pairs with the oldest E1 whose window holds it, consuming it.
 continuous, unrestricted
-    each E2 pairs with every E1 whose window is open (nothing is consumed).
+    each E2 pairs with every E1 whose window holds it (nothing is consumed).
 cumulative
-    the first E1 (of those whose window is open) pairs with the first E2; both
-    are discarded.
+    the first E1 pairs with the first E2 inside its window; both are discarded.
+    An E1 replaces the kept one when the kept one's window does not hold the
+    new E1's time.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = ["WithinChronicle", "WithinContinuous", "WithinCumulative", "WithinRec
 
 class _Within(Handler):
     """WITHIN: A's strategy of the same context (named after this class among
-    the bases), its E1s dropped when their window has closed."""
+    the bases), pairing an E2 only with E1s whose window holds its time."""
 
     __slots__ = ("window",)
     arity: ClassVar[int | None] = 2
@@ -53,70 +53,75 @@ class _Within(Handler):
         assert isinstance(expr, Within)
         self.window: float = expr.window.seconds
 
-    def expire(self, st: list[Any], occ: Any) -> None:
-        """Drop from the state ``st`` the E1s whose window has closed at the
-        time of ``occ``."""
-        raise NotImplementedError
+    def holds(self, e1: Any, occ: Any) -> bool:
+        """Whether ``e1``'s window holds the occurrence time of ``occ``."""
+        t = _ts(e1)
+        return t <= _ts(occ) < t + self.window
 
-    def on1(self, store: Store, occ: Any) -> None:
-        self.expire(store[self.hid], occ)
-        super().on1(store, occ)  # type: ignore[misc]  # A's E2
-
-
-class _WithinOne(_Within):
-    """One E1 kept (recent, cumulative)."""
-
-    __slots__ = ()
-
-    def expire(self, st: list[Any], occ: Any) -> None:
-        e1 = st[0]
-        if e1 is not None and _ts(e1) + self.window <= _ts(occ):
-            st[0] = None
+    def gen_holds(self, g: Any, e1: str, occ: str) -> str:
+        """An expression for :meth:`holds` in generated code (``e1`` is a
+        variable; an 8-tuple is a primitive, whose occurrence time is field 2)."""
+        ts, t1, t2 = g.const(_ts), g.var("t"), g.var("t")
+        g.line(f"{t1} = {e1}[2] if len({e1}) == 8 else {ts}({e1})")
+        g.line(f"{t2} = {occ}[2] if len({occ}) == 8 else {ts}({occ})")
+        return f"{t1} <= {t2} < {t1} + {self.window!r}"
 
 
 @strategy(Within, Context.RECENT)
-class WithinRecent(_WithinOne, ARecent):
+class WithinRecent(_Within, ARecent):
     __slots__ = ()
 
+    def on1(self, store: Store, occ: Any) -> None:
+        e1 = store[self.hid][0]
+        if e1 is not None and self.holds(e1, occ):
+            self.emit(store, (self.expr, occ[1], (e1, occ)))
+
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        if slot == 1:
-            st, e1, ts = g.state(self, store), g.var("e"), g.const(_ts)
-            g.line(f"{e1} = {st}[0]")
-            g.line(f"if {e1} is not None and {ts}({e1}) + {self.window!r} <= {ts}({occ}):")
+        if slot != 1:
+            super().gen(slot, g, store, occ)
+            return
+        st, e1 = g.state(self, store), g.var("e")
+        g.line(f"{e1} = {st}[0]")
+        g.line(f"if {e1} is not None:")
+        with g.block():
+            test = self.gen_holds(g, e1, occ)
+            g.line(f"if {test}:")
             with g.block():
-                g.line(f"{st}[0] = None")
-        super().gen(slot, g, store, occ)
+                self.gen_detect(g, store, occ, f"{e1}, {occ}")
 
 
 @strategy(Within, Context.CHRONICLE)
 class WithinChronicle(_Within, AChronicle):
     __slots__ = ()
 
-    def expire(self, st: list[Any], occ: Any) -> None:
-        q = st[0]
-        if q:
-            t = _ts(occ) - self.window
-            while q and _ts(q[0]) <= t:
-                q.popleft()
+    def on1(self, store: Store, occ: Any) -> None:
+        q = store[self.hid][0]
+        for i, e1 in enumerate(q):
+            if self.holds(e1, occ):
+                del q[i]
+                self.emit(store, (self.expr, occ[1], (e1, occ)))
+                return
 
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
-        if slot == 1:
-            st, q, t = g.state(self, store), g.var("q"), g.var("t")
-            ts = g.const(_ts)
-            g.line(f"{q} = {st}[0]")
-            g.line(f"if {q}:")
+        if slot != 1:
+            super().gen(slot, g, store, occ)
+            return
+        st, q, i, e1 = g.state(self, store), g.var("q"), g.var("i"), g.var("e")
+        g.line(f"{q} = {st}[0]")
+        g.line(f"for {i}, {e1} in enumerate({q}):")
+        with g.block():
+            test = self.gen_holds(g, e1, occ)
+            g.line(f"if {test}:")
             with g.block():
-                g.line(f"{t} = ({occ}[2] if len({occ}) == 8 else {ts}({occ})) - {self.window!r}")
-                g.line(f"while {q} and ({q}[0][2] if len({q}[0]) == 8 else {ts}({q}[0])) <= {t}:")
-                with g.block():
-                    g.line(f"{q}.popleft()")
-        super().gen(slot, g, store, occ)
+                g.line(f"del {q}[{i}]")
+                self.gen_detect(g, store, occ, f"{e1}, {occ}")
+                g.line("break")
 
 
 @strategy(Within, Context.CONTINUOUS, Context.UNRESTRICTED)
 class WithinContinuous(KeepsAll, _Within):
-    """Each E2 with every open E1 (continuous and unrestricted: A never consumes
-    its E1s at E2)."""
+    """Each E2 with every E1 whose window holds it (continuous and
+    unrestricted: A never consumes its E1s at E2)."""
 
     __slots__ = ()
 
@@ -124,26 +129,31 @@ class WithinContinuous(KeepsAll, _Within):
         self.on1_batch(store, [occ])
 
     def on1_batch(self, store: Store, occs: list[Any]) -> None:
-        st = store[self.hid]
-        e1s = st[0]
+        e1s = store[self.hid][0]
         if not e1s:
             return
-        w = self.window
-        t0 = min(_ts(x) for x in occs)
-        st[0] = e1s = [i for i in e1s if _ts(i) + w > t0]
-        expr = self.expr
-        out = [(expr, x[1], (i, x)) for x in occs for i in e1s if _ts(i) + w > _ts(x)]
+        expr, holds = self.expr, self.holds
+        out = [(expr, x[1], (i, x)) for x in occs for i in e1s if holds(i, x)]
         if out:
             self.emit_batch(store, out)
 
 
 @strategy(Within, Context.CUMULATIVE)
-class WithinCumulative(_WithinOne, ACumulative):
-    """The first E1 whose window is open: an E1 replaces a kept one whose window
-    has closed."""
+class WithinCumulative(_Within, ACumulative):
+    """The first E1 pairs with the first E2 its window holds; an E1 replaces
+    the kept one whose window does not hold the new E1's time."""
 
     __slots__ = ()
 
     def on0(self, store: Store, occ: Any) -> None:
-        self.expire(store[self.hid], occ)
-        super().on0(store, occ)
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is None or not self.holds(e1, occ):
+            st[0] = occ
+
+    def on1(self, store: Store, occ: Any) -> None:
+        st = store[self.hid]
+        e1 = st[0]
+        if e1 is not None and self.holds(e1, occ):
+            st[0] = None
+            self.emit(store, (self.expr, occ[1], (e1, occ)))

@@ -25,7 +25,8 @@ follows A's algorithms with each e1 closing its own window:
   keys meet ("order paid within 30 minutes", keyed by the order).
 
 Times: the window of an e1 is ``[t(e1), t(e1) + t)`` in occurrence time, so an
-e2 exactly t after e1 is *not* within t; ``not_within`` fires at e1 + t unless
+e2 exactly t after e1 is *not* within t, nor an e2 (reported late) that occurred
+before the e1; ``not_within`` fires at e1 + t unless
 e2 came strictly earlier.
 """
 

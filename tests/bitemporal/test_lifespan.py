@@ -278,6 +278,79 @@ def test_within_by_key_matches_the_model(steps: list[tuple[str, int, int]]) -> N
     assert det.stored() == 0  # windows over: purged, partitions released
 
 
+def model_within_any_order(
+    events: list[tuple[str, int, float]], window: float, context: str
+) -> list[tuple[int, int]]:
+    """WITHIN(E1, E2, [window]) by key in arrival order, occurrence times in any
+    order: at each E2 (in arrival order), the E1s that arrived before it whose
+    window ``[t(E1), t(E1) + window)`` holds its time, chosen as the context
+    chooses (``docs/bitemporal.md``, "WITHIN")."""
+    kept: dict[int, list[tuple[int, float]]] = {}
+    out = []
+    for i, (ev, key, t) in enumerate(events):
+        e1s = kept.setdefault(key, [])
+        if ev == "E1":
+            if context == "recent":
+                e1s[:] = [(i, t)]
+            elif context == "cumulative":
+                if not any(u <= t < u + window for _, u in e1s):
+                    e1s[:] = [(i, t)]
+            else:
+                e1s.append((i, t))
+            continue
+        held = [(j, u) for j, u in e1s if u <= t < u + window]
+        if not held:
+            continue
+        if context == "chronicle":
+            out.append((held[0][0], i))
+            e1s.remove(held[0])
+        elif context == "cumulative":
+            out.append((held[0][0], i))
+            e1s.clear()
+        elif context == "recent":
+            out.append((held[0][0], i))
+        else:
+            out.extend((j, i) for j, _ in held)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["E1", "E2"]), st.integers(0, 1), st.integers(-6, 12)),
+        min_size=1,
+        max_size=30,
+    ),
+    context=st.sampled_from(["recent", "chronicle", "continuous", "cumulative", "unrestricted"]),
+)
+def test_within_in_arrival_order_with_occurrence_times_in_any_order_matches_the_model(
+    steps: list[tuple[str, int, int]], context: str
+) -> None:
+    """Reported late or announced (``signal_at``), an E2 pairs only with E1s
+    whose window holds its occurrence time: not with an E1 that occurred after
+    it, and an E2 far in the future does not close the windows of E1s that a
+    later-arriving E2 falls into."""
+    from sentinel import within
+
+    clock = VirtualClock(100.0)
+    det = LocalEventDetector(clock=clock)
+    e1, e2 = det.explicit("E1"), det.explicit("E2")
+    got: list[tuple[int, int]] = []
+    det.rule(
+        "w",
+        within(e1, e2, 5, key="k"),
+        context=context,
+        flush=False,
+        action=lambda o: got.append(tuple(c.params["i"] for c in o.constituents)),
+    )
+    events = []
+    for i, (ev, key, offset) in enumerate(steps):
+        at = 100.0 + offset
+        events.append((ev, key, at))
+        det.signal_at(ev, at, k=key, i=i)
+    assert sorted(got) == sorted(model_within_any_order(events, 5.0, context))
+
+
 def test_memory_stays_flat_under_a_lifespan() -> None:
     """10% of the As never get their B: without a lifespan they pile up, with one
     the state stays bounded by what a lifespan's worth of events leaves."""
