@@ -368,7 +368,7 @@ class BitemporalService:
         self.orderer.rewired(graph)
         for (_expr, mode, _region), h in graph.handlers.items():
             if mode.lateness is not None:
-                h.seq = occurrence_order
+                h.set_order(occurrence_order)
         chronon = self.det.chronon
         for name, ch in graph.channels.items():
             timing = [(s, fns) for s, fns in ch.selected.items() if isinstance(s, TimingSelector)]

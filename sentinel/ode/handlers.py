@@ -26,6 +26,7 @@ from sentinel.algebra.masks import Masked
 from sentinel.detector import Context, EventDetector
 from sentinel.detector.events import listen
 from sentinel.detector.operators import Entry, Handler, register
+from sentinel.detector.operators.base import ARRIVAL
 from sentinel.detector.operators.mask import MaskHandler
 from sentinel.detector.scopes import Store
 from sentinel.errors import ExpressionError, SentinelError
@@ -55,7 +56,7 @@ def _symbol_of(base: int, bits: Bits) -> Callable[[Any], int]:
 class OdeHandler(Handler):
     """The automaton of an Ode event (see the module docs)."""
 
-    __slots__ = ("_batch", "_entries", "combos", "prog")
+    __slots__ = ("_batch", "_cols", "_entries", "_ops", "_rec", "combos", "prog")
     arity = None
 
     def __new__(cls, hid: int, expr: Any) -> OdeHandler:
@@ -67,6 +68,12 @@ class OdeHandler(Handler):
         super().__init__(hid, expr)
         assert isinstance(expr, OdeEvent)
         self.prog: Program = program(expr.automaton)
+        # This handler's copies of the program's tables of functions, which its
+        # entries and generated code read: set_order() refills them in place
+        # (the leaf code compiled before it then runs the new functions too).
+        self._ops = [list(row) for row in self.prog.ops]
+        self._rec = list(self.prog.rec)
+        self._cols: dict[int, list[Any]] = {}
         self.combos: dict[frozenset[int], tuple[int, Bits]] = {}
         for present, (base, weights) in expr.alphabet.combos.items():
             bits: list[tuple[Callable[[Any], bool], int]] = []
@@ -98,7 +105,7 @@ class OdeHandler(Handler):
     def _make_entry(self, slot: int) -> Entry:
         base, bits = self.combos[frozenset((slot,))]
         prog, hid, expr = self.prog, self.hid, self.expr
-        delta, ops, rec = prog.delta, prog.ops, prog.rec
+        delta, ops, rec = prog.delta, self._ops, self._rec
         handler = self
         if not bits:
 
@@ -146,7 +153,7 @@ class OdeHandler(Handler):
         if bits:
             sym = g.var("y")
             g.line(f"{sym} = {g.const(_symbol_of(base, bits))}({g.const(params_of)}({occ}))")
-            delta, ops = g.const(prog.delta), g.const(prog.ops)
+            delta, ops = g.const(prog.delta), g.const(self._ops)
             f = g.var("f")
             g.line(f"{f} = {ops}[{q}][{sym}]")
             g.line(f"if {f} is not None:")
@@ -155,7 +162,7 @@ class OdeHandler(Handler):
             g.line(f"{nq} = {st}[0] = {delta}[{q}][{sym}]")
         else:
             # One symbol: its column of the tables, indexed by the state alone.
-            ocol = [row[base] for row in prog.ops]
+            ocol = self._column(base)
             if any(f is not None for f in ocol):
                 f = g.var("f")
                 g.line(f"{f} = {g.const(ocol)}[{q}]")
@@ -164,12 +171,35 @@ class OdeHandler(Handler):
                     g.line(f"{f}({st}, {occ})")
             dcol = [row[base] for row in prog.delta]
             g.line(f"{nq} = {st}[0] = {g.const(dcol)}[{q}]")
-        g.line(f"{r} = {g.const(prog.rec)}[{nq}]")
+        g.line(f"{r} = {g.const(self._rec)}[{nq}]")
         g.line(f"if {r} is not None:")
         with g.block():
             c = g.var("c")
             g.line(f"{c} = ({g.const(self.expr)}, {occ}[1], {r}({st}, {occ}))")
             g.emit(self, store, c)
+
+    def _column(self, base: int) -> list[Any]:
+        """The functions of the symbol ``base``, by state (kept: set_order
+        refills it)."""
+        col = self._cols.get(base)
+        if col is None:
+            col = self._cols[base] = [row[base] for row in self._ops]
+        return col
+
+    def set_order(self, seq: Callable[[Any], Any]) -> None:
+        """Records list their points in the order ``seq`` gives (a node in
+        occurrence-time order: a point may have arrived before one it
+        follows): the program made for it, its functions put in place."""
+        super().set_order(seq)
+        prog = program(self.expr.automaton, None if seq is ARRIVAL else seq)  # type: ignore[attr-defined]
+        if prog is self.prog:
+            return
+        self.prog = prog
+        for mine, theirs in zip(self._ops, prog.ops, strict=True):
+            mine[:] = theirs
+        self._rec[:] = prog.rec
+        for base, col in self._cols.items():
+            col[:] = [row[base] for row in prog.ops]
 
     @staticmethod
     def _make_batch(one: Entry) -> Entry:
@@ -259,6 +289,11 @@ class AttributeHandler(OdeHandler):
 
     def new_state(self) -> list[Any]:
         return [Table(self.prog.new_state())]
+
+    def set_order(self, seq: Callable[[Any], Any]) -> None:
+        """As :meth:`OdeHandler.set_order`; each point reads ``self.prog``."""
+        Handler.set_order(self, seq)
+        self.prog = program(self.expr.automaton, None if seq is ARRIVAL else seq)  # type: ignore[attr-defined]
 
     def gen(self, slot: int, g: Any, store: str, occ: str) -> None:
         """Not inlined: a call of the slot's entry."""

@@ -43,7 +43,7 @@ class Automaton:
     ``acc[q]`` whether ``q`` is accepting and ``rec[q]`` its record template.
     """
 
-    __slots__ = ("acc", "delta", "k", "nregs", "ops", "program", "rec")
+    __slots__ = ("acc", "delta", "k", "nregs", "ops", "ordered", "program", "rec")
 
     def __init__(
         self,
@@ -62,6 +62,8 @@ class Automaton:
         self.nregs = nregs
         #: The runtime form (sentinel.ode.runtime.Program), made on first use.
         self.program: t.Any = None
+        #: Programs for points processed in another order, by its key function.
+        self.ordered: dict[t.Any, t.Any] = {}
 
     @property
     def n(self) -> int:

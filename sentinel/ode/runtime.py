@@ -24,6 +24,7 @@ import linecache
 import threading
 import typing as t
 from itertools import count
+from operator import itemgetter
 
 from sentinel.errors import ExpressionError
 from sentinel.ode.machines import CUR, Automaton, Template, liveness
@@ -34,64 +35,74 @@ _ids = count(1)
 _lock = threading.Lock()
 
 
-def _tidy(parts: tuple[t.Any, ...], occ: t.Any) -> tuple[t.Any, ...]:
-    """The parts of a record at ``occ``: each once, in time order, ending with the
-    current point (a composite that ends there, or the occurrence itself). The
-    occurrence is left out where a composite part already ends with it."""
-    tt = occ[1]
-    n = len(parts)
-    if n == 1:
-        return parts if parts[0][1] == tt else (*parts, occ)
-    if n == 2:  # the usual shape: an earlier point, then this one
-        first, second = parts
-        if first[1] < second[1] == tt:
-            return parts
-    if n > 1:
-        out: list[t.Any] = []
-        for p in parts:
-            if not any(p is q for q in out):
-                out.append(p)
-        # a composite (a 3-tuple; a primitive occurrence is an 8-tuple) ending here
-        if any(len(p) == 3 and p[1] == tt for p in out):
-            out = [p for p in out if len(p) == 3 or p[1] != tt]
-        out.sort(key=_time)
-        parts = tuple(out)
-    if not parts or parts[-1][1] != tt:
-        parts = (*parts, occ)
-    return parts
+def _records(key: t.Callable[[t.Any], t.Any]) -> dict[str, t.Callable[..., t.Any]]:
+    """The functions that build records, for a handler that processes points in
+    the order ``key`` gives (``t_occ`` in arrival order; occurrence time, then
+    ``t_occ``, in occurrence-time order, where a point may have arrived before
+    one it follows): ``_node``, ``_split``, ``_top`` and ``_latest`` as the
+    generated code names them, and ``_tidy``."""
+
+    def tidy(parts: tuple[t.Any, ...], occ: t.Any) -> tuple[t.Any, ...]:
+        """The parts of a record at ``occ``: each once, in processing order,
+        ending with the current point (a composite that ends there, or the
+        occurrence itself). The occurrence is left out where a composite part
+        already ends with it."""
+        tt = occ[1]
+        n = len(parts)
+        if n == 1:
+            return parts if parts[0][1] == tt else (*parts, occ)
+        if n == 2:  # the usual shape: an earlier point, then this one
+            first, second = parts
+            if second[1] == tt and key(first) < key(second):
+                return parts
+        if n > 1:
+            out: list[t.Any] = []
+            for p in parts:
+                if not any(p is q for q in out):
+                    out.append(p)
+            # a composite (a 3-tuple; a primitive occurrence is an 8-tuple) ending here
+            if any(len(p) == 3 and p[1] == tt for p in out):
+                out = [p for p in out if len(p) == 3 or p[1] != tt]
+            out.sort(key=key)
+            parts = tuple(out)
+        if not parts or parts[-1][1] != tt:
+            parts = (*parts, occ)
+        return parts
+
+    def node(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+        return ((label, occ[1], tidy(parts, occ)),)
+
+    def split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+        if not parts or (len(parts) == 1 and parts[0] is occ):
+            return (occ,)
+        if label is None:
+            return tidy(parts, occ)
+        if len(parts) == 1 and len(parts[0]) == 3 and parts[0][0] == label:
+            return parts  # the operand's own record is labelled already
+        return node(label, occ, parts)
+
+    def top(occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
+        return tidy(parts, occ)
+
+    def latest(*times: t.Any) -> int:
+        """The index of the latest of ``times`` (each parts, whose last point is
+        the time; nothing is older than everything)."""
+        best, when = 0, None
+        for i, parts in enumerate(times):
+            if parts:
+                at = key(parts[-1])
+                if when is None or at > when:
+                    best, when = i, at
+        return best
+
+    return {"_node": node, "_split": split, "_top": top, "_latest": latest, "_tidy": tidy}
 
 
-def _time(part: t.Any) -> t.Any:
-    return part[1]
-
-
-def _node(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    return ((label, occ[1], _tidy(parts, occ)),)
-
-
-def _split(label: t.Any, occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    if not parts or (len(parts) == 1 and parts[0] is occ):
-        return (occ,)
-    if label is None:
-        return _tidy(parts, occ)
-    if len(parts) == 1 and len(parts[0]) == 3 and parts[0][0] == label:
-        return parts  # the operand's own record is labelled already
-    return _node(label, occ, parts)
-
-
-def _top(occ: t.Any, parts: tuple[t.Any, ...]) -> tuple[t.Any, ...]:
-    return _tidy(parts, occ)
-
-
-def _latest(*times: t.Any) -> int:
-    """The index of the latest of ``times`` (each parts, whose last point is the
-    time; nothing is older than everything)."""
-    best, when = 0, -1
-    for i, parts in enumerate(times):
-        at = parts[-1][1] if parts else -1
-        if at > when:
-            best, when = i, at
-    return best
+#: Arrival order: by ``t_occ`` (field 1 of a primitive and of a composite part).
+_ARRIVAL = _records(itemgetter(1))
+_node: t.Callable[[t.Any, t.Any, tuple[t.Any, ...]], tuple[t.Any, ...]] = _ARRIVAL["_node"]
+_split: t.Callable[[t.Any, t.Any, tuple[t.Any, ...]], tuple[t.Any, ...]] = _ARRIVAL["_split"]
+_latest: t.Callable[..., int] = _ARRIVAL["_latest"]
 
 
 def materialize(tpl: Template, regs: t.Sequence[t.Any], occ: t.Any) -> tuple[t.Any, ...]:
@@ -119,18 +130,14 @@ class Program:
 
     __slots__ = ("acc", "delta", "k", "n", "nregs", "ops", "rec", "source")
 
-    def __init__(self, m: Automaton) -> None:
+    def __init__(self, m: Automaton, order: t.Callable[[t.Any], t.Any] | None = None) -> None:
         self.k = m.k
         self.n = m.n
         self.nregs = m.nregs
         self.delta = [list(row) for row in m.delta]
         self.acc = list(m.acc)
-        consts: dict[str, t.Any] = {
-            "_node": _node,
-            "_split": _split,
-            "_top": _top,
-            "_latest": _latest,
-        }
+        records = _ARRIVAL if order is None else _records(order)
+        consts: dict[str, t.Any] = {k: records[k] for k in ("_node", "_split", "_top", "_latest")}
         names: dict[int, str] = {}
         lines: list[str] = []
 
@@ -257,12 +264,20 @@ class Program:
         return None if r is None else r(st, occ)
 
 
-def program(m: Automaton) -> Program:
-    """``m``'s program, made once."""
-    p = m.program
-    if p is None:
-        with _lock:
-            p = m.program
-            if p is None:
-                p = m.program = Program(m)
+def program(m: Automaton, order: t.Callable[[t.Any], t.Any] | None = None) -> Program:
+    """``m``'s program for points processed in ``t_occ`` order (``order``
+    None), or in the order ``order`` gives (a node in occurrence-time order:
+    its handler's ``seq``); each made once."""
+    if order is None:
+        p = m.program
+        if p is None:
+            with _lock:
+                p = m.program
+                if p is None:
+                    p = m.program = Program(m)
+        return p  # type: ignore[no-any-return]
+    with _lock:
+        p = m.ordered.get(order)
+        if p is None:
+            p = m.ordered[order] = Program(m, order)
     return p  # type: ignore[no-any-return]

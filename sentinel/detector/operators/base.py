@@ -128,6 +128,12 @@ class Handler:
     def new_state(self) -> list[Any]:
         raise NotImplementedError
 
+    def set_order(self, seq: Callable[[Any], Any]) -> None:
+        """Process occurrences in the order ``seq`` gives (the bitemporal layer,
+        for a node in occurrence-time order; :attr:`seq`). A strategy that
+        compares orders elsewhere than through ``self.seq`` overrides it."""
+        self.seq = seq
+
     def slots(self) -> int:
         return self.arity if self.arity is not None else len(self.expr.children)
 
