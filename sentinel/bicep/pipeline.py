@@ -548,6 +548,12 @@ class Pipeline:
         self._schedule_sql = sa.text("SELECT " + ", ".join(parts))
         self._always = any(cs.always_derive for cs in self.sql.values())
 
+    @property
+    def every_tick(self) -> list[str]:
+        """The classes derived at every tick (their SQL reads the tick's time,
+        NOW): with them the program has work at each tick, none is skipped."""
+        return [cs.cls.name for cs in self.sql.values() if cs.always_derive]
+
     def next_tick(self, conn: Connection, last: int | None) -> int | None:
         """The first tick after ``last`` at which something can happen (``None``:
         nothing ever will without new announcements). Ticks in between would

@@ -236,6 +236,14 @@ def _until(value: str | None) -> int | None:
 )
 @click.option("--archive", is_flag=True, help="Keep purged history in archive tables.")
 @click.option("--upgrade", is_flag=True, help="Install a changed program as its next version.")
+@click.option(
+    "--max-ticks",
+    default=1_000_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Refuse to start when a program with work at every tick (a class reading NOW) "
+    "would process more ticks than this.",
+)
 @errors
 def run(
     program: str,
@@ -248,6 +256,7 @@ def run(
     until: str | None,
     archive: bool,
     upgrade: bool,
+    max_ticks: int,
 ) -> None:
     """Run PROGRAM over the announcements in --events on the database at --url,
     tick by tick, and show the actions that fired."""
@@ -278,18 +287,35 @@ def run(
     try:
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))
-        count = load_stream(proc, records)
         c = proc.chronon
+        times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
         if until_value is None:
             # The tick of the latest instant the stream names (rounded up: a time
             # within a chronon is processed at the tick that ends it), so that
             # everything it announces is read and what it announces for the
             # future (an expiry, a delivery) is acted on at its tick.
-            times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
             # (no tick falls after 9999-12-31: the last one before it)
             end = min(tick_of(max(times), c), (MAX_TIME // c) * c) if times else 0
         else:
             end = (until_value // c) * c  # what run_until processes: the ticks up to it
+        every = proc.pipeline.every_tick
+        if every:
+            # each tick up to the end is processed (a year of one-second ticks:
+            # days of work): refused before the stream is loaded
+            pending = proc.next_tick()
+            starts = [tick_of(min(times), c)] if times else []
+            if pending is not None:
+                starts.append(int(pending.timestamp()))
+            ticks = max(0, (end - min(starts)) // c + 1) if starts else 0
+            if ticks > max_ticks:
+                upto = f"{datetime.fromtimestamp(end, UTC):%Y-%m-%d %H:%M:%S} UTC"
+                raise click.UsageError(
+                    f"{ticks:,} ticks to process up to {upto}, each with work (class "
+                    f"{', '.join(every)} reads the tick's time): more than --max-ticks "
+                    f"{max_ticks:,}; give a nearer --until, a longer --chronon, or a larger "
+                    "--max-ticks"
+                )
+        count = load_stream(proc, records)
         # what the stream holds that the ticks up to ``end`` leave out (an
         # announcement without ``det`` is detected now: after the stream's ticks)
         now = time.time()

@@ -222,3 +222,30 @@ def test_bicep_run_says_when_announcements_without_det_were_not_read(tmp_path: P
     assert result.exit_code == 0, result.output
     assert "1 announcement(s) detected after the last tick not read yet" in result.output
     assert "(1 without a detection time ('det')" in result.output
+
+
+def test_bicep_run_refuses_more_ticks_than_max_ticks_when_each_has_work(tmp_path: Path) -> None:
+    """A class reading NOW gives the program work at every tick: ``--until
+    9999-12-31`` would have processed 280 million ticks (it ran for days).
+    Refused before the stream is loaded; a nearer end runs."""
+    events = tmp_path / "one.jsonl"
+    events.write_text(
+        '{"class": "ResourceLow", "resource": "Milk", "amountLeft": 1, '
+        '"occ": "2014-04-07T08:02", "det": "2014-04-07T08:02"}\n'
+    )
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    args = [
+        "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+        "--events", str(events), "--url", url,
+    ]  # fmt: skip
+    result = CliRunner().invoke(main, [*args, "--until", "9999-12-31T00:00"])
+    assert result.exit_code == 2, result.output
+    assert "280,005,952 ticks to process up to 9999-12-31 00:00:00 UTC" in result.output
+    assert "class ReplenishingNeeded reads the tick's time" in result.output
+    result = CliRunner().invoke(main, [*args, "--until", "2014-04-09T00:00", "--max-ticks", "100"])
+    assert result.exit_code == 2 and "more than --max-ticks 100" in result.output
+    result = CliRunner().invoke(main, [*args, "--until", "2014-04-09T00:00"])
+    assert result.exit_code == 0, result.output
+    # loaded once: the refusals left nothing in the inboxes
+    assert "1 announcement(s), ticks up to 2014-04-09 00:00:00 UTC" in result.output
+    assert "1 action(s)" in result.output
