@@ -287,7 +287,11 @@ _PYTHON_SPELLINGS = {
 _CLOSED = {
     "'": ("'", "quoted event name", re.compile(r"'(?:[^'\\]|\\.)*'")),
     "<": (">", "absolute time", re.compile(r"<[^<>\n]*>")),
-    "[": ("]", "time interval", re.compile(r"\[[^\[\]\n]*\]")),
+    "[": (
+        "]",
+        "time interval",
+        re.compile(r"""\[(?:[^\[\]\n'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\]"""),
+    ),
 }
 
 

@@ -134,6 +134,19 @@ def test_parse_of_str_round_trips(expr: Expression) -> None:
     assert parse(str(expr)) == expr
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(), st.sampled_from(["==", "!=", "<"]))
+def test_a_mask_with_any_string_round_trips(value: str, op: str) -> None:
+    """A string holding brackets, quotes or a line break (the interval token
+    stopped at the first ']' or line end: ``E1[s == '[x]']`` did not parse)."""
+    from sentinel import param
+
+    p = param("s")
+    pred = p == value if op == "==" else p != value if op == "!=" else p < value
+    expr = E1.where(pred) >> E2
+    assert parse(str(expr)) == expr
+
+
 # -- errors that teach ----------------------------------------------------------------
 
 
