@@ -193,19 +193,28 @@ def print_table(
     """Print ``rows`` under ``columns``: as a rich table on a terminal wide enough
     for every value on one line; otherwise (piped, redirected, a narrow
     terminal) as plain lines, columns separated by two spaces, nothing wrapped or
-    cut, so ``grep`` and ``cut`` see whole values whatever the width."""
+    cut, so ``grep`` and ``cut`` see whole values whatever the width. Every
+    value is printed as it is: a logged value holding ``[bold]`` or ``[/x]`` is
+    text, not rich markup (which would restyle it, hide it, or fail)."""
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
-    if sys.stdout.isatty() and sum(widths) + 3 * len(widths) + 1 <= shutil.get_terminal_size()[0]:
+    if _on_terminal() and sum(widths) + 3 * len(widths) + 1 <= shutil.get_terminal_size()[0]:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=title)
+        table = Table(title=Text(title))
         for name in columns:
-            table.add_column(name, no_wrap=True)
+            table.add_column(Text(name), no_wrap=True)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(value) for value in row))
         Console().print(table)
         return
     click.echo(f"# {title}")
     for row in [columns, *rows]:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _on_terminal() -> bool:
+    """Whether standard output is a terminal (:func:`print_table` draws a rich
+    table there)."""
+    return sys.stdout.isatty()

@@ -60,6 +60,7 @@ from sentinel.errors import LogTablesMissingError, RuleSwitchError
 from sentinel.log.outbox import OutboxStore
 from sentinel.log.switches import request_switch
 from sentinel.log.tables import LogTables, OutboxStatus
+from sentinel.ui.queries import ID_MAX, ID_MIN
 
 __all__ = ["AUTH_COOKIE", "CSRF_COOKIE", "MIN_TOKEN", "Guard", "action_routes", "new_token"]
 
@@ -213,6 +214,8 @@ def action_routes(
             oid = int(request.path_params["oid"])
         except ValueError:
             raise HTTPException(400, "an outbox entry id is a whole number") from None
+        if not ID_MIN <= oid <= ID_MAX:  # no row has it (nor can the database take it)
+            raise HTTPException(404, f"no outbox entry #{oid}")
         done = await run_in_threadpool(_retry, oid)
         return RedirectResponse(f"/outbox?retried={done}", status_code=303)
 
@@ -238,6 +241,8 @@ def action_routes(
         if form.get("enabled") not in ("0", "1"):
             raise HTTPException(400, "enabled is 1 (enable) or 0 (disable)")
         detector = form.get("detector") or "global"
+        if "\x00" in rule or "\x00" in detector:  # PostgreSQL cannot store one in a text
+            raise HTTPException(400, "a rule or detector name cannot contain a NUL character")
         sid = await run_in_threadpool(_switch, rule, form["enabled"] == "1", detector)
         return RedirectResponse(
             f"/rules?detector={quote(detector)}&switched={sid}", status_code=303

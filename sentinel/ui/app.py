@@ -22,6 +22,13 @@ switching a rule of a running global detector),
 behind its token, CSRF and origin checks, and the pages show their buttons.
 Responses carry a Content-Security-Policy that allows the page's own script
 and style files only, so a value that escaped escaping still could not run.
+
+A request the view cannot answer as asked gets an error page naming why, never
+a traceback: a malformed or out-of-range number, time or page key, or a text
+filter holding a NUL character, ``400``; an id no row can have, ``404``; a log
+row that does not hold what the writer writes (changed by hand, a damaged
+database), ``422`` with the message of the :class:`~sentinel.errors.LogRowError`
+naming it (the error ``sentinel log`` reports for such a row).
 """
 
 from __future__ import annotations
@@ -44,13 +51,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sentinel.errors import LogRowError
 from sentinel.log import LogReader
 from sentinel.log.switches import applied_switches, latest_switches, pending_switches
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
 from sentinel.ui.actions import Guard, action_routes
 from sentinel.ui.graph import graph_of, svg
 from sentinel.ui.live import POLL_MS, LiveSnapshot
-from sentinel.ui.queries import MAX_PAGE, LogView
+from sentinel.ui.queries import ID_MAX, ID_MIN, MAX_PAGE, LogView
 
 __all__ = ["create_app"]
 
@@ -148,7 +156,7 @@ def create_app(
 
     def rules(request: Request) -> Response:
         listed = []
-        chosen = request.query_params.get("detector") or "global"
+        chosen = _text(request.query_params, "detector") or "global"
         switched = switches(chosen) if detector is not None else None
         if detector is not None:
             assert switched is not None
@@ -203,9 +211,9 @@ def create_app(
             if s not in {str(v) for v in FiringStatus}:
                 raise HTTPException(400, f"no firing status {s!r}")
         got = view.firings(
-            rule=q.get("rule") or None,
-            scope=q.get("scope") or None,
-            key=q.get("key") or None,
+            rule=_text(q, "rule"),
+            scope=_text(q, "scope"),
+            key=_text(q, "key"),
             statuses=statuses or None,
             since=_time(q.get("since"), "since"),
             until=_time(q.get("until"), "until"),
@@ -226,9 +234,9 @@ def create_app(
         )
 
     def firing(request: Request) -> Response:
-        fid = _int(request.path_params["fid"], "firing id")
+        fid = _whole(request.path_params["fid"], "firing id")
         assert fid is not None
-        got = view.firing(fid)
+        got = view.firing(fid)  # None too for an id out of any id's range
         if got is None:
             raise HTTPException(404, f"no rule firing #{fid}")
         rule = detector.rules.get(got["rule"]) if detector is not None else None
@@ -250,14 +258,14 @@ def create_app(
     def log(request: Request) -> Response:
         q = request.query_params
         limit = _limit(q.get("limit"), 20)
-        events = [e for e in q.get("event", "").replace(",", " ").split() if e]
+        events = [e for e in (_text(q, "event") or "").replace(",", " ").split() if e]
         since = _time(q.get("since"), "since")
         until = _time(q.get("until"), "until")
         before = q.get("before") or None
         if before is not None:
-            _check_key(before, since is not None or until is not None)
+            before = _check_key(before, since is not None or until is not None)
         got = view.transactions(
-            scope=q.get("scope") or None,
+            scope=_text(q, "scope"),
             events=events or None,
             since=since,
             until=until,
@@ -283,6 +291,13 @@ def create_app(
         )
         return HTMLResponse(html, status_code=exc.status_code)
 
+    async def damaged(request: Request, exc: Exception) -> Response:
+        """A log row that is not what the writer writes: the page says which
+        row and what is wrong with it, as ``sentinel log`` does (not a 500:
+        nothing failed in the view, the row is wrong)."""
+        assert isinstance(exc, LogRowError)
+        return await error(request, HTTPException(422, f"a damaged log row: {exc}"))
+
     routes = [
         Route("/", rules, methods=["GET"]),
         Route("/rules", rules, methods=["GET"]),
@@ -302,7 +317,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers={HTTPException: error},
+        exception_handlers={HTTPException: error, LogRowError: damaged},
         lifespan=_closing(reader),
     )
     app.state.view = view
@@ -325,7 +340,8 @@ def _closing(reader: LogReader) -> Any:
     return lifespan
 
 
-def _int(text: str | None, what: str) -> int | None:
+def _whole(text: str | None, what: str) -> int | None:
+    """A whole number from a query string (``None`` when empty), of any size."""
     if text is None or text == "":
         return None
     try:
@@ -334,15 +350,40 @@ def _int(text: str | None, what: str) -> int | None:
         raise HTTPException(400, f"{what} must be a whole number, not {text[:40]!r}") from None
 
 
+def _int(text: str | None, what: str) -> int | None:
+    """A whole number from a query string that the database can take: an id
+    or a page key, within :data:`ID_MIN` and :data:`ID_MAX` (a signed 64-bit
+    integer); ``None`` when empty."""
+    n = _whole(text, what)
+    if n is not None and not ID_MIN <= n <= ID_MAX:
+        raise HTTPException(
+            400,
+            f"{what} must be a whole number from {ID_MIN} to {ID_MAX}, not {str(text)[:40]!r}",
+        )
+    return n
+
+
 def _limit(text: str | None, default: int) -> int:
-    """The page size asked for, within 1 and :data:`MAX_PAGE`."""
-    n = _int(text, "limit")
+    """The page size asked for, within 1 and :data:`MAX_PAGE` (any larger
+    number is the largest page)."""
+    n = _whole(text, "limit")
     return default if n is None else max(1, min(MAX_PAGE, n))
+
+
+def _text(query: Any, name: str) -> str | None:
+    """The text filter ``name`` of ``query`` (``None`` when empty). A NUL
+    character is refused on every backend (PostgreSQL cannot take one in a
+    text, so no name, scope or key the log holds has one)."""
+    value = query.get(name) or None
+    if value is not None and "\x00" in value:
+        raise HTTPException(400, f"the {name} filter cannot contain a NUL character (\\x00)")
+    return value
 
 
 def _time(text: str | None, what: str) -> datetime | None:
     """A time from a form (``YYYY-MM-DDTHH:MM[:SS]``; UTC unless it names an
-    offset)."""
+    offset), in UTC: a time whose UTC falls outside the years 1 to 9999 is
+    refused as a malformed one is (400)."""
     if not text:
         return None
     try:
@@ -351,19 +392,42 @@ def _time(text: str | None, what: str) -> datetime | None:
         raise HTTPException(
             400, f"{what} must be a time like 2026-01-31T12:00 (UTC), not {text[:40]!r}"
         ) from None
+    try:
+        return _utc(value)
+    except OverflowError:
+        raise HTTPException(
+            400, f"{what} {text[:40]!r} is outside the years 1 to 9999 once taken to UTC"
+        ) from None
+
+
+def _utc(value: datetime) -> datetime:
+    """``value`` in UTC (naive: taken as UTC); OverflowError past year 1 or 9999."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _check_key(before: str, timed: bool) -> None:
-    """Refuse a log page key that is not one a page gave (400, not a 500)."""
+def _check_key(before: str, timed: bool) -> str:
+    """A log page key as :meth:`LogView.transactions` takes it (its time in
+    UTC), refusing one that is not one a page gave (400, not a 500): not
+    ``ID`` (or, with a time range, ``TIME|ID``), an id out of range, or a time
+    whose UTC falls outside the years 1 to 9999."""
+    bad = HTTPException(400, f"not a page key: {before[:60]!r}")
     try:
         if timed:
-            at, sep, rid = before.rpartition("|")
+            at_text, sep, rid_text = before.rpartition("|")
             if not sep:
-                raise ValueError(before)
-            datetime.fromisoformat(at)
-            int(rid)
+                raise bad
+            at = _utc(datetime.fromisoformat(at_text))
+            rid = int(rid_text)
         else:
-            int(before)
+            rid = int(before)
     except ValueError:
-        raise HTTPException(400, f"not a page key: {before[:60]!r}") from None
+        raise bad from None
+    except OverflowError:
+        raise HTTPException(
+            400, f"not a page key: {before[:60]!r} (its time is outside the years 1 to 9999 in UTC)"
+        ) from None
+    if not ID_MIN <= rid <= ID_MAX:
+        raise HTTPException(
+            400, f"not a page key: {before[:60]!r} (its id is not from {ID_MIN} to {ID_MAX})"
+        )
+    return f"{at.isoformat()}|{rid}" if timed else str(rid)

@@ -28,22 +28,28 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
 Values come back as the log stores them: parameters as the JSON text of their
 tagged form (:mod:`sentinel.params`), so a redacted parameter reads as the
 writer's marker; nothing here decodes, renders or escapes (the templates do).
+A row that does not hold what the writer writes (changed by hand, a damaged
+database) raises :class:`~sentinel.errors.LogRowError` naming the row and
+what is wrong with it, as :class:`~sentinel.log.LogReader` does.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from sentinel.errors import LogRowError
 from sentinel.log.partition import key_candidates
+from sentinel.log.reader import _constituents, _decode
 from sentinel.log.tables import LogTables
 from sentinel.log.views import VIEW_COLUMNS
 
-__all__ = ["MAX_PAGE", "LogView", "Page"]
+__all__ = ["ID_MAX", "ID_MIN", "MAX_PAGE", "LogView", "Page"]
 
 #: The most rows one page of any list holds, whatever the request asks.
 MAX_PAGE = 200
@@ -57,6 +63,19 @@ FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
 EVENT_SCAN_FACTOR = 10
+#: The range of an id, and of a bound computed from one (every backend's ids
+#: are signed 64-bit integers: a value outside cannot be sent to the database).
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1
+#: What reading a damaged row raises: the database refusing its JSON (SQLite's
+#: "malformed JSON", PostgreSQL's "cannot extract elements from an object" or
+#: a number out of range), or a value Python cannot take (a text where a
+#: number belongs, an infinite time).
+_UNREADABLE = (sa.exc.OperationalError, sa.exc.DataError, ValueError, TypeError, OverflowError)
+
+
+def _clamp(n: int) -> int:
+    """``n`` within :data:`ID_MIN` and :data:`ID_MAX`."""
+    return max(ID_MIN, min(ID_MAX, n))
 
 
 @dataclass
@@ -95,20 +114,50 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _read(conn: sa.Connection, table: sa.Table, q: sa.Select[Any], key: Any = None) -> list[Any]:
+    """The rows of ``q``, a query of ``table`` whose rows ``key`` (default:
+    ``id``) tells apart. A value its column's type cannot read (a time on
+    SQLite that is not one) raises the :class:`~sentinel.errors.LogRowError`
+    naming its row and column, as the reader does (each of the query's rows,
+    then each of its columns, is read alone to find it)."""
+    try:
+        return list(conn.execute(q))
+    except (ValueError, TypeError, OverflowError) as err:
+        key = table.c.id if key is None else key
+        for k in list(conn.execute(q.with_only_columns(key)).scalars()):
+            one = key == k
+            for col in q.selected_columns:
+                try:
+                    conn.execute(sa.select(col).where(one)).all()
+                except (ValueError, TypeError, OverflowError) as bad:
+                    raw = conn.execute(
+                        sa.select(sa.type_coerce(table.c[col.name], sa.Text)).where(one)
+                    ).scalar()
+                    raise LogRowError(
+                        f"row {k} of {table.name}: its {col.name} {str(raw)[:80]!r} cannot be "
+                        f"read as the log writes it ({type(bad).__name__}: {str(bad)[:200]})",
+                        table=table.name,
+                        row_id=k,
+                        column=str(col.name),
+                    ) from err
+        raise
+
+
 def _merged(
     conn: sa.Connection,
+    table: sa.Table,
     q: sa.Select[Any],
     alternatives: list[sa.ColumnElement[bool]],
     limit: int,
     *,
     newest_first: bool,
 ) -> list[Any]:
-    """The first ``limit`` rows, by ``id``, of ``q`` under any of
-    ``alternatives`` (each its own query: the rows of one are not the
+    """The first ``limit`` rows, by ``id``, of ``q`` (on ``table``) under any
+    of ``alternatives`` (each its own query: the rows of one are not the
     others'), or of ``q`` itself when there are none."""
     if len(alternatives) <= 1:
-        return list(conn.execute(q.where(*alternatives)))
-    rows = [r for alt in alternatives for r in conn.execute(q.where(alt))]
+        return _read(conn, table, q.where(*alternatives))
+    rows = [r for alt in alternatives for r in _read(conn, table, q.where(alt))]
     rows.sort(key=lambda r: r.id, reverse=newest_first)
     return rows[:limit]
 
@@ -208,10 +257,10 @@ class LogView:
         where.extend(times)
         if after is not None:
             if bounded:
-                where.append(f.c.id <= after + scan)
+                where.append(f.c.id <= _clamp(after + scan))
             q = sa.select(*cols).where(*where, f.c.id > after).order_by(f.c.id).limit(limit + 1)
             with self.engine.connect() as conn:
-                got = _merged(conn, q, keyed, limit + 1, newest_first=False)
+                got = _merged(conn, f, q, keyed, limit + 1, newest_first=False)
                 top = self._max_id(conn) if bounded and len(got) <= limit else None
             more_newer = len(got) > limit
             got = list(reversed(got[:limit]))
@@ -220,19 +269,19 @@ class LogView:
             if top is not None and after + scan < top:
                 page.newer = str(after + scan)  # nothing more in this window: the next
                 page.note = f"looked at firings #{after + 1} to #{after + scan} for this page"
-            page.older = str(got[-1].id) if got else str(after + 1)
+            page.older = str(got[-1].id) if got else str(_clamp(after + 1))
             return page
         q = sa.select(*cols).where(*where).order_by(f.c.id.desc()).limit(limit + 1)
         with self.engine.connect() as conn:
             hi = before
             if bounded and hi is None:
-                hi = (self._max_id(conn) or 0) + 1
+                hi = _clamp((self._max_id(conn) or 0) + 1)
             if hi is not None:
                 q = q.where(f.c.id < hi)
             if bounded:
                 assert hi is not None
-                q = q.where(f.c.id >= hi - scan)
-            got = _merged(conn, q, keyed, limit + 1, newest_first=True)
+                q = q.where(f.c.id >= _clamp(hi - scan))
+            got = _merged(conn, f, q, keyed, limit + 1, newest_first=True)
             lowest = (
                 conn.execute(sa.select(sa.func.min(f.c.id))).scalar()
                 if bounded and len(got) <= limit
@@ -245,7 +294,7 @@ class LogView:
             page.older = str(hi - scan)  # nothing more in this window: the one before
             page.note = f"looked at firings #{hi - scan} to #{hi - 1} for this page"
         if before is not None:
-            page.newer = str(page.rows[0]["id"]) if page.rows else str(before - 1)
+            page.newer = str(page.rows[0]["id"]) if page.rows else str(_clamp(before - 1))
         return page
 
     def _at_most(self, conn: sa.Connection, times: list[sa.ColumnElement[bool]], n: int) -> bool:
@@ -283,17 +332,20 @@ class LogView:
     def firing(self, fid: int) -> dict[str, Any] | None:
         """Firing ``fid`` with its constituents resolved from the event log (the
         first :data:`MAX_CONSTITUENTS`), as ``sentinel log firings`` lists them;
-        ``None`` when there is no such firing."""
+        ``None`` when there is no such firing (as for an id no row can have).
+        A firing whose constituents are not the list of ``[scope, t_occ]``
+        pairs the writer writes raises :class:`~sentinel.errors.LogRowError`."""
+        if not ID_MIN <= fid <= ID_MAX:
+            return None
         f = self.tables.firings
         q = sa.select(*f.c).where(f.c.id == fid)
         with self.engine.connect() as conn:
-            row = conn.execute(q).one_or_none()
-            if row is None:
+            got = _read(conn, f, q)
+            if not got:
                 return None
+            row = got[0]
             out = self._firing(row)
-            raw = row.constituents
-            pairs = json.loads(raw) if isinstance(raw, str | bytes) else raw
-            keys = [(str(s), int(t)) for s, t in pairs]
+            keys = list(_constituents(row.id, row.constituents, f.name))
             out["n_constituents"] = len(keys)
             keys = keys[:MAX_CONSTITUENTS]
             found = self._occurrences_at(conn, keys)
@@ -309,6 +361,7 @@ class LogView:
         the unique index ``(scope, t_first)`` to its row, then the view by id."""
         b = self.tables.batches
         ids: set[int] = set()
+        holding: dict[tuple[str, int], list[int]] = {}  # the rows that should hold each
         for scope, t in set(keys):
             # the few rows of the scope that start at or before t (a scope's
             # rows rarely overlap: a rolled-back savepoint's, a late write's)
@@ -318,7 +371,8 @@ class LogView:
                 .order_by(b.c.t_first.desc())
                 .limit(8)
             )
-            ids.update(r.id for r in conn.execute(near) if r.t_last >= t)
+            holding[scope, t] = [r.id for r in conn.execute(near) if r.t_last >= t]
+            ids.update(holding[scope, t])
         if not ids:
             return {}
         wanted = set(keys)
@@ -327,9 +381,79 @@ class LogView:
             key = (occ["scope"], occ["t_occ"])
             if key in wanted:
                 out[key] = occ
+        # a row whose JSON is not an array of occurrences may read as none
+        # rather than fail (MariaDB's JSON_TABLE): a row that should hold a
+        # constituent and does not is checked
+        odd = {i for k, found in holding.items() if k not in out for i in found}
+        damaged = self._undecodable(conn, sorted(odd)) if odd else None
+        if damaged is not None:
+            raise damaged
         return out
 
     def _view_rows(
+        self, conn: sa.Connection, ids: list[int], events: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The occurrences of the ``event_batches`` rows ``ids`` (of ``events``
+        only, when given), read through the view; a row among them that cannot
+        be read raises :class:`~sentinel.errors.LogRowError` naming it."""
+        try:
+            return self._read_view(conn, ids, events)
+        except _UNREADABLE as err:
+            if isinstance(err, sa.exc.DBAPIError) and err.connection_invalidated:
+                raise  # the connection, not a row
+            conn.rollback()  # PostgreSQL refuses anything more in the failed transaction
+            raise self._damaged(conn, ids, err) from err
+
+    def _damaged(self, conn: sa.Connection, ids: list[int], err: Exception) -> Exception:
+        """The :class:`~sentinel.errors.LogRowError` naming the row of ``ids``
+        whose occurrences could not be read (``err``): the first whose JSON the
+        reader's checks refuse, else the first the view cannot read alone;
+        ``err`` itself when every row reads alone."""
+        b = self.tables.batches
+        found = self._undecodable(conn, ids)
+        if found is not None:
+            return found
+        for rid in sorted(ids):
+            try:
+                self._read_view(conn, [rid])
+            except _UNREADABLE as bad:
+                conn.rollback()
+                scope = conn.execute(sa.select(b.c.scope).where(b.c.id == rid)).scalar()
+                why = str(bad).splitlines()[0][:200] if str(bad) else ""
+                return LogRowError(
+                    f"row {rid} of {b.name} (scope {str(scope)[:80]!r}): its occurrences "
+                    f"cannot be read as the log writes them ({type(bad).__name__}: {why})",
+                    table=b.name,
+                    row_id=rid,
+                    column="occurrences",
+                )
+        return err
+
+    def _undecodable(self, conn: sa.Connection, ids: list[int]) -> LogRowError | None:
+        """The :class:`~sentinel.errors.LogRowError` of the first row of ``ids``
+        whose values the reader's checks refuse (as ``sentinel log`` reports
+        it), else ``None``."""
+        b = self.tables.batches
+        q = (
+            sa.select(
+                b.c.id,
+                b.c.scope,
+                b.c.t_first,
+                b.c.outcome,
+                b.c.savepoint,
+                sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+            )
+            .where(b.c.id.in_(ids))
+            .order_by(b.c.id)
+        )
+        for row in conn.execute(q):
+            try:
+                _decode(row, b.name)
+            except LogRowError as bad:
+                return bad
+        return None
+
+    def _read_view(
         self, conn: sa.Connection, ids: list[int], events: list[str] | None = None
     ) -> list[dict[str, Any]]:
         v = self.view.c
@@ -432,10 +556,18 @@ class LogView:
             .limit(scan + 1)
         )
         with self.engine.connect() as conn:
-            heads = list(conn.execute(q))
+            heads = _read(conn, b, q)
             more = len(heads) > scan
             heads = heads[:scan]
             occs = self._view_rows(conn, [h.id for h in heads], events) if heads else []
+            if not (events or timed):
+                # a row whose JSON is not an array of occurrences may read as
+                # none rather than fail (MariaDB's JSON_TABLE): n tells
+                read = Counter(o["batch"] for o in occs)
+                odd = [h.id for h in heads if read[h.id] != h.n]
+                found = self._undecodable(conn, odd) if odd else None
+                if found is not None:
+                    raise found
         by_batch: dict[int, list[dict[str, Any]]] = {}
         lo = since.timestamp() if since is not None else None
         hi = until.timestamp() if until is not None else None
@@ -517,7 +649,7 @@ class LogView:
                     "last_error": r.last_error or "",
                     "created_at": _iso(r.created_at),
                 }
-                for r in conn.execute(q)
+                for r in _read(conn, o, q)
             ]
         return Page(rows)
 
@@ -543,10 +675,21 @@ class LogView:
         now = datetime.now(UTC)
         with self.engine.connect() as conn:
             head = conn.execute(sa.select(sa.func.max(b.c.commit_seq))).scalar()
-            rows = list(conn.execute(sa.select(*c.c).order_by(c.c.name).limit(MAX_PAGE)))
+            q = sa.select(*c.c).order_by(c.c.name).limit(MAX_PAGE)
+            rows = _read(conn, c, q, c.c.name)
         out = []
         for r in rows:
             lease = r.lease_until
+            try:
+                log_time = _stamp(r.log_time)
+            except (ValueError, OverflowError) as err:  # NaN, infinite, past year 9999
+                raise LogRowError(
+                    f"row {r.name!r} of {c.name}: its log_time {r.log_time!r} is not a time "
+                    f"({type(err).__name__}: {err})",
+                    table=c.name,
+                    row_id=r.name,
+                    column="log_time",
+                ) from err
             out.append(
                 {
                     "name": r.name,
@@ -562,7 +705,7 @@ class LogView:
                         if lease is not None and lease > now
                         else "expired"
                     ),
-                    "log_time": _stamp(r.log_time),
+                    "log_time": log_time,
                     "updated_at": _iso(r.updated_at),
                 }
             )

@@ -236,3 +236,54 @@ def test_log_export_piped_leaves_nothing_of_its_progress_bar(
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     assert result.stdout.startswith("exported 0 occurrences")
+
+
+# -- a stored value is text on a terminal, not rich markup ----------------------------
+MARKUP = ["[/x]", "[bold red]hidden[/bold red]", "[link=http://evil.example]here[/link]"]
+
+
+def on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Make ``print_table`` take its terminal branch (a rich table) under the
+    test runner, and rich write colours; the env to pass to the command."""
+    from sentinel.cli import common
+
+    monkeypatch.setattr(common, "_on_terminal", lambda: True)
+    return {"COLUMNS": "250", "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+
+
+def test_log_show_on_a_terminal_prints_a_value_holding_markup_as_it_is(
+    run: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write(
+            conn, [occ("Note", i + 1, f"tx-{i}", s=value) for i, value in enumerate(MARKUP)]
+        )
+    engine.dispose()
+    result = run.invoke(main, ["log", "show", "--url", url], env=on_a_terminal(monkeypatch))
+    assert result.exit_code == 0, result.output
+    assert "┃" in result.output  # the rich table, not the plain lines
+    for value in MARKUP:
+        assert f'{{"s":"{value}"}}' in result.output
+    assert "\x1b[1;31m" not in result.output  # nothing turned bold red
+
+
+def test_rules_switches_on_a_terminal_prints_a_name_holding_markup_as_it_is(
+    run: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sentinel.log.switches import request_switch
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    for value in MARKUP:
+        request_switch(engine, log_tables(), value, False, detector=value, by=value)
+    engine.dispose()
+    result = run.invoke(main, ["rules", "switches", "--url", url], env=on_a_terminal(monkeypatch))
+    assert result.exit_code == 0, result.output
+    assert "┃" in result.output
+    for value in MARKUP:
+        assert result.output.count(value) == 3  # detector, rule, requested by
+    assert "\x1b[1;31m" not in result.output
