@@ -42,7 +42,7 @@ from sentinel.log.partition import key_candidates
 from sentinel.log.records import Firing, LoggedOccurrence, OutboxEntry, source_ref
 from sentinel.log.schema import check_schema, sqlite_file
 from sentinel.log.tables import DEFAULT_PREFIX, SCHEMA_VERSION, LogTables, log_tables
-from sentinel.occurrence import Occurrence, split_params
+from sentinel.occurrence import _END_TIME, _FIRST_TIME, Occurrence, split_params
 from sentinel.params import from_json
 
 __all__ = ["LogReader", "Order", "read_occurrences"]
@@ -528,6 +528,8 @@ def _decode(row: Any, table: str) -> list[LoggedOccurrence]:
                 and (source_key is None or type(source_key) is str)
             ):
                 raise TypeError("a value of the wrong type")
+            if not (_FIRST_TIME <= ts < _END_TIME and _FIRST_TIME <= dts < _END_TIME):
+                raise ValueError("a time outside the years 1 to 9999")  # NaN too
             decoded = {k: from_json(v) for k, v in params.items()} if params else {}
             source = None if source_class is None else source_ref(source_class, source_key)
         except Exception as err:  # shape, types, a tag's payload, a key

@@ -75,6 +75,9 @@ FORGED_EVENTS = [
         OCC + '[1, "a", 1700000000.25, "abc"',
     ),
     ("a text t_occ", ELEMENT.format(0, "'one'"), "occurrences", OCC + '["one", "a", '),
+    # past year 9999 (occ.at, and sentinel log firings, failed with an OverflowError)
+    ("a ts past 9999", ELEMENT.format(2, "1e300"), "occurrences", "outside the years 1 to 9999"),
+    ("a detected_ts before 1", ELEMENT.format(3, "-1e12"), "occurrences", "outside the years 1"),
     ("a number as event", ELEMENT.format(1, "97"), "occurrences", OCC + "[1, 97, "),
     ("a source key not JSON", ELEMENT.format(5, "'[1'"), "occurrences", '"S", "[1", '),
     (
