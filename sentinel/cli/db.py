@@ -31,6 +31,8 @@ def upgrade(url: str, schema: str | None, prefix: str, revision: str, sql: bool)
     from sentinel.log import migrate
 
     _known(revision)
+    if not sql:
+        _lasting(url)
     before = None if sql else _current(url, schema, prefix)
     with _alembic_errors(revision):
         migrate.upgrade(
@@ -58,6 +60,8 @@ def downgrade(
     from sentinel.log import migrate
 
     _known(revision)
+    if not sql:
+        _lasting(url)
     before = None if sql else _current(url, schema, prefix)
     if not sql and before is None:
         # nothing of sentinel's here (alembic would still create its version
@@ -76,6 +80,34 @@ def downgrade(
     if not sql:
         after = migrate.current(url, schema=schema, prefix=prefix)
         click.echo(f"sentinel log tables downgraded: {before or 'base'} -> {after or 'base'}")
+
+
+def _lasting(url: str) -> None:
+    """Refuse a SQLite database that could not outlast the command: an
+    in-memory one (the tables would be made, or looked for, in a database that
+    is gone when the command ends), or a file in a directory that does not
+    exist (where an upgrade cannot make it)."""
+    import sqlalchemy as sa
+
+    from sentinel.log.schema import sqlite_file
+
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return  # reported where the URL is used
+    if parsed.get_backend_name() != "sqlite":
+        return
+    file = sqlite_file(parsed)
+    if file is None:
+        raise click.UsageError(
+            f"{url} is an in-memory SQLite database, gone when this command ends: give the "
+            "path of a database file (sqlite:///path/to/app.db)"
+        )
+    if not file.parent.exists():
+        raise click.ClickException(
+            f"no directory {file.parent} for the SQLite database {file.name}: make it, or "
+            "correct the path"
+        )
 
 
 def _revisions() -> str:
@@ -143,6 +175,7 @@ def current(url: str, schema: str | None, prefix: str, check: bool) -> None:
     from sentinel.log.schema import upgrade_command
     from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, log_tables
 
+    _lasting(url)
     rev = migrate.current(url, schema=schema, prefix=prefix)
     upgrade = upgrade_command(url, schema, prefix)
     missing = _missing_tables(url, schema, prefix) if rev in (None, SCHEMA_VERSION) else []

@@ -287,3 +287,26 @@ def test_rules_switches_on_a_terminal_prints_a_name_holding_markup_as_it_is(
     for value in MARKUP:
         assert result.output.count(value) == 3  # detector, rule, requested by
     assert "\x1b[1;31m" not in result.output
+
+
+@pytest.mark.parametrize("command", [["current"], ["upgrade"], ["downgrade", "base", "--yes"]])
+def test_db_commands_refuse_a_sqlite_database_that_would_not_outlast_them(
+    run: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    """An in-memory database: `upgrade` reported "already at base" after making
+    the tables in a database gone at its end. A file in a missing directory:
+    `current` advised the upgrade, which then failed with the driver's "unable
+    to open database file"."""
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        result = run.invoke(main, ["db", *command, "--url", url])
+        assert result.exit_code == 2, result.output
+        assert "is an in-memory SQLite database, gone when this command ends" in result.output
+    missing = tmp_path / "nowhere" / "app.db"
+    result = run.invoke(main, ["db", *command, "--url", f"sqlite:///{missing}"])
+    assert result.exit_code == 1, result.output
+    assert f"no directory {missing.parent} for the SQLite database app.db" in result.output
+    assert not missing.parent.exists()
+    # offline SQL connects to nothing: any SQLite URL names the dialect
+    if command[0] != "current":
+        result = run.invoke(main, ["db", *command[:2], "--sql", "--url", "sqlite://"])
+        assert result.exit_code == 0, result.output
