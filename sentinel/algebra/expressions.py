@@ -72,6 +72,8 @@ SOURCE: t.Final = _Source()
 KeySpec = str | _Source
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: What an event name cannot hold: C0 control characters and DEL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?\Z")
 
 #: The call-form operators of Snoop text: keyword -> the expression class that
@@ -435,6 +437,11 @@ class Primitive(Expression):
     def __init__(self, name: str, selector: t.Hashable | None = None, label: str | None = None):
         if not isinstance(name, str) or not name:
             raise ExpressionError(f"a primitive event needs a non-empty name, not {name!r}")
+        if _CONTROL.search(name):
+            # a NUL cannot be stored in PostgreSQL's text, and no name is read with one
+            raise ExpressionError(
+                f"an event name cannot hold a control character (a NUL, a line break): {name!r}"
+            )
         self._init(name, selector)
         object.__setattr__(self, "label", label or name)
 
