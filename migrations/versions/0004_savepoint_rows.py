@@ -26,9 +26,19 @@ those scopes move likewise, their constituents renamed. Other scope ids ending
 in ``/sp<n>`` (an application's own ``detector.begin("x/sp1")``) are left as
 they are.
 
-Data, downgrade: the reverse: rows with a savepoint go to
-``<scope>/sp<n>`` (``n`` from the path's last step), as do firings with one, and
-constituents naming such rows are renamed in every firing. Then the columns go.
+Data, downgrade: the reverse, in the form 0003 wrote: the rows of each
+savepoint path of a transaction go to ``<scope>/sp<n>``, ``n`` counting that
+transaction's rolled-back savepoints in the order of their rollbacks (the
+``n`` the upgrade reads), not the path's last step (from 0004 on savepoints are
+numbered in the order they began). A savepoint was rolled back after the last
+row in it or in a savepoint it enclosed, and after the savepoints it enclosed:
+so paths are numbered by that last row, an enclosed path before its enclosing
+one. Firings with a savepoint move likewise, and constituents naming such rows
+are renamed in every firing. Then the columns go. Downgrade and upgrade give back
+the same nesting, the savepoints named by their rollback order, except where the
+old form cannot tell: a savepoint that enclosed another but had no row before it
+comes back as its sibling (see the upgrade), which replays the same; released
+savepoints, and those rolled back with no row, leave no step in the paths.
 
 Offline (``--sql``) the data steps cannot run (they read rows): only the
 columns are added or dropped, and old rows keep their ``<scope>/sp<n>`` ids
@@ -77,6 +87,7 @@ def _firings(schema: str | None, prefix: str) -> Any:
         f"{prefix}rule_firings",
         sa.column("id", sa.BigInteger()),
         sa.column("scope", sa.String(128)),
+        sa.column("t_occ", sa.BigInteger()),
         sa.column("constituents", _json()),
         sa.column("savepoint", sa.Text()),
         schema=schema,
@@ -156,41 +167,70 @@ def _rows_into_their_transactions(conn: sa.Connection, schema: str | None, prefi
             )
 
 
+def rollback_numbers(lasts: dict[str, int]) -> dict[str, int]:
+    """For one transaction's savepoint paths, ``{path: t_occ of its last row}``,
+    the number 0003 gave each: its place, from 1, in the order of the
+    rollbacks (see the module docs)."""
+    ends: dict[str, int] = {}  # path -> last row in it or in what it enclosed
+    for path, last in lasts.items():
+        steps = path.split("/")
+        for i in range(1, len(steps) + 1):
+            outer = "/".join(steps[:i])
+            if ends.get(outer, last) <= last:
+                ends[outer] = last
+    order = sorted(lasts, key=lambda p: (ends[p], -p.count("/"), p))
+    return {path: n for n, path in enumerate(order, 1)}
+
+
 def _rows_into_sub_scopes(conn: sa.Connection, schema: str | None, prefix: str) -> None:
     ev, fi = _events(schema, prefix), _firings(schema, prefix)
-    moved: dict[tuple[str, int], str] = {}
-    paths: set[tuple[str, str]] = set()
-    for scope, t_occ, path in conn.execute(
-        sa.select(ev.c.scope, ev.c.t_occ, ev.c.savepoint).where(ev.c.savepoint.is_not(None))
-    ):
-        sub = f"{scope}/{path.rsplit('/', 1)[-1]}"
-        moved[(scope, t_occ)] = sub
-        paths.add((scope, path))
-    if (
-        not moved
-        and conn.execute(sa.select(fi.c.id).where(fi.c.savepoint.is_not(None))).first() is None
-    ):
-        return
-    for scope, path in paths:
-        conn.execute(
-            sa.update(ev)
-            .where(ev.c.scope == scope, ev.c.savepoint == path)
-            .values(scope=f"{scope}/{path.rsplit('/', 1)[-1]}", savepoint=None)
+    # Read in Python, not grouped in SQL: MariaDB's collation would take scope
+    # ids that differ in case for one.
+    rows = conn.execute(
+        sa.select(ev.c.id, ev.c.scope, ev.c.t_occ, ev.c.savepoint).where(
+            ev.c.savepoint.is_not(None)
         )
+    ).all()
+    frows = conn.execute(
+        sa.select(fi.c.scope, fi.c.t_occ, fi.c.savepoint).where(fi.c.savepoint.is_not(None))
+    ).all()
+    if not rows and not frows:
+        return
+    lasts: dict[str, dict[str, int]] = defaultdict(dict)  # scope -> {path: last t_occ}
+    for scope, t_occ, path in [(r.scope, r.t_occ, r.savepoint) for r in (*rows, *frows)]:
+        known = lasts[scope].get(path)
+        lasts[scope][path] = t_occ if known is None else max(known, t_occ)
+    subs = {
+        (scope, path): f"{scope}/sp{n}"
+        for scope, paths in lasts.items()
+        for path, n in rollback_numbers(paths).items()
+    }
+    moved: dict[tuple[str, int], str] = {}
+    updates = []
+    for row_id, scope, t_occ, path in rows:
+        sub = moved[(scope, t_occ)] = subs[(scope, path)]
+        updates.append({"row_id": row_id, "sub": sub})
+    move = (
+        sa.update(ev)
+        .where(ev.c.id == sa.bindparam("row_id"))
+        .values(scope=sa.bindparam("sub"), savepoint=None)
+    )
+    for i in range(0, len(updates), _CHUNK):
+        conn.execute(move, updates[i : i + _CHUNK])
     last = None
     while True:
         q = sa.select(fi.c.id, fi.c.scope, fi.c.constituents, fi.c.savepoint)
         if last is not None:
             q = q.where(fi.c.id > last)
-        rows = conn.execute(q.order_by(fi.c.id).limit(_CHUNK)).all()
-        if not rows:
+        page = conn.execute(q.order_by(fi.c.id).limit(_CHUNK)).all()
+        if not page:
             return
-        for fid, scope, constituents, path in rows:
+        for fid, scope, constituents, path in page:
             named = [[moved.get((s, t), s), t] for s, t in constituents]
             if path is None and named == [list(c) for c in constituents]:
                 continue
             values: dict[str, Any] = {"constituents": named}
             if path is not None:
-                values["scope"] = f"{scope}/{path.rsplit('/', 1)[-1]}"
+                values["scope"] = subs[(scope, path)]
             conn.execute(sa.update(fi).where(fi.c.id == fid).values(**values))
-        last = rows[-1][0]
+        last = page[-1][0]

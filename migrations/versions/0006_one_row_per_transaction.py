@@ -32,7 +32,11 @@ Data, downgrade: ``events`` is made again as 0005 had it and filled from the
 view (``INSERT ... SELECT``, in batch-row order, so the new ids follow the
 batch rows' and ``t_occ`` within them): ``at`` / ``detected_at`` are made from
 ``ts`` / ``detected_ts`` exactly as the 0005 writer made them, ``expired_at``
-from ``expired``. Then the view and the new tables go.
+from ``expired``. Then the view and the new tables go. On MariaDB/MySQL
+``events.source_key`` is made ``LONGTEXT`` (0005 had ``TEXT``, at most 65,535
+bytes: the writer takes longer keys, which a ``TEXT`` column would cut or
+refuse), and the view is replaced first by ``sentinel.log.views``' (a view
+made by an earlier 0006 cut ``source_key`` to 65,535 characters).
 
 Offline (``--sql``): the downgrade's data step is SQL and is written out; the
 upgrade's is not (it reads the rows and writes their JSON in Python), so an
@@ -99,6 +103,10 @@ def _utc() -> sa.types.TypeEngine[Any]:
     return sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
+def _long_text() -> sa.types.TypeEngine[str]:
+    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+
 def _dialect() -> str:
     return str(op.get_context().dialect.name)
 
@@ -156,7 +164,7 @@ def downgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
         sa.Column("ts", sa.Double(), nullable=False),
         sa.Column("detected_ts", sa.Double(), nullable=False),
         sa.Column("source_class", sa.String(255), nullable=True),
-        sa.Column("source_key", sa.Text(), nullable=True),
+        sa.Column("source_key", _long_text(), nullable=True),
         sa.Column("params", _json(), nullable=False),
         sa.Column("outcome", sa.String(16), nullable=True),
         sa.Column("expired_at", _utc(), nullable=True),
@@ -169,6 +177,9 @@ def downgrade(schema: str | None = None, prefix: str = "sentinel_") -> None:
     op.create_index(f"ix_{p}events_at", f"{p}events", ["at"], schema=schema)
     op.create_index(f"ix_{p}events_commit_seq", f"{p}events", ["commit_seq"], schema=schema)
     events = sa.table(f"{p}events", *(sa.column(c) for c in _EVENT_COLUMNS), schema=schema)
+    if _dialect() in ("mysql", "mariadb"):  # the view without an earlier 0006's 64 KB cut
+        made = create_view_sql(_dialect(), log_tables(schema, prefix))
+        op.execute(made.replace("CREATE ", "CREATE OR REPLACE ", 1))
     view = sa.table(
         f"{p}occurrences", *(sa.column(c) for c in ("id", *_EVENT_COLUMNS)), schema=schema
     )

@@ -13,7 +13,12 @@ it held one row per occurrence (schema revision 0005): SQLite with
     the batch row's.
 ``t_occ``, ``event``, ``ts``, ``source_class``, ``source_key``, ``params``
     the occurrence's element (``params``: text on SQLite, ``JSON`` on
-    MariaDB/MySQL, ``jsonb`` on PostgreSQL, as the 0005 column).
+    MariaDB/MySQL, ``jsonb`` on PostgreSQL, as the 0005 column). On
+    MariaDB/MySQL ``source_key`` is ``LONGTEXT``: a ``TEXT`` column of
+    ``JSON_TABLE`` cuts its value to 65,535 characters without a word, and a
+    key is as long as its values (strings of up to
+    :data:`~sentinel.params.MAX_STRING` characters, escaped); ``event`` and
+    ``source_class`` are ``VARCHAR(255)``, the most the writer takes.
 ``detected_ts``
     the element's, or ``ts`` when the element holds ``null`` (equal times).
 ``at``, ``detected_at``
@@ -191,7 +196,7 @@ def _mariadb(b: str, x: str) -> str:
         f"FROM {b} AS b CROSS JOIN JSON_TABLE(b.occurrences, '$[*]' COLUMNS ("
         "t_occ BIGINT PATH '$[0]', event VARCHAR(255) PATH '$[1]', "
         "ts DOUBLE PATH '$[2]', detected_ts DOUBLE PATH '$[3]', "
-        "source_class VARCHAR(255) PATH '$[4]', source_key TEXT PATH '$[5]', "
+        "source_class VARCHAR(255) PATH '$[4]', source_key LONGTEXT PATH '$[5]', "
         "params JSON PATH '$[6]')) AS e"
     )
     layers, final = _round_layers(
