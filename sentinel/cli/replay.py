@@ -160,16 +160,9 @@ def replay_command(
             prefix=prefix,
         )
         if result.per_rule is None:
-            from pyspark.sql import functions as F
+            from sentinel.replay.spark import count_detections
 
-            rows = (
-                result.dataframe.groupBy("rule")
-                .agg(F.count("*").alias("n"), F.count("error").alias("failed"))
-                .collect()
-            )
-            result.per_rule = dict(sorted((r["rule"], int(r["n"])) for r in rows))
-            result.failed = dict(sorted((r["rule"], int(r["failed"])) for r in rows if r["failed"]))
-            result.detections = sum(result.per_rule.values())
+            count_detections(result, rules)
     elapsed = time.perf_counter() - started
     per_rule, total = result.per_rule or {}, result.detections or 0
     failed = result.failed or {}

@@ -173,9 +173,12 @@ def _prepare_out(out: str | os.PathLike[str], overwrite: bool, src: Any) -> None
     from pathlib import Path
 
     from sentinel.replay.sources import read_paths
-    from sentinel.replay.staging import holds_something, overwrite_refusal
+    from sentinel.replay.staging import holds_something, overwrite_refusal, reading_refusal
 
     path = Path(out)
+    refusal = reading_refusal(path, read_paths(src))
+    if refusal is not None:
+        raise ReplayError(refusal)
     if not holds_something(path):
         return
     if not overwrite:

@@ -25,9 +25,15 @@ import pyarrow as pa
 from sentinel.errors import ReplayError
 from sentinel.replay.batch import DETECTION_PARQUET, DETECTION_SCHEMA, Order, Replayer
 from sentinel.replay.rules import Rules
-from sentinel.replay.staging import foreign_entry, overwrite_refusal
+from sentinel.replay.staging import (
+    Staging,
+    foreign_entry,
+    holds_something,
+    overwrite_refusal,
+    reading_refusal,
+)
 
-__all__ = ["SUMMARY_SCHEMA", "prepare_output", "replay_to_parquet", "write_empty"]
+__all__ = ["SUMMARY_SCHEMA", "open_output", "prepare_output", "replay_to_parquet", "write_empty"]
 
 #: One row per rule with detections in a partition (how many, and how many of
 #: them failed: their condition raised), and one (``rule`` null) with the number
@@ -62,6 +68,10 @@ def prepare_output(
     import pyarrow.fs as pafs
 
     fs, root = _filesystem(os.fspath(out))
+    if isinstance(fs, pafs.LocalFileSystem):
+        refusal = reading_refusal(Path(root), reads)
+        if refusal is not None:
+            raise ReplayError(refusal)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
         raise ReplayError(f"{out} is a file; give a directory for the detections")
@@ -86,6 +96,39 @@ def prepare_output(
     if refusal is not None:
         raise ReplayError(refusal)
     fs.delete_dir_contents(root)
+
+
+def open_output(
+    out: str | os.PathLike[str], *, overwrite: bool, reads: Iterable[Path] = ()
+) -> tuple[str, Staging | None]:
+    """Where a run's tasks write detections bound for ``out``, and the staging
+    to commit once every task has succeeded (or abort). On this machine's file
+    system (shared by the workers on a cluster) the tasks write into a hidden
+    directory inside ``out``, moved into place at the commit: a run that fails
+    midway, or is interrupted, leaves ``out`` as it was, and no partial set of
+    files ever reads as a complete one. Elsewhere (``s3://`` and the like,
+    where a directory cannot be moved) ``out`` is emptied first, as
+    :func:`prepare_output` does, and the tasks write there (no staging). The
+    checks are :func:`prepare_output`'s."""
+    import pyarrow.fs as pafs
+
+    fs, root = _filesystem(os.fspath(out))
+    if not isinstance(fs, pafs.LocalFileSystem):
+        prepare_output(out, overwrite=overwrite, reads=reads)
+        return os.fspath(out), None
+    path = Path(root)
+    refusal = reading_refusal(path, reads)
+    if refusal is None and path.exists() and not path.is_dir():
+        refusal = f"{out} is a file; give a directory for the detections"
+    if refusal is None and holds_something(path):
+        if not overwrite:
+            refusal = f"{out} exists and is not empty; choose another or --overwrite"
+        else:
+            refusal = overwrite_refusal(path, reads)
+    if refusal is not None:
+        raise ReplayError(refusal)
+    stage = Staging(path, "replay")
+    return str(stage.path), stage
 
 
 def write_empty(out: str | os.PathLike[str]) -> None:

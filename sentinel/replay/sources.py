@@ -393,9 +393,14 @@ class ExportSource:
         # over the selected events only.
         import pyarrow.dataset as ds
 
-        dataset = ds.dataset([str(f) for f in self.files], format="parquet")
-        flt = None if events is None else pc.field("event").isin(sorted(events))
-        table = dataset.to_table(columns=_present(dataset.schema.names), filter=flt)
+        if not self.files:  # an empty log's export (a dataset of no files has no columns)
+            return
+        try:
+            dataset = ds.dataset([str(f) for f in self.files], format="parquet")
+            flt = None if events is None else pc.field("event").isin(sorted(events))
+            table = dataset.to_table(columns=_present(dataset.schema.names), filter=flt)
+        except (OSError, pa.ArrowException) as err:
+            raise _damaged(self.path, err) from err
         for batch in _sorted(table, order).to_batches(BATCH_ROWS):
             yield conform(batch)
 

@@ -58,7 +58,7 @@ from sentinel.replay.batch import (
 from sentinel.replay.jvm import C1_ONLY, finish_at_exit, plan_start, submit_options
 from sentinel.replay.output import (
     SUMMARY_SCHEMA,
-    prepare_output,
+    open_output,
     replay_to_parquet,
     write_empty,
 )
@@ -93,6 +93,8 @@ __all__ = [
     "DETECTION_STRUCT",
     "LOG_STRUCT",
     "LogDataSource",
+    "collect",
+    "count_detections",
     "read_log",
     "replay_dataframe",
     "replay_spark",
@@ -149,8 +151,14 @@ def session(
             spark = _session(
                 master, remote=remote, fast_start=fast_start, cache_dir=cache_dir, **conf
             )
-    except BaseException:
+    except BaseException as err:
         sys.stderr.write(path.read_text(errors="replace"))  # why it did not start
+        if isinstance(err, Exception) and not isinstance(err, ReplayError):
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ReplayError(
+                f"Spark did not start with master {master!r} ({type(err).__name__}: "
+                f"{first[:300]}); its own output is above"
+            ) from err
         raise
     spark.sparkContext.setLogLevel("ERROR")
     log.info("the Spark driver's own output goes to %s", path)
@@ -597,8 +605,11 @@ def replay_spark(
     spark = spark or session()
     target = None if out is None else os.fspath(out)
     events: int | None = None
+    stage: Any = None
     if isinstance(source, DataFrame):
         location = "DataFrame"
+        if target is not None:
+            target, stage = open_output(target, overwrite=overwrite)
         detections = _replay_frame(source, ref, det, partitions, partition_key, target)
     else:
         src = open_source(source, schema=schema, prefix=prefix, chunk_size=chunk_size)
@@ -606,7 +617,7 @@ def replay_spark(
             src.check()
             location, events = src.location, src.count()
             if target is not None:
-                prepare_output(target, overwrite=overwrite, reads=read_paths(src))
+                target, stage = open_output(target, overwrite=overwrite, reads=read_paths(src))
             if isinstance(src, TableSource):
                 names = src.table.schema.names
                 rows = spark.createDataFrame(
@@ -625,11 +636,13 @@ def replay_spark(
                     partition_key=partition_key,
                     out=target,
                 )
+        except BaseException:
+            if stage is not None:
+                stage.abort()
+            raise
         finally:
             if isinstance(src, DatabaseSource):
                 src.close()
-    if isinstance(source, DataFrame) and target is not None:
-        prepare_output(target, overwrite=overwrite)
     result = ReplayResult(
         engine="spark",
         source=location,
@@ -644,7 +657,17 @@ def replay_spark(
         per_rule = dict.fromkeys(sorted(r.name for r in det.rules.values() if r.enabled), 0)
         failed: dict[str, int] = {}
         scope_rows = 0
-        for row in _collect(detections):
+        try:
+            summary = collect(detections)
+            if not any(row["rule"] is not None and row["detections"] for row in summary):
+                write_empty(target)
+            if stage is not None:
+                stage.commit()  # every task succeeded: the files take out's place
+        except BaseException:
+            if stage is not None:
+                stage.abort()  # out as it was
+            raise
+        for row in summary:
             if row["rule"] is None:
                 scope_rows += int(row["rows"])
             else:
@@ -656,14 +679,12 @@ def replay_spark(
         result.per_rule = per_rule
         result.failed = dict(sorted(failed.items()))
         result.detections = sum(per_rule.values())
-        if not result.detections:
-            write_empty(target)
-        result.out = Path(target)
+        result.out = Path(os.fspath(out))  # type: ignore[arg-type]
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _collect(frame: DataFrame) -> list[Any]:
+def collect(frame: DataFrame) -> list[Any]:
     """``frame.collect()``, a Python worker's failure raised as a
     :class:`~sentinel.errors.ReplayError` that says what the worker raised
     (Spark's own exception carries the worker's traceback and the JVM's)."""
@@ -673,6 +694,27 @@ def _collect(frame: DataFrame) -> list[Any]:
         return frame.collect()
     except PythonException as err:
         raise ReplayError(f"a Spark task failed: {worker_failure(str(err))}") from err
+
+
+def count_detections(result: ReplayResult, rules: Rules) -> None:
+    """Fill ``result``'s counts (``per_rule``, every enabled rule with its
+    number, ``failed`` and ``detections``) from its lazy DataFrame (a run
+    without ``out``), running the job; a worker's failure raises
+    :class:`~sentinel.errors.ReplayError` as :func:`collect` says."""
+    from pyspark.sql import functions as F
+
+    assert result.dataframe is not None
+    det = load_rules(reference_of(rules))
+    rows = collect(
+        result.dataframe.groupBy("rule").agg(
+            F.count("*").alias("n"), F.count("error").alias("failed")
+        )
+    )
+    per_rule = dict.fromkeys(sorted(r.name for r in det.rules.values() if r.enabled), 0)
+    per_rule.update((r["rule"], int(r["n"])) for r in rows)
+    result.per_rule = dict(sorted(per_rule.items()))
+    result.failed = dict(sorted((r["rule"], int(r["failed"])) for r in rows if r["failed"]))
+    result.detections = sum(result.per_rule.values())
 
 
 #: A line of a Python traceback that names the exception raised.

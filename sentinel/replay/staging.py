@@ -60,6 +60,17 @@ def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
         return None
     if not out.is_dir():
         return f"{out} is a file; give a directory for the output"
+    refusal = reading_refusal(out, reads)
+    if refusal is not None:
+        return refusal
+    with os.scandir(out) as entries:
+        return foreign_entry(out, ((e.name, e.is_dir()) for e in entries))
+
+
+def reading_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
+    """Why ``out`` must not be written at all, existing or not, or ``None``:
+    it is, holds or lies inside a path of ``reads``, the log the run reads (new
+    files inside an export directory would become part of the export)."""
     here = out.resolve()
     for src in reads:
         try:
@@ -70,8 +81,7 @@ def overwrite_refusal(out: Path, reads: Iterable[Path] = ()) -> str | None:
             return f"{out} holds {src}, which this run reads; choose another directory"
         if there.is_dir() and there in here.parents:
             return f"{out} is inside {src}, which this run reads; choose another directory"
-    with os.scandir(out) as entries:
-        return foreign_entry(out, ((e.name, e.is_dir()) for e in entries))
+    return None
 
 
 def holds_something(out: Path) -> bool:

@@ -278,8 +278,9 @@ def test_overwrite_replaces_only_sentinels_own_output(tmp_path: Path) -> None:
 
 
 def test_the_spark_engines_output_is_emptied_only_when_it_is_sentinels(tmp_path: Path) -> None:
-    """``prepare_output`` (the Spark engine empties ``out`` before it starts)
-    refuses a foreign entry and the log it reads, and empties earlier output."""
+    """``prepare_output`` (the Spark engine empties ``out`` before it starts on
+    a remote file system) refuses a foreign entry and the log it reads, and
+    empties earlier output."""
     from sentinel.replay.output import prepare_output
 
     out = tmp_path / "d"
@@ -354,3 +355,90 @@ def test_detections_whose_condition_raised_are_counted_and_shown(tmp_path: Path)
     assert "half\t4\t2" in out.output and "all\t2\t0" in out.output
     assert "total\t6\t2" in out.output
     assert "2 detection(s) of half failed" in out.output
+
+
+def test_a_new_out_inside_the_export_read_is_refused(tmp_path: Path) -> None:
+    """An ``out`` that does not exist yet (or is empty) inside the export being
+    read was accepted: the detections' files became part of the export, which
+    then read as more log rows. Refused on both engines, nothing written."""
+    from sentinel.replay import export_log
+    from sentinel.replay.output import open_output
+
+    url = _small_log(tmp_path / "log.db")
+    export = tmp_path / "export"
+    export_log(url, export)
+    files = sorted(p.name for p in export.iterdir())
+    for out in (export / "detections", export / "bucket=00000" / "d"):
+        with pytest.raises(ReplayError, match=r"is inside .*export, which this run reads"):
+            replay(export, RULES, out=out)
+        with pytest.raises(ReplayError, match=r"is inside .*export, which this run reads"):
+            open_output(out, overwrite=False, reads=[export])  # the Spark engine's
+        assert not out.exists()
+    (export / "empty").mkdir()
+    with pytest.raises(ReplayError, match="which this run reads"):
+        replay(export, RULES, out=export / "empty")
+    (export / "empty").rmdir()
+    assert sorted(p.name for p in export.iterdir()) == files
+
+
+def keeps_state_across_scopes() -> LocalEventDetector:
+    """A rule with ``flush=False`` (replayed in occurrence-time order)."""
+    det = LocalEventDetector()
+    det.explicit("E1")
+    det.explicit("E2")
+    det.rule("across", "E1 ; E2", action=print, flush=False)
+    return det
+
+
+def test_the_export_of_an_empty_log_replays_with_a_rule_that_keeps_state(
+    tmp_path: Path,
+) -> None:
+    """Its dataset of no files has no columns: the t_occ pass failed with
+    pyarrow's "No match for FieldRef.Name(event)" and a traceback."""
+    from sentinel.replay import export_log
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
+    export_log(url, tmp_path / "export")
+    rules = "tests.replay.test_errors:keeps_state_across_scopes"
+    result = replay(tmp_path / "export", rules)
+    assert result.per_rule == {"across": 0} and result.detections == 0
+    assert replay(url, rules).per_rule == {"across": 0}
+
+
+def test_a_spark_run_that_fails_midway_leaves_out_as_it_was(spark: Any, tmp_path: Path) -> None:
+    """The tasks write into a hidden directory moved into place once all have
+    succeeded: a failed (or interrupted) run left the files of the partitions
+    that had finished, which read as a complete result, and with ``overwrite``
+    the earlier detections were gone. Without ``out``, a failing task is a
+    one-line ReplayError (it was Py4J's traceback), and every rule is counted,
+    those that detect nothing too."""
+    import pyarrow.parquet as pq
+
+    from sentinel.replay.spark import count_detections
+
+    url = _small_log(tmp_path / "log.db")
+    out = tmp_path / "d"
+    first = replay(url, RULES, engine="spark", spark=spark, out=out, partitions=2)
+    before = pq.read_table(out).to_pylist()
+    assert len(before) == first.detections > 0
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    lazy = replay(url, RULES, engine="spark", spark=spark)
+    count_detections(lazy, RULES)
+    assert lazy.per_rule == first.per_rule and 0 in lazy.per_rule.values()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(FORGE_PARAMS + " WHERE scope = 's003'"))
+    engine.dispose()
+    with pytest.raises(ReplayError, match=r"a Spark task failed: ReplaySourceError: .*'s003'"):
+        replay(url, RULES, engine="spark", spark=spark, out=out, overwrite=True, partitions=2)
+    assert pq.read_table(out).to_pylist() == before
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in out.iterdir() if not p.name.startswith(".")
+    )
+    with pytest.raises(ReplayError, match=r"a Spark task failed: ReplaySourceError: .*'s003'"):
+        replay(url, RULES, engine="spark", spark=spark, out=tmp_path / "new", partitions=2)
+    assert not (tmp_path / "new").exists()
+    lazy = replay(url, RULES, engine="spark", spark=spark)
+    with pytest.raises(ReplayError, match=r"a Spark task failed: ReplaySourceError: .*'s003'"):
+        count_detections(lazy, RULES)
