@@ -113,18 +113,20 @@ def replay_command(
     from rich.table import Table
 
     from sentinel.replay import replay  # MissingExtraError names the extra to install
-    from sentinel.replay.rules import load_rules
+    from sentinel.replay.rules import cross_scope_rules, load_rules, per_scope_rules
     from sentinel.replay.sources import open_source
 
     importable_from_cwd()  # here and in local Spark workers
     started = time.perf_counter()
-    load_rules(rules)  # a bad reference fails before any I/O
+    det = load_rules(rules)  # a bad reference fails before any I/O
     console = Console(stderr=True)
     if engine == "local":
         src = open_source(source, schema=schema, prefix=prefix)
         try:
             src.check()
-            total = src.count()
+            # each pass reads the log (the occurrence-time pass only the events
+            # its rules need: it ends short of its share, the bar then completes)
+            total = src.count() * (bool(per_scope_rules(det)) + bool(cross_scope_rules(det)))
         finally:
             close = getattr(src, "close", None)
             if close is not None:
@@ -141,6 +143,7 @@ def replay_command(
                 run_actions=run_actions,
                 progress=lambda n: bar.advance(task, n),
             )
+            bar.update(task, completed=total)
     else:
         if run_actions:
             raise click.UsageError("--run-actions works with the local engine only")
