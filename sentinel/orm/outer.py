@@ -69,6 +69,57 @@ def _await_outer(conn: Connection, callback: Callable[[Connection, bool], None])
         waiting.append(callback)
 
 
+#: Connections whose transaction's ``commit`` event sentinel acted on, with what
+#: to do if the database then refuses that COMMIT. The refusal reaches the
+#: engine's ``handle_error`` event for that connection (SQLAlchemy signals no
+#: ``rollback`` after a failed COMMIT); the connection's next ``begin`` says the
+#: COMMIT went through (the one DBAPI call between the two is the COMMIT).
+_COMMITTING: weakref.WeakKeyDictionary[Connection, list[Callable[[], None]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Engines with the ``handle_error`` listener of :data:`_COMMITTING`.
+_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _await_refusal(conn: Connection, callback: Callable[[], None]) -> None:
+    """Call ``callback()`` if the COMMIT whose ``commit`` event is running on
+    ``conn`` fails (see :data:`_COMMITTING`)."""
+    with _LOCK:
+        waiting = _COMMITTING.get(conn)
+        if waiting is None:
+            waiting = _COMMITTING[conn] = []
+            sa_event.listen(conn, "begin", _committed_then_began)
+        engine = conn.engine
+        if engine not in _WATCHED:
+            _WATCHED.add(engine)
+            sa_event.listen(engine, "handle_error", _maybe_refused)
+        waiting.append(callback)
+
+
+def _committed_then_began(conn: Connection) -> None:
+    with _LOCK:
+        waiting = _COMMITTING.get(conn)
+        if waiting:
+            waiting.clear()  # the COMMIT went through: a new transaction begins
+
+
+def _maybe_refused(context: Any) -> None:
+    conn = context.connection
+    if conn is None or context.statement is not None:
+        return  # not a COMMIT: connecting, or a statement
+    with _LOCK:
+        waiting = _COMMITTING.get(conn)
+        if not waiting:
+            return
+        todo = waiting[:]
+        waiting.clear()
+    for callback in todo:
+        try:
+            callback()
+        except Exception:  # a rollback must not fail for it
+            log.exception("sentinel: handling a refused outer COMMIT failed")
+
+
 def _outer_committed(conn: Connection) -> None:
     _outer_ended(conn, True)
 
@@ -159,10 +210,29 @@ class OuterTransactions:
             log.exception("sentinel: a rule on txn:commit of %s failed", st.scope_id)
         finally:
             unregister(st)
+        _await_refusal(conn, partial(self._outer_refused, st))
         sink = self.sink
         if sink is None or (not self.log_empty and st.written == 0 and only_transaction_events(st)):
             return
         sink.write_transaction([conn], st, [], [])
+
+    def _outer_refused(self, st: TxnState) -> None:
+        """The database refused the outer COMMIT after its ``commit`` event, where
+        ``txn:commit`` was signalled (SQLAlchemy signals nothing after a
+        connection's commit): a deferred constraint, a serialization failure.
+        The rules on ``txn:commit`` have run; what the transaction logged went
+        with the rollback (its detached rules' outbox entries too), and is
+        logged again as aborted, with ``txn:commit`` among it, as the detector
+        saw it (replay detects what ran)."""
+        log.error(
+            "sentinel: the database refused the COMMIT of the transaction that session "
+            "transaction %s committed into, after sentinel signalled its txn:commit (the "
+            "rules on txn:commit have run; the transaction is logged as aborted; see "
+            "'Transactions are detection scopes' in docs/orm.md)",
+            st.scope_id,
+        )
+        if self.sink is not None and not self._skip(st):
+            self._late_aborted(st.occurrences, st.firings, st.rolled_back)
 
     def _outer_rollback(self, st: TxnState) -> None:
         """The outer transaction rolls back (in its ``rollback`` event, before the

@@ -270,3 +270,47 @@ def test_a_subscriber_that_ends_its_transaction_fails_the_call(orm: ORM, ends: s
     with orm.Session() as s2:
         assert s2.get(orm.model.Stock, ms).price == 0.0
     assert not [o for o in orm.log() if o.occurrence.event == "Stock.set_price:end"]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_an_outer_commit_the_database_refuses_is_logged_as_aborted(orm: ORM) -> None:
+    """``txn:commit`` comes in the connection's ``commit`` event, before the
+    database's COMMIT (SQLAlchemy signals nothing after it). A COMMIT refused
+    then (a deferred constraint) rolled back the transaction's log rows with
+    its data: the log held nothing of it. It is now logged again as aborted,
+    ``txn:commit`` among it (its rules had run), with an error logged."""
+    (ms,) = orm.add_stocks("MS")
+    with orm.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE child (id INT PRIMARY KEY, stock_id INT REFERENCES "
+            "stock(id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+    orm.attach()
+    commits: list[Any] = []
+    orm.det.rule("on_commit", "txn:commit", action=commits.append)
+    with orm.engine.connect() as conn:
+        conn.begin()
+        s = orm.Session(bind=conn, join_transaction_mode="create_savepoint")
+        s.get(orm.model.Stock, ms).set_price(5.0)
+        scope = sentinel.scope_of(s).id
+        s.execute(sa.text("INSERT INTO child VALUES (1, 999)"))  # no such stock
+        s.commit()
+        s.close()
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.commit()
+    assert len(commits) == 1
+    with orm.Session() as s2:
+        assert s2.get(orm.model.Stock, ms).price == 0.0
+    for att in orm.attached:
+        att.flush_log()
+    events = _events(orm, scope)
+    assert {outcome for _, outcome in events} == {"aborted"}
+    assert [e for e, _ in events] == [
+        "txn:begin",
+        "Stock.set_price:begin",
+        "Stock.set_price:end",
+        "Stock:update",
+        "txn:pre_commit",
+        "txn:commit",
+    ]
+    assert {f.rule for f in orm.firings()} == {"on_commit"}
