@@ -640,8 +640,12 @@ class Attachment(Endings, OuterTransactions):
         key = idempotency_key(rule.name, occ)
         if st is not None and committed and key in st.outbox_keys:
             # written in the trigger's commit; an outer transaction's commit
-            # signals txn:commit just before the database commits
-            self.runner.submit(key, _OUTER_SUBMIT_DELAY if st.handed_over else 0.0)
+            # signals txn:commit just before the database commits, which may
+            # take a while (a slow COMMIT): looked for until it shows
+            if st.handed_over:
+                self.runner.submit_awaited(key, _OUTER_SUBMIT_DELAY, self.runner.lease)
+            else:
+                self.runner.submit(key, 0.0)
             return
         entry = entry_for(
             rule,

@@ -30,10 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sentinel.orm")
 
-#: Seconds before a worker looks for the outbox entry of a detached rule that
-#: an outer transaction's commit triggered (its ``commit`` event comes just
-#: before the database commit, which makes the entry visible).
-_OUTER_SUBMIT_DELAY = 0.5
+#: Seconds before a worker first looks for the outbox entry of a detached rule
+#: that an outer transaction's commit triggered (its ``commit`` event comes just
+#: before the database commit, which makes the entry visible); it looks again,
+#: at doubling waits, for as long as a claim's lease (``Runner.submit_awaited``).
+_OUTER_SUBMIT_DELAY = 0.1
 
 #: Connections whose transaction sessions committed into (see
 #: :meth:`Attachment._hand_over`), with what waits for its end. Each gets one

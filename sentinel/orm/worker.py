@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
@@ -89,6 +90,17 @@ class _Batch:
     """A pool job: a read batch's entries, claimed already (:meth:`Runner.submit_claimed`)."""
 
     claims: tuple[tuple[str, Claimed | Exhausted | None], ...]
+
+
+@dataclass(frozen=True)
+class _Awaited:
+    """A pool job: an entry written in a transaction that may not have committed
+    yet (an outer transaction's: its commit comes after the event sentinel acts
+    on), looked for again, at doubling waits, until ``until`` (monotonic)."""
+
+    key: str
+    until: float
+    wait: float
 
 
 @dataclass
@@ -136,7 +148,7 @@ class Runner:
         self.heartbeat = Heartbeat(self.store, self.id, self.lease)
         #: Queued jobs: ``(due, seq, job)``, a job being an entry's key (claimed
         #: when it runs) or a batch of entries claimed already (:meth:`submit_claimed`).
-        self._heap: list[tuple[float, int, str | _Batch]] = []
+        self._heap: list[tuple[float, int, str | _Batch | _Awaited]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -167,6 +179,15 @@ class Runner:
         when the runner has no workers: a drain will)."""
         self._push(key, delay)
 
+    def submit_awaited(self, key: str, delay: float, within: float) -> None:
+        """Run the entry ``key`` in the pool after ``delay`` seconds, looking for
+        it again (at doubling waits, at most 5 s apart) while it is not in the
+        outbox, for at most ``within`` seconds: an entry of a transaction whose
+        commit is still under way (an outer transaction's, which a slow COMMIT
+        keeps invisible). One that never appears (the COMMIT failed) is left;
+        one that appears later is run by a drain (``sentinel worker``)."""
+        self._push(_Awaited(key, time.monotonic() + within, max(delay, 0.05)), delay)
+
     def submit_claimed(self, claims: Sequence[tuple[str, Claimed | Exhausted | None]]) -> None:
         """Run entries claimed by :meth:`claim_enqueued` (whose transaction
         has committed) in the pool, as one job: in one transaction
@@ -180,7 +201,7 @@ class Runner:
         if claims:
             self._push(_Batch(tuple(claims)), 0.0)
 
-    def _push(self, job: str | _Batch, delay: float) -> None:
+    def _push(self, job: str | _Batch | _Awaited, delay: float) -> None:
         if self.workers <= 0:
             return
         with self._cond:
@@ -218,6 +239,8 @@ class Runner:
             try:
                 if isinstance(job, _Batch):
                     self.run_batch(job.claims)
+                elif isinstance(job, _Awaited):
+                    self._run_awaited(job)
                 else:
                     self.run_one(job)
             except BaseException:  # nothing an entry does may end a worker thread
@@ -228,6 +251,8 @@ class Runner:
                     "sentinel's outbox: %s could not be run; trying again in %g s",
                     f"entry {job[:12]}"
                     if isinstance(job, str)
+                    else f"entry {job.key[:12]}"
+                    if isinstance(job, _Awaited)
                     else f"a batch of {len(job.claims)} claimed entries",
                     self.claim_retry,
                 )
@@ -343,6 +368,27 @@ class Runner:
 
     def _retry_delay(self, attempts: int) -> float:
         return float(min(self.max_backoff, self.backoff * 2 ** max(0, attempts - 1)))
+
+    def _run_awaited(self, job: _Awaited) -> None:
+        """:meth:`submit_awaited`'s job: run the entry, or, while it is not in
+        the outbox yet, look for it again later."""
+        if self.run_one(job.key) != "skipped":
+            return
+        t = self.store.table
+        with self.attachment.engine().connect() as conn:
+            seen = conn.execute(sa.select(t.c.id).where(t.c.idempotency_key == job.key)).first()
+        if seen is not None:
+            return  # claimed by another worker, done, not due: as any skip
+        wait = min(job.wait * 2, 5.0)
+        if time.monotonic() + wait <= job.until:
+            self._push(_Awaited(job.key, job.until, wait), wait)
+        else:
+            log.warning(
+                "sentinel: detached entry %s is not in the outbox yet: its transaction has "
+                "not committed (or its COMMIT failed); a drain (`sentinel worker`) runs it "
+                "if it appears",
+                job.key[:12],
+            )
 
     def run_one(self, key: str) -> str:
         """Claim, run and finish the entry ``key``; returns ``"done"``,

@@ -5,6 +5,7 @@ backend."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -314,3 +315,41 @@ def test_an_outer_commit_the_database_refuses_is_logged_as_aborted(orm: ORM) -> 
         "txn:commit",
     ]
     assert {f.rule for f in orm.firings()} == {"on_commit"}
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_detached_rule_of_an_outer_transaction_with_a_slow_commit_runs(orm: ORM) -> None:
+    """The worker looked for the entry once, 0.5 s after the outer commit's
+    event: a COMMIT slower than that (here a deferred trigger sleeping 1 s)
+    left it pending for ever in the application. It is looked for again, at
+    doubling waits, until it shows."""
+    from tests.orm import actions
+
+    (ms,) = orm.add_stocks("MS")
+    with orm.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(1.0); RETURN NULL; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE CONSTRAINT TRIGGER slow_commit AFTER UPDATE ON stock DEFERRABLE "
+            "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow()"
+        )
+    att = orm.attach(workers=1)
+    orm.det.rule("later", "Stock:update", action=actions.record, coupling="detached")
+    with orm.engine.connect() as conn:
+        conn.begin()
+        s = orm.Session(bind=conn, join_transaction_mode="create_savepoint")
+        s.get(orm.model.Stock, ms).set_price(5.0)
+        s.commit()
+        s.close()
+        conn.commit()  # a second, with the trigger
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with orm.engine.connect() as conn:
+            done = conn.exec_driver_sql("SELECT count(*) FROM effects").scalar()
+        if done:
+            break
+        time.sleep(0.1)
+    assert done == 1
+    att.wait_detached(10)
