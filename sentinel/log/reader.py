@@ -439,7 +439,7 @@ class LogReader:
             with self._connect() as conn:
                 try:
                     rows = conn.execute(q).all()
-                except (ValueError, TypeError) as err:  # a value its type cannot read
+                except UNREADABLE as err:  # a value its type cannot read
                     raise _unreadable(conn, table, columns, q, err) from err
             yield from rows
             if len(rows) < self.chunk_size:
@@ -448,19 +448,25 @@ class LogReader:
 
 
 def _unreadable(
-    conn: sa.Connection, table: sa.Table, columns: list[Any], query: Any, err: Exception
+    conn: sa.Connection,
+    table: sa.Table,
+    columns: Iterable[Any],
+    query: Any,
+    err: Exception,
+    key: Any = None,
 ) -> Exception:
     """The :class:`LogRowError` naming the row and column of ``query``'s result
     that raised ``err`` when read (a time on SQLite that is not one): each of
-    the query's rows, then each of that row's columns, is read alone. ``err``
-    itself if none fails alone."""
-    ids = [r.id for r in conn.execute(query.with_only_columns(table.c.id))]
+    the query's rows (told apart by ``key``, default ``id``), then each of that
+    row's columns, is read alone. ``err`` itself if none fails alone."""
+    key = table.c.id if key is None else key
+    ids = list(conn.execute(query.with_only_columns(key)).scalars())
     for rid in ids:
-        one = table.c.id == rid
+        one = key == rid
         for col in columns:
             try:
                 conn.execute(sa.select(col).where(one)).all()
-            except (ValueError, TypeError) as bad:
+            except UNREADABLE as bad:
                 raw = conn.execute(
                     sa.select(sa.type_coerce(table.c[col.name], sa.Text)).where(one)
                 ).scalar()
@@ -469,9 +475,14 @@ def _unreadable(
                     f"read as the log writes it ({type(bad).__name__}: {str(bad)[:200]})",
                     table=table.name,
                     row_id=rid,
-                    column=col.name,
+                    column=str(col.name),
                 )
     return err
+
+
+#: What reading a value its column's type cannot take raises (a text where a
+#: time belongs on SQLite, a time past the year 9999).
+UNREADABLE = (ValueError, TypeError, OverflowError)
 
 
 def _utc(value: datetime) -> datetime:

@@ -45,7 +45,7 @@ import sqlalchemy as sa
 
 from sentinel.errors import LogRowError
 from sentinel.log.partition import key_candidates
-from sentinel.log.reader import _constituents, _decode
+from sentinel.log.reader import UNREADABLE, _constituents, _decode, _unreadable
 from sentinel.log.tables import LogTables
 from sentinel.log.views import VIEW_COLUMNS
 
@@ -122,25 +122,8 @@ def _read(conn: sa.Connection, table: sa.Table, q: sa.Select[Any], key: Any = No
     then each of its columns, is read alone to find it)."""
     try:
         return list(conn.execute(q))
-    except (ValueError, TypeError, OverflowError) as err:
-        key = table.c.id if key is None else key
-        for k in list(conn.execute(q.with_only_columns(key)).scalars()):
-            one = key == k
-            for col in q.selected_columns:
-                try:
-                    conn.execute(sa.select(col).where(one)).all()
-                except (ValueError, TypeError, OverflowError) as bad:
-                    raw = conn.execute(
-                        sa.select(sa.type_coerce(table.c[col.name], sa.Text)).where(one)
-                    ).scalar()
-                    raise LogRowError(
-                        f"row {k} of {table.name}: its {col.name} {str(raw)[:80]!r} cannot be "
-                        f"read as the log writes it ({type(bad).__name__}: {str(bad)[:200]})",
-                        table=table.name,
-                        row_id=k,
-                        column=str(col.name),
-                    ) from err
-        raise
+    except UNREADABLE as err:
+        raise _unreadable(conn, table, q.selected_columns, q, err, key) from err
 
 
 def _merged(
