@@ -331,19 +331,31 @@ class LogSink:
         main = home if home is not None and any(c is home for c in conns) else conns[0]
         # rows a long transaction wrote at flushes get its commit number now
         restamp = st.scope_id if st.written else None
-        main_firings = [*firings, *pending] if pending else firings
         # Each write takes its database's commit-number lock until the commit
         # (SQLite, MariaDB; PostgreSQL numbers without one): in
         # one order (by URL), so two transactions using the same databases never
         # wait for each other's lock on two databases at once.
         rows = 0
         for conn in conns if len(conns) == 1 else sorted(conns, key=_lock_order):
+            mine, mine_firings = groups, firings
+            if st.partial:
+                # rows written at flushes went to the databases used by then:
+                # one used only later gets the transaction's rows from the start
+                occ0, fir0 = st.partial.get(conn.engine, (0, 0))
+                if occ0 != st.written or fir0 != st.firings_written:
+                    mine = [(st.occurrences[occ0:], Outcome.COMMITTED), *groups[1:]]
+                    mine_firings = [
+                        *(firing_of(r) for r in st.firings[fir0 : st.firings_written]),
+                        *firings,
+                    ]
+                st.partial[conn.engine] = (len(st.occurrences), len(st.firings))
             if conn is main:
+                extra = [*mine_firings, *pending] if pending else mine_firings
                 rows = self.writer.write_groups(
-                    main, groups, firings=main_firings, outbox=outbox, restamp=restamp
+                    main, mine, firings=extra, outbox=outbox, restamp=restamp
                 )
             else:
-                self.writer.write_groups(conn, groups, firings=firings, restamp=restamp)
+                self.writer.write_groups(conn, mine, firings=mine_firings, restamp=restamp)
         st.written += len(occs)
         st.firings_written = len(st.firings)
         # Kept, not cleared: should the commit fail now, the aborted transaction's
@@ -357,12 +369,22 @@ class LogSink:
         occs = st.occurrences[st.written :]
         firings = [firing_of(r) for r in st.firings[st.firings_written :]]
         for conn in conns:
+            # a database the transaction used only since the last flush gets
+            # its rows from the start (st.partial: what each one has)
+            occ0, fir0 = st.partial.get(conn.engine, (st.written, st.firings_written))
+            if st.partial and conn.engine not in st.partial:
+                occ0, fir0 = 0, 0
+            mine = occs if occ0 == st.written else st.occurrences[occ0:]
+            mine_firings = (
+                firings if fir0 == st.firings_written else [firing_of(r) for r in st.firings[fir0:]]
+            )
             # no commit number yet: taking it would hold its lock until the commit
             rows = self.writer.write_groups(
-                conn, [(occs, Outcome.COMMITTED)], firings=firings, sequence=False
+                conn, [(mine, Outcome.COMMITTED)], firings=mine_firings, sequence=False
             )
             if rows and st.witness is None:
                 st.witness = (conn.engine, None)
+            st.partial[conn.engine] = (len(st.occurrences), len(st.firings))
         st.written += len(occs)
         st.firings_written = len(st.firings)
 

@@ -137,6 +137,10 @@ class TxnState:
         default_factory=list
     )
     rolled_back_written: int = 0
+    #: Once rows were written at a flush (a long transaction), how many
+    #: occurrences and firings each database (by engine) has: one the
+    #: transaction uses only later has none of them yet.
+    partial: dict[Any, tuple[int, int]] = field(default_factory=dict)
     #: How many savepoints began in the transaction (numbers their paths).
     savepoints_begun: int = 0
     doomed: tuple[int, str, SentinelError] | None = None

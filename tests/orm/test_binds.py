@@ -110,6 +110,39 @@ def test_the_log_is_written_on_every_database_the_transaction_used(two: TwoDatab
     assert not _scopes(log_b, "txn:commit")
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_database_used_after_a_flush_wrote_rows_gets_the_whole_transaction(
+    two: TwoDatabases,
+) -> None:
+    """``flush_every``: rows written at a flush went to the databases used by
+    then, and a database the transaction used only later got what followed
+    (its log lacked ``txn:begin`` and the first database's events)."""
+    Stock, Holder = two.model.Stock, two.model.Holder
+    Session = sessionmaker(binds=two.binds)
+    two.attach(Session, log_bind=two.a, flush_every=1)
+    with Session.begin() as s:
+        s.add(Stock(name="IBM"))
+        s.flush()  # written at this flush, on a only
+        s.add(Holder(name="h1"))
+        s.flush()  # b joins now
+        s.add(Stock(name="SAP"))
+        s.flush()
+    log_a, log_b = two.log(two.a), two.log(two.b)
+    (scope,) = _scopes(log_b, "Holder:insert")
+    rows_of = {
+        name: [(e, o) for s, e, o in log if s == scope and e != "txn:commit"]
+        for name, log in (("a", log_a), ("b", log_b))
+    }
+    assert rows_of["a"] == rows_of["b"]
+    assert [e for e, _ in rows_of["b"]] == [
+        "txn:begin",
+        "Stock:insert",
+        "Holder:insert",
+        "Stock:insert",
+        "txn:pre_commit",
+    ]
+
+
 def test_a_default_bind_is_the_home(two: TwoDatabases) -> None:
     Holder = two.model.Holder
     Session = sessionmaker(two.a, binds={Holder: two.b})
