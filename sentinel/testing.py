@@ -138,6 +138,7 @@ class RuleRecorder:
         run otherwise.
         """
         __tracebackhide__ = True  # pytest shows the test's line, not this one
+        _check_expectations(rule, values, params)
         matching = [
             r.occurrence
             for r in self.runs
@@ -167,6 +168,26 @@ class RuleRecorder:
         if not self.runs:
             return "no rule ran"
         return "rule runs:\n" + "\n".join(f"  {r.describe()}" for r in self.runs)
+
+
+def _check_expectations(rule: str, values: Any, params: Any) -> None:
+    """Refuse ``assert_fired`` arguments of the wrong shape, before any matching."""
+    __tracebackhide__ = True
+    for kw, given in (("values", values), ("params", params)):
+        if given is not None and not isinstance(given, Mapping):
+            raise TypeError(
+                f"assert_fired({rule!r}, {kw}=...) takes a mapping of parameter names, "
+                f"not {type(given).__name__} ({given!r:.60})"
+            )
+    for name, expected in (values or {}).items():
+        if not isinstance(expected, (tuple, list)):
+            raise TypeError(
+                f"assert_fired({rule!r}, values=...): values[{name!r}] is {expected!r:.60}, "
+                f"but a value of values= is the tuple of the parameter's values across the "
+                f"detection's constituents, in t_occ order (values={{{name!r}: "
+                f"({expected!r:.60},)}}); for one value, use params={{{name!r}: "
+                f"{expected!r:.60}}}"
+            )
 
 
 def _matches(

@@ -186,3 +186,22 @@ def test_the_recorder_and_an_attachment_both_observe(tmp_path: Path) -> None:
         assert [f.rule for f in log.firings()] == ["r"]
     engine.dispose()
     assert not det.dispatch.rule_run  # both removed
+
+
+def test_assert_fired_refuses_a_values_entry_that_is_not_a_tuple_saying_what_to_write() -> None:
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.rule("big", "order", action=lambda o: None)
+    with RuleRecorder(det) as recorder:
+        det.signal("order", amount=150)
+    with pytest.raises(
+        TypeError,
+        match=r"assert_fired\('big', values=\.\.\.\): values\['amount'\] is 150, but .*"
+        r"\(values=\{'amount': \(150,\)\}\); for one value, use params=\{'amount': 150\}",
+    ):
+        recorder.assert_fired("big", values={"amount": 150})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"values\['amount'\] is '150'"):
+        recorder.assert_fired("big", values={"amount": "150"})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"params=\.\.\.\) takes a mapping"):
+        recorder.assert_fired("big", params=[("amount", 150)])  # type: ignore[arg-type]
+    recorder.assert_fired("big", values={"amount": [150]})  # a list is a sequence too

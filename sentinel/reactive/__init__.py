@@ -35,12 +35,14 @@ from sentinel.reactive.hub import (
     set_scope_hook,
 )
 from sentinel.reactive.refs import object_ref, resolve
+from sentinel.reactive.wrapper import ReplacedMethodWarning
 
 __all__ = [
     "ClassSelector",
     "EventHandles",
     "MethodEvents",
     "Reactive",
+    "ReplacedMethodWarning",
     "ScopeHook",
     "attached_classes",
     "bind",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -98,6 +97,7 @@ class EventMethod:
         "name",
         "root",
         "root_name",
+        "wired",
     )
 
     def __init__(self, root: type, root_name: str, name: str, kind: str, decl: Declaration):
@@ -114,6 +114,11 @@ class EventMethod:
         self.end: Channel | None = None
         #: The detector has occurrence listeners (the event log): signal every call.
         self.always = False
+        #: ``(detector, begin, end)`` while bound, set and cleared in one
+        #: assignment: what a call signals on is read from one tuple, so a call
+        #: in flight while the hierarchy moves to another detector never pairs
+        #: one detector with another's channel.
+        self.wired: tuple[EventDetector, Channel | None, Channel | None] | None = None
 
     @property
     def listened(self) -> bool:
@@ -156,7 +161,11 @@ class Entry:
     handles: dict[str, Primitive] = field(init=False)
     named: dict[str, Primitive] = field(init=False)
     installed: bool = field(default=False, init=False)
-    _wrapper: Callable[..., Any] | None = field(default=None, init=False)
+    #: A function, or a classmethod/staticmethod of one.
+    _wrapper: Any = field(default=None, init=False)
+    #: The ``id`` of what replaced the callable in the class while the wrapper
+    #: was due (warned about once; see :func:`~.wrapper.install_entry`).
+    replaced_by: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         method, selector, owner_name = self.method, self.selector, self.owner_name
@@ -191,10 +200,13 @@ class Reactive(Declares):
         ``__name__``); must be unique among the reactive classes of a detector.
 
     Works with plain classes and SQLAlchemy declarative classes alike (list
-    ``Reactive`` among the bases). Subclasses inherit the event interface:
-    overriding an event method keeps its events, and a class-level event of a
-    class matches calls on instances of its subclasses. Adds nothing to instances
-    (``__slots__ = ()``); instances must support weak references.
+    ``Reactive`` among the bases), and with the class decorators that make a new
+    class from the decorated one (``@dataclass(slots=True)``, ``attrs``): the new
+    class takes over the declarations and class keywords of the first.
+    Subclasses inherit the event interface: overriding an event method keeps its
+    events, and a class-level event of a class matches calls on instances of its
+    subclasses. Adds nothing to instances (``__slots__ = ()``); instances must
+    support weak references.
 
     >>> from sentinel import LocalEventDetector, event
     >>> det = LocalEventDetector()
@@ -227,16 +239,53 @@ class Reactive(Declares):
         super().__init_subclass__(**kwargs)
         decls = take_pending(cls)
         with LOCK:
-            info = _set_up(cls, decls, detector, sentinel_name)
-        register(cls, info)
+            original = _copied_from(cls)
+            info = _set_up(cls, decls, detector, sentinel_name, original)
+        register(cls, info, replaces=original)
 
 
 # -- class set-up -------------------------------------------------------------------
 
 
+def _copied_from(cls: type) -> type | None:
+    """The reactive class ``cls`` is a copy of, if any: a class decorator that
+    makes a new class from the namespace of the decorated one
+    (``@dataclass(slots=True)``, ``attrs``) copies its ``_sentinel_info`` too,
+    while Python calls ``__init_subclass__`` on the copy without the class
+    keywords and, the ``@event`` placeholders being gone, without declarations.
+    The copied info is removed from ``cls`` (its own is set up next)."""
+    info = cls.__dict__.get("_sentinel_info")
+    if not isinstance(info, ClassInfo):
+        return None
+    type.__delattr__(cls, "_sentinel_info")
+    original = info.cls()
+    if original is None or original is cls:
+        return None
+    if cls.__qualname__ == cls.__name__ == original.__name__:
+        # type(name, bases, namespace) names the copy by its bare name; the
+        # decorator gives it the original's qualified name afterwards, which
+        # sentinel's messages and pickled copies of inherited methods need now.
+        cls.__qualname__ = original.__qualname__
+    return original
+
+
 def _set_up(
-    cls: type, decls: dict[str, Declaration], detector: Any, sentinel_name: str | None
+    cls: type,
+    decls: dict[str, Declaration],
+    detector: Any,
+    sentinel_name: str | None,
+    original: type | None = None,
 ) -> ClassInfo:
+    copied = class_info(original) if original is not None else None
+    if copied is not None:
+        assert original is not None
+        # A copy declares what the original declared, under the original's name
+        # (unless it is renamed) and bound where the original was.
+        decls = {**copied.declared, **decls}
+        if sentinel_name is None and cls.__name__ == original.__name__:
+            sentinel_name = copied.name
+        if detector is _UNSET and copied.tops == (original,) and copied.binding is not None:
+            detector = copied.binding
     name = cls.__name__ if sentinel_name is None else sentinel_name
     if not isinstance(name, str) or not _IDENT.match(name):
         raise ReactiveError(
@@ -247,7 +296,12 @@ def _set_up(
     if cls.__weakrefoffset__ == 0:
         raise ReactiveError(
             f"{cls.__qualname__} instances cannot be referenced weakly (its __slots__ lack "
-            "'__weakref__'); sentinel refers to reactive objects weakly",
+            "'__weakref__'); sentinel refers to reactive objects weakly"
+            + (
+                " (with @dataclass(slots=True), add weakref_slot=True)"
+                if original is not None and "__dataclass_fields__" in cls.__dict__
+                else ""
+            ),
             owner=cls.__qualname__,
         )
     for attr, value in cls.__dict__.items():
@@ -260,6 +314,7 @@ def _set_up(
             )
 
     info = ClassInfo(cls, name)
+    info.declared = decls
     bases = [b for b in cls.__mro__[1:] if class_info(b) is not None]
     info.tops = _tops(cls, bases)
     _bind_at_creation(cls, info, bases, detector)
@@ -274,7 +329,7 @@ def _set_up(
     for m in sorted(set(inherited) | set(decls)):
         decl = decls.get(m)
         base_entry = inherited.get(m)
-        raw, kind, own = _own_callable(cls, m, base_entry)
+        raw, kind, own = _own_callable(cls, m, base_entry, copied)
         if base_entry is None:
             assert decl is not None
             method = EventMethod(cls, name, m, kind, decl)
@@ -282,12 +337,12 @@ def _set_up(
             method = base_entry.method
             _check_override(cls, m, method, kind, decl)
         selectors = _selectors(cls, info, method.root)
-        shape = _shape_of(cls, name, m, raw, kind, method.declaration)
+        shape = _shape_of(cls, name, m, raw, kind, method)
         entry = Entry(
             cls, name, method, raw, shape, None if cls is method.root else info.selector, selectors
         )
         _mark(cls, raw, entry)
-        if not own:
+        if not own or cls.__dict__.get(m) is not raw:  # a copy may hold a wrapper
             type.__setattr__(cls, m, raw)
         info.entries[m] = entry
 
@@ -362,12 +417,19 @@ def _func(value: Any) -> Any:
     return value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
 
 
-def _own_callable(cls: type, m: str, base_entry: Entry | None) -> tuple[Any, str, bool]:
+def _own_callable(
+    cls: type, m: str, base_entry: Entry | None, copied: ClassInfo | None = None
+) -> tuple[Any, str, bool]:
     """The callable ``cls`` holds for event method ``m``: its own definition if it
-    has one (``own=True``), else a copy of the inherited one."""
+    has one (``own=True``), else a copy of the inherited one. ``copied`` is the
+    class ``cls`` is a copy of (see :func:`_copied_from`): its callables are
+    ``cls``'s own."""
     value = cls.__dict__.get(m, _UNSET)
     own = value is not _UNSET
-    if own:
+    was = copied.entries.get(m) if copied is not None else None
+    if was is not None and own and (value is was.raw or value is was._wrapper):
+        value = was.raw  # the original's callable (or the wrapper it held meanwhile)
+    elif own:
         owner = getattr(_func(value), "_sentinel_owner", None)
         if owner is not None and owner is not cls:
             # Another class's callable assigned here (``set_price = Stock.set_price``):
@@ -431,22 +493,45 @@ def _check_override(
     if decl is None:
         return
     inherited = method.declaration
-    if decl.phases != inherited.phases or (decl.names and decl.names != inherited.names):
+    # What the override's @event leaves out it inherits; what it says must be
+    # what the root declared.
+    differs = [
+        what
+        for what, mine, theirs, said in (
+            ("phases", "/".join(decl.phases), "/".join(inherited.phases), True),
+            ("names", dict(decl.names), dict(inherited.names), bool(decl.names)),
+            ("exclude", sorted(decl.exclude), sorted(inherited.exclude), bool(decl.exclude)),
+            ("occurred_at", decl.occurred_at, inherited.occurred_at, decl.occurred_at is not None),
+        )
+        if said and mine != theirs
+    ]
+    if differs:
         raise ReactiveError(
             f"{cls.__qualname__}.{m} redeclares the events of {root}.{m} differently "
-            f"({'/'.join(decl.phases)} {dict(decl.names) or ''} vs "
-            f"{'/'.join(inherited.phases)} {dict(inherited.names) or ''}); an override "
-            "inherits its events and cannot change them (drop the @event)",
+            f"({'; '.join(_spell(w, decl) + ' vs ' + _spell(w, inherited) for w in differs)}); "
+            "an override inherits its events and cannot change them: drop the @event, "
+            f"repeat the declaration of {root}.{m} exactly, or change it there",
             owner=cls.__qualname__,
             method=m,
         )
 
 
+def _spell(what: str, decl: Declaration) -> str:
+    if what == "phases":
+        return "/".join(decl.phases)
+    if what == "names":
+        return f"names {dict(decl.names) or 'none'}"
+    if what == "exclude":
+        return f"exclude={decl.exclude!r}"
+    return f"occurred_at={decl.occurred_at!r}"
+
+
 def _shape_of(
-    cls: type, info_name: str, m: str, raw: Any, kind: str, decl: Declaration
+    cls: type, info_name: str, m: str, raw: Any, kind: str, method: EventMethod
 ) -> CallShape:
     import inspect
 
+    decl = method.declaration
     f = _func(raw)
     sig = inspect.signature(f)
     params = sig.parameters
@@ -471,6 +556,21 @@ def _shape_of(
         )
     skip = kind != STATICMETHOD
     rest = list(params)[1:] if skip else list(params)
+    # The parameters the declaration names are part of the event interface: an
+    # override (or an inherited mixin's method) without them would log what the
+    # root leaves out, or have no occurrence time.
+    named = [*decl.exclude, *([decl.occurred_at] if decl.occurred_at else [])]
+    missing = [x for x in named if x not in params]
+    if missing:
+        root = method.root.__qualname__
+        raise ReactiveError(
+            f"{cls.__qualname__}.{m} has no parameter {', '.join(map(repr, missing))}, "
+            f"which the events of {root}.{m} name "
+            f"({'exclude' if missing[0] in decl.exclude else 'occurred_at'}=...); keep the "
+            "parameter's name in the override",
+            owner=cls.__qualname__,
+            method=m,
+        )
     if END in decl.phases and "result" in rest and "result" not in decl.exclude:
         raise ReactiveError(
             f"{cls.__qualname__}.{m} has a parameter named 'result', which its end event "

@@ -314,22 +314,31 @@ def _declare(func: Any, declaration: Declaration) -> Any:
         raise ReactiveError(
             f"@event decorates methods, not {type(func).__name__} objects ({func!r:.60})"
         )
-    if not inspect.isfunction(inspect.unwrap(target)) and not inspect.isfunction(target):
+    try:
+        inner = inspect.unwrap(target)
+    except ValueError:  # a __wrapped__ cycle
+        inner = target
+    if not inspect.isfunction(inner) and not inspect.isfunction(target):
         raise ReactiveError(
             f"@event decorates functions defined in a class body (optionally as classmethod "
             f"or staticmethod), not {type(target).__name__} objects ({target!r:.60})"
         )
-    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+    # Under a decorator that keeps the signature (functools.wraps), the function
+    # the decorator wraps says what a call is.
+    under = "" if inner is target else " under a decorator (functools.wraps)"
+    if any(
+        inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (target, inner)
+    ):
         raise ReactiveError(
-            f"{target.__qualname__} is an async function: sentinel cannot yet tell when its "
-            "call ends; declare the events on a synchronous method",
+            f"{target.__qualname__} is an async function{under}: sentinel cannot yet tell "
+            "when its call ends; declare the events on a synchronous method",
             method=target.__name__,
         )
-    if inspect.isgeneratorfunction(target):
+    if any(inspect.isgeneratorfunction(f) for f in (target, inner)):
         raise ReactiveError(
-            f"{target.__qualname__} is a generator function: its call returns before its body "
-            "runs, so its end event would mean nothing; declare the events on the method "
-            "that consumes it",
+            f"{target.__qualname__} is a generator function{under}: its call returns before "
+            "its body runs, so its end event would mean nothing; declare the events on the "
+            "method that consumes it",
             method=target.__name__,
         )
     params = inspect.signature(target).parameters

@@ -158,6 +158,7 @@ class Hub:
                     names = method.channel_names
                     method.begin = det.channel(names["begin"]) if "begin" in names else None
                     method.end = det.channel(names["end"]) if "end" in names else None
+                    method.wired = (det, method.begin, method.end)
             with self._lock:
                 if _claims_name(cls, info):
                     self.names[info.name] = weakref.ref(cls)
@@ -179,6 +180,7 @@ class Hub:
                     install_entry(entry, False)
                     method = entry.method
                     if method.root is cls:
+                        method.wired = None  # first: a call in flight reads this
                         method.begin = method.end = None
                         method.detector = None
                         method.hub = None
@@ -231,17 +233,37 @@ def detector_of(cls: type) -> EventDetector | None:
     return binding if binding is not None else default.current_default_detector()
 
 
-def register(cls: type, info: ClassInfo) -> None:
-    """A reactive class was created: attach it to its hierarchy's detector."""
+def register(cls: type, info: ClassInfo, *, replaces: type | None = None) -> None:
+    """A reactive class was created: attach it to its hierarchy's detector.
+
+    ``replaces`` is the class ``cls`` is a copy of (``@dataclass(slots=True)``
+    makes one): when it is the same definition, it stops being reactive (it is
+    detached and forgotten), and ``cls`` takes its place."""
     with LOCK:
         if info.tops == (cls,) and info.binding is None:
             _FOLLOWERS.add(cls)
         det = detector_of(cls)
-        if det is None:
-            return
-        hub = hub_for(det)
-        hub.check([cls])
-        hub.attach([cls])
+        hub = hub_for(det) if det is not None else None
+        if hub is not None:
+            hub.check([cls])
+        if replaces is not None and _same_definition(replaces, cls):
+            _retire(replaces)
+        if hub is not None:
+            hub.attach([cls])
+
+
+def _retire(cls: type) -> None:
+    """``cls`` was replaced by a copy of it (see :func:`register`): no longer
+    reactive, so that it neither signals nor moves with its hierarchy. Left
+    alone if reactive classes derive from it."""
+    info = class_info(cls)
+    subclasses: list[type] = type.__subclasses__(cls)
+    if info is None or any(class_info(sub) is not None for sub in subclasses):
+        return
+    if info.attached is not None:
+        info.attached.detach([cls])
+    _FOLLOWERS.discard(cls)
+    type.__delattr__(cls, "_sentinel_info")
 
 
 def bind(cls: type, detector: EventDetector | None) -> None:

@@ -19,6 +19,7 @@ from sentinel.algebra.expressions import Primitive
 if TYPE_CHECKING:
     from sentinel.detector import EventDetector
     from sentinel.reactive.classes import Entry
+    from sentinel.reactive.declare import Declaration
     from sentinel.reactive.hub import Hub
 
 __all__ = [
@@ -62,6 +63,7 @@ class ClassInfo:
         "attached",
         "binding",
         "cls",
+        "declared",
         "entries",
         "name",
         "names",
@@ -74,6 +76,9 @@ class ClassInfo:
         self.name = name
         self.selector = ClassSelector(name)
         self.entries: dict[str, Entry] = {}
+        #: What ``@event`` declared in the class's own body, by method (a copy of
+        #: the class, such as ``@dataclass(slots=True)`` makes, declares the same).
+        self.declared: dict[str, Declaration] = {}
         #: event name -> (method name, phase)
         self.names: dict[str, tuple[str, str]] = {}
         #: The hierarchy tops (reactive classes directly below Reactive) it belongs to.

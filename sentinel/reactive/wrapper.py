@@ -15,28 +15,35 @@ A call through it, in order:
    an unloggable argument raises :class:`~sentinel.params.UnloggableParameter`
    before the method runs.
 4. The begin event is signalled; the method runs; if it returns, the end event is
-   signalled with ``result`` (if someone still needs it). If it raises, the
-   exception propagates and no end event is signalled.
+   signalled with ``result`` (if someone still needs it), on the detector the
+   hierarchy signals to then (:attr:`EventMethod.wired
+   <sentinel.reactive.classes.EventMethod.wired>` gives the detector and its
+   channels in one read). If it raises, the exception propagates and no end
+   event is signalled.
+
+A call whose object is of no reactive class (a ``Mock(spec=...)``) runs the
+method and signals nothing; one whose class derives from a reactive class that
+was not set up raises :class:`~sentinel.errors.ReactiveError`.
 
 Signatures, docstrings and introspection of the wrapped method survive. An
 instance method's wrapper is a plain function updated from it: for a method with
 an end event only, one generated with the method's own parameter list
 (:func:`_end_only_wrapper`, the common case and the fastest), otherwise a general
-one taking ``*args, **kwargs``. Classmethods and staticmethods get wrapt wrappers,
-on wrapt's ``(wrapped, instance, args, kwargs)`` contract.
+one taking ``*args, **kwargs``. Classmethods and staticmethods get a wrapper
+function of the same kind, held as a classmethod or staticmethod.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import warnings
 from collections.abc import Callable
 from keyword import iskeyword
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
-import wrapt
-
-from sentinel.errors import ReactiveError, SentinelError
+from sentinel.errors import ReactiveError, SentinelError, SentinelWarning
 from sentinel.occurrence import ObjectRef, names_of, occurrence_time, split_params
 from sentinel.params import PLAIN, normalize
 from sentinel.reactive.declare import BEGIN
@@ -46,7 +53,25 @@ from sentinel.reactive.refs import LOCAL, param_ref, ref_for
 if TYPE_CHECKING:
     from sentinel.reactive.classes import Entry
 
-__all__ = ["install_entry", "make_wrapper"]
+__all__ = ["ReplacedMethodWarning", "install_entry", "make_wrapper"]
+
+#: The default of the generic wrapper's first parameter: a call that names the
+#: object (``Stock.set_price(self=s, price=1)``) or leaves it out.
+_NO_OBJECT: Any = object()
+
+
+class ReplacedMethodWarning(SentinelWarning):
+    """An event method that something listens to is replaced in its class (by
+    ``mock.patch`` or an assignment), so sentinel leaves it alone: its calls
+    signal nothing while the replacement is there, and after the original comes
+    back, until the detector's rules or listeners next change (sentinel cannot
+    see the class attribute being set back). Define rules outside the patch, or
+    patch after defining them. ``owner`` and ``method`` name the method."""
+
+    def __init__(self, message: str, *, owner: str, method: str) -> None:
+        self.owner = owner
+        self.method = method
+        super().__init__(message)
 
 
 def _not_set_up(cls: type, method: str) -> ReactiveError:
@@ -64,7 +89,10 @@ def install_entry(entry: Entry, listened: bool) -> None:
     callable into its class.
 
     Leaves the class alone if its attribute is no longer one of ours (the
-    application replaced it, for example with ``mock.patch``).
+    application replaced it, for example with ``mock.patch``); if the wrapper
+    was due, warns once per replacement (:class:`ReplacedMethodWarning`). The
+    hub tries again at each of its refreshes (each change of the detector's
+    rules or listeners).
     """
     if listened == entry.installed:
         return
@@ -72,22 +100,59 @@ def install_entry(entry: Entry, listened: bool) -> None:
     current = owner.__dict__.get(name)
     expected = entry._wrapper if entry.installed else entry.raw
     if current is not expected:
+        if listened and entry.replaced_by != id(current):
+            entry.replaced_by = id(current)
+            _warn_replaced(entry, current)
         return
+    entry.replaced_by = None
     if listened and entry._wrapper is None:
         entry._wrapper = make_wrapper(entry)
     setattr(owner, name, entry._wrapper if listened else entry.raw)
     entry.installed = listened
 
 
-def make_wrapper(entry: Entry) -> Callable[..., Any]:
+def _is_sentinel(module: Any) -> bool:
+    return isinstance(module, str) and (module == "sentinel" or module.startswith("sentinel."))
+
+
+def _warn_replaced(entry: Entry, current: Any) -> None:
+    owner, name = entry.owner.__qualname__, entry.method.name
+    events = ", ".join(entry.method.channel_names.values())
+    warning = ReplacedMethodWarning(
+        f"{owner}.{name} is listened to ({events}) but replaced in its class (by a "
+        f"{type(current).__name__}: mock.patch or an assignment), and sentinel leaves a "
+        "replaced method alone: calls of the replacement signal nothing, and once the "
+        "original is back its calls signal nothing either until the detector's rules or "
+        "listeners next change; define the rules before replacing the method, or after "
+        "putting it back",
+        owner=owner,
+        method=name,
+    )
+    # Shown at the application's line that made the detector change.
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and _is_sentinel(frame.f_globals.get("__name__")):
+        frame, level = frame.f_back, level + 1
+    try:
+        warnings.warn(warning, stacklevel=level)
+    except Warning:
+        # A warnings filter turned it into an error: raised here (while the
+        # detector's rules change, under its lock) it would leave the change
+        # half done, so it is shown as a warning whatever the filter says.
+        warnings.showwarning(
+            warning, ReplacedMethodWarning, frame.f_code.co_filename, frame.f_lineno
+        )
+
+
+def make_wrapper(entry: Entry) -> Any:
     """The wrapper of ``entry``'s callable (see the module docs).
 
-    An instance method's wrapper is a plain function standing in for the method in
-    the class (``functools.update_wrapper`` keeps its name, docstring, signature
-    and ``__wrapped__``): Python binds it like the method itself, at the cost of a
-    bare call, where a wrapt wrapper would build a bound wrapper on every access.
-    Classmethods and staticmethods, rarer, get a wrapt ``FunctionWrapper``, which
-    binds them alike.
+    The wrapper is a plain function standing in for the method in the class
+    (``functools.update_wrapper`` keeps its name, docstring, signature and
+    ``__wrapped__``), held as a classmethod or staticmethod for those: Python
+    binds it like the method itself, at the cost of a bare call (a wrapt wrapper
+    would build a bound wrapper on every access), and pickle and ``copy`` treat
+    it as they treat the method (a function by its qualified name, a bound
+    classmethod as ``getattr(cls, name)``).
     """
     if entry.method.kind == METHOD:
         generic, ref_of, selected = _object_wrapper(entry)
@@ -96,7 +161,8 @@ def make_wrapper(entry: Entry) -> Callable[..., Any]:
             fn = _end_only_wrapper(entry, generic, ref_of, selected)
         functools.update_wrapper(fn, entry.raw)
         return fn
-    return wrapt.FunctionWrapper(entry.raw, _class_wrapper(entry))
+    fn = functools.update_wrapper(_class_wrapper(entry), entry.raw.__func__)
+    return classmethod(fn) if entry.method.kind == CLASSMETHOD else staticmethod(fn)
 
 
 def _can_generate(entry: Entry) -> bool:
@@ -150,7 +216,7 @@ def _end_only_wrapper(
         k: free(f"_{k}")
         for k in (
             "type", "owner", "generic", "raw", "method", "ref_of", "selected", "plain",
-            "norm_result", "e", "d", "p", "r", "ref", "ok", "hook", "sels",
+            "norm_result", "e", "d", "w", "p", "r", "ref", "ok", "hook", "sels",
             "by_id", "id", "k", "names",
         )
     }  # fmt: skip
@@ -183,14 +249,12 @@ def {entry.method.name}({shape.full_head}):
         or ({n["e"]}.selected and {n["selected"]}({n["e"]}.selected, {me}, None)[0])
     ):
         return {n["raw"]}({fwd})
-    {n["d"]} = {n["method"]}.detector
-    if {n["d"]} is None:
-        return {n["raw"]}({fwd})
     {n["p"]} = {shape.items}
     {n["r"]} = {n["raw"]}({fwd})
-    {n["e"]} = {n["method"]}.end
-    if {n["e"]} is None:
+    {n["w"]} = {n["method"]}.wired
+    if {n["w"]} is None:
         return {n["r"]}
+    {n["e"]} = {n["w"]}[2]
     if {n["method"]}.always or {n["e"]}.any:
 {ref_lookup}
     elif {n["e"]}.selected:
@@ -201,6 +265,7 @@ def {entry.method.name}({shape.full_head}):
             {n["ref"]} = {n["ref_of"]}({me})
     else:
         return {n["r"]}
+    {n["d"]} = {n["w"]}[0]
     {n["hook"]} = {n["d"]}.dispatch.object_scope
     {n["d"]}.emit(
         {n["e"]},
@@ -262,6 +327,7 @@ def _object_wrapper(
     raw = entry.raw
     by_id = LOCAL.by_id
     occurred_at = method.declaration.occurred_at
+    me = entry.shape.first
 
     def ref_of(instance: Any) -> ObjectRef:
         try:
@@ -283,11 +349,27 @@ def _object_wrapper(
             ref = ref_of(instance)
         return ref in sel, ref
 
-    def event_method(instance: Any, *args: Any, **kwargs: Any) -> Any:
+    def other_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call whose first argument is not an object of ``owner`` itself."""
+        if instance is _NO_OBJECT:
+            if me in kwargs:  # the object passed by name: Stock.set_price(self=s, price=1)
+                instance = kwargs.pop(me)
+                return event_method(instance, *args, **kwargs)
+            # No object: refused even if the method's first parameter has a
+            # default (a call through the class must name its object).
+            raise TypeError(f"{raw.__qualname__}() missing 1 required positional argument: {me!r}")
+        t = type(instance)
+        if class_info(t) is None and issubclass(t, owner):
+            raise _not_set_up(t, method.name)
+        # A super() call inside the object's own call (which signals for it), or
+        # an object of no reactive class (a Mock(spec=...)): nothing to signal.
+        return raw(instance, *args, **kwargs)
+
+    # The object is positional-only (and optional, to let a call name it): the
+    # method's own parameters may have any name, ``instance`` included.
+    def event_method(instance: Any = _NO_OBJECT, /, *args: Any, **kwargs: Any) -> Any:
         if type(instance) is not owner:
-            if class_info(type(instance)) is None:
-                raise _not_set_up(type(instance), method.name)
-            return raw(instance, *args, **kwargs)  # a super() call inside the object's own call
+            return other_call(instance, args, kwargs)
         b = method.begin
         e = method.end
         always = method.always
@@ -306,9 +388,12 @@ def _object_wrapper(
         if not (nb or ne):
             return raw(instance, *args, **kwargs)
 
-        det = method.detector
-        if det is None:  # detached from its detector meanwhile
+        # The detector and its channel, read together (a move to another
+        # detector replaces both at once).
+        wired = method.wired
+        if wired is None:  # detached from its detector meanwhile
             return raw(instance, *args, **kwargs)
+        det, b, _ = wired
         try:
             params = binder(*args, **kwargs)  # bound and made loggable
         except SentinelError:
@@ -329,11 +414,15 @@ def _object_wrapper(
                 ts,
             )
         result = raw(instance, *args, **kwargs)
-        e = method.end
+        # Decided again: rules may have come or gone during the call, the
+        # hierarchy may have moved to another detector (the end goes where it
+        # signals now), and an ORM object may have got its primary key.
+        wired = method.wired
+        if wired is None:
+            return result
+        now, _, e = wired
         if e is None:
             return result
-        # Decided again: rules may have come or gone during the call, and an ORM
-        # object may have got its primary key (a new reference).
         ref = None
         if method.always or e.any:
             ne = True
@@ -344,12 +433,14 @@ def _object_wrapper(
         if ne:
             if ref is None:
                 ref = ref_of(instance)
+            if now is not det:
+                hook = now.dispatch.object_scope
             params["result"] = (
                 result
                 if type(result) in PLAIN
                 else normalize(result, event=label, param="result", ref=param_ref)
             )
-            det.emit(
+            now.emit(
                 e,
                 *split_params(params),
                 ref,
@@ -363,14 +454,16 @@ def _object_wrapper(
 
 
 def _class_wrapper(entry: Entry) -> Callable[..., Any]:
-    """Classmethods (``instance`` is the class) and staticmethods (``None``): no
-    source object, class-level events only."""
+    """The wrapper function of a classmethod (its first argument is the class)
+    or a staticmethod: no source object, class-level events only. The class
+    holds it as a classmethod or staticmethod, so it binds, pickles and copies
+    as the method itself does."""
     method = entry.method
     owner = entry.owner
     sels = entry.selectors
     binder = entry.binder
     label = entry.label
-    is_classmethod = method.kind == CLASSMETHOD
+    func = entry.raw.__func__
     occurred_at = method.declaration.occurred_at
 
     def needs(ch: Any) -> bool:
@@ -379,22 +472,23 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
         sel = ch.selected
         return bool(sel) and any(s in sel for s in sels)
 
-    def signal(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if is_classmethod and instance is not owner:
-            return wrapped(*args, **kwargs)  # cls.method() via super() of a subclass
-        b = method.begin
-        e = method.end
+    def signal(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call, with the class for a classmethod (``None`` for a staticmethod)."""
+        full = args if cls is None else (cls, *args)
+        wired = method.wired
+        if wired is None:
+            return func(*full, **kwargs)
+        det, b, e = wired
         nb = b is not None and needs(b)
         ne = e is not None and needs(e)
-        det = method.detector
-        if not (nb or ne) or det is None:
-            return wrapped(*args, **kwargs)
+        if not (nb or ne):
+            return func(*full, **kwargs)
         try:
             params = binder(*args, **kwargs)
         except SentinelError:
             raise
         except TypeError:
-            return wrapped(*args, **kwargs)
+            return func(*full, **kwargs)
         ts = None if occurred_at is None else occurrence_time(params[occurred_at], label)
         hook = det.dispatch.object_scope  # the first listener answers
         if nb:
@@ -402,20 +496,40 @@ def _class_wrapper(entry: Entry) -> Callable[..., Any]:
                 b,  # type: ignore[arg-type]
                 params,
                 selectors=sels,
-                scope=hook[0](instance) if hook else None,
+                scope=hook[0](cls) if hook else None,
                 timestamp=ts,
             )
-        result = wrapped(*args, **kwargs)
-        e = method.end
+        result = func(*full, **kwargs)
+        wired = method.wired  # where it signals now (see the object wrapper)
+        if wired is None:
+            return result
+        now, _, e = wired
         if e is not None and needs(e):
+            if now is not det:
+                hook = now.dispatch.object_scope
             params["result"] = normalize(result, event=label, param="result", ref=param_ref)
-            det.notify(
+            now.notify(
                 e,
                 params,
                 selectors=sels,
-                scope=hook[0](instance) if hook else None,
+                scope=hook[0](cls) if hook else None,
                 timestamp=ts,
             )
         return result
 
-    return signal
+    if method.kind != CLASSMETHOD:
+
+        def event_staticmethod(*args: Any, **kwargs: Any) -> Any:
+            return signal(None, args, kwargs)
+
+        return event_staticmethod
+
+    # The class is positional-only: the method's parameters may have any name.
+    def event_classmethod(cls: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if cls is not owner:
+            if isinstance(cls, type) and class_info(cls) is None and issubclass(cls, owner):
+                raise _not_set_up(cls, method.name)
+            return func(cls, *args, **kwargs)  # cls.method() via super() of a subclass
+        return signal(cls, args, kwargs)
+
+    return event_classmethod
