@@ -1,7 +1,7 @@
 """Silence is free: the wrapper is in the class only while something listens.
 
 Unobserved, an event method is the plain function (no wrapper, no check); the
-hub installs the wrapt wrapper when a rule's leaf (or an occurrence listener)
+hub installs the wrapper when a rule's leaf (or an occurrence listener)
 appears on one of its channels and removes it when the last one goes.
 """
 
