@@ -171,7 +171,10 @@ class TemporalService:
         clock = self.clock
         for timer in self._absolute.values():
             if timer.channel.listened:
-                if not timer.armed:
+                # neither armed nor firing right now (a firing timer, popped
+                # and not yet re-armed by fire_absolute, keeps its match: armed
+                # again here, from now, it would skip the match it is firing)
+                if timer.seq == 0:
                     due = next_match(timer.time, clock.now(), clock.tz)
                     if due is not None:
                         timer.due = due

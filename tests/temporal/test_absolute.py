@@ -133,3 +133,28 @@ def test_default_detector_clock_is_a_system_clock_started_lazily() -> None:
     finally:
         svc.clock.close()
     assert not svc.clock.running
+
+
+def test_a_rule_change_while_an_absolute_event_fires_does_not_skip_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock's thread pops a due match, then waits for the detector's lock;
+    a rule changed meanwhile (by the thread holding it) re-armed the timer from
+    now, and the firing found it re-armed and signalled nothing: that second
+    was lost. Here the change is made where the wait would be."""
+    from sentinel.temporal.service import TemporalService
+
+    tl = Timeline(clock=clock_at(2024, 1, 1, 12, 0, 0))
+    seen = tl.watch("tick", "<(*:*:*)*/*/*>")
+    real = TemporalService.fire_absolute
+    changes = iter(range(10))
+
+    def fire(self: TemporalService, timer: Any, seq: int) -> None:
+        n = next(changes, None)
+        if n is not None:  # another thread defines a rule meanwhile
+            tl.det.rule(f"unrelated{n}", "txn:begin", action=lambda o: None)
+        real(self, timer, seq)
+
+    monkeypatch.setattr(TemporalService, "fire_absolute", fire)
+    tl.clock.advance(5)
+    assert times(seen) == [f"2024-01-01T12:00:0{s}+00:00" for s in range(1, 6)]
