@@ -206,7 +206,8 @@ class Transactions:
     def begin(self, id: Hashable | None = None) -> Scope:
         """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
         scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
-        self._scopes.add(scope)
+        with self._lock:  # _stores() lists them under it (a WeakSet cannot grow meanwhile)
+            self._scopes.add(scope)
         self.emit(self._channels["txn:begin"], (), (), None, (), scope, None, False)
         return scope
 
@@ -215,7 +216,8 @@ class Transactions:
         ``txn:begin`` (replay injects the logged ``txn:begin`` itself). Finish it
         with :meth:`end_scope`."""
         scope = Scope(id, self._new_store())
-        self._scopes.add(scope)
+        with self._lock:
+            self._scopes.add(scope)
         return scope
 
     def end_scope(self, scope: Scope, status: str, *, abandoned: bool = False) -> None:

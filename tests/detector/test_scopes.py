@@ -276,3 +276,34 @@ def test_a_detector_is_freed_once_nothing_refers_to_it(use: Any) -> None:
     del det
     gc.collect()
     assert ref() is None
+
+
+def test_a_transaction_begun_while_a_rule_is_disabled_waits_for_the_lock() -> None:
+    """Disabling a rule walks every open scope's store under the detector's
+    lock; ``begin()`` added its scope to that set without it, and the walk
+    failed with "Set changed size during iteration" (the rule left disabled,
+    nobody told). Here another thread begins a transaction in mid-walk."""
+    import weakref
+
+    det = LocalEventDetector()
+    det.explicit("A")
+    det.explicit("B")
+    rule = det.rule("r", "A ; B", action=lambda o: None)
+    kept = [det.begin() for _ in range(3)]
+    began = threading.Event()
+
+    class Walked(weakref.WeakSet):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            for i, s in enumerate(super().__iter__()):
+                if i == 0 and not began.is_set():
+                    t = threading.Thread(target=lambda: (kept.append(det.begin()), began.set()))
+                    t.start()
+                    t.join(0.3)  # it waits for the lock, or adds to the set now
+                yield s
+
+    walked = Walked(det._scopes)
+    det._scopes = walked
+    rule.disable()
+    assert not rule.enabled
+    assert began.wait(5)  # it began once the walk was over
+    assert len(list(walked)) == len(kept) == 4
