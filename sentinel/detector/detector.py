@@ -144,6 +144,7 @@ class EventDetector(Definitions, Transactions):
             f"sentinel_ambient_{id(self)}", default=((), None)
         )
         self.process_scope = Scope(f"process:{uuid.uuid4().hex[:12]}", self._new_store())
+        self.process_scope.lock = self._lock
         self.process_scope.process = True
         self._home_view = self.process_scope.view()
         self._scopes: weakref.WeakSet[Scope] = weakref.WeakSet()

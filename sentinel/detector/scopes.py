@@ -17,9 +17,13 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from sentinel.errors import ScopeError
+
+#: The lock of a scope no detector made (a store's own tests): none.
+_NO_LOCK: AbstractContextManager[Any] = nullcontext()
 
 __all__ = ["Scope", "Store"]
 
@@ -128,6 +132,7 @@ class Scope:
         "depth",
         "id",
         "info",
+        "lock",
         "on_restore",
         "process",
         "status",
@@ -143,6 +148,10 @@ class Scope:
         #: timers): ``on_restore(scope, snapshot)`` then restores the store on
         #: :meth:`rollback_to` itself and re-synchronises that work.
         self.on_restore: Callable[[Scope, dict[int, list[Any]]], None] | None = None
+        #: The detector's lock (set by the detector that made the scope): a
+        #: savepoint's snapshot and its plain restore take it, as the clock's
+        #: thread does when a timer of the transaction fires into its store.
+        self.lock: AbstractContextManager[Any] = _NO_LOCK
         self.status = "active"
         #: How deeply rules triggered in this scope are nested right now.
         self.depth = 0
@@ -158,6 +167,7 @@ class Scope:
         The store keeps pointing at this scope as its owner."""
         v = Scope.__new__(Scope)
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
+        v.lock = self.lock
         v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
         return v
 
@@ -174,7 +184,9 @@ class Scope:
         :meth:`release`."""
         self._check_active("set a savepoint in")
         token = object()
-        self._savepoints.append((token, self.store.snapshot()))
+        with self.lock:
+            snapshot = self.store.snapshot()
+        self._savepoints.append((token, snapshot))
         return token
 
     def release(self, token: object) -> None:
@@ -187,7 +199,8 @@ class Scope:
         snap = self._pop_to(token)
         restore = self.on_restore
         if restore is None:
-            self.store.restore(snap)
+            with self.lock:
+                self.store.restore(snap)
         else:
             restore(self, snap)
 

@@ -206,6 +206,7 @@ class Transactions:
     def begin(self, id: Hashable | None = None) -> Scope:
         """Start a detection scope for a transaction and signal ``txn:begin`` in it."""
         scope = Scope(id if id is not None else uuid.uuid4().hex, self._new_store())
+        scope.lock = self._lock
         with self._lock:  # _stores() lists them under it (a WeakSet cannot grow meanwhile)
             self._scopes.add(scope)
         self.emit(self._channels["txn:begin"], (), (), None, (), scope, None, False)
@@ -216,6 +217,7 @@ class Transactions:
         ``txn:begin`` (replay injects the logged ``txn:begin`` itself). Finish it
         with :meth:`end_scope`."""
         scope = Scope(id, self._new_store())
+        scope.lock = self._lock
         with self._lock:
             self._scopes.add(scope)
         return scope

@@ -34,6 +34,7 @@ expressions. A tick of ``P*(E1, [t] price, E3)`` also carries the sample as
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -265,7 +266,13 @@ class TemporalService:
             ) from exc
         channel = Channel(TICK)
         channel.any = (partial(self._on_tick, rec, -seq),)
-        self.det.notify(channel, params, scope=rec.scope, timestamp=rec.due)
+        scope = rec.scope
+        if not scope.process and threading.current_thread() is getattr(self.clock, "_thread", None):
+            # the clock's thread, beside the application's thread in the same
+            # transaction: its own handle on the scope, with its own cascade
+            # depth (sharing one, each thread restored the other's count)
+            scope = scope.view()
+        self.det.notify(channel, params, scope=scope, timestamp=rec.due)
         if self._release:
             with self.det._lock:
                 self._release_pending()

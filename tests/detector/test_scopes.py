@@ -307,3 +307,32 @@ def test_a_transaction_begun_while_a_rule_is_disabled_waits_for_the_lock() -> No
     assert not rule.enabled
     assert began.wait(5)  # it began once the walk was over
     assert len(list(walked)) == len(kept) == 4
+
+
+def test_a_savepoint_snapshots_and_restores_the_store_under_the_detectors_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock's thread fires a transaction's timers into its store under
+    the detector's lock; a savepoint's snapshot (and a plain restore) did not
+    take it, and failed with "dictionary changed size during iteration" when a
+    tick released a partition meanwhile."""
+    from sentinel.detector.scopes import Store
+
+    det = LocalEventDetector()
+    det.explicit("A")
+    det.rule("r", "(A ; A) by k", action=lambda o: None)
+    held: list[bool] = []
+    for name in ("snapshot", "restore"):
+        real = getattr(Store, name)
+
+        def checked(self: Any, *args: Any, _real: Any = real) -> Any:
+            held.append(det._lock._is_owned())  # type: ignore[attr-defined]
+            return _real(self, *args)
+
+        monkeypatch.setattr(Store, name, checked)
+    with det.transaction() as scope:
+        det.signal("A", k=1)
+        token = scope.savepoint()
+        det.signal("A", k=2)
+        scope.rollback_to(token)
+    assert held == [True, True]

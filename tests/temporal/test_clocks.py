@@ -265,3 +265,33 @@ def test_a_virtual_clock_refuses_a_time_that_is_not_finite(amount: float) -> Non
     assert clock.now() == 100.0 and fired == []
     clock.advance(3600)
     assert fired == [3700.0]
+
+
+def test_the_clock_threads_rules_in_a_transaction_keep_their_own_cascade_depth() -> None:
+    """A transaction's timer fires in the clock's thread while the application
+    runs a rule in the same transaction: both counted the cascade depth on the
+    scope, each restoring the value it had read, and the depth at rest grew by
+    one a round until every rule raised CascadeLimitError."""
+    clock = SystemClock()
+    det = LocalEventDetector(clock=clock, cascade_limit=3)
+    try:
+        a, b = det.explicit("A"), det.explicit("B")
+        ticks: list[Any] = []
+        det.rule(
+            "timeout",
+            a + timedelta(milliseconds=3),
+            action=lambda o: (time.sleep(0.02), ticks.append(o)),
+        )
+        det.rule("onB", b, action=lambda o: time.sleep(0.01))
+        with det.transaction() as scope:
+            for _ in range(5):
+                det.signal("A")  # this transaction's timer, due in 3 ms
+                det.signal("B")  # a rule runs 10 ms here; the tick's rule starts meanwhile
+                deadline = time.monotonic() + 2
+                while len(ticks) < _ + 1 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                time.sleep(0.03)
+                assert scope.depth == 0
+        assert len(ticks) == 5
+    finally:
+        clock.close()
