@@ -316,6 +316,7 @@ class VirtualClock(Clock):
                         self._now = timer.due
                 timer.fire(seq)
                 fired += 1
+                nxt = timer = None  # type: ignore[assignment]  # as SystemClock._run
         finally:
             self._moving = None
 
@@ -329,10 +330,11 @@ class SystemClock(Clock):
     ``max_wait`` bounds how long the thread sleeps between checks of the time, so
     a wall-clock adjustment is noticed within that many seconds.
 
-    The thread starts with the first timer and is a daemon thread; :meth:`close`
-    (or leaving a ``with SystemClock() as clock:`` block) stops it and waits for
-    it. Timers fire from that thread, so rules triggered by temporal events run
-    there.
+    The thread starts with the first timer and is a daemon thread; it ends after
+    ``idle`` seconds without a pending timer (the next timer starts another), and
+    :meth:`close` (or leaving a ``with SystemClock() as clock:`` block) stops it
+    and waits for it. Timers fire from that thread, so rules triggered by
+    temporal events run there.
     """
 
     def __init__(
@@ -345,6 +347,8 @@ class SystemClock(Clock):
         super().__init__(tz)
         self.on_error = on_error
         self.max_wait = max_wait
+        #: Seconds the scheduler thread waits without a pending timer before it ends.
+        self.idle = 30.0
         self._thread: threading.Thread | None = None
 
     def now(self) -> float:
@@ -374,7 +378,13 @@ class SystemClock(Clock):
                     self._drop_stale()
                     heap = self._heap
                     if not heap:
-                        cond.wait()
+                        cond.wait(self.idle)
+                        if not self._heap and not self._closed:
+                            # idle: the thread ends (the next timer starts
+                            # another), so a clock nobody uses any more, and
+                            # its detector's, leaves no thread behind
+                            self._thread = None
+                            return
                         continue
                     wait = heap[0][0] - time.time()
                     if wait > 0:
@@ -394,6 +404,10 @@ class SystemClock(Clock):
                         log.error("a timer of %r failed", self, exc_info=exc)
                 except BaseException:  # SystemExit from the handler must not end the thread
                     log.exception("the on_error handler of %r failed", self)
+                del exc
+            # while it sleeps the thread holds no timer: a fired timer's handler
+            # would keep its detector alive after the application dropped it
+            nxt = timer = None  # type: ignore[assignment]
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop the scheduler thread (pending timers never fire) and wait up to

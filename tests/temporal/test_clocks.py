@@ -295,3 +295,36 @@ def test_the_clock_threads_rules_in_a_transaction_keep_their_own_cascade_depth()
         assert len(ticks) == 5
     finally:
         clock.close()
+
+
+def test_a_dropped_detector_is_freed_and_an_idle_clocks_thread_ends() -> None:
+    """The scheduler thread kept the last timer it fired in its locals while it
+    slept, and with it the timer's handler, service and detector; and a clock
+    nobody used any more (a detector's own) left its thread sleeping for ever."""
+    import gc
+    import weakref
+
+    clock = SystemClock()
+    clock.idle = 0.2
+    det = LocalEventDetector(clock=clock)
+    det.explicit("A")
+    fired = threading.Event()
+    det.rule("soon", det.event("A") + timedelta(milliseconds=5), action=lambda o: fired.set())
+    det.signal("A")
+    assert fired.wait(10)
+    alive = weakref.ref(det)
+    del det
+    deadline = time.monotonic() + 5
+    while (alive() is not None or clock.running) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert alive() is None
+    assert not clock.running
+    # a new timer starts a new thread
+    again = LocalEventDetector(clock=clock)
+    again.explicit("A")
+    fired.clear()
+    again.rule("soon", again.event("A") + timedelta(milliseconds=5), action=lambda o: fired.set())
+    again.signal("A")
+    assert fired.wait(10)
+    clock.close()
