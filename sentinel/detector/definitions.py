@@ -41,13 +41,13 @@ class Definitions:
         Raises :class:`~sentinel.errors.DuplicateEventError` if ``name`` is
         already a different kind of event.
         """
-        existing = self._events.get(name)
-        if existing is not None:
-            if isinstance(existing, ex.Primitive) and name in self._explicit:
-                return existing
-            raise DuplicateEventError(name, f"it is {existing}")
         prim = ex.Primitive(name)
-        with self._lock:
+        with self._lock:  # looked up and defined at once: two threads, one event
+            existing = self._events.get(name)
+            if existing is not None:
+                if isinstance(existing, ex.Primitive) and name in self._explicit:
+                    return existing
+                raise DuplicateEventError(name, f"it is {existing}")
             self._define_primitive(prim)
             self._explicit[name] = self._channels[name]
         return prim
@@ -74,10 +74,10 @@ class Definitions:
                 f"define_primitive() takes a Primitive (an event another layer built), not "
                 f"{type(prim).__name__} {prim!r}; an event of your own is detector.explicit(name)"
             )
-        existing = self._events.get(prim.label)
-        if existing is not None and existing != prim:
-            raise DuplicateEventError(prim.label, f"it is {existing!r}")
         with self._lock:
+            existing = self._events.get(prim.label)
+            if existing is not None and existing != prim:
+                raise DuplicateEventError(prim.label, f"it is {existing!r}")
             self.channel(prim.name)
             self._events[prim.label] = prim
         return prim
@@ -90,10 +90,11 @@ class Definitions:
         if not isinstance(name, str) or not name:
             raise ExpressionError(f"an event name must be a non-empty string, not {name!r}")
         expr = self.expression(expression)
-        existing = self._events.get(name)
-        if existing is not None and existing != expr:
-            raise DuplicateEventError(name, f"it is {existing}")
-        self._events[name] = expr
+        with self._lock:  # two threads defining one name: the second is refused
+            existing = self._events.get(name)
+            if existing is not None and existing != expr:
+                raise DuplicateEventError(name, f"it is {existing}")
+            self._events[name] = expr
         return expr
 
     def event(self, name: str) -> ex.Expression:

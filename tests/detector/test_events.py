@@ -200,3 +200,32 @@ def test_snoop_text_embedding_ode_parses_before_anything_imported_ode() -> None:
         "Seq True",
         "unknown block nope{...}; known: ode{...} at line 1, column 5",
     ]
+
+
+def test_an_event_is_looked_up_and_defined_under_the_detectors_lock() -> None:
+    """``define()`` and ``explicit()`` checked the name outside the lock: two
+    threads defining one name differently both succeeded, the second silently
+    replacing the first."""
+    from sentinel import LocalEventDetector
+
+    det = LocalEventDetector()
+    looked: list[tuple[object, object, bool]] = []
+
+    class Checked(dict):  # type: ignore[type-arg]
+        """Each definition: the name looked up, then set, both under the lock."""
+
+        def get(self, key: object, *args: object) -> object:
+            self.owned[key] = det._lock._is_owned()  # type: ignore[attr-defined]
+            return super().get(key, *args)
+
+        def __setitem__(self, key: object, value: object) -> None:
+            looked.append((key, self.owned.get(key), det._lock._is_owned()))  # type: ignore[attr-defined]
+            super().__setitem__(key, value)
+
+    events = Checked(det._events)
+    events.owned = {}  # type: ignore[attr-defined]
+    det._events = events
+    det.explicit("A")
+    det.explicit("B")
+    det.define("AB", "A ; B")
+    assert looked == [("A", True, True), ("B", True, True), ("AB", True, True)]
