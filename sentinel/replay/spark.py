@@ -610,7 +610,12 @@ def replay_spark(
         location = "DataFrame"
         if target is not None:
             target, stage = open_output(target, overwrite=overwrite)
-        detections = _replay_frame(source, ref, det, partitions, partition_key, target)
+        try:
+            detections = _replay_frame(source, ref, det, partitions, partition_key, target)
+        except BaseException:
+            if stage is not None:
+                stage.abort()
+            raise
     else:
         src = open_source(source, schema=schema, prefix=prefix, chunk_size=chunk_size)
         try:
