@@ -614,7 +614,9 @@ class _ToPredicate(Transformer_NonRecursive[Token, t.Any]):
         return ParamRef(str(c[0]))
 
     def values(self, meta: t.Any, c: list[t.Any]) -> list[t.Any]:
-        return [] if c == [None] else c
+        # "()" and "(null)" both come as [None] (the optional list's
+        # placeholder, null's value): only the first is empty text
+        return [] if c == [None] and meta.empty else c
 
     def number(self, meta: t.Any, c: list[Token]) -> int | float:
         s = str(c[0])

@@ -54,3 +54,24 @@ def test_a_decimal_nan_is_not_comparable_so_the_mask_is_false() -> None:
     det.signal("payment", amount=Decimal("sNaN"))
     det.signal("payment", amount=Decimal("2000"))
     assert len(fired) == 1
+
+
+def test_in_a_list_holding_only_null_is_not_the_empty_list() -> None:
+    """``x in (null)`` was read as ``x in ()`` (the parser's placeholder for
+    an empty list and a lone null are alike): it never matched, and ``x not in
+    (null)`` always did; ``In("x", [None])`` printed text that read back empty."""
+    from sentinel import LocalEventDetector
+    from sentinel.algebra.masks import In, parse_predicate
+
+    assert parse_predicate("x in (null)") == In("x", [None])
+    assert parse_predicate("x in (null)").compiled()({"x": None})
+    assert not parse_predicate("x not in (null)").compiled()({"x": None})
+    assert parse_predicate("x in ()") == In("x", [])
+    assert parse_predicate(In("x", [None]).text()) == In("x", [None])
+    det = LocalEventDetector()
+    det.explicit("E")
+    seen: list[object] = []
+    det.rule("r", "E[x in (null)]", action=seen.append)
+    det.signal("E", x=None)
+    det.signal("E", x=1)
+    assert len(seen) == 1
