@@ -15,7 +15,9 @@ sqlpart.parse_query`), before any database sees it:
   function of your own) is refused, as is what reads the server's state
   (``CURRENT_USER``, ``VERSION()``, variables);
 - no table is one of the database's catalogues (``pg_catalog``, ``pg_shadow``,
-  ``information_schema``, ``mysql.user``, ``sqlite_master``, ...).
+  ``information_schema``, ``mysql.user``, ``sqlite_master``, ...);
+- no ``WITH RECURSIVE``: a recursive query need not end, and a tick would wait
+  for it for ever (the way ``SLEEP`` is refused).
 
 Each refusal is a :class:`~sentinel.errors.BicepProgramError` at its place.
 """
@@ -90,6 +92,13 @@ def check_names(
 # -- functions and tables ------------------------------------------------------------------------
 def _check_functions(tree: exp.Query, cls: m.ComplexClass, fail: Fail) -> None:
     for node in tree.walk():
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            raise fail(
+                _start(node),
+                f"the query of {cls.name} is recursive (WITH RECURSIVE), and a recursive "
+                "query need not end: a tick would wait for it for ever; derive the rows "
+                "step by step with classes instead",
+            )
         if isinstance(node, (exp.Parameter, exp.SessionParameter, exp.Placeholder)):
             raise fail(
                 _start(node),

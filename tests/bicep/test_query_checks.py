@@ -325,3 +325,23 @@ def test_the_query_runs_with_query_only_on_sqlite(
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM app_log").scalar() == 0
         assert conn.exec_driver_sql("PRAGMA query_only").scalar() == 0
         conn.exec_driver_sql("INSERT INTO app_log (n) VALUES (2)")  # it may write again
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql", "mysql"])
+def test_a_recursive_query_is_refused(dialect: str) -> None:
+    """``WITH RECURSIVE`` without an end passed the checks (install runs the
+    query with LIMIT 0) and the first tick waited for it for ever."""
+    text = _program(
+        "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) "
+        "SELECT Delivery.resource FROM Delivery, t OCCURRING AT Delivery.occTime"
+    )
+    err = _refused(text, dialect)
+    assert "is recursive (WITH RECURSIVE), and a recursive query need not end" in str(err)
+    # a plain WITH is a query like any other
+    compile_program(
+        _program(
+            "WITH d AS (SELECT resource, occTime FROM Delivery) "
+            "SELECT d.resource FROM d OCCURRING AT d.occTime"
+        ),
+        dialect=dialect,
+    )
