@@ -201,6 +201,27 @@ def _chronon(value: str) -> int | str:
     return chronon
 
 
+def _stream_times(records: list[dict[str, Any]]) -> list[int]:
+    """The occurrence and detection times the stream's records name, in
+    seconds; a time that is none is refused naming its line, as
+    :func:`~sentinel.bicep.sources.load_stream` would."""
+    from sentinel.bicep.times import seconds
+    from sentinel.errors import BicepAnnouncementError
+
+    out = []
+    for r in records:
+        for f in ("occ", "det"):
+            if r.get(f) is None:
+                continue
+            try:
+                out.append(seconds(r[f]))
+            except (ValueError, TypeError) as err:
+                raise BicepAnnouncementError(
+                    f"{r.get('_where', '')}: {err}", event_class=str(r.get("class", "?"))
+                ) from None
+    return out
+
+
 def _until(value: str | None) -> int | None:
     from sentinel.bicep.times import seconds
 
@@ -288,7 +309,7 @@ def run(
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))
         c = proc.chronon
-        times = [seconds(r[f]) for r in records for f in ("occ", "det") if r.get(f) is not None]
+        times = _stream_times(records)
         if until_value is None:
             # The tick of the latest instant the stream names (rounded up: a time
             # within a chronon is processed at the tick that ends it), so that
@@ -316,6 +337,13 @@ def run(
                     "--max-ticks"
                 )
         count = load_stream(proc, records)
+        last = proc.last_tick
+        if until_value is None and last is not None and int(last.timestamp()) >= end:
+            # the program's clock is past the stream already (a run before, an
+            # --upgrade): what it announces now is read at the next tick
+            nxt = proc.next_tick()
+            if nxt is not None:
+                end = max(end, min(int(nxt.timestamp()), (MAX_TIME // c) * c))
         # what the stream holds that the ticks up to ``end`` leave out (an
         # announcement without ``det`` is detected now: after the stream's ticks)
         now = time.time()

@@ -249,3 +249,52 @@ def test_bicep_run_refuses_more_ticks_than_max_ticks_when_each_has_work(tmp_path
     # loaded once: the refusals left nothing in the inboxes
     assert "1 announcement(s), ticks up to 2014-04-09 00:00:00 UTC" in result.output
     assert "1 action(s)" in result.output
+
+
+def test_bicep_run_names_the_line_of_a_time_that_is_none(tmp_path: Path) -> None:
+    """The stream's times were read (for the ticks to run) before the records
+    were checked: a bad one was a traceback without its line."""
+    events = tmp_path / "bad.jsonl"
+    events.write_text(
+        '{"class": "ResourceLow", "resource": "Milk", "amountLeft": 1, "occ": "2014-04-07T08:02"}\n'
+        '{"class": "ResourceLow", "resource": "Eggs", "amountLeft": 1, "occ": "2014-02-30T00:01"}\n'
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+            "--events", str(events), "--url", f"sqlite:///{tmp_path / 'r.db'}",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert f"{events}:2: time must be a time" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bicep_run_reads_a_stream_the_programs_clock_has_passed(tmp_path: Path) -> None:
+    """After a run (or an --upgrade) the program's clock is at the stream's
+    last tick: running a stream again announced what it held before that tick,
+    and stopped at the same tick, so nothing was read and nothing said so."""
+    program = tmp_path / "p.bicepl"
+    program.write_text(
+        "CREATE MUTABLE SUBSCRIBED EVENT CLASS D (r VARCHAR(5)) ID (r) LIFESPAN(1d)\n"
+        "  ON ANNOUNCEMENT DO act(new.r);\n"
+    )
+    events = tmp_path / "s.jsonl"
+    events.write_text(
+        '{"class": "D", "r": "a", "occ": "2024-03-31T00:50", "det": "2024-03-31T00:55"}\n'
+    )
+    args = [
+        "bicep", "run", str(program), "--events", str(events),
+        "--url", f"sqlite:///{tmp_path / 'r.db'}",
+    ]  # fmt: skip
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0 and "1 action(s)" in first.output, first.output
+    program.write_text(program.read_text().replace("VARCHAR(5)", "VARCHAR(6)"))
+    events.write_text(
+        '{"class": "D", "r": "b", "occ": "2024-03-31T00:50", "det": "2024-03-31T00:56"}\n'
+    )
+    again = CliRunner().invoke(main, [*args, "--upgrade"])
+    assert again.exit_code == 0, again.output
+    assert "ticks up to 2024-03-31 01:15:00 UTC" in again.output
+    assert "1 action(s)" in again.output
