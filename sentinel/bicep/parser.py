@@ -372,7 +372,10 @@ def _describe(text: str, u: Unexpected) -> tuple[str, int, list[str]]:
             head = text[offset : offset + 6].upper()
             if head.startswith(("SELECT", "WITH", "(")):
                 return _OCCURRING, offset, []
-        word = text[offset:].split(None, 1)[0][:20] if text[offset:].strip() else text[offset]
+        ch = text[offset]
+        if ch.isspace() or not ch.isprintable():  # a no-break space, a control character
+            return f"unexpected character {ch!r}", offset, _expected(u.expected)
+        word = text[offset:].split(None, 1)[0][:20]
         return f"unexpected {word!r}", offset, _expected(u.expected)
     expected = _expected(u.expected)
     if u.kind == "end":

@@ -409,3 +409,14 @@ def test_not_binds_tighter_than_and_tighter_than_or() -> None:
     (st,) = minus.classes["x"].definition.statements
     left = st.condition.left  # type: ignore[union-attr]
     assert isinstance(left, m.BinOp) and isinstance(left.left, m.BinOp)  # (a - 1) - 2
+
+
+def test_a_no_break_space_is_named_as_the_unexpected_character() -> None:
+    """Python's split() takes a no-break space for white space: the error
+    quoted the next word ("unexpected 'ID' ...; expected ID")."""
+    from sentinel.bicep import compile_program
+    from sentinel.errors import BicepSyntaxError
+
+    text = "CREATE MUTABLE SUBSCRIBED EVENT CLASS D (r VARCHAR(5))\u00a0ID (r) LIFESPAN(1d);"
+    with pytest.raises(BicepSyntaxError, match=r"unexpected character '\\xa0' at line 1"):
+        compile_program(text)
