@@ -399,6 +399,45 @@ def test_a_duration_that_is_not_a_finite_number_is_refused_before_any_work(
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    "args", [["global", "--until-idle", "--lease", "1e300"], ["worker", "--once", "--poll", "1e12"]]
+)
+def test_a_duration_past_a_century_is_refused_before_any_work(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``--lease 1e300`` failed deep inside with an OverflowError and a traceback."""
+    db = tmp_path / "app.db"
+    result = CliRunner().invoke(
+        main, [*args, "--url", f"sqlite:///{db}", "--rules", "examples.stock.program:replay_rules"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "seconds is more than a century" in result.output and args[-2] in result.output
+    assert not db.exists()
+
+
+def test_a_global_detectors_name_longer_than_its_clock_rows_scope_allows_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A name over 88 characters was accepted, and every clock row then
+    failed (its scope, global:<name>:<32 hex>, over 128 characters): temporal
+    rules never fired while the log was idle, and the service retried for ever."""
+    from sentinel.errors import GlobalDetectorError
+    from sentinel.global_detector import GlobalDetector
+
+    db = tmp_path / "app.db"
+    result = CliRunner().invoke(
+        main,
+        [
+            "global", "--until-idle", "--url", f"sqlite:///{db}", "--name", "n" * 89,
+            "--rules", "examples.stock.program:replay_rules",
+        ],  # fmt: skip
+    )
+    assert result.exit_code == 2, result.output
+    assert "is at most 88 characters, not 89" in result.output
+    with pytest.raises(GlobalDetectorError, match="1 to 88 characters"):
+        GlobalDetector("examples.stock.program:replay_rules", f"sqlite:///{db}", name="n" * 89)
+
+
 def test_a_database_driver_that_is_not_installed_is_a_one_line_error() -> None:
     """``mysql://`` (SQLAlchemy's default MySQL driver, MySQLdb) and other
     drivers no extra brings: one line naming the module, not a traceback."""

@@ -26,10 +26,16 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The longest duration an option takes: a century (a lease of 1e300 s failed
+#: deep inside with an OverflowError; datetime arithmetic stops near 2.7e12 s).
+MAX_SECONDS = 100 * 365.25 * 86_400
+
+
 class Seconds(click.FloatRange):
-    """A duration in seconds of at least ``min``: a finite number (click's
-    ``FloatRange`` lets ``nan`` and ``inf`` through, which made a lease or a
-    poll interval fail deep inside with a traceback, or spin)."""
+    """A duration in seconds of at least ``min``: a finite number, at most
+    :data:`MAX_SECONDS` (click's ``FloatRange`` lets ``nan`` and ``inf``
+    through, which made a lease or a poll interval fail deep inside with a
+    traceback, or spin)."""
 
     name = "seconds"
 
@@ -40,6 +46,8 @@ class Seconds(click.FloatRange):
         seconds = super().convert(value, param, ctx)
         if not math.isfinite(seconds):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        if seconds > MAX_SECONDS:
+            self.fail(f"{value!r} seconds is more than a century", param, ctx)
         return seconds
 
 

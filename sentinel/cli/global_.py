@@ -21,8 +21,14 @@ __all__ = ["global_command"]
 
 
 def _named(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from sentinel.global_detector.service import NAME_MAX
+
     if not value.strip():
         raise click.BadParameter("a cursor needs a name (not empty)")
+    if len(value) > NAME_MAX:
+        raise click.BadParameter(
+            f"a global detector's name is at most {NAME_MAX} characters, not {len(value)}"
+        )
     return value
 
 

@@ -5,6 +5,7 @@ given by reference is found (:func:`resolve_rules`, which the service uses too).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
@@ -18,6 +19,8 @@ from sentinel.rules import LocalEventDetector
 from sentinel.rules.reference import import_reference
 
 __all__ = ["replay_committed", "resolve_rules"]
+
+log = logging.getLogger("sentinel.global")
 
 
 @runtime_checkable
@@ -33,8 +36,6 @@ def resolve_rules(rules: Any) -> LocalEventDetector:
     """``rules`` as :class:`GlobalDetector` takes them (a detector, a
     ``"package.module:attribute"`` reference, an attachment, a callable
     returning either) as the :class:`~sentinel.LocalEventDetector` holding them."""
-    if isinstance(rules, LocalEventDetector):
-        return rules
     if isinstance(rules, str):  # what ``sentinel worker --rules`` takes too
         target = import_reference(rules, (LocalEventDetector, Attachment))
     else:
@@ -42,7 +43,38 @@ def resolve_rules(rules: Any) -> LocalEventDetector:
     if not isinstance(target, LocalEventDetector):
         target = target.detector  # an Attachment
     det: LocalEventDetector = target
+    _warn_own_timers(det)
     return det
+
+
+#: Rule sets already warned about (:func:`_warn_own_timers`), by id.
+_WARNED: set[int] = set()
+
+
+def _warn_own_timers(det: LocalEventDetector) -> None:
+    """Say so when the rule set's own detector keeps timers on a clock that
+    fires (an absolute event armed on the default system clock at the rule's
+    definition): they fire in every process that imports the rules, and a
+    detached rule they trigger runs there, in process, outside the outbox."""
+    from sentinel.temporal import ReplayClock, VirtualClock
+    from sentinel.temporal.service import _ATTR
+
+    svc = det.__dict__.get(_ATTR)
+    if svc is None or id(det) in _WARNED or isinstance(svc.clock, ReplayClock | VirtualClock):
+        return
+    armed = sorted(svc.scheduled_absolute())
+    if not armed and not svc.pending():
+        return
+    _WARNED.add(id(det))
+    log.warning(
+        "sentinel global: the rule set's detector keeps timers on its own clock (%s): they "
+        "fire in every process that imports it, and the detached rules they trigger run "
+        "there, outside the outbox; define a global rule set on "
+        "LocalEventDetector(clock=ReplayClock()), whose timers never fire (the global "
+        "detector runs its rules' timers on the log's time: docs/global.md, 'Temporal "
+        "events')",
+        ", ".join(armed) or "relative timers",
+    )
 
 
 def replay_committed(

@@ -55,13 +55,17 @@ from sentinel.global_detector.order import CommitReader, LogRow, Poller, waiter
 from sentinel.global_detector.replay import replay_committed, resolve_rules
 from sentinel.global_detector.switches import Switchboard
 from sentinel.log import LogWriter
-from sentinel.log.tables import DEFAULT_PREFIX, OutboxStatus, log_tables
+from sentinel.log.tables import DEFAULT_PREFIX, SCOPE_LENGTH, OutboxStatus, log_tables
 from sentinel.occurrence import Occurrence
 from sentinel.rules import LocalEventDetector
 
 __all__ = ["ActionsFactory", "GlobalDetector", "StepReport", "replay_committed"]
 
 log = logging.getLogger("sentinel.global")
+
+#: The longest name of a global detector (its cursor's): its clock rows' scope,
+#: ``global:<name>:<32 hex digits>``, must fit a log scope.
+NAME_MAX = SCOPE_LENGTH - len("global::") - 32
 
 #: The longest wait between two tries of a failing step (the database away).
 _MAX_RETRY_WAIT = 30.0
@@ -205,6 +209,12 @@ class GlobalDetector:
         busy_timeout: float = 30.0,
         retry_delay: float = 1.0,
     ) -> None:
+        if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX:
+            raise GlobalDetectorError(
+                f"a global detector's name is 1 to {NAME_MAX} characters (its clock rows' "
+                f"scope, global:<name>:<32 hex digits>, holds at most {SCOPE_LENGTH}), "
+                f"not {str(name)[:60]!r}"
+            )
         self.rules = resolve_rules(rules)
         check_rules(self.rules)
         self.max_ahead, self.max_late = max_ahead, max_late

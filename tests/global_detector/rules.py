@@ -89,9 +89,12 @@ temporal = _temporal()
 
 
 def _daily() -> LocalEventDetector:
-    from sentinel.temporal import Absolute
+    from sentinel.temporal import Absolute, ReplayClock
 
-    det = LocalEventDetector()
+    # a clock that never fires: the rule's timers run on the log's time, in
+    # the global detector (on the default clock the 17:00 timer would fire in
+    # every process importing this module)
+    det = LocalEventDetector(clock=ReplayClock())
     events(det)
     det.rule("closing", Absolute("(17:00:00)*/*/*"), action=record, coupling="detached")
     return det

@@ -548,6 +548,31 @@ def test_absolute_events_start_from_the_log_not_from_1970(log_db: sa.Engine) -> 
     assert len(replay_committed(rules.daily, log_db)) == 2
 
 
+def test_a_rule_set_that_keeps_timers_on_its_own_clock_is_warned_about(
+    log_db: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An absolute event is armed on the default system clock when its rule is
+    defined: imported by the service, workers and writers, such a rule set
+    fired in each of them and ran its detached rules in process, outside the
+    outbox. The service says so (and how to define one that keeps no time)."""
+    import logging
+
+    from sentinel import ReplayClock
+    from sentinel.temporal import Absolute, timers
+
+    own = LocalEventDetector()
+    rules.events(own)
+    own.rule("closing", Absolute("(17:00:00)*/*/*"), action=rules.record, coupling="detached")
+    with caplog.at_level(logging.WARNING, logger="sentinel.global"):
+        GlobalDetector(own, log_db, run_actions=False).close()
+        GlobalDetector(rules.daily, log_db, run_actions=False).close()
+    said = [r.getMessage() for r in caplog.records if "keeps timers" in r.getMessage()]
+    assert len(said) == 1 and "closing" not in said[0]  # (the event's name, not the rule's)
+    assert "LocalEventDetector(clock=ReplayClock())" in said[0]
+    timers(own).clock.close()
+    assert isinstance(timers(rules.daily).clock, ReplayClock)
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_an_action_run_by_the_service_costs_two_commits(log_db: sa.Engine) -> None:
     """Running actions in its own thread, the service claims a detection's
