@@ -425,13 +425,9 @@ def test_a_global_detectors_name_longer_than_its_clock_rows_scope_allows_is_refu
     from sentinel.global_detector import GlobalDetector
 
     db = tmp_path / "app.db"
-    result = CliRunner().invoke(
-        main,
-        [
-            "global", "--until-idle", "--url", f"sqlite:///{db}", "--name", "n" * 89,
-            "--rules", "examples.stock.program:replay_rules",
-        ],  # fmt: skip
-    )
+    args = ["global", "--until-idle", "--url", f"sqlite:///{db}", "--name", "n" * 89]
+    args += ["--rules", "examples.stock.program:replay_rules"]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert "is at most 88 characters, not 89" in result.output
     with pytest.raises(GlobalDetectorError, match="1 to 88 characters"):
