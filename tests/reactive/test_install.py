@@ -15,6 +15,7 @@ import pytest
 from sentinel import LocalEventDetector, Reactive, event, on
 from sentinel.detector.events import listen, remove
 from sentinel.occurrence import finished
+from sentinel.reactive import ReplacedMethodWarning
 from tests.reactive.conftest import fired
 
 
@@ -133,7 +134,8 @@ def test_no_payload_is_built_for_a_call_nobody_needs(det: LocalEventDetector, cl
 def test_a_patched_method_is_left_alone(det: LocalEventDetector, classes: Any) -> None:
     Stock, _ = classes
     with mock.patch.object(Stock, "set_price") as patched:
-        r = det.rule("r", on(Stock).set_price.begin, action=lambda o: None)
+        with pytest.warns(ReplacedMethodWarning, match="replaced in its class"):
+            r = det.rule("r", on(Stock).set_price.begin, action=lambda o: None)
         assert Stock.__dict__["set_price"] is patched
         r.delete()
         assert Stock.__dict__["set_price"] is patched
