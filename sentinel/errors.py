@@ -565,6 +565,20 @@ class SentinelWarning(UserWarning):
     class, or by saying what you mean (each subclass says how)."""
 
 
+class ReplacedMethodWarning(SentinelWarning):
+    """An event method that something listens to is replaced in its class (by
+    ``mock.patch`` or an assignment), so sentinel leaves it alone: its calls
+    signal nothing while the replacement is there, and after the original comes
+    back, until the detector's rules or listeners next change (sentinel cannot
+    see the class attribute being set back). Define rules outside the patch, or
+    patch after defining them. ``owner`` and ``method`` name the method."""
+
+    def __init__(self, message: str, *, owner: str, method: str) -> None:
+        self.owner = owner
+        self.method = method
+        super().__init__(message)
+
+
 class LifespanWarning(SentinelWarning):
     """An event class defined without saying how long its occurrences live: the
     thesis makes a lifespan mandatory, sentinel keeps every occurrence and

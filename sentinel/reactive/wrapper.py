@@ -43,7 +43,7 @@ from keyword import iskeyword
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
-from sentinel.errors import ReactiveError, SentinelError, SentinelWarning
+from sentinel.errors import ReactiveError, ReplacedMethodWarning, SentinelError
 from sentinel.occurrence import ObjectRef, names_of, occurrence_time, split_params
 from sentinel.params import PLAIN, normalize
 from sentinel.reactive.declare import BEGIN
@@ -58,20 +58,6 @@ __all__ = ["ReplacedMethodWarning", "install_entry", "make_wrapper"]
 #: The default of the generic wrapper's first parameter: a call that names the
 #: object (``Stock.set_price(self=s, price=1)``) or leaves it out.
 _NO_OBJECT: Any = object()
-
-
-class ReplacedMethodWarning(SentinelWarning):
-    """An event method that something listens to is replaced in its class (by
-    ``mock.patch`` or an assignment), so sentinel leaves it alone: its calls
-    signal nothing while the replacement is there, and after the original comes
-    back, until the detector's rules or listeners next change (sentinel cannot
-    see the class attribute being set back). Define rules outside the patch, or
-    patch after defining them. ``owner`` and ``method`` name the method."""
-
-    def __init__(self, message: str, *, owner: str, method: str) -> None:
-        self.owner = owner
-        self.method = method
-        super().__init__(message)
 
 
 def _not_set_up(cls: type, method: str) -> ReactiveError:
