@@ -719,6 +719,11 @@ class Masked(Expression):
             raise ExpressionError(
                 f"a mask applies to a primitive event, not to the composite {event}"
             )
+        if getattr(event, "op", None) == "absolute":
+            raise ExpressionError(
+                f"{event} is a point in time and has no parameters: a mask on it would "
+                "always hold or never"
+            )
         self._init(event, _pred(mask, "where"))
 
     event: Primitive = arg(0)

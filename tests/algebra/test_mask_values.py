@@ -75,3 +75,13 @@ def test_in_a_list_holding_only_null_is_not_the_empty_list() -> None:
     det.signal("E", x=None)
     det.signal("E", x=1)
     assert len(seen) == 1
+
+
+def test_a_mask_on_an_absolute_event_is_refused() -> None:
+    """An absolute event has no parameters; its masked text,
+    ``<(17:*:*)*/*/*>[x > 1]``, did not even parse back."""
+    from sentinel.errors import ExpressionError
+    from sentinel.temporal import Absolute
+
+    with pytest.raises(ExpressionError, match="is a point in time and has no parameters"):
+        Absolute(hour=17).where("x > 1")
