@@ -289,7 +289,7 @@ _CLOSED = {
     "<": (">", "absolute time", re.compile(r"<[^<>\n]*>")),
     "[": (
         "]",
-        "time interval",
+        "time interval or mask",
         re.compile(r"""\[(?:[^\[\]\n'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\]"""),
     ),
 }

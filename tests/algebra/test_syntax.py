@@ -222,7 +222,8 @@ def test_python_spellings_get_a_hint(text: str, column: int, hint: str) -> None:
         ("'odd name", 1, "unterminated quoted event name (no closing ')"),
         ("E1 ; 'it\\'s", 6, "unterminated quoted event name"),
         ("<(17:00:00)*/*/*", 1, "unterminated absolute time (no closing >"),
-        ("E1 + [00:10:00", 6, "unterminated time interval (no closing ]"),
+        ("E1 + [00:10:00", 6, "unterminated time interval or mask (no closing ]"),
+        ("E1[x == 'a]", 3, "unterminated time interval or mask (no closing ]"),
     ],
 )
 def test_an_unterminated_token_says_so(text: str, column: int, what: str) -> None:
