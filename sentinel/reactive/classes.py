@@ -535,6 +535,19 @@ def _shape_of(
     f = _func(raw)
     sig = inspect.signature(f)
     params = sig.parameters
+    named = [*decl.exclude, *([decl.occurred_at] if decl.occurred_at else [])]
+    if any(x not in params for x in named) and any(
+        p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        for p in params.values()
+    ):
+        # a pass-through override (def login(self, *args, **kwargs)) is called as
+        # the root is: its arguments are bound by the root's signature, so the
+        # parameters the declaration names (excluded, the occurrence time) are
+        # found there, not logged inside args or kwargs
+        root = method.root.__dict__.get(m)
+        if root is not None:
+            sig = inspect.signature(_func(root))
+            params = sig.parameters
     if kind != STATICMETHOD and not params:
         raise ReactiveError(
             f"{cls.__qualname__}.{m} takes no parameters, so it cannot be a method",
@@ -559,7 +572,6 @@ def _shape_of(
     # The parameters the declaration names are part of the event interface: an
     # override (or an inherited mixin's method) without them would log what the
     # root leaves out, or have no occurrence time.
-    named = [*decl.exclude, *([decl.occurred_at] if decl.occurred_at else [])]
     missing = [x for x in named if x not in params]
     if missing:
         root = method.root.__qualname__

@@ -323,20 +323,18 @@ def _declare(func: Any, declaration: Declaration) -> Any:
             f"@event decorates functions defined in a class body (optionally as classmethod "
             f"or staticmethod), not {type(target).__name__} objects ({target!r:.60})"
         )
-    # Under a decorator that keeps the signature (functools.wraps), the function
-    # the decorator wraps says what a call is.
-    under = "" if inner is target else " under a decorator (functools.wraps)"
-    if any(
-        inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (target, inner)
-    ):
+    # What the class holds says what a call is: a synchronous decorator may
+    # consume a generator (list(f(...))) or run a coroutine (asyncio.run) it
+    # wraps, and its call then ends when that work does.
+    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
         raise ReactiveError(
-            f"{target.__qualname__} is an async function{under}: sentinel cannot yet tell "
+            f"{target.__qualname__} is an async function: sentinel cannot yet tell "
             "when its call ends; declare the events on a synchronous method",
             method=target.__name__,
         )
-    if any(inspect.isgeneratorfunction(f) for f in (target, inner)):
+    if inspect.isgeneratorfunction(target):
         raise ReactiveError(
-            f"{target.__qualname__} is a generator function{under}: its call returns before "
+            f"{target.__qualname__} is a generator function: its call returns before "
             "its body runs, so its end event would mean nothing; declare the events on the "
             "method that consumes it",
             method=target.__name__,
