@@ -323,11 +323,18 @@ def run(
         if every:
             # each tick up to the end is processed (a year of one-second ticks:
             # days of work): refused before the stream is loaded
+            # from the program's next tick (past ticks are not processed again;
+            # for a program that ran before, that is after its last tick), else
+            # from the stream's first
             pending = proc.next_tick()
-            starts = [tick_of(min(times), c)] if times else []
-            if pending is not None:
-                starts.append(int(pending.timestamp()))
-            ticks = max(0, (end - min(starts)) // c + 1) if starts else 0
+            start = (
+                int(pending.timestamp())
+                if pending is not None
+                else tick_of(min(times), c)
+                if times
+                else None
+            )
+            ticks = 0 if start is None else max(0, (end - start) // c + 1)
             if ticks > max_ticks:
                 upto = f"{datetime.fromtimestamp(end, UTC):%Y-%m-%d %H:%M:%S} UTC"
                 raise click.UsageError(

@@ -348,7 +348,6 @@ class LogSink:
                         *(firing_of(r) for r in st.firings[fir0 : st.firings_written]),
                         *firings,
                     ]
-                st.partial[conn.engine] = (len(st.occurrences), len(st.firings))
             if conn is main:
                 extra = [*mine_firings, *pending] if pending else mine_firings
                 rows = self.writer.write_groups(
@@ -356,6 +355,9 @@ class LogSink:
                 )
             else:
                 self.writer.write_groups(conn, mine, firings=mine_firings, restamp=restamp)
+        if st.partial:  # what each database has now (after every write succeeded)
+            for conn in conns:
+                st.partial[conn.engine] = (len(st.occurrences), len(st.firings))
         st.written += len(occs)
         st.firings_written = len(st.firings)
         # Kept, not cleared: should the commit fail now, the aborted transaction's

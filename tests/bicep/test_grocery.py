@@ -298,3 +298,23 @@ def test_bicep_run_reads_a_stream_the_programs_clock_has_passed(tmp_path: Path) 
     assert again.exit_code == 0, again.output
     assert "ticks up to 2024-03-31 01:15:00 UTC" in again.output
     assert "1 action(s)" in again.output
+
+
+def test_bicep_run_counts_max_ticks_from_the_programs_next_tick(tmp_path: Path) -> None:
+    """A program that ran before does not process its past ticks again: the
+    count started at the stream's first time, and refused a second run that
+    had a few ticks to do."""
+    events = tmp_path / "one.jsonl"
+    events.write_text(
+        '{"class": "ResourceLow", "resource": "Milk", "amountLeft": 1, '
+        '"occ": "2014-04-07T08:02", "det": "2014-04-07T08:02"}\n'
+    )
+    args = [
+        "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+        "--events", str(events), "--url", f"sqlite:///{tmp_path / 'r.db'}",
+    ]  # fmt: skip
+    first = CliRunner().invoke(main, [*args, "--until", "2014-04-09T00:00"])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(main, [*args, "--until", "2014-04-09T02:00", "--max-ticks", "20"])
+    assert again.exit_code == 0, again.output
+    assert "ticks up to 2014-04-09 02:00:00 UTC" in again.output
