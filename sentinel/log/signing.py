@@ -53,10 +53,18 @@ def key_from_env() -> str | None:
 
 def _canonical(value: Any) -> Any:
     if isinstance(value, Mapping):
-        if len(value) == 1 and type(value.get("$float")) is str:
-            number = float(value["$float"])
-            if math.isfinite(number):  # NaN and infinities keep their tag
-                return number
+        if len(value) == 1:
+            tagged = value.get("$float")
+            if type(tagged) is str:
+                number = float(tagged)
+                if math.isfinite(number):  # NaN and infinities keep their tag
+                    return number
+            inner = value.get("$map")
+            if isinstance(inner, Mapping):
+                # a mapping's own keys (escaped by $map because one starts with
+                # "$"): {"$float": "100"} there is the application's text, not a
+                # tag, and "1e2" is another value
+                return {"$map": {k: _canonical(v) for k, v in inner.items()}}
         return {k: _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]

@@ -591,6 +591,35 @@ def test_signatures_cover_identity_and_payload_only() -> None:
         assert s.verify("R", "key", "scope", 7, changed) == "its signature does not match"
 
 
+def test_a_mappings_own_dollar_float_key_is_signed_as_text() -> None:
+    """A mapping with a key "$float" is stored escaped, ``{"$map": {"$float":
+    "100"}}``; the canonical form read that as a tagged float, so "100", "1e2"
+    and "0100.000" signed alike and a changed row ran."""
+    from sentinel.params import to_json
+
+    s = OutboxSigner(KEY)
+    payload = {"constituents": [{"params": {"meta": to_json({"$float": "100"})}}]}
+    assert payload["constituents"][0]["params"]["meta"] == {"$map": {"$float": "100"}}
+    signed = s.signed("R", "key", "scope", 7, payload)
+    assert s.verify("R", "key", "scope", 7, signed) is None
+    for text in ("1e2", "0100.000", "100.0"):
+        changed = {**signed, "constituents": [{"params": {"meta": {"$map": {"$float": text}}}}]}
+        assert s.verify("R", "key", "scope", 7, changed) == "its signature does not match"
+    # a tagged float inside such a mapping keeps its canonical form
+    inner = {"constituents": [{"params": {"m": {"$map": {"$k": -0.0}}}}]}
+    stored = {"constituents": [{"params": {"m": {"$map": {"$k": {"$float": "-0.0"}}}}}]}
+    assert (
+        s.verify(
+            "R",
+            "key",
+            "scope",
+            7,
+            {**stored, "sig": s.signed("R", "key", "scope", 7, inner)["sig"]},
+        )
+        is None
+    )
+
+
 # -- session factories and contexts ---------------------------------------------------------
 
 
