@@ -129,35 +129,41 @@ def normalize(
     event: str = "event",
     param: str = "?",
     ref: Callable[[Any], ObjectRef | None] | None = None,
+    limits: bool = True,
     _depth: int = 0,
 ) -> Any:
     """``value`` as a loggable value (see the module docs), or raise
     :class:`UnloggableParameter` naming ``event`` and ``param``.
 
     ``ref`` maps objects to references (the reactive layer passes one that knows
-    reactive objects); it is tried before giving up.
+    reactive objects); it is tried before giving up. ``limits=False`` leaves
+    the length caps (strings, bytes, integers, decimals) to whoever logs the
+    value, which knows whether its policy leaves it out: the reactive layer's
+    binding of a call, before the log's policy is known.
     """
     t = type(value)
     if t is str:
-        if len(value) > MAX_STRING:
+        if limits and len(value) > MAX_STRING:
             raise _too_long(event, param, value)
         return value
     if t is int:
-        if value.bit_length() > MAX_INT_BITS:
+        if limits and value.bit_length() > MAX_INT_BITS:
             raise oversize_error(event, param, value)
         return value
     if t in _SIMPLE or t is ObjectRef:
         return value
     if isinstance(value, enum.Enum):
-        return normalize(value.value, event=event, param=param, ref=ref, _depth=_depth)
+        return normalize(
+            value.value, event=event, param=param, ref=ref, limits=limits, _depth=_depth
+        )
     if isinstance(value, _TAGGED):
-        if too_large(value):
+        if limits and too_large(value):
             raise oversize_error(event, param, value)
         return value
     if isinstance(value, _SIMPLE):  # subclasses of int, str, float
-        if isinstance(value, str) and len(value) > MAX_STRING:
-            raise _too_long(event, param, value)
-        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        if limits and too_large(value):
+            if isinstance(value, str):
+                raise _too_long(event, param, value)
             raise oversize_error(event, param, value)
         return value
     if isinstance(value, (Mapping, list, tuple, set, frozenset)) and _depth >= MAX_DEPTH:
@@ -182,11 +188,13 @@ def normalize(
                     f"the mapping key {k!r:.40} holds a NUL character or a lone surrogate, "
                     "or is too long (no backend's JSON keeps it as a key)",
                 )
-            out[str(k)] = normalize(v, event=event, param=f"{param}[{k!r}]", ref=ref, _depth=depth)
+            out[str(k)] = normalize(
+                v, event=event, param=f"{param}[{k!r}]", ref=ref, limits=limits, _depth=depth
+            )
         return MappingProxyType(out)
     if isinstance(value, (set, frozenset)):
         items = [
-            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, _depth=depth)
+            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, limits=limits, _depth=depth)
             for i, v in enumerate(value)
         ]
         try:
@@ -195,7 +203,7 @@ def normalize(
             raise UnloggableParameter(event, param, value) from None
     if isinstance(value, (list, tuple)):
         return tuple(
-            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, _depth=depth)
+            normalize(v, event=event, param=f"{param}[{i}]", ref=ref, limits=limits, _depth=depth)
             for i, v in enumerate(value)
         )
     if ref is not None:

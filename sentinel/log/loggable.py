@@ -91,6 +91,10 @@ def loggable_params(
             for k2, v2 in v.items():
                 if _over_cap(v2):
                     _refuse_kept(policy, event, params, (k, k2))
+                elif type(v2) in _NESTED:  # a method's argument holding others
+                    found = _first_over_cap(v2, (k, k2))
+                    if found is not None and _kept(policy, event, params, found[0]):
+                        raise oversize_error(event, ".".join(found[0]), found[1])
         elif t not in _LOGGABLE:
             _normalize_kept(policy, event, params)
             break
@@ -123,7 +127,9 @@ def loggable_values(
                 continue
             elif t is MappingProxyType:
                 # an explicit signal's mapping is normalized like a dict
-                if not checked_mappings or any(map(_over_cap, v.values())):
+                if not checked_mappings or any(
+                    _over_cap(x) or type(x) in _NESTED for x in v.values()
+                ):
                     break
             elif t not in _LOGGABLE:
                 break
@@ -136,6 +142,28 @@ def loggable_values(
     _NAME_TUPLES_OK.add(names)
     made = tuple(params.values())
     return None if all(a is b for a, b in zip(made, values, strict=True)) else made
+
+
+#: Containers a method's normalized argument may hold values in.
+_NESTED = (MappingProxyType, tuple, frozenset)
+
+
+def _first_over_cap(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Any] | None:
+    """The first value over its cap inside ``value`` (at ``path``), with the
+    path a policy names it by (mapping keys; an element of a tuple or set by
+    its container's), or ``None``."""
+    if type(value) is MappingProxyType:
+        items: Any = (((*path, k), v) for k, v in value.items())
+    else:
+        items = ((path, v) for v in value)
+    for where, v in items:
+        if _over_cap(v):
+            return where, v
+        if type(v) in _NESTED:
+            found = _first_over_cap(v, where)
+            if found is not None:
+                return found
+    return None
 
 
 def _over_cap(value: Any) -> bool:

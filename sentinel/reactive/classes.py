@@ -593,7 +593,10 @@ def _shape_of(
     label = f"{info_name}.{m}"
 
     def loggable(value: Any, param: str) -> Any:
-        return normalize(value, event=label, param=param, ref=param_ref)
+        # the length caps are the log's, which knows whether its policy leaves
+        # the value out (an excluded password over MAX_BYTES passes, and its
+        # value is in no error message)
+        return normalize(value, event=label, param=param, ref=param_ref, limits=False)
 
     return call_shape(
         sig,

@@ -109,6 +109,39 @@ def test_an_excluded_method_parameter_may_be_too_long(make_world: Any) -> None:
 
 
 @pytest.mark.parametrize("action", ["exclude", "redact"])
+def test_a_left_out_parameter_that_is_no_plain_value_may_be_too_long(
+    make_world: Any, action: str
+) -> None:
+    """Bytes, or a mapping holding a long string: the call's binding checked
+    their length before the policy was asked, refused them, and put the value's
+    ends in the error (which a detached rule's failure then stored in the
+    outbox and the firing log)."""
+    from sentinel.params import MAX_BYTES
+
+    world = make_world(LogPolicy({"Doc.edit:*": {action: ["body"]}}))
+    secret = b"TOPSECRET-" * (MAX_BYTES // 10 + 1)
+    nested = {"tok": "SECRET" + "S" * MAX_STRING}
+    with world.Session.begin() as s:
+        doc = s.get(world.Doc, 1)
+        doc.edit(secret, "bytes")
+        doc.edit(nested, "nested")
+    edits = [o for o in world.seen if o.event == "Doc.edit:begin"]
+    assert [o.params["body"] for o in edits] == [secret, nested]
+    logged = world.logged("Doc.edit:begin")
+    assert [p["title"] for p in logged] == ["bytes", "nested"]
+    for p in logged:
+        assert ("body" not in p) if action == "exclude" else p["body"] == "<redacted>"
+    # kept (the title), the same values are refused, as too long for the log
+    with pytest.raises(UnloggableParameter, match="at most 1,000,000 bytes"):
+        with world.Session.begin() as s:
+            s.get(world.Doc, 1).edit("b", secret)
+    with pytest.raises(UnloggableParameter, match=r"'title\.a\.tok' of Doc\.edit:begin"):
+        with world.Session.begin() as s:
+            s.get(world.Doc, 1).edit("b", {"a": nested})
+    world.ordinary()
+
+
+@pytest.mark.parametrize("action", ["exclude", "redact"])
 def test_a_column_left_out_of_the_log_may_be_too_long(make_world: Any, action: str) -> None:
     world = make_world(
         LogPolicy({"Doc.edit:*": {action: ["body"]}, "Doc:*": {action: ["new.body", "old.body"]}})
