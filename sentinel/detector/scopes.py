@@ -171,6 +171,17 @@ class Scope:
         v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
         return v
 
+    def thread_view(self) -> Scope:
+        """A handle on this transaction's scope for another thread (the clock's,
+        firing the transaction's timers): its own cascade ``depth``, and the
+        scope's own ``status``, read through (a rule there that ends the
+        transaction is seen ending it)."""
+        v = _ThreadView.__new__(_ThreadView)
+        v.base = self
+        v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
+        v.lock, v.on_restore, v.process, v.depth = self.lock, self.on_restore, self.process, 0
+        return v
+
     @property
     def active(self) -> bool:
         return self.status == "active"
@@ -214,3 +225,18 @@ class Scope:
 
     def __repr__(self) -> str:
         return f"<Scope {self.id} {self.status}>"
+
+
+class _ThreadView(Scope):
+    """:meth:`Scope.thread_view`'s handle: the status is the scope's."""
+
+    __slots__ = ("base",)
+    base: Scope
+
+    @property
+    def status(self) -> str:
+        return self.base.status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self.base.status = value

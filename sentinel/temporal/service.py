@@ -271,7 +271,7 @@ class TemporalService:
             # the clock's thread, beside the application's thread in the same
             # transaction: its own handle on the scope, with its own cascade
             # depth (sharing one, each thread restored the other's count)
-            scope = scope.view()
+            scope = scope.thread_view()
         self.det.notify(channel, params, scope=scope, timestamp=rec.due)
         if self._release:
             with self.det._lock:

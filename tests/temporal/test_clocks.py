@@ -328,3 +328,34 @@ def test_a_dropped_detector_is_freed_and_an_idle_clocks_thread_ends() -> None:
     again.signal("A")
     assert fired.wait(10)
     clock.close()
+
+
+def test_a_subscriber_in_the_clock_thread_that_ends_its_transaction_is_seen() -> None:
+    """The clock's thread works in a transaction through a handle of its own
+    (its own cascade depth); that handle reads the scope's status, so a
+    subscriber there that ends the transaction is reported, as in any thread."""
+    from sentinel.errors import ScopeError
+
+    errors: list[BaseException] = []
+    clock = SystemClock(on_error=errors.append)
+    det = LocalEventDetector(clock=clock)
+    try:
+        det.explicit("A")
+        ended = threading.Event()
+        scope = det.begin()
+
+        def end_it(occ: Any) -> None:
+            det.abort(scope)
+            ended.set()
+
+        det.subscribe(det.event("A") + timedelta(milliseconds=5), end_it)
+        with det.use_scope(scope):
+            det.signal("A")
+        assert ended.wait(10)
+        deadline = time.monotonic() + 5
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [type(e) for e in errors] == [ScopeError]
+        assert "ended the transaction it was called in" in str(errors[0])
+    finally:
+        clock.close()
