@@ -40,6 +40,34 @@ def test_dot_output_draws_edges_to_rules() -> None:
     assert "SEQ (chronicle)" in result.output
 
 
+def keyed_rules() -> LocalEventDetector:
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.explicit("payment")
+    det.rule("per_order", "(order ; payment) by order_id", action=print)
+    det.rule("any_order", "order ; payment", action=print)
+    det.rule("off", "payment ; order", action=print, enabled=False)
+    return det
+
+
+def test_dot_draws_a_disabled_rule_apart_and_names_a_nodes_partition() -> None:
+    """A disabled rule was drawn as an active one, with an edge from its
+    event; a node inside a partition had the same tooltip as the same
+    expression outside it."""
+    result = CliRunner().invoke(
+        main, ["graph", "--rules", "tests.test_cli_graph:keyed_rules", "--dot"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    (off,) = [line for line in lines if "rule off" in line]
+    assert "style=dashed" in off and "(disabled)" in off
+    name = off.split()[0]
+    assert not [line for line in lines if line.rstrip(";").endswith(f"-> {name}")]
+    tips = [line for line in lines if "tooltip=" in line]
+    assert any('tooltip="order ; payment in (order ; payment) by order_id"' in t for t in tips)
+    assert any('tooltip="order ; payment"' in t for t in tips)
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [(["--dot", "--code"], "--dot and --code"), (["--dot", "--svg", "g.svg"], "--dot and --svg")],

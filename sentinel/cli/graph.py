@@ -89,56 +89,14 @@ def graph_command(rules_ref: str, dot: bool, svg: str | None, code: bool) -> Non
     click.echo("  (#id OperatorContext h=height: expression (refs: rules using it); see --help)")
     for line in graph.describe():
         click.echo("  " + line)
+    from sentinel.rules.rule import expression_text
+
     for rule in det.rules.values():
         state = "" if rule.enabled else " (disabled)"
         click.echo(
-            f"  rule {rule.name}{state}: {_rule_text(det, rule)} "
+            f"  rule {rule.name}{state}: {expression_text(rule)} "
             f"[{rule.context}, {rule.coupling}, priority {rule.priority}]"
         )
-
-
-#: Characters of a disabled rule's expression shown before it is abridged.
-_DISABLED_SHOWN = 160
-
-
-def _rule_text(det: Any, rule: Any) -> str:
-    """The expression a rule detects, so that the listing stays linear in the
-    program's size: short, or with the ``#id`` of its nodes (long expressions of
-    enabled rules), or abridged (long expressions of disabled rules, whose nodes
-    are not in the graph: printed whole, an expression that uses a
-    sub-expression twice at each of n levels would print it 2**n times)."""
-    from sentinel.algebra.syntax import text_prefix
-
-    sub = rule._subscription
-    if sub.active:
-        return str(det.graph.text(sub.expression, sub.mode))
-    expr = rule.detected_expression
-    text, whole = text_prefix(expr, _DISABLED_SHOWN)
-    if whole:
-        return text
-    return (
-        f"{text} ... (abridged: {_events(expr):,} events in all; "
-        f"str(detector.rules[{rule.name!r}].detected_expression) prints it whole)"
-    )
-
-
-def _events(expr: Any) -> int:
-    """How many events the text of ``expr`` names (a sub-expression used twice
-    counts twice), at a cost linear in the number of distinct sub-expressions."""
-    counts: dict[Any, int] = {}
-    todo = [expr]
-    while todo:  # a stack, not recursion: expressions of any depth
-        e = todo[-1]
-        if e in counts:
-            todo.pop()
-            continue
-        waiting = [c for c in e.children if c not in counts]
-        if waiting:
-            todo.extend(waiting)
-            continue
-        todo.pop()
-        counts[e] = sum(counts[c] for c in e.children) if e.children else 1
-    return counts[expr]
 
 
 def _draw(source: str, path: str) -> None:
@@ -176,7 +134,7 @@ def _dot(det: Any) -> str:
         expr, mode, region = key
         ids[key] = f"h{h.hid}"
         label = f"{expr.op} ({mode.context}{'' if mode.flush else ', process-wide'})"
-        tip = det.graph.text(expr, mode, region)
+        tip = det.graph.text(expr, mode, region) + det.graph.where(mode, region)
         lines.append(f"  h{h.hid} [shape=box, label={q(label)}, tooltip={q(tip)}];")
     # Names made from the order nodes are met in (never from ``hash``: string
     # hashes differ from process to process, and the output must not).
@@ -206,6 +164,10 @@ def _dot(det: Any) -> str:
     for n, rule in enumerate(det.rules.values()):
         sub = rule._subscription
         name = f"r{n}"
+        if not rule.enabled:  # no nodes of its own: drawn apart, dashed, with no edge
+            label = q(f"rule {rule.name} (disabled)")
+            lines.append(f"  {name} [shape=note, style=dashed, label={label}];")
+            continue
         lines.append(f"  {name} [shape=note, label={q('rule ' + rule.name)}];")
         src = source(sub.expression, sub.mode, ROOT)
         if src is not None:

@@ -445,6 +445,11 @@ class EventGraph(Wiring):
         h = self.handlers.get((expr, mode, region))
         return None if h is None else f"#{h.hid}" + "".join(reversed(keys))
 
+    def where(self, mode: Mode, region: Region) -> str:
+        """`` in <partitions>`` for a node inside partitions (``E by k``), as
+        :meth:`describe` prints it; empty outside every partition."""
+        return " in " + self._region_text(mode, region) if region else ""
+
     def _region_text(self, mode: Mode, region: Region) -> str:
         """The partitions a node sits in, outermost first (the first and last
         only, when there are many)."""

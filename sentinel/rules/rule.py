@@ -15,7 +15,7 @@ from sentinel.rules.coupling import Coupling
 if TYPE_CHECKING:
     from sentinel.rules.local import LocalEventDetector
 
-__all__ = ["Rule", "TriggerMode"]
+__all__ = ["Rule", "TriggerMode", "abridged", "expression_text"]
 
 Condition = Callable[[Any], Any]
 Action = Callable[[Any], Any]
@@ -190,3 +190,53 @@ def _partition_keys(event: ex.Expression) -> tuple[ex.KeySpec, ...]:
 
 def _unbound(occ: Any, scope: Any) -> None:  # pragma: no cover - replaced at once
     raise AssertionError("rule subscription used before it was bound")
+
+
+#: Characters of an expression shown before it is abridged (:func:`abridged`).
+SHOWN = 160
+
+
+def abridged(expr: ex.Expression, hint: str = "") -> str:
+    """``expr``'s Snoop text, at most about :data:`SHOWN` characters of it:
+    printed whole, an expression that uses a sub-expression twice at each of n
+    levels prints it 2**n times. An abridged text says so, how many events the
+    whole names, and (``hint``) how to print it whole."""
+    from sentinel.algebra.syntax import text_prefix
+
+    text, whole = text_prefix(expr, SHOWN)
+    if whole:
+        return text
+    return f"{text} ... (abridged: {_events(expr):,} events in all{hint})"
+
+
+def expression_text(rule: Rule) -> str:
+    """The expression ``rule`` detects, so that a listing of rules stays linear
+    in the program's size: short, or with the ``#id`` of its nodes (a long
+    expression of an enabled rule: its nodes are in the graph), or
+    :func:`abridged` (a long expression of a disabled rule)."""
+    sub = rule._subscription
+    if sub.active:
+        return str(rule._detector.graph.text(sub.expression, sub.mode))
+    return abridged(
+        rule.detected_expression,
+        f"; str(detector.rules[{rule.name!r}].detected_expression) prints it whole",
+    )
+
+
+def _events(expr: ex.Expression) -> int:
+    """How many events the text of ``expr`` names (a sub-expression used twice
+    counts twice), at a cost linear in the number of distinct sub-expressions."""
+    counts: dict[ex.Expression, int] = {}
+    todo = [expr]
+    while todo:  # a stack, not recursion: expressions of any depth
+        e = todo[-1]
+        if e in counts:
+            todo.pop()
+            continue
+        waiting = [c for c in e.children if c not in counts]
+        if waiting:
+            todo.extend(waiting)
+            continue
+        todo.pop()
+        counts[e] = sum(counts[c] for c in e.children) if e.children else 1
+    return counts[expr]

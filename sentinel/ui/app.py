@@ -55,6 +55,7 @@ from sentinel.errors import LogRowError
 from sentinel.log import LogReader
 from sentinel.log.switches import applied_switches, latest_switches, pending_switches
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus, OutboxStatus
+from sentinel.rules.rule import abridged, expression_text
 from sentinel.ui.actions import Guard, action_routes
 from sentinel.ui.graph import graph_of, svg
 from sentinel.ui.live import POLL_MS, LiveSnapshot
@@ -164,8 +165,10 @@ def create_app(
                 listed.append(
                     {
                         "name": rule.name,
-                        "expression": str(rule.event),
-                        "detected": str(rule.detected_expression),
+                        # abridged: printed whole, a sub-expression used twice
+                        # at each of n levels is printed 2**n times
+                        "expression": abridged(rule.event),
+                        "detected": expression_text(rule),
                         "context": str(rule.context),
                         "coupling": str(rule.coupling),
                         "priority": rule.priority,

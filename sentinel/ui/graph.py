@@ -28,6 +28,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from sentinel.rules.rule import expression_text
+
 __all__ = ["Graph", "Node", "graph_of", "layout", "svg"]
 
 #: Nodes drawn at most; a larger graph is cut, and the picture says so.
@@ -82,7 +84,7 @@ def graph_of(det: Any) -> Graph:
         expr, mode, region = key
         ids[key] = f"h{h.hid}"
         where = "" if mode.flush else ", process-wide"
-        language, text = _language(expr, partial(graph.text, expr, mode, region))
+        language, text = _language(expr, partial(_snoop_text, graph, expr, mode, region))
         g.nodes[ids[key]] = Node(
             ids[key],
             "operator",
@@ -116,7 +118,7 @@ def graph_of(det: Any) -> Graph:
         name = f"r{n}"
         sub = rule._subscription
         text = (
-            f"rule {rule.name}: {sub.expression}\n"
+            f"rule {rule.name}: {expression_text(rule)}\n"
             f"{rule.context} context, {rule.coupling} coupling, priority {rule.priority}"
             + ("" if rule.enabled else ", disabled")
         )
@@ -130,6 +132,12 @@ def graph_of(det: Any) -> Graph:
         g.nodes = keep
         g.edges = [e for e in g.edges if e[0] in keep and e[1] in keep]
     return g
+
+
+def _snoop_text(graph: Any, expr: Any, mode: Any, region: Any) -> str:
+    """A node's Snoop text as ``sentinel graph`` prints it, with the partitions
+    it sits in (``in (A ; B) by k``)."""
+    return f"{graph.text(expr, mode, region)}{graph.where(mode, region)}"
 
 
 def _language(expr: Any, snoop: Callable[[], str]) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -87,6 +88,40 @@ def test_a_graph_node_names_the_language_of_its_text() -> None:
         'data-text="ode{relative(deposit, !before(interest)) ^ withdraw} ; interest" '
         'data-lang="Snoop"'
     ) in picture
+
+
+def deep_rules() -> Any:
+    """A rule whose expression uses a sub-expression twice at each of 18 levels
+    (its text names 2**19 events), and the same, disabled."""
+    from sentinel import LocalEventDetector
+
+    det = LocalEventDetector()
+    e = det.explicit("a") >> det.explicit("b")
+    for _ in range(18):
+        e = e >> e
+    det.rule("deep", e, action=print)
+    det.rule("off", e | det.event("a"), action=print, enabled=False)
+    return det
+
+
+def test_rules_page_abridges_expressions_and_names_partitions(log_url: str) -> None:
+    """The rules page printed each rule's expression whole (15 MB for these
+    rules, doubling with each level); ``sentinel graph`` abridges. A node
+    inside a partition says which."""
+    from sentinel import LocalEventDetector
+    from sentinel.ui import create_app
+    from sentinel.ui.graph import graph_of, svg
+
+    with TestClient(create_app(log_url, detector=deep_rules())) as c:
+        page = c.get("/rules")
+    assert page.status_code == 200
+    assert len(page.content) < 200_000
+    assert "abridged: 524,289 events in all" in page.text
+    det = LocalEventDetector()
+    det.explicit("order")
+    det.explicit("payment")
+    det.rule("per_order", "(order ; payment) by order_id", action=print)
+    assert 'data-text="order ; payment in (order ; payment) by order_id"' in str(svg(graph_of(det)))
 
 
 def test_rules_page_without_rules_says_how_to_load_them(log_url: str) -> None:
