@@ -454,6 +454,24 @@ def test_a_rules_module_whose_code_fails_is_a_one_line_error(in_app_dir: Path) -
     assert "Traceback" not in result.output
 
 
+def test_a_rule_sentinel_refuses_in_a_rules_module_names_the_modules_line(
+    in_app_dir: Path,
+) -> None:
+    """A rule on an unknown event fails inside sentinel: the error named the
+    library's file and line, not the line of the rules module to change."""
+    (in_app_dir / "unknown.py").write_text(
+        "from sentinel import LocalEventDetector\n"
+        "detector = LocalEventDetector()\n"
+        "detector.explicit('a')\n"
+        "detector.rule('r', 'a ; nosuch', action=print)\n"
+    )
+    result = CliRunner().invoke(main, ["graph", "--rules", "unknown:detector"])
+    assert result.exit_code == 1, result.output
+    assert "raised UnknownEventError: unknown event 'nosuch'" in result.output
+    assert "unknown.py:4)" in result.output
+    assert "sentinel/" not in result.output.split("(")[-1]
+
+
 @pytest.mark.parametrize("command", [["worker", "--once"], ["global", "--until-idle"]])
 def test_a_mistyped_sqlite_path_is_refused_and_nothing_created(
     tmp_path: Path, command: list[str]

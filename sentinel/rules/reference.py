@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import traceback
 from typing import Any
 
@@ -100,12 +101,26 @@ def import_reference(reference: str, kinds: tuple[type, ...], *, hint: str = "")
 
 
 def _raised(err: BaseException) -> str:
-    """``err`` in one line, with where it was raised (the innermost frame; a
-    syntax error's own file and line)."""
+    """``err`` in one line, with where it was raised: the innermost frame of
+    the application's code (a rule defined with an unknown event fails inside
+    sentinel, and the line to change is the application's), else the innermost
+    frame; a syntax error's own file and line."""
     text = f"{type(err).__name__}: {err}"
     if isinstance(err, SyntaxError) and err.filename:
         return f"{type(err).__name__}: {err.msg} ({err.filename}:{err.lineno})"
     frames = traceback.extract_tb(err.__traceback__)
     if frames:
-        text += f" ({frames[-1].filename}:{frames[-1].lineno})"
+        ours = [f for f in frames if not _in_library(f.filename)]
+        frame = ours[-1] if ours else frames[-1]
+        text += f" ({frame.filename}:{frame.lineno})"
     return text
+
+
+#: Where sentinel itself (and the modules that import a reference) live.
+_LIBRARY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _in_library(filename: str) -> bool:
+    """Whether ``filename`` is sentinel's own code, or the import machinery's."""
+    path = os.path.abspath(filename)
+    return path.startswith(_LIBRARY + os.sep) or filename.startswith("<frozen ")
