@@ -178,19 +178,7 @@ class LogReader:
         return where
 
     def _rows(self, conn: sa.Connection, ids: list[int]) -> list[Any]:
-        """The ``event_batches`` rows with these ids (occurrences as text or
-        as the driver decoded them), in the order of ``ids``."""
-        b = self.tables.batches
-        q = sa.select(
-            b.c.id,
-            b.c.scope,
-            b.c.t_first,
-            b.c.outcome,
-            b.c.savepoint,
-            sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
-        ).where(b.c.id.in_(ids))
-        by_id = {r.id: r for r in conn.execute(q)}
-        return [by_id[i] for i in ids if i in by_id]
+        return batch_rows(conn, self.tables.batches, ids)
 
     def chunks(
         self,
@@ -445,6 +433,22 @@ class LogReader:
             if len(rows) < self.chunk_size:
                 return
             last = rows[-1].id
+
+
+def batch_rows(conn: sa.Connection, batches: sa.Table, ids: list[int]) -> list[Any]:
+    """The ``event_batches`` rows with these ids (occurrences as text or as the
+    driver decoded them, as :func:`_decode` reads them), in the order of ``ids``."""
+    b = batches
+    q = sa.select(
+        b.c.id,
+        b.c.scope,
+        b.c.t_first,
+        b.c.outcome,
+        b.c.savepoint,
+        sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
+    ).where(b.c.id.in_(ids))
+    by_id = {r.id: r for r in conn.execute(q)}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def _unreadable(

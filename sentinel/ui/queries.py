@@ -45,7 +45,7 @@ import sqlalchemy as sa
 
 from sentinel.errors import LogRowError
 from sentinel.log.partition import key_candidates
-from sentinel.log.reader import UNREADABLE, _constituents, _decode, _unreadable
+from sentinel.log.reader import UNREADABLE, _constituents, _decode, _unreadable, batch_rows
 from sentinel.log.tables import LogTables
 from sentinel.log.views import VIEW_COLUMNS
 
@@ -417,19 +417,7 @@ class LogView:
         whose values the reader's checks refuse (as ``sentinel log`` reports
         it), else ``None``."""
         b = self.tables.batches
-        q = (
-            sa.select(
-                b.c.id,
-                b.c.scope,
-                b.c.t_first,
-                b.c.outcome,
-                b.c.savepoint,
-                sa.type_coerce(b.c.occurrences, sa.Text).label("occurrences"),
-            )
-            .where(b.c.id.in_(ids))
-            .order_by(b.c.id)
-        )
-        for row in conn.execute(q):
+        for row in batch_rows(conn, b, sorted(ids)):
             try:
                 _decode(row, b.name)
             except LogRowError as bad:
