@@ -6,6 +6,7 @@ given by reference is found (:func:`resolve_rules`, which the service uses too).
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
@@ -47,8 +48,8 @@ def resolve_rules(rules: Any) -> LocalEventDetector:
     return det
 
 
-#: Rule sets already warned about (:func:`_warn_own_timers`), by id.
-_WARNED: set[int] = set()
+#: Rule sets already warned about (:func:`_warn_own_timers`).
+_WARNED: weakref.WeakSet[LocalEventDetector] = weakref.WeakSet()
 
 
 def _warn_own_timers(det: LocalEventDetector) -> None:
@@ -60,12 +61,12 @@ def _warn_own_timers(det: LocalEventDetector) -> None:
     from sentinel.temporal.service import _ATTR
 
     svc = det.__dict__.get(_ATTR)
-    if svc is None or id(det) in _WARNED or isinstance(svc.clock, ReplayClock | VirtualClock):
+    if svc is None or det in _WARNED or isinstance(svc.clock, ReplayClock | VirtualClock):
         return
     armed = sorted(svc.scheduled_absolute())
     if not armed and not svc.pending():
         return
-    _WARNED.add(id(det))
+    _WARNED.add(det)
     log.warning(
         "sentinel global: the rule set's detector keeps timers on its own clock (%s): they "
         "fire in every process that imports it, and the detached rules they trigger run "
