@@ -130,6 +130,7 @@ class Scope:
         "__weakref__",
         "_savepoints",
         "depth",
+        "elsewhere",
         "id",
         "info",
         "lock",
@@ -155,6 +156,9 @@ class Scope:
         self.status = "active"
         #: How deeply rules triggered in this scope are nested right now.
         self.depth = 0
+        #: How many other threads (the clock's) are delivering in this scope
+        #: now, each through a :meth:`thread_view` with its own ``depth``.
+        self.elsewhere = 0
         #: True for the process scope (events outside any transaction) and the
         #: per-thread views of it that carry their own cascade depth.
         self.process = False
@@ -169,6 +173,7 @@ class Scope:
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
         v.lock = self.lock
         v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
+        v.elsewhere = 0
         return v
 
     def thread_view(self) -> Scope:
@@ -180,6 +185,7 @@ class Scope:
         v.base = self
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
         v.lock, v.on_restore, v.process, v.depth = self.lock, self.on_restore, self.process, 0
+        v.elsewhere = 0
         return v
 
     @property

@@ -572,8 +572,9 @@ class Attachment(Endings, OuterTransactions):
             return
         if transaction.parent is not None or st.transaction is not transaction:
             return
-        # a rule triggered in this transaction is running: its action ends it
-        in_rule = st.scope is not None and st.scope.depth > 0
+        # a rule triggered in this transaction is running (here, or in the
+        # clock's thread on a handle of the scope): its action ends it
+        in_rule = st.scope is not None and (st.scope.depth > 0 or st.scope.elsewhere > 0)
         session.info.pop(KEY, None)
         try:
             if not st.committed and not st.handed_over:

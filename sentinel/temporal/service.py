@@ -270,9 +270,17 @@ class TemporalService:
         if not scope.process and threading.current_thread() is getattr(self.clock, "_thread", None):
             # the clock's thread, beside the application's thread in the same
             # transaction: its own handle on the scope, with its own cascade
-            # depth (sharing one, each thread restored the other's count)
-            scope = scope.thread_view()
-        self.det.notify(channel, params, scope=scope, timestamp=rec.due)
+            # depth (sharing one, each thread restored the other's count); the
+            # scope counts it, so that a transaction ending meanwhile is seen
+            # ending under a running rule
+            view = scope.thread_view()
+            scope.elsewhere += 1
+            try:
+                self.det.notify(channel, params, scope=view, timestamp=rec.due)
+            finally:
+                scope.elsewhere -= 1
+        else:
+            self.det.notify(channel, params, scope=scope, timestamp=rec.due)
         if self._release:
             with self.det._lock:
                 self._release_pending()

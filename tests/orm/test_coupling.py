@@ -4,6 +4,7 @@ a rolled-back savepoint, on every backend."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import PendingRollbackError
 
 import sentinel
+import sentinel.temporal
 from sentinel.errors import RollbackOnlyError, RuleError, ScopeError
 
 from . import actions
@@ -505,3 +507,41 @@ def test_detached_rules_triggering_each_other_through_the_outbox_stop_at_the_lim
     assert len(orm.effects()) == 3
     failed = [f for f in orm.firings() if f.status == "failed"]
     assert len(failed) == 1 and "CascadeLimitError" in (failed[0].error or "")
+
+
+def test_a_rule_in_the_clock_thread_that_ends_its_transaction_fails(orm: ORM) -> None:
+    """A transaction's timer fires in the clock's thread, on a handle of the
+    scope with its own cascade depth; the ORM's check for a rule that ended its
+    own transaction read only the scope's depth (0 there), so a rule of the
+    clock's thread that committed the session ran on as if nothing happened."""
+    import threading
+    from datetime import timedelta
+
+    (ms,) = orm.add_stocks("MS")
+    errors: list[BaseException] = []
+    orm.attach()
+    ended = threading.Event()
+    sessions: list[Any] = []
+
+    def end_it(occ: Any) -> None:
+        sessions[0].commit()
+        ended.set()
+
+    clock: Any = None
+    try:
+        orm.det.rule("late", orm.det.event("Stock.e2") + timedelta(milliseconds=5), action=end_it)
+        clock = sentinel.temporal.timers(orm.det).clock
+        was, clock.on_error = clock.on_error, errors.append  # type: ignore[attr-defined]
+        s = orm.Session()
+        sessions.append(s)
+        s.get(orm.model.Stock, ms).set_price(9.0)
+        assert ended.wait(10)
+        deadline = time.monotonic() + 5
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [type(e) for e in errors] == [RuleError]
+        assert "'late'" in str(errors[0]) and "was ended while it ran" in str(errors[0])
+        s.close()
+    finally:
+        if clock is not None:
+            clock.on_error = was
