@@ -37,6 +37,7 @@ from sentinel.bicep.limits import (
 )
 from sentinel.bicep.parser import error_at, parse_program
 from sentinel.bicep.sqlpart import ParsedQuery, parse_query, render_query
+from sentinel.bicep.timing import never_holds
 from sentinel.errors import BicepCycleError, BicepProgramError, shortened
 from sentinel.log.tables import DEFAULT_PREFIX, MAX_PREFIX
 
@@ -242,6 +243,7 @@ def compile_program(
             a = st.action
             _check_length(text, "action", a.name, a.pos.offset, limit, name, prefix)
             _check_condition(text, c, st.condition)
+            _check_holds(text, st.condition)
             kinds = tuple(value_kind(text, c, v) for v in st.action.params)
             _record_action(text, actions, c, i, st, kinds)
             statements.append((c.ident, i, st))
@@ -319,6 +321,29 @@ def _refs(node: object) -> Iterator[m.Ref]:
     elif isinstance(node, m.ExtremeValue):
         for v in node.values:
             yield from _refs(v)
+
+
+def _primitives(cond: m.Condition) -> list[str]:
+    if isinstance(cond, m.Timing):
+        return [cond.primitive if cond.low is None else f"LATE({cond.low}, {cond.high})"]
+    if isinstance(cond, (m.And, m.Or)):
+        return _primitives(cond.left) + _primitives(cond.right)
+    if isinstance(cond, m.Not):
+        return _primitives(cond.condition)
+    return []
+
+
+def _check_holds(text: str, cond: m.Condition) -> None:
+    """Refuse a condition whose timing primitives exclude each other."""
+    if never_holds(cond):
+        names = ", ".join(dict.fromkeys(_primitives(cond)))
+        raise error_at(
+            text,
+            cond.pos.offset,
+            f"this condition never holds: its timing primitives ({names}) exclude each "
+            "other for every event at every tick",
+            cls=BicepProgramError,
+        )
 
 
 def _check_condition(text: str, cls: CompiledClass, cond: m.Condition) -> None:

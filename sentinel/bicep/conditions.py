@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from sentinel.bicep import model as m
 from sentinel.bicep.compiler import CompiledClass, value_kind
 from sentinel.bicep.sqlpart import EID, extreme_sql
+from sentinel.bicep.timing import primitive_sql
 
 __all__ = ["StatementSQL", "checked_sql", "mentions_ontime", "statement_sql"]
 
@@ -63,37 +64,6 @@ def mentions_ontime(cond: m.Condition) -> bool:
     if isinstance(cond, m.Not):
         return mentions_ontime(cond.condition)
     return False
-
-
-def _primitive(p: m.Timing, tick: str) -> str:
-    touched = "c.touched = 1"
-    before = "c.o_present = 1"
-    after = "c.n_present = 1"
-    change = f"{touched} AND {before} AND {after}"
-    occurred = f"c.o_occ_tick <= {tick}"
-    sql = {
-        "ANNOUNCEMENT": f"{touched} AND c.o_present = 0 AND {after}",
-        "CHANGE": change,
-        "REVOCATION": f"{touched} AND {before} AND c.n_present = 0",
-        "ONTIME": f"{after} AND c.n_occ_tick = {tick}",
-        "FUTURE": (
-            f"{touched} AND {after} AND c.n_occ_tick > {tick} "
-            f"AND (c.o_present = 0 OR c.o_occ_tick > {tick})"
-        ),
-        "LATE": (
-            f"{touched} AND {after} AND c.n_occ_tick < {tick} "
-            f"AND (c.o_present = 0 OR c.o_occ_tick > {tick})"
-        ),
-        "RETROACTIVECHANGE": f"{change} AND {occurred} AND c.n_occ_tick <= {tick}",
-        "POSTPONE": f"{change} AND {occurred} AND c.n_occ_tick > {tick}",
-        "CANCELLATION": (
-            f"{touched} AND {before} AND (c.n_present = 0 OR "
-            f"(c.n_present = 1 AND {occurred} AND c.n_occ_tick > {tick}))"
-        ),
-    }[p.primitive]
-    if p.primitive == "LATE" and p.low is not None:
-        sql += f" AND {tick} - c.n_occ_tick BETWEEN {p.low} AND {p.high}"
-    return f"({sql})"
 
 
 def _string(s: str) -> str:
@@ -190,7 +160,7 @@ def condition_sql(
     With the class ``cls``, integer arithmetic that overflows fails on every
     database (:func:`checked_sql`)."""
     if isinstance(cond, m.Timing):
-        return _primitive(cond, _tick(dialect))
+        return primitive_sql(cond, _tick(dialect))
     if isinstance(cond, m.Fired):
         return fired
     if isinstance(cond, m.Compare):
