@@ -13,6 +13,10 @@ from sentinel.cli.common import EnvOption, db_options, errors, load_reference
 __all__ = ["ui_command"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: The ``Host`` headers answered when serving on the loopback interface: an
+#: IPv6 address comes in brackets (``Host: [::1]:8000``), and Starlette
+#: compares the host with them kept.
+LOOPBACK_HOSTS = sorted(_LOOPBACK | {"[::1]"})
 #: The environment variable holding the actions token (else a random one).
 TOKEN_ENV = "SENTINEL_UI_TOKEN"
 
@@ -66,7 +70,7 @@ def ui_command(
     # On the loopback interface, answer only requests addressed to it: a web
     # page elsewhere cannot reach the view through a name it controls (DNS
     # rebinding).
-    hosts = sorted(_LOOPBACK) if host in _LOOPBACK else None
+    hosts = LOOPBACK_HOSTS if host in _LOOPBACK else None
     token = None
     if allow_actions:
         from sentinel.ui.actions import MIN_TOKEN, new_token

@@ -34,6 +34,8 @@ naming it (the error ``sentinel log`` reports for such a row).
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -196,8 +198,13 @@ def create_app(
         """The rule switches of global detector ``name``: the state its applied
         switches leave each rule in, the pending requests, and the newest
         requests of every detector (a few rows: people make them)."""
+        cursors = reader.tables.global_cursors
         with reader.engine.connect() as conn:
-            applied = applied_switches(conn, reader.tables, name)
+            # in effect: those applied at or before the cursor's position (a
+            # switch beyond it, the cursor set back, is applied again as the
+            # detector's reads pass it); none before its cursor exists
+            at = conn.execute(sa.select(cursors.c.position).where(cursors.c.name == name)).scalar()
+            applied = applied_switches(conn, reader.tables, name, upto=at if at is not None else 0)
             pending = pending_switches(conn, reader.tables, name)
             latest = latest_switches(conn, reader.tables, limit=20)
         return {
@@ -213,15 +220,21 @@ def create_app(
         for s in statuses:
             if s not in {str(v) for v in FiringStatus}:
                 raise HTTPException(400, f"no firing status {s!r}")
+        # read first: a firing committed while the page is read is then
+        # signalled (at worst, one the page already shows)
+        signal = view.firing_signal()
+        scope = _text(q, "scope")
+        # a scope's firings go by (t_occ, id): their page keys are pairs
+        keyed = _pair if scope else _int
         got = view.firings(
             rule=_text(q, "rule"),
-            scope=_text(q, "scope"),
+            scope=scope,
             key=_text(q, "key"),
             statuses=statuses or None,
             since=_time(q.get("since"), "since"),
             until=_time(q.get("until"), "until"),
-            before=_int(q.get("before"), "before"),
-            after=_int(q.get("after"), "after"),
+            before=keyed(q.get("before"), "before"),
+            after=keyed(q.get("after"), "after"),
             limit=limit,
         )
         return page(
@@ -233,7 +246,7 @@ def create_app(
             chosen=statuses,
             limit=limit,
             rule_names=sorted(detector.rules) if detector is not None else [],
-            latest=view.latest_firing(),
+            signal=signal,
         )
 
     def firing(request: Request) -> Response:
@@ -248,12 +261,24 @@ def create_app(
     def outbox(request: Request) -> Response:
         limit = _limit(request.query_params.get("limit"), 50)
         shown = [str(s) for s in OutboxStatus if s != OutboxStatus.DONE]
+        counts = view.outbox_counts()
+        cursors = view.cursors()
+        lists = {s: view.outbox(s, limit=limit) for s in shown}
+        # what the page's script compares the polled figures with, and when
+        # they were read: a poll's figures read before that are older than
+        # the page's, and are left aside
+        figures = {
+            "outbox": counts,
+            "cursors": [[c["name"], c["position"], c["holder"]] for c in cursors],
+        }
         return page(
             request,
             "outbox.html",
-            lists={s: view.outbox(s, limit=limit) for s in shown},
-            counts=view.outbox_counts(),
-            cursors=view.cursors(),
+            lists=lists,
+            counts=counts,
+            cursors=cursors,
+            figures=json.dumps(figures, separators=(",", ":")),
+            read_at=repr(time.time()),
             limit=limit,
             retried=_int(request.query_params.get("retried"), "retried"),
         )
@@ -364,6 +389,20 @@ def _int(text: str | None, what: str) -> int | None:
             f"{what} must be a whole number from {ID_MIN} to {ID_MAX}, not {str(text)[:40]!r}",
         )
     return n
+
+
+def _pair(text: str | None, what: str) -> tuple[int, int] | None:
+    """A page key of one scope's firings, ``T|ID`` (two whole numbers the
+    database can take); ``None`` when empty."""
+    if text is None or text == "":
+        return None
+    t_text, sep, id_text = text.partition("|")
+    if not sep:
+        raise HTTPException(400, f"{what} must be a page key T|ID, not {text[:40]!r}")
+    t, rid = _int(t_text, what), _int(id_text, what)
+    if t is None or rid is None:
+        raise HTTPException(400, f"{what} must be a page key T|ID, not {text[:40]!r}")
+    return t, rid
 
 
 def _limit(text: str | None, default: int) -> int:

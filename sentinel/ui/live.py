@@ -1,8 +1,9 @@
 """What the open pages poll (``/api/live``), read once for all of them.
 
 Each open page asks every :data:`POLL_MS` milliseconds (and not while its tab
-is hidden). The answer, the newest firing's id, the outbox's counts and the
-global cursors, costs three index reads (``bench/ui.py``: about a millisecond).
+is hidden). The answer, the newest firing's id and a count of the newest
+firings (:meth:`~sentinel.ui.queries.LogView.firing_signal`), the outbox's
+counts and the global cursors, costs a few index reads (``bench/ui.py``: about a millisecond).
 :class:`LiveSnapshot` keeps it for :data:`FRESH_S` seconds, so however many
 pages are open, the log is read at most once in that time: the cost of live
 updates on the database is bounded by the clock, not by the number of viewers.
@@ -48,9 +49,16 @@ class LiveSnapshot:
         with self._lock:
             now = self.clock()
             if self._at is None or now - self._at >= self.fresh:
+                started = time.time()
+                signal = self.view.firing_signal()
                 self._value = {
                     "now": datetime.now(UTC).isoformat(),
-                    "latest_firing": self.view.latest_firing(),
+                    # when this reading began (seconds since the epoch, this
+                    # host's clock): a page loaded after it ignores it, as
+                    # older than what it shows
+                    "read_at": started,
+                    "latest_firing": signal["latest"],
+                    "firings": {"from": signal["from"], "count": signal["count"]},
                     "outbox": self.view.outbox_counts(),
                     "cursors": self.view.cursors(),
                 }

@@ -15,10 +15,11 @@ same on a log of a thousand rows or of millions (``bench/ui.py`` measures it):
   it reads is what the range holds); a status alone is
   checked on the rows the ``id`` walk meets, at most :data:`FIRING_SCAN` ids
   a page (the page says so, and the next goes on below them);
-- a firing's constituents: each ``(scope, t_occ)`` found through the
-  ``event_batches`` unique index ``(scope, t_first)`` (the few rows of that
-  scope starting at or before ``t_occ``), then read through the
-  ``occurrences`` view by the row's ``id``;
+- a firing's constituents: per scope, one walk of the ``event_batches``
+  unique index ``(scope, t_first)`` down from the largest ``t_occ`` wanted
+  (at most :data:`SCOPE_WALK` entries a query), keeping the rows whose
+  ``[t_first, t_last]`` holds a wanted ``t_occ``, then those rows read
+  through the ``occurrences`` view by ``id``;
 - the log: ``event_batches`` rows (one per transaction), newest first, by
   ``id``, or, with a time range, by ``at_max`` (its index), then their
   occurrences through the view by ``id``;
@@ -35,6 +36,7 @@ what is wrong with it, as :class:`~sentinel.log.LogReader` does.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sentinel.errors import LogRowError
+from sentinel.log.outbox import server_now
 from sentinel.log.partition import key_candidates
 from sentinel.log.reader import UNREADABLE, _constituents, _decode, _unreadable, batch_rows
 from sentinel.log.tables import LogTables
@@ -55,6 +58,9 @@ __all__ = ["ID_MAX", "ID_MIN", "MAX_PAGE", "LogView", "Page"]
 MAX_PAGE = 200
 #: Constituents of one firing shown (a firing of ``A*`` may combine thousands).
 MAX_CONSTITUENTS = 200
+#: How many rows of one scope a firing page's lookup of its constituents walks
+#: in one query (through the ``(scope, t_first)`` index, newest first).
+SCOPE_WALK = 2000
 #: Occurrences of one transaction shown on the log page.
 MAX_PER_TRANSACTION = 100
 #: With a firing status filter and no other index to go by, how many firings'
@@ -63,6 +69,12 @@ FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
 EVENT_SCAN_FACTOR = 10
+#: The most commit numbers a cursor's lag counts (more shows as "10000+").
+LAG_COUNT = 10_000
+#: The live view's count of firings covers the newest ids, from this many to
+#: twice this many below the newest (:meth:`LogView.firing_signal`): a firing
+#: committed later than that many newer ones is not signalled.
+SIGNAL_WINDOW = 1000
 #: The range of an id, and of a bound computed from one (every backend's ids
 #: are signed 64-bit integers: a value outside cannot be sent to the database).
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1
@@ -182,12 +194,15 @@ class LogView:
         statuses: list[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        before: int | None = None,
-        after: int | None = None,
+        before: int | tuple[int, int] | None = None,
+        after: int | tuple[int, int] | None = None,
         limit: int = 50,
     ) -> Page:
         """One page of rule firings, newest first: those with ``id < before``
         (or, going back towards the newest, the ``limit`` just above ``after``),
+        or, of one ``scope``, by ``(t_occ, id)`` (its index ``(scope, t_occ)``:
+        a process scope's firings are without end), ``before`` and ``after``
+        then being such pairs (a page gives them as ``T|ID``),
         of ``rule``, of the detection's ``scope``, of the partition ``key``
         (as a person types it: :func:`~sentinel.log.partition.key_candidates`),
         with one of ``statuses``, fired within ``since <= fired_at < until``,
@@ -238,6 +253,9 @@ class LogView:
             else:  # keep the planners off the fired_at index: the walk is by id
                 times = [_unindexed(f.c.fired_at, since, until)]
         where.extend(times)
+        if scope:
+            return self._scope_firings(cols, where, key, before, after, limit)
+        assert not isinstance(before, tuple) and not isinstance(after, tuple)
         if after is not None:
             if bounded:
                 where.append(f.c.id <= _clamp(after + scan))
@@ -280,6 +298,55 @@ class LogView:
             page.newer = str(page.rows[0]["id"]) if page.rows else str(_clamp(before - 1))
         return page
 
+    def _scope_firings(
+        self,
+        cols: list[Any],
+        where: list[sa.ColumnElement[bool]],
+        key: str | None,
+        before: Any,
+        after: Any,
+        limit: int,
+    ) -> Page:
+        """:meth:`firings` of one scope (in ``where``): by ``(t_occ, id)``, newest
+        first, through the ``(scope, t_occ)`` index; page keys ``T|ID``."""
+        f = self.tables.firings
+        if key:
+            where = [*where, f.c.partition_key.in_(key_candidates(key))]
+
+        def text(r: Any) -> str:
+            return f"{r.t_occ}|{r.id}"
+
+        if after is not None:
+            t, i = after
+            q = (
+                sa.select(*cols)
+                .where(*where, f.c.t_occ >= t, sa.or_(f.c.t_occ > t, f.c.id > i))
+                .order_by(f.c.t_occ, f.c.id)
+                .limit(limit + 1)
+            )
+            with self.engine.connect() as conn:
+                got = _read(conn, f, q)
+            more_newer = len(got) > limit
+            got = list(reversed(got[:limit]))
+            page = Page([self._firing(r) for r in got])
+            page.newer = text(got[0]) if more_newer and got else None
+            page.older = text(got[-1]) if got else f"{t}|{_clamp(i + 1)}"
+            return page
+        q = sa.select(*cols).where(*where)
+        if before is not None:
+            t, i = before
+            q = q.where(f.c.t_occ <= t, sa.or_(f.c.t_occ < t, f.c.id < i))
+        q = q.order_by(f.c.t_occ.desc(), f.c.id.desc()).limit(limit + 1)
+        with self.engine.connect() as conn:
+            got = _read(conn, f, q)
+        page = Page([self._firing(r) for r in got[:limit]])
+        if len(got) > limit:
+            page.older = text(got[limit - 1])
+        if before is not None:
+            t, i = before
+            page.newer = text(got[0]) if got else f"{t}|{_clamp(i - 1)}"
+        return page
+
     def _at_most(self, conn: sa.Connection, times: list[sa.ColumnElement[bool]], n: int) -> bool:
         """Whether the firings within ``times`` are at most ``n``: counted
         through the ``fired_at`` index, reading at most ``n + 1`` entries."""
@@ -307,10 +374,29 @@ class LogView:
         }
 
     def latest_firing(self) -> int | None:
-        """The newest firing's ``id`` (the live view's signal that more came)."""
+        """The newest firing's ``id``."""
         f = self.tables.firings
         with self.engine.connect() as conn:
             return conn.execute(sa.select(sa.func.max(f.c.id))).scalar()
+
+    def firing_signal(self) -> dict[str, Any]:
+        """What changes when a firing commits (the live view's signal that more
+        came): the newest firing's ``id`` (``latest``), and how many firings
+        have an ``id`` of at least ``from`` (``count``), ``from`` being the
+        newest id less :data:`SIGNAL_WINDOW` to a multiple of it (so it
+        stays put while fewer than that many firings come, and a page can
+        compare its count with a later one). On PostgreSQL and MariaDB an id
+        is taken at the insert: a firing committed after a newer one leaves
+        the newest id as it was, and adds to the count. Two reads of the
+        primary key, the count over at most twice :data:`SIGNAL_WINDOW` ids."""
+        f = self.tables.firings
+        with self.engine.connect() as conn:
+            latest = conn.execute(sa.select(sa.func.max(f.c.id))).scalar()
+            w = SIGNAL_WINDOW
+            bound = 0 if latest is None else (latest - w) // w * w
+            q = sa.select(sa.func.count()).select_from(f).where(f.c.id >= bound)
+            count = conn.execute(q).scalar()
+        return {"latest": latest, "from": bound, "count": int(count or 0)}
 
     def firing(self, fid: int) -> dict[str, Any] | None:
         """Firing ``fid`` with its constituents resolved from the event log (the
@@ -340,22 +426,25 @@ class LogView:
     def _occurrences_at(
         self, conn: sa.Connection, keys: list[tuple[str, int]]
     ) -> dict[tuple[str, int], dict[str, Any]]:
-        """The logged occurrences ``(scope, t_occ)`` of ``keys``: each through
-        the unique index ``(scope, t_first)`` to its row, then the view by id."""
-        b = self.tables.batches
+        """The logged occurrences ``(scope, t_occ)`` of ``keys``: per scope, one
+        query of the unique index ``(scope, t_first)`` for the rows that may
+        hold them (``t_first <= t <= t_last`` for one of its ``t``), then the
+        view by those rows' ids. Where several rows hold the same occurrence
+        (not what the writer writes), the one with the largest id is shown."""
         ids: set[int] = set()
         holding: dict[tuple[str, int], list[int]] = {}  # the rows that should hold each
+        wanted_by_scope: dict[str, list[int]] = {}
         for scope, t in set(keys):
-            # the few rows of the scope that start at or before t (a scope's
-            # rows rarely overlap: a rolled-back savepoint's, a late write's)
-            near = (
-                sa.select(b.c.id, b.c.t_last)
-                .where(b.c.scope == scope, b.c.t_first <= t)
-                .order_by(b.c.t_first.desc())
-                .limit(8)
-            )
-            holding[scope, t] = [r.id for r in conn.execute(near) if r.t_last >= t]
-            ids.update(holding[scope, t])
+            wanted_by_scope.setdefault(scope, []).append(t)
+        for scope, ts in wanted_by_scope.items():
+            ts.sort()
+            for rid, t_first, t_last in self._rows_holding(conn, scope, ts):
+                # the wanted t within [t_first, t_last]: those this row may hold
+                lo = bisect.bisect_left(ts, t_first)
+                hi = bisect.bisect_right(ts, t_last)
+                for t in ts[lo:hi]:
+                    holding.setdefault((scope, t), []).append(rid)
+                    ids.add(rid)
         if not ids:
             return {}
         wanted = set(keys)
@@ -363,7 +452,7 @@ class LogView:
         for occ in self._view_rows(conn, sorted(ids)):
             key = (occ["scope"], occ["t_occ"])
             if key in wanted:
-                out[key] = occ
+                out[key] = occ  # by id: the largest id holding it wins
         # a row whose JSON is not an array of occurrences may read as none
         # rather than fail (MariaDB's JSON_TABLE): a row that should hold a
         # constituent and does not is checked
@@ -372,6 +461,36 @@ class LogView:
         if damaged is not None:
             raise damaged
         return out
+
+    def _rows_holding(
+        self, conn: sa.Connection, scope: str, ts: list[int]
+    ) -> list[tuple[int, int, int]]:
+        """``(id, t_first, t_last)`` of the rows of ``scope`` that may hold one
+        of ``ts`` (sorted): ``t_first <= max(ts)`` and ``t_last >= min(ts)``,
+        newest ``t_first`` first, read through the ``(scope, t_first)`` index
+        in walks of at most :data:`SCOPE_WALK` entries (a process scope's rows
+        are without end): a walk from the largest ``t`` not yet passed, each
+        going on below the lowest ``t_first`` the last one met while a ``t``
+        below it is left. One query for a transaction's scope (its rows are
+        few), or for ``ts`` within :data:`SCOPE_WALK` rows of each other."""
+        b = self.tables.batches
+        found: list[tuple[int, int, int]] = []
+        left = list(ts)
+        while left:
+            hi, lo = left[-1], left[0]
+            q = (
+                sa.select(b.c.id, b.c.t_first, b.c.t_last)
+                .where(b.c.scope == scope, b.c.t_first <= hi)
+                .order_by(b.c.t_first.desc())
+                .limit(SCOPE_WALK)
+            )
+            rows = [(int(r.id), int(r.t_first), int(r.t_last)) for r in conn.execute(q)]
+            found.extend(r for r in rows if r[2] >= lo)  # t_last >= min(ts)
+            if len(rows) < SCOPE_WALK:
+                break  # the walk reached the scope's first row
+            lowest = rows[-1][1]
+            left = left[: bisect.bisect_left(left, lowest)]
+        return found
 
     def _view_rows(
         self, conn: sa.Connection, ids: list[int], events: list[str] | None = None
@@ -482,7 +601,8 @@ class LogView:
         with its occurrences (those of ``events`` and within ``since <= at <
         until`` when given; the first :data:`MAX_PER_TRANSACTION`).
 
-        Without a time range, rows go by ``id``; with one, rows whose latest
+        Without a time range, rows go by ``id`` (of one ``scope``: by
+        ``t_first``, its unique index ``(scope, t_first)``); with one, rows whose latest
         occurrence time ``at_max`` lies in the range, by ``at_max`` (its
         index), so a range far back costs what a recent one does. With an event
         filter, up to :data:`EVENT_SCAN_FACTOR` times ``limit`` rows are looked
@@ -505,14 +625,25 @@ class LogView:
                 bid = int(id_text)
                 where.append(b.c.at_max <= at)
                 where.append(sa.or_(b.c.at_max < at, b.c.id < bid))
+            elif scope:
+                where.append(b.c.t_first < int(before))
             else:
                 where.append(b.c.id < int(before))
-        order = [b.c.at_max.desc(), b.c.id.desc()] if timed else [b.c.id.desc()]
+        # a scope's rows go by the unique (scope, t_first) index (a process
+        # scope's rows are without end: by id, all of them would be sorted)
+        by_t = bool(scope) and not timed
+        if timed:
+            order = [b.c.at_max.desc(), b.c.id.desc()]
+        elif by_t:
+            order = [b.c.t_first.desc()]
+        else:
+            order = [b.c.id.desc()]
         scan = limit * EVENT_SCAN_FACTOR if events else limit
         q = (
             sa.select(
                 b.c.id,
                 b.c.scope,
+                b.c.t_first,
                 b.c.n,
                 b.c.at_min,
                 b.c.at_max,
@@ -575,9 +706,10 @@ class LogView:
                 break
         page = Page(rows)
         if more and last is not None:
-            page.older = (
-                f"{last.at_max.astimezone(UTC).isoformat()}|{last.id}" if timed else str(last.id)
-            )
+            if timed:
+                page.older = f"{last.at_max.astimezone(UTC).isoformat()}|{last.id}"
+            else:
+                page.older = str(last.t_first if by_t else last.id)
         if events:
             page.note = f"looked at {len(heads)} transaction(s) for this page"
         return page
@@ -640,17 +772,27 @@ class LogView:
 
     def cursors(self) -> list[dict[str, Any]]:
         """Each global detector's cursor: position, lease holder and end, the
-        log time it reached, and its lag behind the log's last commit number."""
+        log time it reached, and its lag: how many commit numbers the log's
+        rows hold above its position (counted through the ``commit_seq``
+        index, at most :data:`LAG_COUNT`: ``lag_more`` says there are more;
+        a number taken by a transaction that rolled back, a hole, is not
+        counted). A lease is held or expired by the database server's clock
+        (which the global detector times it by), read in the same query."""
         c = self.tables.global_cursors
         b = self.tables.batches
-        now = datetime.now(UTC)
         with self.engine.connect() as conn:
             head = conn.execute(sa.select(sa.func.max(b.c.commit_seq))).scalar()
-            q = sa.select(*c.c).order_by(c.c.name).limit(MAX_PAGE)
+            clock = server_now(conn.dialect.name)
+            cols: list[Any] = list(c.c)
+            if clock is not None:
+                cols.append(clock.label("server_now"))
+            q = sa.select(*cols).order_by(c.c.name).limit(MAX_PAGE)
             rows = _read(conn, c, q, c.c.name)
+            behind = {p: self._behind(conn, p, head) for p in sorted({r.position for r in rows})}
         out = []
         for r in rows:
             lease = r.lease_until
+            now = r.server_now if clock is not None else datetime.now(UTC)
             try:
                 log_time = _stamp(r.log_time)
             except (ValueError, OverflowError) as err:  # NaN, infinite, past year 9999
@@ -661,19 +803,21 @@ class LogView:
                     row_id=r.name,
                     column="log_time",
                 ) from err
+            lag = behind[r.position]
             out.append(
                 {
                     "name": r.name,
                     "position": r.position,
                     "head": "" if head is None else head,
-                    "lag": max(0, (head or 0) - r.position),
+                    "lag": min(lag, LAG_COUNT),
+                    "lag_more": lag > LAG_COUNT,
                     "holder": r.holder or "",
                     "lease_until": _iso(lease),
                     "lease": (
                         "free"
                         if r.holder is None
                         else "held"
-                        if lease is not None and lease > now
+                        if lease is not None and now is not None and lease > now
                         else "expired"
                     ),
                     "log_time": log_time,
@@ -681,3 +825,19 @@ class LogView:
                 }
             )
         return out
+
+    def _behind(self, conn: sa.Connection, position: int, head: int | None) -> int:
+        """How many commit numbers the log's rows hold above ``position``, up
+        to :data:`LAG_COUNT` + 1 (a walk of the ``commit_seq`` index)."""
+        if head is None or head <= position:
+            return 0
+        b = self.tables.batches
+        numbers = (
+            sa.select(b.c.commit_seq)
+            .where(b.c.commit_seq > position)
+            .distinct()
+            .order_by(b.c.commit_seq)
+            .limit(LAG_COUNT + 1)
+            .subquery()
+        )
+        return int(conn.execute(sa.select(sa.func.count()).select_from(numbers)).scalar() or 0)

@@ -130,3 +130,24 @@ def test_a_port_in_use_is_one_line_before_anything_is_shown(
     assert f"Error: cannot serve on 127.0.0.1 port {port}: Address already in use" in result.output
     assert "sentinel ui on" not in result.output
     assert "app" not in served
+
+
+@pytest.mark.parametrize("host", ["::1", "127.0.0.1"])
+def test_an_ipv6_loopback_host_header_is_answered(
+    log_url: str, served: dict[str, Any], host: str
+) -> None:
+    """Served on ``--host ::1``, every request was refused (400 "Invalid host
+    header"): a browser sends ``Host: [::1]:PORT``, and Starlette compares
+    the host with its brackets."""
+    if host == "::1":
+        try:
+            socket.socket(socket.AF_INET6).bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+    result = CliRunner().invoke(main, ["ui", "--url", log_url, "--host", host, "--port", "0"])
+    assert result.exit_code == 0, result.output
+    port = served["port"]
+    with TestClient(served["app"], base_url=f"http://[::1]:{port}") as c:
+        r = c.get("/firings", headers={"host": f"[::1]:{port}"})
+        assert r.status_code == 200 and "Rule firings" in r.text
+        assert c.get("/firings", headers={"host": f"[::2]:{port}"}).status_code == 400

@@ -160,7 +160,7 @@ def test_firing_pages_walk_the_whole_log_once_by_keyset(client: TestClient) -> N
             url = link(html, "older")
             pages += 1
     assert seen == list(range(N_FIRINGS + 1, 0, -1)) and pages == 3
-    listing = [s for s in sql if "rule_firings" in s and "max(" not in s]
+    listing = [s for s in sql if "rule_firings" in s and "max(" not in s and "count(" not in s]
     assert listing and all("LIMIT" in s and "OFFSET" not in s for s in listing)
     # and back towards the newest
     html = client.get("/firings", params={"limit": 25, "before": 20}).text
@@ -179,7 +179,7 @@ def test_firings_filtered_by_scope_and_outcome(client: TestClient) -> None:
     assert ids(client.get("/firings", params={"scope": "tx-8", "status": "failed"}).text) == []
     with statements(client) as sql:
         client.get("/firings", params={"scope": "tx-10"})
-    listing = [s for s in sql if "rule_firings" in s and "max(" not in s]
+    listing = [s for s in sql if "rule_firings" in s and "max(" not in s and "count(" not in s]
     assert listing and all("scope = ?" in s for s in listing)
     html = client.get("/firings", params={"scope": "tx-10"}).text
     assert 'name="scope" value="tx-10"' in html and ">outcome <select" in html
@@ -200,7 +200,7 @@ def test_firings_filtered_by_partition_key(client: TestClient) -> None:
     with statements(client) as sql:
         html = client.get("/firings", params={"key": "3", "limit": 5}).text
     assert ids(html) == threes[:5]
-    listing = [s for s in sql if "rule_firings" in s and "max(" not in s]
+    listing = [s for s in sql if "rule_firings" in s and "max(" not in s and "count(" not in s]
     assert len(listing) == 2 and all("partition_key = ?" in s and "LIMIT" in s for s in listing)
     assert 'name="key" value="3"' in html and '<td class="key">' in html
     # the pages go on by id, both ways, through the merged ranges
@@ -405,7 +405,8 @@ def test_live_endpoint_reports_what_the_pages_poll(client: TestClient) -> None:
     assert live["outbox"] == {"pending": 1, "running": 1, "failed": 1}
     assert [c["name"] for c in live["cursors"]] == ["main"]
     firings = client.get("/firings").text
-    assert f'data-top="{N_FIRINGS + 1}"' in firings and 'id="new-firings" hidden' in firings
+    assert f'data-latest="{N_FIRINGS + 1}"' in firings and 'id="new-firings" hidden' in firings
+    assert f'data-count="{N_FIRINGS + 1}"' in firings and live["firings"]["count"] == N_FIRINGS + 1
 
 
 def test_live_figures_are_read_once_for_every_poller(client: TestClient) -> None:
@@ -421,7 +422,10 @@ def test_live_figures_are_read_once_for_every_poller(client: TestClient) -> None
             answers = [client.get("/api/live").json() for _ in range(5)]
         assert len({str(a) for a in answers}) == 1
         reads = len(sql)
-        assert 1 <= reads <= 4  # one reading: the newest firing, counts, cursors
+        # one reading: the newest firing and the count of the newest, the
+        # outbox's counts, the last commit number and the cursors (and, per
+        # cursor behind it, its lag)
+        assert 1 <= reads <= 6
         now[0] += FRESH_S
         with statements(client) as again:
             client.get("/api/live")
@@ -434,3 +438,162 @@ def test_static_files_are_served(client: TestClient) -> None:
     js = client.get("/static/ui.js").text
     assert 'fetch("/api/live"' in js and "document.hidden" in js
     assert client.get("/static/ui.css").status_code == 200
+
+
+# -- one scope's pages ---------------------------------------------------------------
+def _one_scope_log(url: str) -> None:
+    """Scope process:p: 30 rows (t 10, 20, ...) and, for each, two firings on
+    it (t_occ 10, 20, ... of rules a and b); tx-other between them."""
+    from datetime import UTC, datetime
+
+    from sentinel.log import Firing, LogWriter, migrate
+
+    from .conftest import occ
+
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    writer = LogWriter()
+    with engine.begin() as conn:
+        for i in range(1, 31):
+            o = occ("order", 10 * i, "process:p")
+            fired = [
+                Firing(
+                    rule=rule,
+                    scope="process:p",
+                    t_occ=10 * i,
+                    constituents=(("process:p", 10 * i),),
+                    coupling="immediate",
+                    status="fired" if i % 3 else "failed",
+                    fired_at=datetime.now(UTC),
+                )
+                for rule in ("a", "b")
+            ]
+            writer.write(conn, [o], outcome=None, firings=fired)
+            writer.write(conn, [occ("order", 1, f"tx-other-{i}")])
+    engine.dispose()
+
+
+def _walk(c: TestClient, url: str, pattern: str) -> tuple[list[int], list[int]]:
+    """The ids the ``older`` links walk through from ``url``, then those the
+    ``newer`` links walk back (the last page's own not counted twice)."""
+    html = c.get(url).text
+    down = ids(html, pattern)
+    while (nxt := link(html, "older")) is not None:
+        html = c.get(nxt).text
+        down += ids(html, pattern)
+    up: list[int] = []
+    while (nxt := link(html, "newer")) is not None:
+        html = c.get(nxt).text
+        up = ids(html, pattern) + up
+    return down, up
+
+
+@contextmanager
+def plans(client: TestClient) -> Iterator[list[tuple[str, str]]]:
+    """SQLite's plan of each query the view runs meanwhile: ``(SQL, plan)``."""
+    engine = client.app.state.view.engine  # type: ignore[attr-defined]
+    seen: list[tuple[str, str]] = []
+
+    def record(conn, cursor, statement, params, context, many):  # type: ignore[no-untyped-def]
+        if statement.lstrip().startswith("SELECT"):
+            rows = cursor.connection.execute("EXPLAIN QUERY PLAN " + statement, params)
+            seen.append((statement, " / ".join(str(r[-1]) for r in rows)))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
+FIRING_IDS = r'class="firing-link" href="/firings/(\d+)"'
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"status": "failed"}, {"rule": "a"}], ids=["all", "failed", "rule"]
+)
+def test_a_scopes_firings_are_paged_by_its_index(tmp_path: Any, params: dict[str, str]) -> None:
+    """A scope's firings were ordered by id: SQLite sorted all of the scope's
+    (a process scope's grow without end). They go by the (scope, t_occ)
+    index, newest first; the pages walk each once, both ways."""
+    from urllib.parse import urlencode
+
+    from sentinel.ui import create_app
+
+    url = f"sqlite:///{tmp_path / 'scope.db'}"
+    _one_scope_log(url)
+    start = "/firings?" + urlencode({"scope": "process:p", "limit": 7, **params})
+    with TestClient(create_app(url)) as c, plans(c) as seen:
+        down, up = _walk(c, start, FIRING_IDS)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        f = c.app.state.view.tables.firings  # type: ignore[attr-defined]
+        q = sa.select(f.c.id).where(f.c.scope == "process:p")
+        for k in ("status", "rule"):
+            if k in params:
+                q = q.where(f.c[k] == params[k])
+        expected = [r.id for r in conn.execute(q.order_by(f.c.t_occ.desc(), f.c.id.desc()))]
+    engine.dispose()
+    assert len(expected) > 7 and down == expected
+    last = [i for i in down if i not in up]
+    assert up + last == down  # back to the newest: every one once, in order
+    listing = [plan for sql, plan in seen if "rule_firings" in sql and "scope = ?" in sql]
+    assert listing and all("scope_t_occ" in p and "TEMP B-TREE" not in p for p in listing)
+
+
+@pytest.mark.parametrize("params", [{}, {"event": "order"}], ids=["all", "event"])
+def test_a_scopes_log_rows_are_paged_by_its_index(tmp_path: Any, params: dict[str, str]) -> None:
+    """``/log?scope=S`` was ordered by id: SQLite sorted all of the scope's
+    rows. They go by the unique (scope, t_first) index, newest first."""
+    from urllib.parse import urlencode
+
+    from sentinel.ui import create_app
+
+    url = f"sqlite:///{tmp_path / 'scope.db'}"
+    _one_scope_log(url)
+    start = "/log?" + urlencode({"scope": "process:p", "limit": 4, **params})
+    with TestClient(create_app(url)) as c, plans(c) as seen:
+        html = c.get(start).text
+        down = rows_of(html)
+        while (nxt := link(html, "older")) is not None:
+            html = c.get(nxt).text
+            down += rows_of(html)
+    assert down == list(range(59, 0, -2))  # the scope's 30 rows, newest first
+    listing = [
+        plan for sql, plan in seen if "FROM sentinel_event_batches" in sql and "scope = ?" in sql
+    ]
+    assert listing and all("TEMP B-TREE" not in p for p in listing)
+
+
+def test_constituents_far_apart_in_a_scope_are_each_found(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A firing's constituents are looked for in walks of at most SCOPE_WALK
+    rows of their scope: those further apart than one walk are each found,
+    a walk going on from the next one below."""
+    from datetime import UTC, datetime
+
+    from sentinel.log import Firing, LogWriter
+    from sentinel.ui import create_app
+
+    url = f"sqlite:///{tmp_path / 'scope.db'}"
+    _one_scope_log(url)
+    engine = sa.create_engine(url)
+    spread = Firing(
+        rule="far",
+        scope="process:p",
+        t_occ=300,
+        constituents=(("process:p", 10), ("process:p", 150), ("process:p", 300)),
+        coupling="immediate",
+        status="fired",
+        fired_at=datetime.now(UTC),
+    )
+    with engine.begin() as conn:
+        LogWriter().write(conn, [], firings=[spread])
+        fid = conn.execute(sa.text("SELECT max(id) FROM sentinel_rule_firings")).scalar()
+    engine.dispose()
+    monkeypatch.setattr("sentinel.ui.queries.SCOPE_WALK", 3)
+    with TestClient(create_app(url)) as c:
+        html = c.get(f"/firings/{fid}").text
+    assert "not in the event log" not in html
+    assert re.findall(r'<span class="event">order</span> @(\d+)', html) == ["10", "150", "300"]

@@ -6,6 +6,7 @@ not define is refused with nothing written."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -142,3 +143,37 @@ def test_the_running_service_applies_the_switch_and_the_page_says_where(db: str)
     row = page[page.index('<td class="running">') :]
     assert row.startswith('<td class="running">no')
     assert switches(db) == [("global", "paid", False, "applied")]
+
+
+@pytest.mark.parametrize(("position", "running"), [(3, "yes"), (5, "no")])
+def test_a_switch_beyond_the_cursors_position_is_not_shown_in_effect(
+    tmp_path: Any, position: int, running: str
+) -> None:
+    """The Rules page showed every applied switch as in effect: one applied
+    after commit 5, with the cursor set back to 3, is applied again only
+    when the detector's reads pass 5 (as it rebuilds, switches at positions
+    up to its own are applied)."""
+    from datetime import UTC, datetime
+
+    from sentinel.log.switches import mark_handled, request_switch
+    from sentinel.ui import create_app
+
+    from .conftest import build_log, shop_rules
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    engine = sa.create_engine(url)
+    build_log(engine)
+    t = log_tables()
+    with engine.begin() as conn:
+        asked = request_switch(conn, t, "paid", False, detector="global")
+        mark_handled(conn, t, [(asked.id, None)], 5, "host:1")
+        conn.execute(
+            sa.insert(t.global_cursors).values(
+                name="global", position=position, updated_at=datetime.now(UTC)
+            )
+        )
+    engine.dispose()
+    with TestClient(create_app(url, detector=shop_rules())) as c:
+        page = c.get("/rules").text
+    row = re.search(r'>paid</a></td>.*?<td class="running">(\w+)', page, re.S)
+    assert row is not None and row.group(1) == running

@@ -26,7 +26,10 @@ function wireGraph() {
   });
 }
 
-let outboxSeen = null;
+// The outbox's figures and the cursors, as the page compares them.
+function outboxFigures(outbox, cursors) {
+  return JSON.stringify([outbox, cursors]);
+}
 
 async function poll() {
   if (document.hidden) return; // a tab nobody looks at asks nothing
@@ -38,20 +41,40 @@ async function poll() {
   } catch (err) {
     return; // the server is away for a moment: try again at the next tick
   }
+  // Compared with what the log held when the page was read: its newest
+  // firing, and how many firings had an id from data-from on (a firing
+  // committed after a newer one adds to the count, not to the newest id).
   const banner = document.getElementById("new-firings");
   if (banner && live.latest_firing !== null) {
-    const top = Number(banner.getAttribute("data-top"));
-    if (live.latest_firing > top) banner.hidden = false;
+    const latest = Number(banner.getAttribute("data-latest"));
+    const from = Number(banner.getAttribute("data-from"));
+    const count = Number(banner.getAttribute("data-count"));
+    const firings = live.firings || null;
+    if (
+      live.latest_firing > latest ||
+      (firings !== null && firings.from === from && firings.count > count)
+    ) {
+      banner.hidden = false;
+    }
+  }
+  const changed = document.getElementById("outbox-changed");
+  if (changed) {
+    // a reading that began before the page's figures were read is older
+    // than what the page shows: nothing is taken from it
+    const readAt = Number(changed.getAttribute("data-read-at"));
+    if (typeof live.read_at === "number" && live.read_at < readAt) return;
   }
   document.querySelectorAll("[data-live]").forEach((cell) => {
     const [group, key] = cell.getAttribute("data-live").split(".");
     if (live[group] && key in live[group]) cell.textContent = String(live[group][key]);
   });
-  const changed = document.getElementById("outbox-changed");
   if (changed) {
-    const now = JSON.stringify([live.outbox, live.cursors.map((c) => [c.name, c.position, c.holder])]);
-    if (outboxSeen !== null && now !== outboxSeen) changed.hidden = false;
-    outboxSeen = now;
+    const shown = JSON.parse(changed.getAttribute("data-figures"));
+    const now = outboxFigures(
+      live.outbox,
+      live.cursors.map((c) => [c.name, c.position, c.holder]),
+    );
+    if (now !== outboxFigures(shown.outbox, shown.cursors)) changed.hidden = false;
   }
 }
 
