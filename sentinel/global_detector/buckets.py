@@ -7,11 +7,52 @@ A stateful Spark operator sends each group to the state partition
 partition (each core) detects: 27 and 37 of 64 on two partitions. Each
 bucket's label is instead chosen so that the partitions hold as many buckets as
 each other. Pure Python, so that it is testable and cheap without Spark.
+
+Which bucket a row goes to is decided by :func:`key_hash` of its key's value,
+as the detector compares values: equal values (``1``, ``1.0``, ``True``;
+``Decimal("1.50")`` and ``1.5``; one instant in two time zones) hash alike,
+so they meet in one bucket as they meet in one partition of the detector.
 """
 
 from __future__ import annotations
 
-__all__ = ["bucket_labels", "spark_hash"]
+import zlib
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+from numbers import Rational
+from typing import Any
+
+__all__ = ["bucket_labels", "key_hash", "spark_hash"]
+
+
+def key_hash(value: Any) -> int:
+    """A hash (0 to 2**31 - 1) of a key's value that is the same in every
+    process (Python's own ``hash`` of text is not) and the same for values
+    Python finds equal: numbers by their exact value whatever their type,
+    aware datetimes by their instant."""
+    text = _canonical(value).encode("utf-8", "surrogatepass")
+    return zlib.crc32(text) & 0x7FFFFFFF
+
+
+def _canonical(v: Any) -> str:
+    if isinstance(v, str):
+        return "s:" + v
+    if isinstance(v, (Rational, float, Decimal)):
+        try:
+            f = Fraction(v)
+        except (ValueError, OverflowError):  # infinities and NaNs
+            return f"n:{float(v)}"
+        return f"n:{f.numerator}" if f.denominator == 1 else f"n:{f.numerator}/{f.denominator}"
+    if isinstance(v, datetime):
+        if v.utcoffset() is None:
+            return "t:" + v.isoformat()
+        return "tz:" + v.astimezone(UTC).isoformat()
+    if isinstance(v, tuple):
+        return "(" + ",".join(_canonical(x) for x in v) + ")"
+    if isinstance(v, frozenset):
+        return "{" + ",".join(sorted(_canonical(x) for x in v)) + "}"
+    return f"{type(v).__qualname__}:{v!r}"
 
 
 def bucket_labels(buckets: int) -> list[int]:

@@ -312,7 +312,12 @@ class CommitFeeder:
         assert isinstance(clock, VirtualClock)
         return clock.next_due
 
-    def feed(self, rows: Iterable[Any], ranks: Iterable[int] | None = None) -> list[Detection]:
+    def feed(
+        self,
+        rows: Iterable[Any],
+        ranks: Iterable[int] | None = None,
+        clocks: Iterable[float | None] | None = None,
+    ) -> list[Detection]:
         """Feed rows (:class:`~sentinel.global_detector.order.LogRow`, in commit
         order, whole commits, after :attr:`position`); return the detections.
         Scheduled switches (:meth:`schedule`) are applied between the commits
@@ -321,25 +326,62 @@ class CommitFeeder:
         ``ranks``, when given, are the rows' ranks in their commits (one per
         row): for a caller feeding only part of each commit's rows (the Spark
         streaming job feeds one key's), so that their global ``t_occ`` is the
-        one the whole commit gives them."""
+        one the whole commit gives them. ``clocks``, when given, are where the
+        log's clock stood before each row (``None``: unknown), moved by the rows
+        not fed: such a caller's detector then purges (lifespans) where one fed
+        every row would."""
         if not self._switches:
-            return self._feed(rows, ranks)
+            return self._feed(rows, ranks, clocks)
         rows = list(rows)
         given = None if ranks is None else list(ranks)
+        hints = None if clocks is None else list(clocks)
         out: list[Detection] = []
         start = 0
         for i, r in enumerate(rows):
             if self._switches and self._switches[0][0] < r.commit_seq:
                 if i > start:  # the commits before the switch
-                    out.extend(self._feed(rows[start:i], None if given is None else given[start:i]))
+                    out.extend(
+                        self._feed(
+                            rows[start:i],
+                            None if given is None else given[start:i],
+                            None if hints is None else hints[start:i],
+                        )
+                    )
                     start = i
                 self._apply_due(r.commit_seq - 1)
-        out.extend(self._feed(rows[start:], None if given is None else given[start:]))
+        out.extend(
+            self._feed(
+                rows[start:],
+                None if given is None else given[start:],
+                None if hints is None else hints[start:],
+            )
+        )
         return out
 
-    def _feed(self, rows: Iterable[Any], ranks: Iterable[int] | None = None) -> list[Detection]:
+    def advance(self, log_time: float) -> None:
+        """Move the log's clock to ``log_time`` (not back), as rows not fed
+        here would have: the lifespans' purges due by then happen. For a caller
+        feeding part of the log (:meth:`feed`'s ``clocks``)."""
+        if not isfinite(log_time) or (self.log_time is not None and log_time <= self.log_time):
+            return
+        self.log_time = log_time
+        det = self._detector
+        if det is not None:
+            clock = det.wall_clock
+            assert isinstance(clock, VirtualClock)
+            if log_time > clock.now():
+                clock.set(log_time)
+
+    def _feed(
+        self,
+        rows: Iterable[Any],
+        ranks: Iterable[int] | None = None,
+        clocks: Iterable[float | None] | None = None,
+    ) -> list[Detection]:
         rows = list(rows)
         given = None if ranks is None else iter(ranks)
+        moved = None if clocks is None else list(clocks)
+        hints = None if moved is None else iter(moved)
         if not rows:
             return []
         # rows beyond these times are refused (see the module docs); the
@@ -355,6 +397,9 @@ class CommitFeeder:
             )
             if start is None:  # no row here has a time the clock could start at
                 self._refuse_all(rows, ahead)
+                for hint in moved or ():
+                    if hint is not None:
+                        self.advance(hint)
                 return []
             det = self._start(start)
         log_time = self.log_time
@@ -388,6 +433,15 @@ class CommitFeeder:
                 self.position = seq
             if given is not None:
                 rank = next(given)
+            if hints is not None:
+                hint = next(hints)
+                if hint is not None and (log_time is None or hint > log_time):
+                    # the log's clock, moved by rows fed elsewhere
+                    self.log_time = log_time = hint
+                    if late is not None:
+                        floor = hint - late
+                    if hint > now():
+                        clock.set(hint)
             if rank >= most:
                 raise GlobalDetectorError(
                     f"commit {seq} wrote more than {1 << RANK_BITS} log rows; the global "

@@ -18,7 +18,9 @@ order (``lateness=``). :func:`dumpable` says whether a rule set has neither.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
+import weakref
 import zlib
 from math import inf
 from typing import Any
@@ -31,9 +33,26 @@ from sentinel.temporal import VirtualClock
 
 __all__ = ["dump", "dumpable", "load", "retained"]
 
-#: The format of :func:`dump`'s bytes (the first item of the pickled tuple).
-FORMAT = 1
+#: The format of :func:`dump`'s bytes (the first item of the pickled tuple):
+#: 2 adds the rules' layout (:func:`layout`).
+FORMAT = 2
 _BITEMPORAL = "_sentinel_bitemporal"  # sentinel.bitemporal.service._ATTR
+_LAYOUTS: weakref.WeakKeyDictionary[LocalEventDetector, str] = weakref.WeakKeyDictionary()
+
+
+def layout(rules: LocalEventDetector) -> str:
+    """A digest of the event graph a feeder of ``rules`` detects with: each
+    node's number, expression, mode and region. The dumped state is the nodes'
+    state by number: it means the same only to rules of the same layout."""
+    digest = _LAYOUTS.get(rules)
+    if digest is None:
+        graph = CommitFeeder(rules)._start(0.0).graph
+        graph.ensure()
+        nodes = [(h.hid, *map(str, key)) for key, h in graph.handlers.items()]
+        nodes += [(hid, *map(str, key)) for key, hid in graph.routers.items()]
+        text = repr(sorted(nodes)).encode("utf-8", "surrogatepass")
+        digest = _LAYOUTS[rules] = hashlib.sha256(text).hexdigest()
+    return digest
 
 
 def dumpable(rules: LocalEventDetector) -> bool:
@@ -116,16 +135,32 @@ def dump(feeder: CommitFeeder) -> bytes:
             _plain(det.graph.global_store),
             _plain(det.process_scope.store),
         )
-    data = (FORMAT, feeder.position, feeder.log_time, body)
+    data = (FORMAT, layout(feeder.rules), feeder.position, feeder.log_time, body)
     return zlib.compress(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
 def load(rules: LocalEventDetector, blob: bytes, **options: Any) -> CommitFeeder:
     """A new feeder of ``rules`` (``options``: :class:`~.detect.CommitFeeder`'s)
-    standing where the feeder :func:`dump` made ``blob`` of stood."""
-    fmt, position, log_time, body = pickle.loads(zlib.decompress(blob))
+    standing where the feeder :func:`dump` made ``blob`` of stood. Raises
+    :class:`~sentinel.errors.GlobalDetectorError` when ``rules`` are not laid
+    out as the dumped feeder's were (:func:`layout`: a rule added, changed or
+    removed since) or ``blob`` is of another format."""
+    data = pickle.loads(zlib.decompress(blob))
+    fmt = data[0]
     if fmt != FORMAT:
-        raise GlobalDetectorError(f"detection state of format {fmt!r}, not {FORMAT}")
+        raise GlobalDetectorError(
+            f"detection state of format {fmt!r}, not {FORMAT}: saved by another version of "
+            "sentinel (a Spark checkpoint: start the query with a new checkpoint)"
+        )
+    _fmt, made, position, log_time, body = data
+    if made != layout(rules):
+        raise GlobalDetectorError(
+            "the detection state was saved for other rules (a rule was added, changed or "
+            "removed since, or the events were defined in another order): the state of "
+            "one rule's nodes would be read as another's. A Spark checkpoint: run these "
+            "rules with a new checkpoint and output (they read the log from its first "
+            "commit), or run the rules the checkpoint was made with"
+        )
     feeder = CommitFeeder(rules, **options)
     feeder.position = position
     feeder.log_time = log_time

@@ -46,6 +46,7 @@ import math
 import os
 import time
 import uuid
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
@@ -53,13 +54,14 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from sentinel.algebra.expressions import Keyed
-from sentinel.errors import GlobalDetectorError, MissingExtraError
-from sentinel.global_detector.buckets import bucket_labels
+from sentinel.errors import GlobalDetectorError, LogSchemaError, MissingExtraError
+from sentinel.global_detector.buckets import bucket_labels, key_hash
 from sentinel.global_detector.detect import CommitFeeder, check_rules
 from sentinel.global_detector.order import CommitReader
 from sentinel.global_detector.state import dump, dumpable, load, retained
+from sentinel.log.schema import check_schema
 from sentinel.log.tables import DEFAULT_PREFIX, LogTables, Outcome, log_tables
-from sentinel.params import to_json
+from sentinel.params import from_json, to_json
 from sentinel.replay.rules import Rules, load_rules, reference_of
 from sentinel.rules import LocalEventDetector
 
@@ -85,8 +87,16 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the installation
     missing = (err.name or "").partition(".")[0] or None  # the package to install
     raise MissingExtraError("the Spark streaming global detector", "spark", missing) from err
+try:  # a Python source that Trigger.AvailableNow can drain in several batches
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older PySpark: AvailableNow reads one batch
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
 
 log = logging.getLogger("sentinel.global")
+_BITEMPORAL = "_sentinel_bitemporal"  # sentinel.bitemporal.service._ATTR
 
 __all__ = [
     "BUCKETS",
@@ -102,8 +112,15 @@ __all__ = [
     "stream_global",
 ]
 
-#: The committed log rows the source yields: :class:`~.order.LogRow`'s fields
-#: and ``rank``, the row's place in its commit (from 0).
+#: The committed log rows the source yields: :class:`~.order.LogRow`'s fields,
+#: ``rank``, the row's place in its commit (from 0), and ``clock``: with
+#: ``clocks=True`` (:func:`read_commits`), the largest detection time of the
+#: rows before it in its task's range of commits (``None``: none), and after
+#: each range one row with ``rank`` -1, ``commit_seq`` the range's last
+#: commit and ``clock`` the range's largest (the job's buckets rebuild the
+#: log's clock from them); else ``None``; and ``key_hash``: with ``key``
+#: (:func:`read_commits`), :func:`~.buckets.key_hash` of the row's value of
+#: that parameter (``None`` without it).
 COMMIT_STRUCT = StructType(
     [
         StructField("id", LongType(), False),
@@ -118,9 +135,11 @@ COMMIT_STRUCT = StructType(
         StructField("params", StringType(), False),
         StructField("outcome", StringType(), True),
         StructField("rank", IntegerType(), False),
+        StructField("clock", DoubleType(), True),
+        StructField("key_hash", IntegerType(), True),
     ]
 )
-_ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name != "rank"]
+_ROW_FIELDS = [f.name for f in COMMIT_STRUCT.fields if f.name not in ("rank", "clock", "key_hash")]
 _ARROW_SCHEMA = to_arrow_schema(COMMIT_STRUCT)
 _ARROW_FIELDS = [(f, _ARROW_SCHEMA.field(f).type) for f in _ROW_FIELDS]
 
@@ -165,17 +184,24 @@ _URL_OPTION = "url_secret"
 
 
 # -- the source ------------------------------------------------------------------------
-class _CommitStreamReader(DataSourceStreamReader):
+class _CommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Any) -> None:
         self.url: str = options[_URL_OPTION]
         self.schema: str | None = options.get("schema") or None
         self.prefix: str = options.get("prefix") or DEFAULT_PREFIX
         self.parts = max(1, int(options.get("partitions") or 1))
+        #: Whether rows carry the log's clock (``COMMIT_STRUCT``'s ``clock``).
+        self.clocks = options.get("clocks") == "1"
+        #: The parameter whose value's hash rows carry (``key_hash``).
+        self.key: str | None = options.get("key") or None
         events = options.get("events")
         #: The events the rules read (None: all); the others are not sent to Spark.
         self.events: frozenset[str] | None = None if not events else frozenset(json.loads(events))
         self._engine: sa.Engine | None = None
         self._ahead_at = 0.0
+        #: Under Trigger.AvailableNow, the last commit number handed out when
+        #: the query started: read up to it, then stop.
+        self._target: int | None = None
         #: Remembers the holes in the commit numbers proved never to fill.
         self._reader = CommitReader(log_tables(self.schema, self.prefix))
 
@@ -187,7 +213,35 @@ class _CommitStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:
         return {"commit_seq": 0}
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        with self._connect().connect() as conn:
+            self._target = self._reader.handed_out(conn)
+
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
+        after = 0 if start is None else int(start["commit_seq"])
+        target = self._target
+        while True:
+            head, upto, handed = self._latest(start)
+            if after > handed:
+                raise GlobalDetectorError(
+                    f"this query's checkpoint stands at commit {after}, ahead of the last "
+                    f"commit number the log handed out ({handed}): the checkpoint belongs "
+                    "to another database, or the log was restored from a backup or its "
+                    "commit counter reset; nothing would be read until the numbers pass "
+                    f"{after}. Start the query with a new checkpoint"
+                )
+            if target is None:
+                return {"commit_seq": head}
+            head = max(min(head, target), after)
+            # under Trigger.AvailableNow a batch that reads nothing ends the
+            # query: before a hole that may still fill, wait rather than stop
+            if head > after or upto is None or upto >= target or after >= target:
+                return {"commit_seq": head}
+            time.sleep(GAP_WAIT)
+
+    def _latest(self, start: Any) -> tuple[int, int | None, int]:
+        """The offset to read up to from ``start``, the horizon (``None``: no
+        hole can fill) and the last number handed out."""
         reader = self._reader
         with self._connect().connect() as conn:
             # PostgreSQL, MariaDB: not past a hole in the numbers (computed before the
@@ -209,7 +263,7 @@ class _CommitStreamReader(DataSourceStreamReader):
             head = min(head, upto)
         if start is not None:
             head = max(head, int(start["commit_seq"]))
-        return {"commit_seq": head}
+        return head, upto, handed
 
     def _report_ahead(self, top: int, handed: int) -> None:
         """Say (at most every 30 s) that rows numbered ahead of the counter are not read."""
@@ -238,25 +292,28 @@ class _CommitStreamReader(DataSourceStreamReader):
         engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
         whole = _batches_query(log_tables(self.schema, self.prefix))
         some = whole.limit(READ_ROWS + 1)
+        clock = [-math.inf] if self.clocks else None
         try:
             with engine.connect() as conn:
                 after = lo
                 while after < hi:
                     got = conn.execute(some, {"lo": after, "hi": hi}).all()
                     if not got:
-                        return
+                        break
                     if len(got) > READ_ROWS:  # whole commits only
                         last = got[-1].commit_seq
                         if got[0].commit_seq == last:  # one commit: read all of it
                             got = conn.execute(whole, {"lo": last - 1, "hi": last}).all()
                         else:
                             got = [r for r in got if r.commit_seq != last]
-                    batch = _arrow(got, self.events)
+                    batch = _arrow(got, self.events, clock, self.key)
                     if batch.num_rows:
                         yield batch
                     after = int(got[-1].commit_seq)
         finally:
             engine.dispose()
+        if clock is not None and clock[0] > -math.inf:
+            yield _summary(hi, clock[0])
 
     def stop(self) -> None:
         if self._engine is not None:
@@ -302,18 +359,31 @@ def _batches_query(tables: LogTables) -> sa.Select[Any]:
     )
 
 
-def _arrow(got: Sequence[Any], wanted: frozenset[str] | None) -> pa.RecordBatch:
+def _arrow(
+    got: Sequence[Any],
+    wanted: frozenset[str] | None,
+    clock: list[float] | None = None,
+    key: str | None = None,
+) -> pa.RecordBatch:
     """The occurrences of the log rows ``got`` (in commit order) whose event is
     ``wanted`` (``None``: all) as a :data:`COMMIT_STRUCT` batch, column by column:
     the fields of :class:`~.order.LogRow` as :meth:`~.order.CommitReader.read`
     makes them (``params`` as compact JSON text), each with its rank among all
     its commit's occurrences. Only the wanted occurrences' parameters are
-    encoded again: the views a keyed rule set ignores cost their JSON decoding."""
-    cols: list[list[Any]] = [[] for _ in range(12)]
-    ids, seqs, scopes, t_occs, events, tss, dtss, classes, keys, params, outcomes, ranks = (
-        c.append for c in cols
+    encoded again: the views a keyed rule set ignores cost their JSON decoding.
+
+    ``clock``, when given, is the largest detection time read so far (one
+    item, updated): each row gets it as its ``clock``, before its own time
+    (every row moves it, wanted or not, as it moves the feeder's: a finite
+    occurrence and detection time). ``key``: the parameter whose value's
+    :func:`~.buckets.key_hash` each row carries."""
+    cols: list[list[Any]] = [[] for _ in range(14)]
+    (ids, seqs, scopes, t_occs, events, tss, dtss, classes, keys, params, outcomes, ranks) = (
+        c.append for c in cols[:12]
     )
+    hints, hashes = cols[12].append, cols[13].append
     encode = _PARAMS_TEXT
+    now = -math.inf if clock is None else clock[0]
     seq, rank = -1, 0
     for r in got:
         elems = json.loads(r.occurrences) if isinstance(r.occurrences, str) else r.occurrences
@@ -334,10 +404,35 @@ def _arrow(got: Sequence[Any], wanted: frozenset[str] | None) -> pa.RecordBatch:
                 params(encode(p))
                 outcomes(outcome)
                 ranks(rank)
+                hints(None if now == -math.inf else now)
+                if key is not None:
+                    value = p.get(key) if type(p) is dict else None
+                    hashes(None if value is None else key_hash(from_json(value)))
+                else:
+                    hashes(None)
+            if clock is not None:
+                at, dat = _float(ts), _float(ts if dts is None else dts)
+                if dat > now and math.isfinite(at) and math.isfinite(dat):
+                    now = dat
             rank += 1
+    if clock is not None:
+        clock[0] = now
+    return _batch(cols)
+
+
+def _batch(cols: list[list[Any]]) -> pa.RecordBatch:
     arrays = [pa.array(c, t) for c, (_f, t) in zip(cols, _ARROW_FIELDS, strict=False)]
+    arrays.append(pa.array(cols[-3], pa.int32()))
+    arrays.append(pa.array(cols[-2], pa.float64()))
     arrays.append(pa.array(cols[-1], pa.int32()))
     return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+
+
+def _summary(last: int, clock: float) -> pa.RecordBatch:
+    """The row closing a task's range of commits (to ``last``) with the
+    largest detection time in it (``rank`` -1; see :data:`COMMIT_STRUCT`)."""
+    row = [0, last, "", 0, "", 0.0, 0.0, None, None, "{}", None, -1, clock, None]
+    return _batch([[v] for v in row])
 
 
 def _float(value: Any) -> float:
@@ -376,19 +471,28 @@ def read_commits(
     schema: str | None = None,
     prefix: str = DEFAULT_PREFIX,
     events: Sequence[str] | None = None,
+    clocks: bool = False,
+    key: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame (:data:`COMMIT_STRUCT`) of the committed rows of
     the log at ``source`` (a database URL or engine), in micro-batches of whole
     commits, each read in about ``partitions`` Spark tasks (ranges of commit
     numbers; default: Spark's default parallelism) by Python workers through
     SQLAlchemy (no JDBC driver). ``events``: only the rows of these events
-    (each keeps its rank among all its commit's rows)."""
+    (each keeps its rank among all its commit's rows). ``clocks``: the rows
+    carry the log's clock, and each task's range ends with a row of its own
+    (see :data:`COMMIT_STRUCT`). ``key``: the rows carry the hash of this
+    parameter's value (``key_hash``)."""
     url = _url_of(source)
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:  # the log must be there and readable: say so here, not in a worker
+    tables = log_tables(schema, prefix)
+    try:  # the log must be there, current and readable: say so here, not in a worker
         with engine.connect() as conn:
-            CommitReader(log_tables(schema, prefix)).head(conn)
-    except sa.exc.SQLAlchemyError as err:
+            check_schema(conn, tables)
+            commits = CommitReader(tables)
+            commits.head(conn)
+            commits.handed_out(conn)
+    except (sa.exc.SQLAlchemyError, LogSchemaError) as err:
         raise GlobalDetectorError(
             f"cannot read the event log's commit numbers at {engine.url!r}: {err}"
         ) from err
@@ -399,7 +503,9 @@ def read_commits(
             partitions = int(spark.sparkContext.defaultParallelism)
         except Exception:  # Spark Connect has no SparkContext
             partitions = os.cpu_count() or 1
-    spark.dataSource.register(CommitSource)
+    if spark not in _REGISTERED:  # once: again, Spark warns that it replaced it
+        spark.dataSource.register(CommitSource)
+        _REGISTERED.add(spark)
     reader = (
         spark.readStream.format("sentinel_commits")
         .option(_URL_OPTION, url)
@@ -410,7 +516,15 @@ def read_commits(
         reader = reader.option("schema", schema)
     if events is not None:
         reader = reader.option("events", json.dumps(sorted(events)))
+    if clocks:
+        reader = reader.option("clocks", "1")
+    if key is not None:
+        reader = reader.option("key", key)
     return reader.load()
+
+
+#: The sessions :class:`CommitSource` is registered with.
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 
 
 # -- detection per bucket of keys -------------------------------------------------------
@@ -437,13 +551,14 @@ def _rules(ref: str) -> LocalEventDetector:
 
 
 def _key_text(value: Any) -> str | None:
-    """A key's value as ``get_json_object`` gives it: text as it is, others as JSON."""
-    if value is None or isinstance(value, str):
-        return value
+    """A key's value as JSON text, as the log writes it (``"abc"``, ``1.5``,
+    ``{"$decimal":"1.50"}``)."""
+    if value is None:
+        return None
     try:
-        return json.dumps(value, separators=(",", ":"))
+        return _SORTED_TEXT(to_json(value))
     except (TypeError, ValueError):
-        return str(value)
+        return repr(value)
 
 
 def _occ_row(rule: str, seq: int, key: str | None, occ: Any) -> tuple[Any, ...]:
@@ -499,7 +614,8 @@ def _detect_bucket(
             )
     else:
         position = 0
-    fresh, ranks = _fresh_rows(list(frames), position)  # a replayed batch's rows: once
+    # a replayed batch's rows: once
+    fresh, ranks, hints, ends = _fresh_rows(list(frames), position)
     cache_key = (query, int(bucket))
     cached = _FEEDERS.pop(cache_key, None)
     if cached is not None and cached[1] == position:
@@ -509,19 +625,36 @@ def _detect_bucket(
     else:
         feeder = CommitFeeder(det)
         stored = json.loads(text) if text else []
+        clock = stored.pop()[0] if stored and len(stored[-1]) == 1 else None
         if stored:
-            feeder.feed([_Row(*r[:-1]) for r in stored], [r[-1] for r in stored])
+            feeder.feed(
+                [_Row(*r[:_N]) for r in stored],
+                [r[_N] for r in stored],
+                [r[_N + 1] if len(r) > _N + 1 else None for r in stored],
+            )
+        if clock is not None:
+            feeder.advance(clock)
+    before = feeder.log_time
+    if ends:
+        hints = _log_clock(fresh, hints, ends, before)
     out = []
     if fresh:
-        for d in feeder.feed(fresh, ranks):
+        for d in feeder.feed(fresh, ranks, hints if ends else None):
             out.append(_occ_row(d.rule, d.commit_seq, key, d.occurrence))
         feeder.skipped.clear()  # reported on the worker's log
         position = int(fresh[-1].commit_seq)
+    if ends:  # where the log's clock stands after the batch's commits
+        feeder.advance(max(clock for _, clock in ends))
+    if fresh or feeder.log_time != before:
         if dumped:
             blob, text = dump(feeder), None
         else:
             rows = json.loads(text) if text else []
-            rows.extend([*r, k] for r, k in zip(fresh, ranks, strict=True))
+            if rows and len(rows[-1]) == 1:
+                rows.pop()  # the log's clock after the last batch, replaced
+            rows.extend([*r, k, h] for r, k, h in zip(fresh, ranks, hints, strict=True))
+            if ends:
+                rows.append([feeder.log_time])
             blob, text = None, json.dumps(rows, separators=(",", ":"))
         state.update((position, buckets, retained(feeder), blob, text))
     _FEEDERS[cache_key] = (feeder, position)
@@ -531,20 +664,30 @@ def _detect_bucket(
         yield pd.DataFrame(dict(zip(_OUT, zip(*out, strict=True), strict=True)), columns=_OUT)
 
 
-_COLUMNS = [*_ROW_FIELDS, "rank"]
+_COLUMNS = [*_ROW_FIELDS, "rank", "clock"]
+_N = len(_ROW_FIELDS)
 _OUT = DETECTION_STRUCT.fieldNames()
-_NULLABLE = [i for i, f in enumerate(COMMIT_STRUCT.fields) if f.nullable]
+_NULLABLE = [i for i, c in enumerate(_COLUMNS) if COMMIT_STRUCT[c].nullable]
 #: A log row as the detector reads it (:class:`~.order.LogRow`'s fields),
 #: cheaper to make than one.
 _Row = namedtuple("_Row", _ROW_FIELDS)  # type: ignore[misc]
 
 
-def _fresh_rows(frames: list[pd.DataFrame], position: int) -> tuple[list[Any], list[int]]:
-    """The rows of ``frames`` numbered after ``position``, in commit order, and
-    their ranks in their commits."""
+def _fresh_rows(
+    frames: list[pd.DataFrame], position: int
+) -> tuple[list[Any], list[int], list[float | None], list[tuple[int, float]]]:
+    """The rows of ``frames`` numbered after ``position``, in commit order,
+    their ranks in their commits and their ``clock`` s, and the ranges' ends
+    (``(last commit, clock)``: the rows of rank -1, see :data:`COMMIT_STRUCT`)."""
     if not frames:
-        return [], []
+        return [], [], [], []
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    ends: list[tuple[int, float]] = []
+    closing = frame["rank"] < 0
+    if closing.any():
+        last, clock = frame["commit_seq"][closing].tolist(), frame["clock"][closing].tolist()
+        ends = list(zip(last, clock, strict=True))
+        frame = frame[~closing]
     if position:
         frame = frame[frame["commit_seq"] > position]
     frame = frame.sort_values(["commit_seq", "rank"], kind="stable")
@@ -552,7 +695,29 @@ def _fresh_rows(frames: list[pd.DataFrame], position: int) -> tuple[list[Any], l
     for i in _NULLABLE:  # a column of nulls only may come as floats (NaN)
         if frame[_COLUMNS[i]].dtype != object:
             columns[i] = [None if v != v else v for v in columns[i]]
-    return list(map(_Row, *columns[:-1])), columns[-1]
+    return list(map(_Row, *columns[:_N])), columns[_N], columns[_N + 1], ends
+
+
+def _log_clock(
+    rows: list[Any],
+    hints: list[float | None],
+    ends: list[tuple[int, float]],
+    before: float | None,
+) -> list[float | None]:
+    """Where the log's clock stood before each of a bucket's ``rows``: the
+    largest of the clock before the batch (``before``), the ends of the source's
+    ranges before the row's commit, and the row's ``clock`` in its range."""
+    ends = sorted(ends)
+    out: list[float | None] = []
+    clock = -math.inf if before is None else before
+    i = 0
+    for r, hint in zip(rows, hints, strict=True):
+        while i < len(ends) and ends[i][0] < r.commit_seq:
+            clock = max(clock, ends[i][1])
+            i += 1
+        at = clock if hint is None else max(clock, hint)
+        out.append(None if at == -math.inf else at)
+    return out
 
 
 #: ``key=RULES_KEY``: partition by the key the rules share (see :func:`rules_key`).
@@ -649,18 +814,31 @@ def global_detections(
     # a bucket needs only what its rules listen to (without timers, the other
     # rows move no clock that matters)
     wanted = None if key is None else _wanted(det)
+    # split by key, a bucket's detector sees its rows only; under a lifespan
+    # its clock must still move with every row, as one fed them all
+    clocks = key is not None and _clocked(det)
     rows = read_commits(
-        spark, source, partitions=partitions, schema=schema, prefix=prefix, events=wanted
+        spark,
+        source,
+        partitions=partitions,
+        schema=schema,
+        prefix=prefix,
+        events=wanted,
+        clocks=clocks,
+        key=key,
     )
     if key is None:
         keyed = rows.withColumn("bucket", F.lit(0))
         buckets = 1
     else:
-        value = F.get_json_object(F.col("params"), f"$.{key}")
+        # by the hash of the key's value (made as the detector compares values:
+        # 1, 1.0 and True in one bucket); rows without it together
+        hashed = F.coalesce(F.col("key_hash"), F.lit(0))
         labels = F.array(*[F.lit(b) for b in bucket_labels(buckets)])
-        keyed = rows.withColumn(
-            "bucket", F.element_at(labels, F.pmod(F.hash(value), F.lit(buckets)) + 1)
-        )
+        one = F.element_at(labels, F.pmod(hashed, F.lit(buckets)) + 1)
+        if clocks:  # a range's end goes to every bucket
+            one = F.explode(F.when(F.col("rank") < 0, labels).otherwise(F.array(one)))
+        keyed = rows.withColumn("bucket", one)
     step: Callable[..., Iterator[pd.DataFrame]] = _bind(ref, key, buckets)
     return keyed.groupBy("bucket").applyInPandasWithState(
         step,
@@ -669,6 +847,14 @@ def global_detections(
         outputMode="append",
         timeoutConf=GroupStateTimeout.NoTimeout,
     )
+
+
+def _clocked(det: LocalEventDetector) -> bool:
+    """Whether the log's clock changes what the rules of ``det`` detect beyond
+    their timers: a lifespan, or an occurrence-time order (the bitemporal layer)."""
+    probe = CommitFeeder(det)._start(0.0)
+    probe.graph.ensure()
+    return probe.__dict__.get(_BITEMPORAL) is not None
 
 
 def _wanted(det: LocalEventDetector) -> list[str] | None:
@@ -683,7 +869,7 @@ def _wanted(det: LocalEventDetector) -> list[str] | None:
     # a layer routes logged occurrences by name: under a lifespan, the bitemporal
     # layer (its logged ticks purge); another one's names are not known here
     probe = CommitFeeder(det)._start(0.0)
-    svc = probe.__dict__.get("_sentinel_bitemporal")
+    svc = probe.__dict__.get(_BITEMPORAL)
     if svc is None or any(getattr(fn, "__self__", None) is not svc for fn in probe.dispatch.route):
         return None
     return sorted({*replayer.listened, "txn:abort", "txn:commit", TICK})
@@ -733,6 +919,13 @@ def stream_global(
     """
     if (out is None) == (foreach_batch is None):
         raise GlobalDetectorError("stream_global writes to out or to foreach_batch: give one")
+    for what, path in (("checkpoint", checkpoint), ("out", out)):
+        # a local path that is a file: Spark's error would be a Java stack
+        if path is not None and "://" not in os.fspath(path) and os.path.isfile(path):
+            raise GlobalDetectorError(
+                f"{what} {os.fspath(path)!r} is a file: the streaming global detector "
+                f"keeps its {what} in a directory"
+            )
     df = global_detections(
         spark,
         rules,

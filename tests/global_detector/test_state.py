@@ -124,8 +124,100 @@ def test_a_feeder_of_one_bucket_numbers_rows_as_one_fed_every_row(rule_set: str)
     assert sorted(found) == expected
 
 
+def test_a_bucket_given_the_log_clock_purges_as_one_fed_every_row() -> None:
+    """Writers' clocks disagree, so commit order is not time order: under a
+    lifespan a bucket's detector must purge by the log's clock (the largest
+    detection time of every row before, any key's, any event's), which
+    :meth:`CommitFeeder.feed`'s ``clocks`` and :meth:`CommitFeeder.advance`
+    give it, across dumps; by its own rows' times alone it pairs orders the
+    whole log's detector forgot."""
+    det = rules.lived
+    rnd = random.Random(9)
+    rows = [
+        (r._replace(ts=t, detected_ts=t), k)
+        for r, k in _rows(1500, seed=4)
+        for t in [r.ts + rnd.choice([0.0, -4.0, 3.0, 6.0])]
+    ]
+    expected = sorted(_feed(CommitFeeder(det), rows))
+    clocks: list[tuple[float | None, float]] = []  # the log's clock before and after each row
+    clock: float | None = None
+    for r, _ in rows:
+        after = r.detected_ts if clock is None else max(clock, r.detected_ts)
+        clocks.append((clock, after))
+        clock = after
+    numbered = list(range(len(rows)))
+
+    def bucket(b: int, given: bool) -> list[tuple[Any, ...]]:
+        feeder, found = CommitFeeder(det), []
+        for run in _commits([(rows[i][0], i) for i in numbered], 97):
+            mine = [
+                i
+                for _, i in run
+                if rows[i][0].event != "other"
+                and json.loads(rows[i][0].params)["customer"] % 3 == b
+            ]
+            got = feeder.feed(
+                [rows[i][0] for i in mine],
+                [rows[i][1] for i in mine],
+                [clocks[i][0] for i in mine] if given else None,
+            )
+            found += [
+                (
+                    d.rule,
+                    d.commit_seq,
+                    d.occurrence.t_occ,
+                    [c.t_occ for c in d.occurrence.constituents],
+                )
+                for d in got
+            ]
+            if given:
+                feeder.advance(clocks[run[-1][1]][1])
+            feeder = load(det, dump(feeder))
+        return found
+
+    assert sorted(f for b in range(3) for f in bucket(b, given=True)) == expected
+    assert sorted(f for b in range(3) for f in bucket(b, given=False)) != expected
+    assert len(expected) > 50
+
+
 def test_rules_with_timers_cannot_be_dumped() -> None:
     assert dumpable(rules.detector) and dumpable(rules.lived)
     assert not dumpable(rules.temporal)
     with pytest.raises(GlobalDetectorError, match="temporal events"):
         dump(CommitFeeder(rules.temporal))
+
+
+def test_a_state_is_loaded_only_by_rules_of_the_same_layout() -> None:
+    """A state holds each node's entries by the node's number: loaded by rules
+    defined otherwise (a rule added before another, a lifespan given), one
+    rule's waiting orders were read as another's and it detected pairs its
+    events can never form. Such a load is refused, naming what to do."""
+    from sentinel.rules import LocalEventDetector
+
+    feeder = CommitFeeder(rules.detector)
+    _feed(feeder, _rows(50, seed=2))
+    blob = dump(feeder)
+    assert retained(load(rules.detector, blob)) == retained(feeder)  # the same rules
+
+    changed = LocalEventDetector()
+    rules.events(changed)
+    changed.explicit("refund")
+    changed.rule(  # defined first: it takes the node numbers "paid" had
+        "refunded",
+        "(payment ; refund) by customer",
+        action=rules.record,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    changed.rule(
+        "paid",
+        "(order ; payment) by customer",
+        action=rules.record,
+        coupling="detached",
+        context="chronicle",
+        flush=False,
+    )
+    for other in (changed, rules.lived):
+        with pytest.raises(GlobalDetectorError, match="saved for other rules"):
+            load(other, blob)

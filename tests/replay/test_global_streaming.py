@@ -264,6 +264,84 @@ def test_under_a_lifespan_the_state_holds_the_detectors_recent_orders_only(
         query.awaitTermination(300)
 
 
+class SkewedLog(Log):
+    """A :class:`Log` whose writers' clocks disagree by seconds (as machines'
+    do): commit order is not the order of the rows' times, and a writer's rows
+    arrive behind the log's clock."""
+
+    SKEW = (0.0, -4.0, 3.0)
+
+    def occ(self, w: int, event: str, scope: str, customer: int) -> Occurrence:
+        self.clocks[w] += 1
+        self.ts += self.rnd.choice([0.1, 0.3, 0.7, 1.5])
+        return Occurrence(
+            event,
+            self.clocks[w],
+            self.ts + self.SKEW[w % len(self.SKEW)],
+            scope=scope,
+            params={"customer": customer, "w": w, "n": self.txns},
+        )
+
+    def at(self, w: int, ts: float, events: list[tuple[str, int]]) -> None:
+        """One committed transaction of writer ``w``, its rows at ``ts``."""
+        self.txns += 1
+        scope = f"w{w}-t{self.txns}"
+        occs = []
+        for event, customer in events:
+            self.clocks[w] += 1
+            occs.append(
+                Occurrence(event, self.clocks[w], ts, scope=scope, params={"customer": customer})
+            )
+        with self.engine.begin() as conn:
+            self.writers[w].write_groups(conn, [(occs, "committed")])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_split_by_key_a_lifespan_runs_on_the_clock_of_every_row(
+    spark: Any, log_db: sa.Engine, tmp_path: Path
+) -> None:
+    """Under a lifespan (5 s of the log's clock: the largest detection time
+    committed so far), an order is forgotten once any row, of any key or of an
+    event no rule reads, moved the clock past it. A bucket's detector saw its
+    own rows only, and paired orders with payments committed late (a writer
+    behind the others) that the service and batch replay had forgotten."""
+    from sentinel.global_detector.streaming import stream_global
+
+    log = SkewedLog(log_db, seed=3)
+    log.at(0, 1000.0, [("order", c) for c in range(1, 9)])
+    log.at(1, 1010.0, [("other", 0)])  # moves the clock: every order expires
+    log.at(2, 1004.0, [("payment", c) for c in range(1, 9)])  # committed late
+    log.at(0, 1011.0, [("order", 1), ("order", 2)])
+    log.at(1, 1013.0, [("payment", 1), ("payment", 2)])  # in time
+    assert [r[0] for r in _replayed(LIVED, log_db)] == ["paid_soon", "paid_soon"]
+
+    cp, out, url = tmp_path / "checkpoint", tmp_path / "out", _url(log_db)
+    query = stream_global(spark, LIVED, url, checkpoint=cp, out=out, buckets=4)
+    try:
+        query.processAllAvailable()
+        assert _streamed(spark, out) == _replayed(LIVED, log_db)
+        log.many(40)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert _streamed(spark, out) == _replayed(LIVED, log_db)
+    log.many(40)  # committed while the job is down: the clock comes back from the state
+    query = stream_global(
+        spark,
+        LIVED,
+        url,
+        checkpoint=cp,
+        out=out,
+        buckets=4,
+        partitions=3,
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(300)
+    streamed = _streamed(spark, out)
+    assert streamed == _replayed(LIVED, log_db)
+    assert len(streamed) > 10
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_unkeyed_rules_run_in_one_group_with_the_log_clock(
     spark: Any, log_db: sa.Engine, tmp_path: Path
@@ -420,6 +498,7 @@ def test_the_source_reads_whole_commits_and_ranks_the_wanted_rows_among_all(
     from pyspark.sql.datasource import InputPartition
 
     from sentinel.global_detector import streaming
+    from sentinel.global_detector.buckets import key_hash
     from sentinel.global_detector.order import CommitReader
     from sentinel.log.tables import log_tables
 
@@ -450,4 +529,137 @@ def test_the_source_reads_whole_commits_and_ranks_the_wanted_rows_among_all(
         for batch in source.read(part):
             got.extend(tuple(r.values()) for r in batch.to_pylist())
     source.stop()
+    assert [r[:-2] for r in got] == expected
+    assert {r[-2:] for r in got} == {(None, None)}  # no clocks, no key asked for
+
+    # with clocks: each row carries the largest detection time before it in its
+    # task's range (any event's), and each range ends with that range's largest
+    source = streaming._CommitStreamReader(
+        {
+            streaming._URL_OPTION: _url(log_db),
+            "events": json.dumps(["order", "payment"]),
+            "partitions": "3",
+            "clocks": "1",
+            "key": "customer",
+        }
+    )
+    parts = source.partitions({"commit_seq": 0}, {"commit_seq": head})
+    got = []
+    for part in parts:
+        lo, hi = part.value
+        in_range = [r for r in rows if lo < r.commit_seq <= hi]
+        clock, want = None, []
+        for r in in_range:
+            if r.event in ("order", "payment"):
+                want.append(clock)
+            clock = r.detected_ts if clock is None else max(clock, r.detected_ts)
+        batches = list(source.read(part))
+        read = [r for b in batches for r in b.to_pylist()]
+        assert [r["clock"] for r in read[:-1]] == want
+        assert (read[-1]["rank"], read[-1]["commit_seq"], read[-1]["clock"]) == (-1, hi, clock)
+        got.extend(tuple(r.values())[:-2] for r in read[:-1])
+        assert [r["key_hash"] for r in read[:-1]] == [
+            key_hash(json.loads(r["params"])["customer"]) for r in read[:-1]
+        ]
+    source.stop()
     assert got == expected
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_keys_python_finds_equal_meet_in_one_bucket(
+    spark: Any, log_db: sa.Engine, tmp_path: Path
+) -> None:
+    """The detector pairs an order of customer 1 with a payment of customer
+    1.0 (Python's ``1 == 1.0 == True``); the buckets were the hash of the key's
+    JSON text, so the two went to different detectors and the pair was lost."""
+    from decimal import Decimal
+
+    from sentinel.global_detector.streaming import stream_global
+
+    log = Log(log_db, seed=1)
+    for order, payment in [(1, 1.0), (0, False), (Decimal("2.50"), 2.5), (7, 7)]:
+        log.txn([("order", order)])  # type: ignore[list-item]
+        log.txn([("payment", payment)])  # type: ignore[list-item]
+    expected = _replayed(PAID, log_db)
+    assert len(expected) == 4
+    out = tmp_path / "out"
+    query = stream_global(
+        spark,
+        PAID,
+        _url(log_db),
+        checkpoint=tmp_path / "cp",
+        out=out,
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(300)
+    assert _streamed(spark, out) == expected
+    keys = sorted(r["key"] for r in spark.read.parquet(str(out)).collect())
+    assert keys == ["0", "1", "7", '{"$decimal":"2.50"}']  # the order's value, as logged
+
+
+def test_a_checkpoint_ahead_of_the_log_is_refused(log_db: sa.Engine) -> None:
+    """A checkpoint whose offset is past every commit number the log handed
+    out (another database's, or a log restored from a backup) read nothing,
+    silently, until the numbers passed it."""
+    pytest.importorskip("pyspark")
+    from sentinel.global_detector import streaming
+
+    log = Log(log_db, seed=2)
+    log.many(3)
+    source = streaming._CommitStreamReader({streaming._URL_OPTION: _url(log_db)})
+    try:
+        assert source.latestOffset({"commit_seq": 0})["commit_seq"] >= 1
+        with pytest.raises(GlobalDetectorError, match="checkpoint stands at commit 50"):
+            source.latestOffset({"commit_seq": 50})
+    finally:
+        source.stop()
+
+
+def test_under_available_now_the_source_reads_to_the_numbers_handed_out_at_the_start(
+    log_db: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trigger.AvailableNow: the source records the last number handed out
+    when the query starts and reads up to it over as many batches as it takes;
+    it waits at a hole that may still fill (a batch that reads nothing ends
+    such a query) and stops there once the numbers up to it are settled."""
+    pytest.importorskip("pyspark")
+    from sentinel.global_detector import streaming
+
+    log = Log(log_db, seed=2)
+    log.many(3)
+    source = streaming._CommitStreamReader({streaming._URL_OPTION: _url(log_db)})
+    assert isinstance(source, streaming.SupportsTriggerAvailableNow)
+    monkeypatch.setattr(streaming, "GAP_WAIT", 0.0)
+    # (head, horizon, handed out) as the log answers, one per planning
+    answers = iter([(2, 2, 9), (2, 2, 9), (6, 6, 9), (12, 12, 12), (12, 12, 12)])
+    monkeypatch.setattr(source, "_latest", lambda start: next(answers))
+    monkeypatch.setattr(
+        source, "_reader", type("R", (), {"handed_out": staticmethod(lambda conn: 9)})()
+    )
+    source.prepareForTriggerAvailableNow()
+    assert source.latestOffset({"commit_seq": 0}) == {"commit_seq": 2}
+    # nothing readable past 2 yet, a hole below 9 that may fill: wait, then go on
+    assert source.latestOffset({"commit_seq": 2}) == {"commit_seq": 6}
+    # more committed since the start: not beyond what was handed out then
+    assert source.latestOffset({"commit_seq": 6}) == {"commit_seq": 9}
+    assert source.latestOffset({"commit_seq": 9}) == {"commit_seq": 9}  # done
+    source.stop()
+
+
+def test_stream_global_refuses_a_checkpoint_that_is_a_file_and_an_old_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    from sentinel.global_detector.streaming import global_detections, stream_global
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    (tmp_path / "cp").write_text("")
+    with pytest.raises(GlobalDetectorError, match=r"checkpoint .* is a file"):
+        stream_global(spark, PAID, url, checkpoint=tmp_path / "cp", out=tmp_path / "out")
+    old = sa.create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(old, "0008")
+    old.dispose()
+    with pytest.raises(GlobalDetectorError, match="revision"):
+        global_detections(spark, PAID, f"sqlite:///{tmp_path / 'old.db'}")
