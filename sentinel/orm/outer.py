@@ -157,6 +157,8 @@ class OuterTransactions:
 
         def _skip(self, st: TxnState) -> bool: ...
 
+        def _detached(self, rule: Any, occ: Any, committed: bool, st: TxnState | None) -> None: ...
+
         def _late_aborted(
             self,
             occs: list[Occurrence],
@@ -205,6 +207,7 @@ class OuterTransactions:
         from the connection's ``commit`` event, before the database commit)."""
         assert st.scope is not None
         st.committed = True
+        st.outer_detached = list(st.scope.info.get("detached") or ())
         try:
             self.detector.commit(st.scope)
         except Exception:
@@ -224,7 +227,9 @@ class OuterTransactions:
         The rules on ``txn:commit`` have run; what the transaction logged went
         with the rollback (its detached rules' outbox entries too), and is
         logged again as aborted, with ``txn:commit`` among it, as the detector
-        saw it (replay detects what ran)."""
+        saw it (replay detects what ran). Its independent detached rules are
+        enqueued again, told the transaction did not commit, as an abort's are;
+        the dependent ones do not run."""
         log.error(
             "sentinel: the database refused the COMMIT of the transaction that session "
             "transaction %s committed into, after sentinel signalled its txn:commit (the "
@@ -234,6 +239,9 @@ class OuterTransactions:
         )
         if self.sink is not None and not self._skip(st):
             self._late_aborted(st.occurrences, st.firings, st.rolled_back)
+        for rule, occ, dependent in st.outer_detached:
+            if not dependent:
+                self._detached(rule, occ, False, None)
 
     def _outer_rollback(self, st: TxnState) -> None:
         """The outer transaction rolls back (in its ``rollback`` event, before the

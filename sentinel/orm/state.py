@@ -182,6 +182,10 @@ class TxnState:
     #: ``Attachment._hand_over``); how many of them still have to commit.
     handed_over: bool = False
     outer_waiting: int = 0
+    #: The detached rules the outer transaction's commit enqueued in it,
+    #: ``(rule, occurrence, dependent)``: if the database refuses that COMMIT,
+    #: the independent ones are enqueued again, as an abort's.
+    outer_detached: list[tuple[Any, Any, bool]] = field(default_factory=list)
 
     @property
     def session(self) -> Session | None:

@@ -318,6 +318,46 @@ def test_an_outer_commit_the_database_refuses_is_logged_as_aborted(orm: ORM) -> 
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
+def test_an_independent_detached_rule_runs_when_the_database_refuses_the_outer_commit(
+    orm: ORM,
+) -> None:
+    """A detached rule of an outer transaction is enqueued in it, before its
+    COMMIT; a COMMIT the database refused took the entry with it, so an
+    independent rule (one that runs whatever the outcome) never ran. It now
+    runs, told the transaction did not commit; a dependent one does not."""
+    from tests.orm import actions
+
+    (ms,) = orm.add_stocks("MS")
+    with orm.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE child (id INT PRIMARY KEY, stock_id INT REFERENCES "
+            "stock(id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+    orm.attach()
+    orm.det.rule(
+        "either",
+        "Stock:update",
+        action=actions.record_if_committed,
+        coupling="detached_independent",
+    )
+    orm.det.rule("after", "Stock:update", action=actions.record, coupling="detached")
+    with orm.engine.connect() as conn:
+        conn.begin()
+        s = orm.Session(bind=conn, join_transaction_mode="create_savepoint")
+        s.get(orm.model.Stock, ms).set_price(5.0)
+        s.execute(sa.text("INSERT INTO child VALUES (1, 999)"))  # no such stock
+        s.commit()
+        s.close()
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.commit()
+    deadline = time.monotonic() + 20
+    while not orm.effects() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the dependent rule's entry is looked for a while: it never shows
+    assert [(r[0], r[3]) for r in orm.effects()] == [("either", "aborted")]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_detached_rule_of_an_outer_transaction_with_a_slow_commit_runs(orm: ORM) -> None:
     """The worker looked for the entry once, 0.5 s after the outer commit's
     event: a COMMIT slower than that (here a deferred trigger sleeping 1 s)
