@@ -16,8 +16,10 @@ WORKERS ?= auto
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "sentinel needs Python 3.11 or newer"'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@# a venv half made (ensurepip missing: Debian's python3-venv) must not
+	@# stand for a made one at the next run
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+	$(BIN)/python -m pip install -q --upgrade pip || { rm -rf $(VENV); exit 1; }
 
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	@echo "Installing sqlalchemy-sentinel with PySpark into $(VENV): a minute or two the first time ..."

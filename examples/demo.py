@@ -14,6 +14,8 @@ engine only).
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -60,6 +62,7 @@ def main() -> None:
         live = online_detections(url)
 
         import sentinel.replay
+        from sentinel.errors import ReplayError
         from sentinel.replay.spark import session
 
         print("\nReplaying the event log with the same rules (actions off):")
@@ -67,8 +70,14 @@ def main() -> None:
         _report("local engine", local, live)
         if args.no_spark:
             return
+        if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+            print("  Spark skipped: it needs Java 17 (`java` on the PATH, or JAVA_HOME)")
+            return
         print("  starting Spark (local[2]; its own log goes to a file) ...", flush=True)
-        spark = session("local[2]")
+        try:
+            spark = session("local[2]")
+        except ReplayError as err:
+            raise SystemExit(f"sentinel demo: {err}") from None
         try:
             on_spark = sentinel.replay(url, RULES, engine="spark", spark=spark)
             _report("Spark local[2]", on_spark, live)

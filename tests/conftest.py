@@ -30,7 +30,9 @@ import contextlib
 import glob
 import os
 import pwd
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -39,6 +41,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import sqlalchemy as sa
@@ -118,6 +121,19 @@ class Server:
         return self._admin_engine
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A SIGTERM (a CI timeout, ``timeout``, a closed terminal) ends the run as
+    Ctrl-C does, through the session fixtures' teardown: a throwaway
+    PostgreSQL server (detached by ``pg_ctl``) is stopped and its data removed,
+    where a plain SIGTERM left it running."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
 # -- PostgreSQL ----------------------------------------------------------------------
 _PG_HINT = (
     "set SENTINEL_TEST_POSTGRES_URL to a server where that user may CREATE DATABASE "
@@ -126,11 +142,29 @@ _PG_HINT = (
 )
 
 
+def _unavailable(backend: str, message: str) -> NoReturn:
+    """Skip the tests needing ``backend``, or fail them where
+    ``SENTINEL_TEST_REQUIRE`` (a comma-separated list: ``postgresql,mysql``, as
+    CI sets it) says the backend must be there: a server gone missing must not
+    turn a third of the suite into skips and a green run."""
+    required = {b.strip() for b in os.environ.get("SENTINEL_TEST_REQUIRE", "").split(",")}
+    if backend in required:
+        pytest.fail(f"{message} (SENTINEL_TEST_REQUIRE requires {backend})", pytrace=False)
+    pytest.skip(message)
+
+
+def _version(bindir: str) -> tuple[int, ...]:
+    """The version in ``/usr/lib/postgresql/<version>/bin/initdb``, as numbers."""
+    name = Path(bindir).parent.parent.name
+    return tuple(int(p) for p in re.findall(r"\d+", name))
+
+
 def _pg_bindir() -> Path | None:
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl", path=str(Path(found).parent)):
         return Path(found).parent
-    for initdb in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True):
+    # the newest first, by number (as text, 9.6 came before 16)
+    for initdb in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=_version, reverse=True):
         bindir = Path(initdb).parent
         if (bindir / "pg_ctl").exists():
             return bindir
@@ -200,14 +234,18 @@ def _start_throwaway_postgres(bindir: Path) -> tuple[sa.URL, Callable[[], None]]
 def _postgres_server() -> Server:
     configured = os.environ.get("SENTINEL_TEST_POSTGRES_URL", "").strip()
     if configured.lower() == "skip":
-        pytest.skip("PostgreSQL tests disabled (SENTINEL_TEST_POSTGRES_URL=skip)")
+        _unavailable("postgresql", "PostgreSQL tests disabled (SENTINEL_TEST_POSTGRES_URL=skip)")
     cleanups: list[Callable[[], None]] = []
     if configured and configured.lower() != "throwaway":
         admin = sa.make_url(configured)
         why = _reachable(admin)
         if why:
-            pytest.skip(
-                f"PostgreSQL at SENTINEL_TEST_POSTGRES_URL is not reachable ({why}); " + _PG_HINT
+            _unavailable(
+                "postgresql",
+                f"PostgreSQL at SENTINEL_TEST_POSTGRES_URL is not reachable ({why}): fix "
+                "the URL (a server where that user may CREATE DATABASE), or unset it to "
+                f"use {POSTGRES_DEFAULT} or a throwaway server from initdb/pg_ctl "
+                "(SENTINEL_TEST_POSTGRES_URL=throwaway: always the latter)",
             )
     else:
         admin = sa.make_url(POSTGRES_DEFAULT)
@@ -215,28 +253,34 @@ def _postgres_server() -> Server:
         if configured.lower() == "throwaway" or why:
             bindir = _pg_bindir()
             if bindir is None:
-                pytest.skip(
+                _unavailable(
+                    "postgresql",
                     f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and no initdb/pg_ctl "
-                    "to start one; " + _PG_HINT
+                    "to start one; " + _PG_HINT,
                 )
             try:
                 admin, stop = _start_throwaway_postgres(bindir)
             except RuntimeError as err:
-                pytest.skip(f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and {err}; " + _PG_HINT)
+                _unavailable(
+                    "postgresql",
+                    f"no PostgreSQL at {POSTGRES_DEFAULT} ({why}) and {err}; " + _PG_HINT,
+                )
             cleanups.append(stop)
     name = f"sentinel_test_{SESSION_TAG}"
     eng = _admin(admin)
     try:
         with eng.connect() as conn:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            major = conn.dialect.server_version_info[0]
     finally:
         eng.dispose()
+    force = " WITH (FORCE)" if major >= 13 else ""  # FORCE came with PostgreSQL 13
 
     def drop() -> None:
         eng = _admin(admin)
         try:
             with eng.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"{force}')
         except Exception as err:
             warnings.warn(f"could not drop test database {name}: {err}", stacklevel=1)
         finally:
@@ -256,12 +300,12 @@ _MYSQL_HINT = (
 def _mysql_server() -> Server:
     configured = os.environ.get("SENTINEL_TEST_MYSQL_URL", "").strip()
     if configured.lower() == "skip":
-        pytest.skip("MariaDB tests disabled (SENTINEL_TEST_MYSQL_URL=skip)")
+        _unavailable("mysql", "MariaDB tests disabled (SENTINEL_TEST_MYSQL_URL=skip)")
     url = sa.make_url(configured or MYSQL_DEFAULT)
     why = _reachable(url)
     if why:
         where = "SENTINEL_TEST_MYSQL_URL" if configured else MYSQL_DEFAULT
-        pytest.skip(f"MariaDB/MySQL at {where} is not reachable ({why}); " + _MYSQL_HINT)
+        _unavailable("mysql", f"MariaDB/MySQL at {where} is not reachable ({why}); " + _MYSQL_HINT)
     return Server("mysql", url.update_query_dict({"charset": "utf8mb4"}))
 
 

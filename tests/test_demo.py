@@ -4,6 +4,7 @@ the terminal."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,13 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def demo(*args: str) -> subprocess.CompletedProcess[str]:
+def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "examples.demo", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
 
 
@@ -55,3 +57,14 @@ def test_spark_writes_nothing_to_the_terminals_stderr() -> None:
         if line and "saving the Spark JVM's class archive" not in line
     ]
     assert noise == []
+
+
+def test_without_java_the_demo_says_spark_needs_it_and_stops_cleanly(tmp_path: Path) -> None:
+    """Without Java the Spark step ended the demo in a 36-line traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # nothing on it: no java
+    done = demo(env=env)
+    assert done.returncode == 0, done.stderr
+    assert "local engine: 13 events read" in done.stdout
+    assert "Spark skipped: it needs Java 17" in done.stdout
+    assert done.stderr == ""

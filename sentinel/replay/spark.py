@@ -31,6 +31,7 @@ so sentinel and the module holding the rules must be importable there.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -136,7 +137,8 @@ def session(
     A driver JVM this call starts writes its own output (start-up warnings, log4j)
     to a file in the temporary directory, not to this process's standard error,
     and logs at ERROR level; when it fails to start, the file's text is written
-    to standard error. The file's name is logged (``sentinel.replay.spark``, INFO)."""
+    to standard error (and the file kept). The file's name is logged
+    (``sentinel.replay.spark``, INFO); it is removed when this process exits."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -161,8 +163,14 @@ def session(
             ) from err
         raise
     spark.sparkContext.setLogLevel("ERROR")
-    log.info("the Spark driver's own output goes to %s", path)
+    log.info("the Spark driver's own output goes to %s (removed when this process exits)", path)
+    atexit.register(_remove, path)  # one a session: kept, they piled up in the temp dir
     return spark
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def _jvm_log_path() -> Path:
