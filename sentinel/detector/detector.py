@@ -11,6 +11,8 @@ and flushing in :mod:`sentinel.detector.transactions` (parts of
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 import time
 import uuid
@@ -64,6 +66,15 @@ OccurrenceListener = Callable[[Occurrence], None]
 #: Routes a logged occurrence that no channel carries to the entries it reaches
 #: (the answer of a listener of the ``route`` event, :mod:`sentinel.detector.events`).
 InjectRoute = Callable[[Occurrence, Scope], tuple[Callable[[Store, Any], None], ...]]
+
+
+def asynchronous(fn: Any) -> bool:
+    """Whether calling ``fn`` makes a coroutine or an async generator rather
+    than running it (an ``async def``, also behind ``functools.partial`` or as
+    an object's ``__call__``)."""
+    if not (inspect.isroutine(fn) or isinstance(fn, functools.partial)) and callable(fn):
+        fn = fn.__call__  # an object: its method (inspect unwraps partials itself)
+    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
 
 
 class EventDetector(Definitions, Transactions):
@@ -475,7 +486,15 @@ class EventDetector(Definitions, Transactions):
     ) -> Subscription:
         """Call ``callback(occurrence)`` for each detection of ``expression`` in
         ``context``. ``since`` drops detections with a constituent older than that
-        ``t_occ``. ``flush=False`` keeps detection state across scopes."""
+        ``t_occ``. ``flush=False`` keeps detection state across scopes. A
+        coroutine function is refused (``TypeError``): callbacks run inside the
+        signal, and its coroutine would never be awaited."""
+        if asynchronous(callback):
+            raise TypeError(
+                f"subscribe: {getattr(callback, '__qualname__', callback)!r} is a coroutine "
+                "function; callbacks run synchronously, inside the signal (its coroutine "
+                "would never be awaited): give a plain function"
+            )
         sub = Subscription(
             self.expression(expression),
             Mode(Context.parse(context), flush),

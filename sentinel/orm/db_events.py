@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 from sqlalchemy.orm import InstanceState, Mapper, PassiveFlag
 from sqlalchemy.orm.attributes import get_history, instance_state
+from sqlalchemy.types import TypeEngine
 
 from sentinel.algebra.expressions import Primitive
 from sentinel.errors import DuplicateEventError, ReactiveError
@@ -265,6 +266,7 @@ class _Plan:
         "generated",
         "keys",
         "mapper",
+        "compared",
         "name",
         "occurred_at",
         "onupdate",
@@ -282,6 +284,10 @@ class _Plan:
         assert mapper is not None
         self.mapper: Mapper[Any] = mapper
         self.keys = tuple(p.key for p in self.mapper.column_attrs)
+        #: The attributes whose type compares values with ``==`` (SQLAlchemy's
+        #: history, and whether it writes an UPDATE, go by the type's
+        #: ``compare_values``: a type may find ``"IBM"`` and ``"ibm"`` equal).
+        self.compared = frozenset(k for k in self.keys if _plain_equality(mapper, k))
         self.selectors = _selectors(cls, root)
         self.channels: dict[str, Channel] = {
             kind: detector.channel(f"{root_info.name}:{kind}") for kind in KINDS
@@ -318,6 +324,12 @@ class _Plan:
             p.key: frozenset(c.table for c in p.columns if isinstance(c, sa.Column))
             for p in mapper.column_attrs
         }
+
+
+def _plain_equality(mapper: Mapper[Any], key: str) -> bool:
+    impl = getattr(mapper.class_manager.get(key), "impl", None)
+    fn = getattr(getattr(impl, "is_equal", None), "__func__", None)
+    return fn is TypeEngine.compare_values
 
 
 def _plan(plans: dict[type, _Plan | None], detector: EventDetector, cls: type) -> _Plan | None:
@@ -448,16 +460,18 @@ def signal_flush(
         new = {}
         # Only attributes set since the last flush can have changed: SQLAlchemy
         # keeps their committed values. Plain values are compared here as
-        # SQLAlchemy's history compares them (==); anything else (a value never
-        # loaded, a mutable type) asks the attribute's history.
+        # SQLAlchemy's history compares them (==, where the column's type does);
+        # anything else (a value never loaded, a mutable type, a type comparing
+        # its own way) asks the attribute's history.
         state = instance_state(obj)  # what sa.inspect(obj) returns, without its registry
         touched = state.committed_state
         current = state.dict
+        compared = plan.compared
         for k in plan.keys:
             if k not in touched:
                 continue
             was, now = touched[k], current.get(k, touched)
-            if type(was) in PLAIN and type(now) in PLAIN:
+            if type(was) in PLAIN and type(now) in PLAIN and k in compared:
                 if was == now:
                     continue
                 old[k] = was

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, overload
 
 from sentinel.algebra import expressions as ex
 from sentinel.detector import Context, EventDetector, Scope
+from sentinel.detector.detector import asynchronous
 from sentinel.detector.events import listen
 from sentinel.errors import (
     BitemporalError,
@@ -192,6 +193,15 @@ class LocalEventDetector(EventDetector):
             raise RuleDefinitionError(
                 f"rule {name!r}: condition must be callable or None, not {condition!r}"
             )
+        for role, fn in (("action", action), ("condition", condition)):
+            if fn is not None and asynchronous(fn):
+                raise RuleDefinitionError(
+                    f"rule {name!r}: its {role} {getattr(fn, '__qualname__', fn)!r} is a "
+                    "coroutine function: rules run synchronously, inside the signal (its "
+                    "coroutine would never be awaited: a condition always true, an action "
+                    "never run). In an asyncio application, give a plain function; to do "
+                    "asynchronous work, schedule a task from it or use a detached rule"
+                )
         ctx = Context.parse(context)
         cpl = Coupling.parse(coupling)
         mode = TriggerMode.parse(trigger_mode)

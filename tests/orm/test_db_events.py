@@ -284,3 +284,60 @@ def test_a_row_replaced_in_one_flush_is_deleted_then_inserted(orm: ORM) -> None:
         table = dict(conn.execute(sa.text("SELECT id, name FROM stock")).all())
     assert rows == table
     assert [o.event for o in events] == ["Stock:delete", "Stock:insert", "Stock:insert"]
+
+
+class _CaseBlind(sa.types.TypeDecorator[str]):
+    impl = sa.String
+    cache_ok = True
+
+    def compare_values(self, x: Any, y: Any) -> bool:
+        return bool((x or "").lower() == (y or "").lower())
+
+
+class _Cents(sa.types.TypeDecorator[float]):
+    impl = sa.Float
+    cache_ok = True
+
+    def compare_values(self, x: Any, y: Any) -> bool:
+        return x is not None and y is not None and round(x, 2) == round(y, 2)
+
+
+def test_a_value_the_columns_type_finds_equal_is_no_change(orm: ORM) -> None:
+    """SQLAlchemy compares an attribute's old and new values with the column
+    type's ``compare_values``: "IBM" set to "ibm" under a case-blind type is no
+    change, and no UPDATE is written. sentinel compared plain values with ``==``
+    and logged an update of a row the database never updated."""
+    det = LocalEventDetector()
+
+    class Base(Reactive, DeclarativeBase, detector=det):
+        pass
+
+    class Ticker(Base):
+        __tablename__ = "ticker"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        name = mapped_column(_CaseBlind(20))
+        price = mapped_column(_Cents)
+
+    Base.metadata.create_all(orm.engine)
+    orm.det = det
+    orm.attach()
+    updates = _seen(orm, "u", "Ticker:update")
+    with orm.Session.begin() as s:
+        s.add(Ticker(id=1, name="IBM", price=1.0))
+    written: list[str] = []
+    sa.event.listen(
+        orm.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *a: written.append(statement),
+    )
+    with orm.Session.begin() as s:
+        t = s.get(Ticker, 1)
+        t.name, t.price = "ibm", 1.0001
+    assert not [w for w in written if w.startswith("UPDATE")]
+    assert updates == []
+    with orm.Session.begin() as s:
+        t = s.get(Ticker, 1)
+        t.name, t.price = "ibm", 1.5  # the price changed: the UPDATE writes both
+    assert [dict(u.params["new"]) for u in updates] == [{"price": 1.5}]
+    assert not [o for o in orm.log() if o.occurrence.event == "Ticker:update" and
+                dict(o.occurrence.params["new"]).get("name")]  # fmt: skip

@@ -396,3 +396,37 @@ def test_inject_replays_a_logged_occurrence_with_its_clock(det: LocalEventDetect
     det.inject(Occurrence("E2", 42, 2.0, params={"x": 1}, scope=scope.id), scope)
     (occ,) = seen
     assert [c.t_occ for c in occ.constituents] == [40, 42] and det.clock == 42
+
+
+def test_a_coroutine_function_as_condition_action_or_callback_is_refused() -> None:
+    """An ``async def`` condition or action was accepted and called without
+    being awaited: a condition "returning False" counted as true (a coroutine
+    object is truthy), an action never ran, and the firing was logged as fired.
+    Rules and subscribers run inside the signal: refused when defined."""
+    import functools
+
+    det = LocalEventDetector()
+    det.explicit("E")
+
+    async def never(occ: Any) -> bool:
+        return False
+
+    async def act(occ: Any) -> None:
+        pass
+
+    class Handler:
+        async def __call__(self, occ: Any) -> None:
+            pass
+
+    for kwargs in (
+        {"condition": never, "action": print},
+        {"action": act},
+        {"action": functools.partial(act)},
+        {"action": Handler()},
+    ):
+        with pytest.raises(RuleDefinitionError, match="coroutine function"):
+            det.rule("r", "E", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="coroutine function"):
+        det.subscribe("E", act)
+    assert det.rules == {}
+    det.rule("r", "E", condition=lambda o: False, action=print)  # plain ones are fine
