@@ -30,7 +30,7 @@ from sentinel.detector.definitions import Definitions
 from sentinel.detector.events import Dispatch
 from sentinel.detector.graph import Channel, EventGraph, Mode, Subscription
 from sentinel.detector.scopes import Scope, Store
-from sentinel.detector.transactions import _ACTIVE, ProcessViews, Transactions
+from sentinel.detector.transactions import _ACTIVE, ProcessViews, Transactions, flow
 from sentinel.errors import (
     BitemporalError,
     ExpressionError,
@@ -138,8 +138,11 @@ class EventDetector(Definitions, Transactions):
         self._explicit: dict[str, Channel] = {}
         self._events: dict[str, ex.Expression] = {}
         self._triggered: list[tuple[Subscription, Any]] = []
-        #: Threads whose signals are ignored (a rule's condition is running there).
-        self._muted: set[int] = set()
+        #: Threads whose signals are ignored (a rule's condition is running
+        #: there): each thread, or each greenlet in it (a condition of an
+        #: asyncio application that waits on the database switches greenlets,
+        #: and other tasks run meanwhile: their signals count). See ``flow``.
+        self._muted: set[Any] = set()
         self.graph = EventGraph(self._channels, self._sink, self._triggered)
         self._scope_var: ContextVar[Scope | None] = ContextVar(
             f"sentinel_scope_{id(self)}", default=None
@@ -269,7 +272,7 @@ class EventDetector(Definitions, Transactions):
         from a thread whose signals are muted (the transaction events). Returns
         the occurrence in the graph's form (a plain tuple: see
         :mod:`sentinel.occurrence`)."""
-        if muting and self._muted and get_ident() in self._muted:
+        if muting and self._muted and flow() in self._muted:
             return None
         if scope is None:
             scope = self._scope_var.get() or (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 import weakref
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from threading import get_ident
@@ -21,10 +21,22 @@ from sentinel.detector.graph import Channel, EventGraph
 from sentinel.detector.scopes import Scope, Store
 from sentinel.errors import AmbiguousScopeError, ScopeError
 
+#: Who is running: the current greenlet where greenlet is installed (each
+#: thread has its own; SQLAlchemy's asyncio runs each task's database work in
+#: one, and gevent each of its tasks), else the thread. A condition muted here
+#: that switches greenlets (waits on the database) does not mute the others.
+flow: Callable[[], Hashable]
+try:
+    from greenlet import getcurrent as _getcurrent
+
+    flow = _getcurrent
+except ImportError:  # pragma: no cover - greenlet comes with SQLAlchemy's asyncio
+    flow = get_ident
+
 if TYPE_CHECKING:
     from sentinel.detector.events import Dispatch
 
-__all__ = ["Transactions"]
+__all__ = ["Transactions", "flow"]
 
 #: ``Scope.status`` of an active scope: the signal path compares by identity
 #: (the literal is interned); a scope whose status is not this object takes the
@@ -47,7 +59,7 @@ class Transactions:
     graph: EventGraph
     process_scope: Scope
     _channels: dict[str, Channel]
-    _muted: set[int]
+    _muted: set[Any]
     _scope_var: ContextVar[Scope | None]
     _views: ProcessViews
     _home: int
@@ -182,9 +194,10 @@ class Transactions:
 
     @contextmanager
     def muted(self) -> Iterator[None]:
-        """Ignore signals from this thread inside the block (conditions are side-effect
-        free: events they signal are not detected)."""
-        me = get_ident()
+        """Ignore signals from this thread (or greenlet: an asyncio task's
+        database work) inside the block (conditions are side-effect free:
+        events they signal are not detected)."""
+        me = flow()
         if me in self._muted:
             yield
             return

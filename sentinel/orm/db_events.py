@@ -263,10 +263,10 @@ class _Plan:
 
     __slots__ = (
         "channels",
+        "compared",
         "generated",
         "keys",
         "mapper",
-        "compared",
         "name",
         "occurred_at",
         "onupdate",

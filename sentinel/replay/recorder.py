@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection
-from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from sentinel.detector.transactions import flow
 from sentinel.errors import ReplayError, ReplaySourceError, RuleError
 from sentinel.params import loads
 from sentinel.rules import LocalEventDetector, Scheduler
@@ -223,7 +223,7 @@ class RecordingScheduler(Scheduler):
                     _fill_named(occ)
             else:
                 fill(occ)
-            me = get_ident()
+            me = flow()
             mine = me not in muted
             if mine:
                 muted.add(me)
@@ -249,7 +249,7 @@ class RecordingScheduler(Scheduler):
         else:
             fill(occ)
             muted = self._muted
-            me = get_ident()
+            me = flow()
             mine = me not in muted
             if mine:
                 muted.add(me)
@@ -263,7 +263,7 @@ class RecordingScheduler(Scheduler):
         if ok and run_actions:
             fill(occ)
             muted = self._muted
-            me = get_ident()
+            me = flow()
             mine = me not in muted
             if mine:
                 muted.add(me)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from functools import partial
-from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from sentinel.detector import Scope, Subscription, t_init
+from sentinel.detector.transactions import flow
 from sentinel.errors import (
     CascadeLimitError,
     RuleDefinitionError,
@@ -174,7 +174,7 @@ class Scheduler:
                 return  # disabled by an earlier rule of the same instant
             observer = dispatch.rule_run
             if cond is not None:
-                me = get_ident()
+                me = flow()  # this thread, or greenlet (an asyncio task's)
                 mine = me not in muted
                 if mine:
                     muted.add(me)

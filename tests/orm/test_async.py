@@ -218,3 +218,43 @@ def test_an_async_session_class_is_followed_through_its_sync_session_class(
 
     asyncio.run(main())
     assert seen == ["begin"]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_condition_awaiting_the_database_does_not_mute_the_other_tasks(
+    world: AsyncWorld,
+) -> None:
+    """A rule's condition runs with signals muted (what it signals is not
+    detected). Muting was per thread: in an asyncio application, while one
+    task's condition waited on the database, every other task's events were
+    dropped, neither detected nor logged, though their changes committed."""
+    Stock = world.model.Stock
+    with world.engine.begin() as conn:
+        conn.execute(Stock.__table__.insert(), [{"id": 2, "name": "MS"}])
+
+    def slow_check(occ: Any) -> bool:  # reads the database: the task waits there
+        session = sentinel.session_of(occ)
+        assert session is not None
+        return bool(session.execute(sa.text("SELECT pg_sleep(0.3), 1")).one()[1] == 1)
+
+    fired: list[Any] = []
+    world.det.rule("watch", "Stock:update", condition=slow_check, action=fired.append)
+
+    async def main() -> None:
+        engine = aio.create_async_engine(world.url)
+        factory = aio.async_sessionmaker(engine)
+        world.attach(factory, session_factory=sessionmaker(world.engine))
+
+        async def update(i: int, delay: float) -> None:
+            await asyncio.sleep(delay)
+            async with factory.begin() as s:
+                (await s.get(Stock, i)).price = 10.0 * i
+
+        try:
+            await asyncio.gather(update(1, 0.0), update(2, 0.1))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+    assert sorted(o.source.key for o in fired) == [(1,), (2,)]
+    assert [e for e, _ in world.log()].count("Stock:update") == 2
