@@ -12,6 +12,7 @@ SQLAlchemy                           sentinel
 (``begin_nested``)
 ``after_begin``                      remember the database (where the log goes)
 ``after_flush``                      ``Class:insert`` / ``:update`` / ``:delete``
+                                     made (signalled at ``after_flush_postexec``)
 ``before_commit`` (root),            the pre-commit step, once the session has
 ``after_flush_postexec``,            nothing left to flush (see
 ``after_transaction_end``            :mod:`sentinel.orm.commit`):

@@ -32,7 +32,7 @@ from sentinel.log.signing import OutboxSigner, key_from_env
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.orm.binds import Target, sync_engine
 from sentinel.orm.commit import PreCommit, in_commit
-from sentinel.orm.db_events import signal_flush
+from sentinel.orm.db_events import signal_flush, signal_made
 from sentinel.orm.endings import Endings, _collect_abandoned
 from sentinel.orm.integration import _ATTACHED, _INTEGRATIONS, _LOCK
 from sentinel.orm.logsink import LogSink
@@ -487,7 +487,13 @@ class Attachment(Endings, OuterTransactions):
             return
         if st.pre_committed:
             PreCommit.note_change(st)
-        signal_flush(self.detector, integ.plans, session, st.scope, flush_context)
+        # made here, where the objects' history says what the flush wrote;
+        # signalled at the flush's end (_on_flush_postexec), once SQLAlchemy has
+        # reset that history: what a rule changes then, the next flush writes
+        # (a failed flush's are replaced by the next flush's: its transaction
+        # rolled back with it)
+        st.flush_events = []
+        signal_flush(self.detector, integ.plans, session, st.scope, flush_context, st.flush_events)
 
     def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
         st = session.info.get(KEY)
@@ -503,6 +509,12 @@ class Attachment(Endings, OuterTransactions):
         st = session.info.get(KEY)
         if st is None or st.scope is None or not st.scope.active:
             return
+        made = st.flush_events
+        if made:
+            st.flush_events = []
+            signal_made(self.detector, made)
+            if st.scope is None or not st.scope.active:
+                return  # a rule ended the transaction (the call fails: see integration)
         if st.commit_seen and in_commit(st.transaction):
             self._commit.at_flush_end(session, st)
             return

@@ -14,9 +14,11 @@ reactive layer's scheme (``docs/reactive.md``):
   row's :class:`~sentinel.ObjectRef` (``<Stock 42>``, the same reference its
   method events carry).
 
-They are signalled by the ORM layer after each flush of an attached session
+They are made by the ORM layer after each flush of an attached session
 (SQLAlchemy's ``after_flush``: the statements have run, primary keys are known,
-attribute history is still there), in the session's transaction scope: the
+attribute history is still there) and signalled at the flush's end
+(``after_flush_postexec``: what a rule changes then, the next flush writes), in
+the session's transaction scope: the
 inserts in the order the objects were added, then the updates, then the deletes
 (``session.deleted``, then the rows a ``delete-orphan`` cascade deleted); a row
 deleted and inserted again in one flush (one UPDATE) signals its delete before
@@ -60,7 +62,7 @@ Use them by name in Snoop text, or through :func:`db_events`::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -86,7 +88,15 @@ if TYPE_CHECKING:
 
     from sentinel.detector import Channel, EventDetector, Scope
 
-__all__ = ["KINDS", "OCCURRED_AT", "DBEvents", "db_events", "define_db_events", "signal_flush"]
+__all__ = [
+    "KINDS",
+    "OCCURRED_AT",
+    "DBEvents",
+    "db_events",
+    "define_db_events",
+    "signal_flush",
+    "signal_made",
+]
 
 #: The class attribute naming the column attribute that holds a row's occurrence time.
 OCCURRED_AT: Final = "__sentinel_occurred_at__"
@@ -413,16 +423,26 @@ def signal_flush(
     session: Session,
     scope: Scope,
     flush_context: Any = None,
+    into: list[tuple[Any, ...]] | None = None,
 ) -> None:
     """Signal the database events of the flush that just ran in ``session`` (call
     from ``after_flush`` with its ``flush_context``), in ``scope``: of the rows
     it wrote (see :func:`_flushed`). Nothing is computed for a class whose
-    events nobody listens to (and no occurrence listener, such as the log)."""
+    events nobody listens to (and no occurrence listener, such as the log).
+
+    With ``into``, the events are not signalled but appended to it, each as
+    the arguments of ``detector.emit``: the attachment makes them in
+    ``after_flush``, where the objects' history tells what the flush wrote,
+    and signals them in ``after_flush_postexec`` (:func:`signal_made`), once
+    SQLAlchemy has reset that history, so that what a rule changes in an
+    object is a change the next flush writes (changed in ``after_flush``, it
+    was reset with the rest and never written)."""
     always = detector.has_listeners
-    emit = detector.emit  # positional: the parameters' names are constants
+    # positional: the parameters' names are constants
+    emit: Callable[..., Any] = detector.emit if into is None else _collect(into)
     switched, inserted, updated, deleted = _flushed(session, flush_context)
     if switched:
-        _signal_deletes(detector, plans, switched, scope, always)
+        _signal_deletes(detector, plans, switched, scope, always, emit)
     for obj in inserted:
         plan = _plan(plans, detector, type(obj))
         if plan is None:
@@ -499,7 +519,21 @@ def signal_flush(
             scope,
             when,
         )
-    _signal_deletes(detector, plans, deleted, scope, always)
+    _signal_deletes(detector, plans, deleted, scope, always, emit)
+
+
+def _collect(into: list[tuple[Any, ...]]) -> Callable[..., Any]:
+    def collect(*args: Any) -> None:
+        into.append(args)
+
+    return collect
+
+
+def signal_made(detector: EventDetector, events: list[tuple[Any, ...]]) -> None:
+    """Signal the events :func:`signal_flush` made ``into`` a list, in order."""
+    emit = detector.emit
+    for args in events:
+        emit(*args)
 
 
 def _add_generated(plan: _Plan, new: dict[str, Any], current: Any, event: str) -> None:
@@ -530,9 +564,9 @@ def _signal_deletes(
     deleted: list[InstanceState[Any]],
     scope: Scope,
     always: bool,
+    emit: Callable[..., Any],
 ) -> None:
     """Signal the delete events of the rows of ``deleted`` (states, in order)."""
-    emit = detector.emit  # positional: the parameters' names are constants
     for state in deleted:
         # from the state: an orphan's object may be gone (garbage-collected)
         plan = _plan(plans, detector, state.class_)

@@ -182,6 +182,9 @@ class TxnState:
     #: ``Attachment._hand_over``); how many of them still have to commit.
     handed_over: bool = False
     outer_waiting: int = 0
+    #: The database events of the flush under way, made in ``after_flush``,
+    #: signalled in ``after_flush_postexec`` (``detector.emit``'s arguments).
+    flush_events: list[tuple[Any, ...]] = field(default_factory=list)
     #: The detached rules the outer transaction's commit enqueued in it,
     #: ``(rule, occurrence, dependent)``: if the database refuses that COMMIT,
     #: the independent ones are enqueued again, as an abort's.

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+import sentinel
 from sentinel import LocalEventDetector, ObjectRef, Reactive, on
 from sentinel.errors import ReactiveError, UnknownEventError
 from sentinel.orm import db_events
@@ -341,3 +342,36 @@ def test_a_value_the_columns_type_finds_equal_is_no_change(orm: ORM) -> None:
     assert [dict(u.params["new"]) for u in updates] == [{"price": 1.5}]
     assert not [o for o in orm.log() if o.occurrence.event == "Ticker:update" and
                 dict(o.occurrence.params["new"]).get("name")]  # fmt: skip
+
+
+def test_what_an_immediate_rule_changes_on_a_flushed_object_is_written(orm: ORM) -> None:
+    """Immediate rules on a database event ran in ``after_flush``, before
+    SQLAlchemy reset the flushed objects' history: a change a rule made to one
+    of them (or to another clean object) was reset with it and never written,
+    silently. They now run at the flush's end, and the next flush (the
+    commit's) writes what they change; docs/orm.md promised as much."""
+    ibm, ms = orm.add_stocks("IBM", "MS")
+    orm.attach()
+    Stock = orm.model.Stock
+
+    def flag(occ: Any) -> None:
+        session = sentinel.session_of(occ)
+        assert session is not None
+        session.get(Stock, occ.source.key[0]).qty = 1  # the object just flushed
+        session.get(Stock, ms).qty = 2  # a clean one
+
+    orm.det.rule(
+        "flag", "Stock:update", lambda o: dict(o.params["new"]).get("price", 0) > 100, action=flag
+    )
+    updates = _seen(orm, "u", "Stock:update")
+    with orm.Session.begin() as s:
+        s.get(Stock, ibm).price = 500.0
+    with orm.engine.connect() as conn:
+        rows = dict(conn.execute(sa.text("SELECT id, qty FROM stock")).all())
+    assert rows == {ibm: 1, ms: 2}
+    # the rule's changes are database events of the next flush
+    assert sorted((u.source.key[0], sorted(u.params["new"].items())) for u in updates) == [
+        (ibm, [("price", 500.0)]),
+        (ibm, [("qty", 1)]),
+        (ms, [("qty", 2)]),
+    ]
