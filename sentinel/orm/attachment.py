@@ -32,7 +32,7 @@ from sentinel.log.signing import OutboxSigner, key_from_env
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.orm.binds import Target, sync_engine
 from sentinel.orm.commit import PreCommit, in_commit
-from sentinel.orm.db_events import signal_flush, signal_made
+from sentinel.orm.db_events import note_expressions, signal_flush, signal_made
 from sentinel.orm.endings import Endings, _collect_abandoned
 from sentinel.orm.integration import _ATTACHED, _INTEGRATIONS, _LOCK
 from sentinel.orm.logsink import LogSink
@@ -237,6 +237,7 @@ class Attachment(Endings, OuterTransactions):
         self._handlers: list[tuple[str, Callable[..., Any]]] = [
             ("after_transaction_create", self._on_create),
             ("after_begin", self._on_begin),
+            ("before_flush", self._on_before_flush),
             ("after_flush", self._on_flush),
             ("after_flush_postexec", self._on_flush_postexec),
             ("before_commit", self._commit.at_before_commit),
@@ -478,6 +479,12 @@ class Attachment(Endings, OuterTransactions):
             )
         )
 
+    def _on_before_flush(self, session: Session, flush_context: Any, instances: Any) -> None:
+        st = session.info.get(KEY)
+        if st is None or st.scope is None or not st.scope.active:
+            return
+        st.flush_expressions = note_expressions(session)
+
     def _on_flush(self, session: Session, flush_context: Any) -> None:
         st = session.info.get(KEY)
         if st is None or st.scope is None or not st.scope.active:
@@ -493,7 +500,16 @@ class Attachment(Endings, OuterTransactions):
         # (a failed flush's are replaced by the next flush's: its transaction
         # rolled back with it)
         st.flush_events = []
-        signal_flush(self.detector, integ.plans, session, st.scope, flush_context, st.flush_events)
+        expressions, st.flush_expressions = st.flush_expressions, None
+        signal_flush(
+            self.detector,
+            integ.plans,
+            session,
+            st.scope,
+            flush_context,
+            st.flush_events,
+            expressions,
+        )
 
     def _on_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
         st = session.info.get(KEY)

@@ -69,6 +69,8 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 from sqlalchemy.orm import InstanceState, Mapper, PassiveFlag
 from sqlalchemy.orm.attributes import get_history, instance_state
+from sqlalchemy.orm.base import NO_VALUE
+from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import TypeEngine
 
 from sentinel.algebra.expressions import Primitive
@@ -94,6 +96,7 @@ __all__ = [
     "DBEvents",
     "db_events",
     "define_db_events",
+    "note_expressions",
     "signal_flush",
     "signal_made",
 ]
@@ -424,6 +427,7 @@ def signal_flush(
     scope: Scope,
     flush_context: Any = None,
     into: list[tuple[Any, ...]] | None = None,
+    expressions: dict[Any, dict[str, Any]] | None = None,
 ) -> None:
     """Signal the database events of the flush that just ran in ``session`` (call
     from ``after_flush`` with its ``flush_context``), in ``scope``: of the rows
@@ -436,7 +440,8 @@ def signal_flush(
     and signals them in ``after_flush_postexec`` (:func:`signal_made`), once
     SQLAlchemy has reset that history, so that what a rule changes in an
     object is a change the next flush writes (changed in ``after_flush``, it
-    was reset with the rest and never written)."""
+    was reset with the rest and never written). ``expressions``:
+    :func:`note_expressions` of the flush's ``before_flush``."""
     always = detector.has_listeners
     # positional: the parameters' names are constants
     emit: Callable[..., Any] = detector.emit if into is None else _collect(into)
@@ -503,7 +508,15 @@ def signal_flush(
             if hist.deleted:
                 old[k] = _value(hist.deleted[0], event, f"old.{k}")
             new[k] = _value(hist.added[0], event, f"new.{k}") if hist.added else None
-        if not new:
+        # set to SQL expressions (``Stock.qty + 5``): the UPDATE wrote them and
+        # SQLAlchemy expired them (read again when next used): their old values,
+        # noted before the flush (when they were loaded), and no new ones
+        exprs = None if expressions is None else expressions.get(state)
+        if exprs:
+            for k, was in exprs.items():
+                if was is not NO_VALUE:
+                    old[k] = _value(was, event, f"old.{k}")
+        elif not new:
             continue  # no column changed (a collection, or the same value set again)
         if plan.generated:
             _add_generated(plan, new, current, event)
@@ -520,6 +533,30 @@ def signal_flush(
             when,
         )
     _signal_deletes(detector, plans, deleted, scope, always, emit)
+
+
+def note_expressions(session: Session) -> dict[Any, dict[str, Any]] | None:
+    """Before a flush: the attributes of ``session``'s changed objects set to a
+    SQL expression (``stock.qty = Stock.qty + 5``), with their old values
+    (SQLAlchemy's ``NO_VALUE`` when not loaded), by state. The flush writes
+    them and expires them, forgetting the old value: after it, nothing tells
+    that the row changed."""
+    found: dict[Any, dict[str, Any]] | None = None
+    # the identity map's modified states (what session.dirty starts from,
+    # without its history checks): not every object the session holds
+    modified = getattr(session.identity_map, "_modified", None)
+    states = session.identity_map.all_states() if modified is None else list(modified)
+    for state in states:
+        touched = state.committed_state
+        if not touched:
+            continue
+        current = state.dict
+        for k in touched:
+            if isinstance(current.get(k), ClauseElement):
+                if found is None:
+                    found = {}
+                found.setdefault(state, {})[k] = touched[k]
+    return found
 
 
 def _collect(into: list[tuple[Any, ...]]) -> Callable[..., Any]:

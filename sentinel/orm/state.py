@@ -185,6 +185,9 @@ class TxnState:
     #: The database events of the flush under way, made in ``after_flush``,
     #: signalled in ``after_flush_postexec`` (``detector.emit``'s arguments).
     flush_events: list[tuple[Any, ...]] = field(default_factory=list)
+    #: The attributes set to SQL expressions before the flush under way
+    #: (:func:`~sentinel.orm.db_events.note_expressions`).
+    flush_expressions: dict[Any, dict[str, Any]] | None = None
     #: The detached rules the outer transaction's commit enqueued in it,
     #: ``(rule, occurrence, dependent)``: if the database refuses that COMMIT,
     #: the independent ones are enqueued again, as an abort's.

@@ -54,7 +54,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sentinel.errors import CascadeLimitError, OutboxError, RuleError, SentinelError
-from sentinel.log import Firing, FiringStatus, OutboxEntry
+from sentinel.log import Firing, FiringStatus, OutboxEntry, OutboxStatus
 from sentinel.log.outbox import (
     Claimed,
     ClaimLost,
@@ -101,6 +101,12 @@ class _Awaited:
     key: str
     until: float
     wait: float
+
+
+class _Stopped(Exception):
+    """Raised before an entry's condition and action when the runner was asked
+    to stop (:attr:`Runner.stop_event`): the entry is handed back, its claim
+    released and its attempt not counted (:meth:`Runner._release`)."""
 
 
 @dataclass
@@ -172,6 +178,16 @@ class Runner:
         #: ``sentinel global --until-idle`` exits 1 when any failed for good.
         self.failures = DrainReport()
         self._failures_lock = threading.Lock()
+        #: Set (by :func:`serve`, by the global detector's ``run``) to stop
+        #: between entries: once it is set, an entry not started yet is handed
+        #: back (pending again, its attempt not counted) instead of run, and a
+        #: drain stops reading; the one running finishes.
+        self.stop_event: threading.Event | None = None
+
+    def stopping(self) -> bool:
+        """Whether :attr:`stop_event` is set."""
+        stop = self.stop_event
+        return stop is not None and stop.is_set()
 
     # -- the pool ----------------------------------------------------------------------
     def submit(self, key: str, delay: float = 0.0) -> None:
@@ -318,7 +334,8 @@ class Runner:
 
         Raises what reading the outbox raises (the database is unreachable, the
         tables are missing); a ``KeyboardInterrupt`` in the main thread is
-        re-raised once the attempt it interrupted is recorded."""
+        re-raised once the attempt it interrupted is recorded. Stops between
+        two entries once :attr:`stop_event` is set."""
         report = DrainReport()
         if time.monotonic() >= self._unknown_at:
             self._unknown_at = time.monotonic() + self.unknown_every
@@ -331,10 +348,10 @@ class Runner:
                     # after the last entry read: entries this drain ran may be
                     # due again (a retry without backoff), and must not hide the rest
                     rows = self.store.due_rows(conn, limit=self.batch, after=last)
-            if not rows:
+            if not rows or self.stopping():
                 break
             for row_id, key in rows:
-                if limit is not None and report.total >= limit:
+                if (limit is not None and report.total >= limit) or self.stopping():
                     break
                 last = row_id
                 outcome = self.run_one(key)
@@ -588,6 +605,8 @@ class Runner:
             ) from err
 
     def _run_rule(self, rule: Rule, occ: Any, guard: _TransactionGuard) -> str:
+        if self.stopping():  # before the entry's condition and action: handed back
+            raise _Stopped(rule.name)
         det = self.attachment.detector
         cond = rule.condition
         if cond is not None:
@@ -616,7 +635,10 @@ class Runner:
     ) -> str:
         """Record a failed attempt (for good when the rule ended the worker's
         transaction: every attempt would); then re-raise a ``KeyboardInterrupt``
-        that reached the main thread (how Ctrl-C arrives while ``drain`` runs there)."""
+        that reached the main thread (how Ctrl-C arrives while ``drain`` runs there).
+        An entry not started because the runner is stopping is handed back instead."""
+        if isinstance(err, _Stopped):
+            return self._release(claimed)
         final = getattr(err, "ended_transaction", False) is True
         outcome = self._failed(claimed, rule, constituents, err, final=final)
         cause = err.__cause__ if isinstance(err, RuleError) else err
@@ -679,6 +701,38 @@ class Runner:
             return self._count("failed")
         self.submit(claimed.key, delay)
         return self._count("retried")
+
+    def _release(self, claimed: Claimed) -> str:
+        """Hand back an entry claimed and not started (the runner is stopping):
+        ``pending`` and due again, its attempt not counted; ``"skipped"``. When
+        that cannot be written, its claim expires after the lease, as a dead
+        worker's does."""
+        t = self.store.table
+        try:
+            with self.attachment.engine().begin() as conn:
+                conn.execute(
+                    sa.update(t)
+                    .where(
+                        t.c.id == claimed.id,
+                        t.c.status == OutboxStatus.RUNNING.value,
+                        t.c.claimed_by == self.id,
+                        t.c.attempts == claimed.attempts,
+                    )
+                    .values(
+                        status=OutboxStatus.PENDING.value,
+                        attempts=claimed.attempts - 1,
+                        claimed_by=None,
+                        next_attempt_at=self.store.clock(),
+                    )
+                )
+        except Exception:
+            log.warning(
+                "sentinel's outbox: entry %s, not run (stopping), was not handed back; it "
+                "runs again once its claim expires",
+                claimed.key[:12],
+                exc_info=True,
+            )
+        return "skipped"
 
     def _count(self, outcome: str) -> str:
         with self._failures_lock:
@@ -743,12 +797,31 @@ def serve(
     """Drain ``attachment``'s outbox until ``stop`` is set (or once, with
     ``once``), waiting ``poll`` seconds between drains that found nothing due;
     return the totals. ``report(drain)`` is called after each drain that did
-    something. What ``sentinel worker`` runs.
+    something. What ``sentinel worker`` runs. Once ``stop`` is set, the entry
+    running finishes and those not started are handed back
+    (:attr:`Runner.stop_event`).
 
     A drain that fails (the database is unreachable for a while) is logged and
     tried again after ``poll`` seconds; with ``once`` its error is raised."""
     total = DrainReport()
     stop = stop or threading.Event()
+    runner = attachment.runner
+    before, runner.stop_event = runner.stop_event, stop
+    try:
+        _serve(attachment, poll, once, stop, report, total)
+    finally:
+        runner.stop_event = before
+    return total
+
+
+def _serve(
+    attachment: Attachment,
+    poll: float,
+    once: bool,
+    stop: threading.Event,
+    report: Callable[[DrainReport], None] | None,
+    total: DrainReport,
+) -> None:
     while not stop.is_set():
         try:
             done = attachment.drain()
@@ -767,4 +840,3 @@ def serve(
             break
         if not done.total:
             stop.wait(poll)
-    return total

@@ -375,3 +375,31 @@ def test_what_an_immediate_rule_changes_on_a_flushed_object_is_written(orm: ORM)
         (ibm, [("qty", 1)]),
         (ms, [("qty", 2)]),
     ]
+
+
+def test_an_attribute_set_to_a_sql_expression_signals_its_update(orm: ORM) -> None:
+    """``stock.qty = Stock.qty + 5`` (an atomic increment): the flush writes it
+    and SQLAlchemy expires the attribute, forgetting its old value; nothing
+    after the flush tells that the row changed, and no update was signalled.
+    It is, with the old value noted before the flush and no new one (the
+    database computed it: read the object to see it)."""
+    (ibm,) = orm.add_stocks("IBM")
+    with orm.Session.begin() as s:
+        s.get(orm.model.Stock, ibm).qty = 10
+    orm.attach()
+    Stock = orm.model.Stock
+    updates = _seen(orm, "u", "Stock:update")
+    with orm.Session.begin() as s:
+        s.get(Stock, ibm).qty = Stock.qty + 5
+    with orm.Session.begin() as s:
+        stock = s.get(Stock, ibm)
+        stock.qty = Stock.qty + 5
+        stock.name = "IBM2"
+    assert [(dict(u.params["old"]), dict(u.params["new"])) for u in updates] == [
+        ({"qty": 10}, {}),
+        ({"qty": 15, "name": "IBM"}, {"name": "IBM2"}),
+    ]
+    with orm.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT qty FROM stock")).scalar() == 20
+    logged = [o for o in orm.log() if o.occurrence.event == "Stock:update"]
+    assert len(logged) == 2
