@@ -174,7 +174,7 @@ class AmbiguousScopeError(ScopeError):
     def __init__(self, scopes: tuple[Any, ...]) -> None:
         self.scopes = scopes
         super().__init__(
-            f"{len(scopes)} transactions are current in this thread (scopes "
+            f"{len(scopes)} transactions are current in this thread or asyncio task (scopes "
             f"{', '.join(repr(s) for s in scopes[:4])}{', ...' if len(scopes) > 4 else ''}): "
             "an event signalled without a scope could belong to any of them; signal it "
             "inside `with detector.use_scope(sentinel.scope_of(session)):` for the "
