@@ -156,9 +156,10 @@ class Scope:
         self.status = "active"
         #: How deeply rules triggered in this scope are nested right now.
         self.depth = 0
-        #: How many other threads (the clock's) are delivering in this scope
-        #: now, each through a :meth:`thread_view` with its own ``depth``.
-        self.elsewhere = 0
+        #: The other threads (the clock's) delivering in this scope now, each
+        #: through a :meth:`thread_view` with its own ``depth``: their
+        #: identifiers, with how deeply (``None``: none, the usual case).
+        self.elsewhere: dict[int, int] | None = None
         #: True for the process scope (events outside any transaction) and the
         #: per-thread views of it that carry their own cascade depth.
         self.process = False
@@ -173,7 +174,7 @@ class Scope:
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
         v.lock = self.lock
         v.on_restore, v.status, v.process, v.depth = self.on_restore, self.status, self.process, 0
-        v.elsewhere = 0
+        v.elsewhere = None
         return v
 
     def thread_view(self) -> Scope:
@@ -185,7 +186,7 @@ class Scope:
         v.base = self
         v.id, v.store, v.info, v._savepoints = self.id, self.store, self.info, self._savepoints
         v.lock, v.on_restore, v.process, v.depth = self.lock, self.on_restore, self.process, 0
-        v.elsewhere = 0
+        v.elsewhere = None
         return v
 
     @property

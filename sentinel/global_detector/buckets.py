@@ -41,13 +41,17 @@ def _canonical(v: Any) -> str:
     if isinstance(v, (Rational, float, Decimal)):
         try:
             f = Fraction(v)
-        except (ValueError, OverflowError):  # infinities and NaNs
+        except (ValueError, OverflowError):  # infinities and NaNs (a signalling one too)
+            if isinstance(v, Decimal) and v.is_nan():
+                return "n:nan"
             return f"n:{float(v)}"
         return f"n:{f.numerator}" if f.denominator == 1 else f"n:{f.numerator}/{f.denominator}"
     if isinstance(v, datetime):
         if v.utcoffset() is None:
             return "t:" + v.isoformat()
-        return "tz:" + v.astimezone(UTC).isoformat()
+        # as datetime's own hash: the repeated hour's two readings (fold 0 and
+        # 1) of one zone are equal, though they are not one instant
+        return "tz:" + v.replace(fold=0).astimezone(UTC).isoformat()
     if isinstance(v, tuple):
         return "(" + ",".join(_canonical(x) for x in v) + ")"
     if isinstance(v, frozenset):

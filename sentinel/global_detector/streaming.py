@@ -407,7 +407,7 @@ def _arrow(
                 hints(None if now == -math.inf else now)
                 if key is not None:
                     value = p.get(key) if type(p) is dict else None
-                    hashes(None if value is None else key_hash(from_json(value)))
+                    hashes(None if value is None else _hashed(value))
                 else:
                     hashes(None)
             if clock is not None:
@@ -418,6 +418,17 @@ def _arrow(
     if clock is not None:
         clock[0] = now
     return _batch(cols)
+
+
+def _hashed(value: Any) -> int | None:
+    """:func:`~.buckets.key_hash` of a key's logged value; ``None`` (the bucket
+    of rows without the key) for one that cannot be read back (written by
+    hand): its bucket's feeder skips the row and says why, where a raise here
+    would fail the source's task, and the query, for good."""
+    try:
+        return key_hash(from_json(value))
+    except Exception:
+        return None
 
 
 def _batch(cols: list[list[Any]]) -> pa.RecordBatch:

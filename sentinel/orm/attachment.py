@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -25,13 +26,13 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, SessionTransaction
 
-from sentinel.errors import AttachError, SentinelError
+from sentinel.errors import AttachError, CascadeLimitError, SentinelError
 from sentinel.log import LogPolicy, LogWriter, idempotency_key
 from sentinel.log.records import Firing
 from sentinel.log.signing import OutboxSigner, key_from_env
 from sentinel.log.tables import DEFAULT_PREFIX, FiringStatus
 from sentinel.orm.binds import Target, sync_engine
-from sentinel.orm.commit import PreCommit, in_commit
+from sentinel.orm.commit import PreCommit, in_commit, is_clean
 from sentinel.orm.db_events import note_expressions, signal_flush, signal_made
 from sentinel.orm.endings import Endings, _collect_abandoned
 from sentinel.orm.integration import _ATTACHED, _INTEGRATIONS, _LOCK
@@ -528,9 +529,11 @@ class Attachment(Endings, OuterTransactions):
         made = st.flush_events
         if made:
             st.flush_events = []
+            firings = len(st.firings)
             signal_made(self.detector, made)
             if st.scope is None or not st.scope.active:
                 return  # a rule ended the transaction (the call fails: see integration)
+            self._check_flush_chain(session, st, firings)
         if st.commit_seen and in_commit(st.transaction):
             self._commit.at_flush_end(session, st)
             return
@@ -541,6 +544,22 @@ class Attachment(Endings, OuterTransactions):
         ):
             return
         self.sink.write_partial(self._commit.connections(session, st, None), st)
+
+    def _check_flush_chain(self, session: Session, st: TxnState, firings: int) -> None:
+        """Inside a commit, the rules on this flush's events left changes for
+        another flush: count such flushes in a row, and past the cascade limit
+        fail the commit with a :class:`~sentinel.errors.CascadeLimitError` (a
+        rule that changes the row it reacts to at every update: a counter, a
+        stamp), naming a rule that fired, rather than SQLAlchemy's ``FlushError``
+        after 100 flushes."""
+        if not in_commit(st.transaction) or is_clean(session):
+            st.rule_flushes = 0
+            return
+        st.rule_flushes += 1
+        limit = self.detector.scheduler.cascade_limit
+        if st.rule_flushes > limit:
+            fired = [f[0].name for f in st.firings[firings:] if f[2] == "fired"]
+            raise CascadeLimitError(fired[-1] if fired else "a rule on a database event", limit)
 
     def _on_after_commit(self, session: Session) -> None:
         st = session.info.get(KEY)
@@ -602,7 +621,10 @@ class Attachment(Endings, OuterTransactions):
             return
         # a rule triggered in this transaction is running (here, or in the
         # clock's thread on a handle of the scope): its action ends it
-        in_rule = st.scope is not None and (st.scope.depth > 0 or st.scope.elsewhere > 0)
+        in_rule = st.scope is not None and (
+            st.scope.depth > 0
+            or (st.scope.elsewhere is not None and threading.get_ident() in st.scope.elsewhere)
+        )
         session.info.pop(KEY, None)
         try:
             if not st.committed and not st.handed_over:

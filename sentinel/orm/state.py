@@ -185,6 +185,9 @@ class TxnState:
     #: The database events of the flush under way, made in ``after_flush``,
     #: signalled in ``after_flush_postexec`` (``detector.emit``'s arguments).
     flush_events: list[tuple[Any, ...]] = field(default_factory=list)
+    #: Flushes in a row inside a commit that the rules on the last one's
+    #: database events left changes for (see ``Attachment._check_flush_chain``).
+    rule_flushes: int = 0
     #: The attributes set to SQL expressions before the flush under way
     #: (:func:`~sentinel.orm.db_events.note_expressions`).
     flush_expressions: dict[Any, dict[str, Any]] | None = None

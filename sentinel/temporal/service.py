@@ -274,11 +274,20 @@ class TemporalService:
             # scope counts it, so that a transaction ending meanwhile is seen
             # ending under a running rule
             view = scope.thread_view()
-            scope.elsewhere += 1
+            me = threading.get_ident()
+            with scope.lock:  # the only writers: clock threads
+                counts = scope.elsewhere = dict(scope.elsewhere or ())
+                counts[me] = counts.get(me, 0) + 1
             try:
                 self.det.notify(channel, params, scope=view, timestamp=rec.due)
             finally:
-                scope.elsewhere -= 1
+                with scope.lock:
+                    counts = dict(scope.elsewhere or ())
+                    if counts.get(me, 0) > 1:
+                        counts[me] -= 1
+                    else:
+                        counts.pop(me, None)
+                    scope.elsewhere = counts or None
         else:
             self.det.notify(channel, params, scope=scope, timestamp=rec.due)
         if self._release:

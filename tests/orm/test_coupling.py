@@ -545,3 +545,42 @@ def test_a_rule_in_the_clock_thread_that_ends_its_transaction_fails(orm: ORM) ->
     finally:
         if clock is not None:
             clock.on_error = was
+
+
+def test_the_applications_commit_while_a_clock_rule_runs_is_not_blamed_on_it(orm: ORM) -> None:
+    """The check above must not take the application's own commit, made while
+    a rule of the same transaction runs in the clock's thread, for that rule
+    ending its transaction: only the thread that is running the rule can."""
+    import threading
+    from datetime import timedelta
+
+    (ms,) = orm.add_stocks("MS")
+    errors: list[BaseException] = []
+    orm.attach()
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+    fired: list[Any] = []
+
+    def wait(occ: Any) -> None:
+        started.set()
+        release.wait(10)
+        fired.append(occ)
+        done.set()
+
+    clock: Any = None
+    try:
+        orm.det.rule("late", orm.det.event("Stock.e2") + timedelta(milliseconds=5), action=wait)
+        clock = sentinel.temporal.timers(orm.det).clock
+        was, clock.on_error = clock.on_error, errors.append
+        s = orm.Session()
+        s.get(orm.model.Stock, ms).set_price(9.0)
+        assert started.wait(10)
+        s.commit()  # the application's commit, while the clock's rule runs
+        release.set()
+        assert done.wait(10)
+        time.sleep(0.2)
+        assert errors == [] and len(fired) == 1
+        s.close()
+    finally:
+        release.set()
+        if clock is not None:
+            clock.on_error = was

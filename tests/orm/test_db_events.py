@@ -403,3 +403,35 @@ def test_an_attribute_set_to_a_sql_expression_signals_its_update(orm: ORM) -> No
         assert conn.execute(sa.text("SELECT qty FROM stock")).scalar() == 20
     logged = [o for o in orm.log() if o.occurrence.event == "Stock:update"]
     assert len(logged) == 2
+
+
+def test_a_rule_changing_the_row_it_reacts_to_at_every_update_stops_at_the_cascade_limit(
+    orm: ORM,
+) -> None:
+    """A rule's change to a flushed object is written by the next flush; a rule
+    that changes the row it reacts to at every update (a counter) makes the
+    commit flush again and again. The commit fails past the detector's cascade
+    limit with a CascadeLimitError naming the rule (SQLAlchemy's own limit was
+    a FlushError after 100 flushes), and nothing of the transaction stays."""
+    from sentinel.errors import CascadeLimitError
+
+    (ibm,) = orm.add_stocks("IBM")
+    orm.attach()
+    Stock = orm.model.Stock
+    runs: list[Any] = []
+
+    def count(occ: Any) -> None:
+        runs.append(occ)
+        session = sentinel.session_of(occ)
+        assert session is not None
+        session.get(Stock, occ.source.key[0]).qty += 1
+
+    orm.det.rule("count", "Stock:update", action=count)
+    s = orm.Session()
+    s.get(Stock, ibm).price = 5.0
+    with pytest.raises(CascadeLimitError, match="'count'"):
+        s.commit()
+    s.close()
+    assert len(runs) == orm.det.scheduler.cascade_limit + 1
+    with orm.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT price, qty FROM stock")).one() == (0.0, 0)
