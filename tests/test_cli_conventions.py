@@ -605,3 +605,147 @@ def test_options_that_would_be_ignored_or_empty_are_usage_errors(
     result = CliRunner().invoke(main, [*args, *(["--rules", "x:y"] if args[0] == "global" else [])])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+# -- integer options are bounded ---------------------------------------------------------
+HUGE = str(2**63)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["log", "show", "-n", HUGE],
+        ["log", "firings", "-n", HUGE],
+        ["rules", "switches", "--limit", HUGE],
+        ["log", "export", "--chunk-size", HUGE],
+        ["worker", "--rules", "bank:detector", "--once", "--max-attempts", HUGE],
+        ["global", "--rules", "bank:detector", "--workers", HUGE],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_a_huge_count_is_refused_as_out_of_range_not_overflowing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``-n 9223372036854775808`` made ``log firings`` fail with an
+    ``OverflowError`` traceback (a deque's length), ``rules switches`` too (a
+    SQL LIMIT); every integer option has a maximum, checked before any work."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(sa.create_engine(url))
+    out = ["--out", str(tmp_path / "export")] if args[1] == "export" else []
+    result = CliRunner().invoke(main, [*args, *out, "--url", url])
+    assert result.exit_code == 2, result.output
+    assert "is not in the range" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_every_integer_option_has_a_maximum() -> None:
+    import click
+
+    def commands(group: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+        yield path, group
+        if isinstance(group, click.Group):
+            for name, sub in group.commands.items():
+                yield from commands(sub, f"{path} {name}")
+
+    unbounded = [
+        f"{path} {param.opts[0]}"
+        for path, command in commands(main, "sentinel")
+        for param in command.params
+        if isinstance(param.type, click.IntRange | click.types.IntParamType)
+        and getattr(param.type, "max", None) is None
+    ]
+    assert unbounded == []
+
+
+# -- output cut short by its reader ------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["log", "show"],
+        ["log", "firings"],
+        ["graph", "--rules", "tests.global_detector.rules:detector"],
+        ["db", "upgrade", "--sql"],
+        ["bicep", "check", "examples/grocery/program.bicepl"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``sentinel log show | head -1``: the reader went away; the command said
+    "Error: BrokenPipeError ..." and exited 1. Now: nothing on stderr, status 0."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        LogWriter().write(conn, [Occurrence("e", i, float(i), scope="s") for i in range(30)])
+    engine.dispose()
+    needs_url = args[0] in ("log", "db")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from sentinel.cli import main; main()", *args]
+        + (["--url", url] if needs_url else []),
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""
+
+
+# -- advice that works -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["log", "show"],
+        ["log", "firings"],
+        ["log", "export", "--out", "never-made"],
+        ["replay", "--rules", "tests.global_detector.rules:detector"],
+        ["ui"],
+        ["rules", "switches"],
+        ["bicep", "install", "examples/grocery/program.bicepl"],
+        [
+            "bicep",
+            "run",
+            "examples/grocery/program.bicepl",
+            "--events",
+            "examples/grocery/events.jsonl",
+        ],
+        ["worker", "--rules", "tests.global_detector.rules:detector", "--once"],
+        ["global", "--rules", "tests.global_detector.rules:detector", "--until-idle"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_an_in_memory_sqlite_database_is_refused_not_advised_an_upgrade_that_fails(
+    args: list[str],
+) -> None:
+    """``log show --url sqlite://`` advised ``sentinel db upgrade --url
+    sqlite://``, which refuses an in-memory database (``bicep install`` advised
+    it too): every command refuses one up front, as ``db upgrade`` does."""
+    result = CliRunner().invoke(main, [*args, "--url", "sqlite://"])
+    assert result.exit_code == 2, result.output
+    assert "sqlite:// is an in-memory SQLite database" in result.output
+    assert "db upgrade" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args", [["log", "show"], ["db", "upgrade"], ["db", "current"], ["rules", "switches"]]
+)
+def test_a_schema_sqlite_does_not_have_is_refused_not_advised_an_upgrade_that_fails(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``log show --schema nosuch`` on SQLite advised ``sentinel db upgrade
+    --schema nosuch``, which failed with "no such table: nosuch.sqlite_master"."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(sa.create_engine(url))
+    result = CliRunner().invoke(main, [*args, "--url", url, "--schema", "nosuch"])
+    assert result.exit_code == 2, result.output
+    assert "--schema nosuch: a SQLite database has no such schema" in result.output
+    ok = CliRunner().invoke(main, [*args, "--url", url, "--schema", "main"])
+    assert ok.exit_code == 0, ok.output

@@ -26,9 +26,13 @@ message and exit status 1, ``@db_options`` adds the database options,
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
 from sentinel.cli.bicep import bicep
+from sentinel.cli.common import quiet_broken_pipe
 from sentinel.cli.db import db
 from sentinel.cli.firings import firings
 from sentinel.cli.global_ import global_command
@@ -52,7 +56,21 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(name="sentinel")
+class _Main(click.Group):
+    """The ``sentinel`` group: output cut short by its reader
+    (``sentinel log show | head -1``) ends a command quietly, with status 0
+    (:func:`~sentinel.cli.common.quiet_broken_pipe`), not with an error."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # here, not at exit, where a broken pipe is reported
+            return result
+        except BrokenPipeError:
+            quiet_broken_pipe()
+
+
+@click.group(name="sentinel", cls=_Main)
 @click.option(
     "--version",
     is_flag=True,

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import db_options, errors
+from sentinel.cli.common import count, db_options, errors, lasting_database
 
 __all__ = ["bicep"]
 
@@ -172,7 +172,9 @@ def install(
         raise click.UsageError("--keep goes with --upgrade (it keeps the old version's tables)")
     text, default = _read(program)
     chronon_value = _chronon(chronon)
-    _log_tables(url, schema, prefix)
+    lasting_database(url, schema)
+    # compiled first (Processor does, without connecting): a program that does
+    # not compile creates nothing, sentinel's tables included
     proc = Processor(
         text,
         url,
@@ -184,6 +186,7 @@ def install(
         detector=LocalEventDetector(),
     )
     try:
+        _log_tables(url, schema, prefix)
         version = proc.install(upgrade=upgrade, keep=keep)
     finally:
         proc.close()
@@ -193,7 +196,7 @@ def install(
 def _chronon(value: str) -> int | str:
     from sentinel.bicep.times import duration
 
-    chronon = int(value) if value.isdigit() else value
+    chronon = int(value) if value.isascii() and value.isdigit() else value
     try:
         duration(chronon)
     except ValueError as err:
@@ -223,11 +226,19 @@ def _stream_times(records: list[dict[str, Any]]) -> list[int]:
 
 
 def _until(value: str | None) -> int | None:
+    """``--until`` in seconds: an ISO 8601 time, or seconds since the epoch
+    (digits, as the message refusing anything else lists them)."""
+    import re
+
     from sentinel.bicep.times import seconds
 
     if value is None:
         return None
+    number = re.fullmatch(r"\s*(\d+)(\.\d*)?\s*", value, flags=re.ASCII)
     try:
+        if number is not None:
+            whole = int(number.group(1))  # a fraction is dropped, as seconds() drops it
+            return seconds(whole, what="--until")
         return seconds(value, what="--until")
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="'--until'") from None
@@ -251,7 +262,8 @@ def _until(value: str | None) -> int | None:
     "--until",
     default=None,
     help=(
-        "Process the ticks up to this time (ISO 8601; default: the tick of the latest"
+        "Process the ticks up to this time (ISO 8601, or seconds since the epoch; default: "
+        "the tick of the latest"
         " occurrence or detection time in the stream file, so that all of it is acted on)."
     ),
 )
@@ -261,7 +273,7 @@ def _until(value: str | None) -> int | None:
     "--max-ticks",
     default=1_000_000,
     show_default=True,
-    type=click.IntRange(1),
+    type=count(1, 10**12),
     help="Refuse to start when a program with work at every tick (a class reading NOW) "
     "would process more ticks than this.",
 )
@@ -283,6 +295,7 @@ def run(
     tick by tick, and show the actions that fired."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from sentinel.bicep.pipeline import tick_of
     from sentinel.bicep.processor import Processor
@@ -293,7 +306,8 @@ def run(
 
     text, default = _read(program)
     chronon_value, until_value = _chronon(chronon), _until(until)
-    _log_tables(url, schema, prefix)
+    lasting_database(url, schema)
+    # compiled first, as by `install`: a program that does not compile creates nothing
     proc = Processor(
         text,
         url,
@@ -306,6 +320,7 @@ def run(
         require_actions=False,
     )
     try:
+        _log_tables(url, schema, prefix)
         proc.install(upgrade=upgrade)
         records = list(read_stream(events))
         c = proc.chronon
@@ -374,7 +389,9 @@ def run(
             bar.update(task, completed=total)
     finally:
         proc.close()
-    table = Table(title=f"BiCEPL {proc.name}: actions")
+    # every value is text, not rich markup: an announcement's "[/x] Milk" made
+    # rich fail (after the ticks were committed), "[bold red]Eggs" showed as "Eggs"
+    table = Table(title=Text(f"BiCEPL {proc.name}: actions"))
     for col in ("tick", "action", "event", "occurred", "because"):
         table.add_column(col)
     fired = 0
@@ -383,11 +400,16 @@ def run(
             fired += 1
             key = ", ".join(f"{v}" for v in a.key.values())
             table.add_row(
-                r.tick.strftime("%Y-%m-%d %H:%M"),
-                str(a),
-                f"{a.event_class} {key}",
-                "-" if a.occ_time is None else a.occ_time.strftime("%Y-%m-%d %H:%M"),
-                a.statement,
+                *(
+                    Text(value)
+                    for value in (
+                        r.tick.strftime("%Y-%m-%d %H:%M"),
+                        str(a),
+                        f"{a.event_class} {key}",
+                        "-" if a.occ_time is None else a.occ_time.strftime("%Y-%m-%d %H:%M"),
+                        str(a.statement),
+                    )
+                )
             )
     Console().print(table)
     rejected = sum(len(r.rejected) for r in results)

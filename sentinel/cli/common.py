@@ -3,24 +3,32 @@ the progress bar, and loading an application's rules."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import shutil
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_ROWS",
     "Seconds",
+    "aborted",
+    "count",
     "db_options",
     "errors",
+    "lasting_database",
     "load_reference",
     "print_table",
     "progress",
+    "quiet_broken_pipe",
     "require_database",
+    "stop_on_signals",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +37,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: The longest duration an option takes: a century (a lease of 1e300 s failed
 #: deep inside with an OverflowError; datetime arithmetic stops near 2.7e12 s).
 MAX_SECONDS = 100 * 365.25 * 86_400
+
+
+#: The most rows a listing shows (``--limit``/``-n``): more than a terminal or
+#: a pipe needs, and far below what breaks (a ``deque`` of 2**63 entries, a
+#: SQL ``LIMIT`` past a 64-bit integer failed with an ``OverflowError``).
+MAX_ROWS = 1_000_000
+
+#: The most of anything else counted by an integer option (attempts, files,
+#: partitions, chunk rows): bounded so a value stored in, or compared with, a
+#: database integer column cannot overflow it.
+MAX_COUNT = 1_000_000_000
+
+
+def count(min: int, max: int = MAX_COUNT) -> click.IntRange:
+    """The type of an integer option: from ``min`` to ``max`` (click reports a
+    value outside as a one-line usage error, before any work)."""
+    return click.IntRange(min=min, max=max)
 
 
 class Seconds(click.FloatRange):
@@ -51,14 +76,93 @@ class Seconds(click.FloatRange):
         return seconds
 
 
-def require_database(url: str) -> None:
-    """Refuse a SQLite URL whose file does not exist (connecting would create an
-    empty database, only to find no log in it): a mistyped path is reported as
-    such, and nothing is made."""
+def stop_on_signals(stop: Any, command: str) -> None:
+    """Make SIGINT (Ctrl-C) and SIGTERM stop a long-running command: the first
+    sets ``stop`` (the action running finishes, those not started are handed
+    back to the outbox) and says so on stderr; the second aborts at once with
+    a ``KeyboardInterrupt`` (the interrupted action's entry is retried: its
+    claim is recorded as a failed attempt, or expires), which
+    :func:`aborted` turns into exit status 130."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        line = f"{command}: stopping after the current action; Ctrl-C again to abort\n"
+        # not click.echo: the main thread may be writing to stderr right now
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode())
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+
+
+def aborted(command: str) -> click.exceptions.Exit:
+    """What a command stopped by a second signal (:func:`stop_on_signals`)
+    raises: a one-line message on stderr, exit status 130 (128 + SIGINT, as
+    a shell reports a command Ctrl-C ended)."""
+    click.echo(f"{command}: aborted; the interrupted action runs again later", err=True)
+    return click.exceptions.Exit(130)
+
+
+def quiet_broken_pipe() -> NoReturn:
+    """Exit with status 0, saying nothing, when the reader of standard output
+    went away (``sentinel log show | head -1``: ``head`` took what it wanted).
+    Standard output is pointed at the null device first, so what is still
+    buffered is not written again at exit (which would fail the same way).
+
+    Status 0, not 141 (128 + SIGPIPE, a shell's status for a command the
+    signal killed): the reader had what it asked for, and a script with
+    ``set -o pipefail`` must not fail on ``sentinel log show | head -1``."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's buffer)
+        pass
+    sys.exit(0)
+
+
+def lasting_database(url: str, schema: str | None = None) -> None:
+    """Refuse, before any work, a SQLite database no command can use: an
+    in-memory one (empty, and gone when the command ends: the advice to run
+    ``sentinel db upgrade`` on it could only fail), and a ``--schema`` other
+    than ``main`` (a SQLite schema is a database attached to a connection, and
+    the commands attach none: every statement on it would fail)."""
     import sqlalchemy as sa
 
     from sentinel.log.schema import sqlite_file
 
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return  # reported where the URL is used (or not a URL: an export directory)
+    if parsed.get_backend_name() != "sqlite":
+        return
+    if sqlite_file(parsed) is None:
+        raise click.UsageError(
+            f"{url} is an in-memory SQLite database: empty, and gone when this command "
+            "ends; give the path of a database file (sqlite:///path/to/app.db)"
+        )
+    if schema not in (None, "main"):
+        raise click.UsageError(
+            f"--schema {schema}: a SQLite database has no such schema (SQLite's schemas "
+            "are databases attached to a connection, and sentinel's commands attach "
+            "none); leave --schema out"
+        )
+
+
+def require_database(url: str, schema: str | None = None) -> None:
+    """Refuse a SQLite URL whose file does not exist (connecting would create an
+    empty database, only to find no log in it): a mistyped path is reported as
+    such, and nothing is made. Refuses what :func:`lasting_database` does
+    first."""
+    import sqlalchemy as sa
+
+    from sentinel.log.schema import sqlite_file
+
+    lasting_database(url, schema)
     try:
         file = sqlite_file(url)
     except sa.exc.ArgumentError:
@@ -102,6 +206,8 @@ def errors(fn: F) -> F:
             raise click.ClickException(f"cannot use the database: {orig}") from err
         except sqlalchemy.exc.ArgumentError as err:
             raise click.ClickException(f"bad database URL: {err}") from err
+        except BrokenPipeError:
+            raise  # the reader of the output went away: main exits quietly
         except OSError as err:  # a file the user named (too long, missing, ...), a socket
             name = str(err.filename or "")
             if not name:

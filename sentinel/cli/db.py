@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import click
 
-from sentinel.cli.common import db_options, errors
+from sentinel.cli.common import db_options, errors, lasting_database
 
 __all__ = ["db"]
 
@@ -32,8 +32,9 @@ def upgrade(url: str, schema: str | None, prefix: str, revision: str, sql: bool)
 
     _known(revision)
     if not sql:
-        _lasting(url)
+        _lasting(url, schema)
     before = None if sql else _current(url, schema, prefix)
+    _not_back(before, revision)
     with _alembic_errors(revision):
         migrate.upgrade(
             url, revision, schema=schema, prefix=prefix, sql=sql, stdout=sys.stdout if sql else None
@@ -61,7 +62,7 @@ def downgrade(
 
     _known(revision)
     if not sql:
-        _lasting(url)
+        _lasting(url, schema)
     before = None if sql else _current(url, schema, prefix)
     if not sql and before is None:
         # nothing of sentinel's here (alembic would still create its version
@@ -82,11 +83,12 @@ def downgrade(
         click.echo(f"sentinel log tables downgraded: {before or 'base'} -> {after or 'base'}")
 
 
-def _lasting(url: str) -> None:
+def _lasting(url: str, schema: str | None) -> None:
     """Refuse a SQLite database that could not outlast the command: an
     in-memory one (the tables would be made, or looked for, in a database that
     is gone when the command ends), or a file in a directory that does not
-    exist (where an upgrade cannot make it)."""
+    exist (where an upgrade cannot make it); and a ``--schema`` SQLite does not
+    have (:func:`~sentinel.cli.common.lasting_database`)."""
     import sqlalchemy as sa
 
     from sentinel.log.schema import sqlite_file
@@ -108,12 +110,29 @@ def _lasting(url: str) -> None:
             f"no directory {file.parent} for the SQLite database {file.name}: make it, or "
             "correct the path"
         )
+    lasting_database(url, schema)
 
 
 def _revisions() -> str:
     from sentinel.log.tables import SCHEMA_REVISIONS
 
     return ", ".join(SCHEMA_REVISIONS)
+
+
+def _not_back(before: str | None, revision: str) -> None:
+    """Refuse ``db upgrade REVISION`` to a revision older than the tables' (it
+    would do nothing and say "already at" the newer one): exit status 1, naming
+    ``db downgrade``, which goes back."""
+    from sentinel.log.tables import SCHEMA_REVISIONS
+
+    if before not in SCHEMA_REVISIONS or revision not in SCHEMA_REVISIONS:
+        return
+    if SCHEMA_REVISIONS.index(before) > SCHEMA_REVISIONS.index(revision):
+        raise click.ClickException(
+            f"the log tables are at schema revision {before}, newer than {revision}: "
+            f"`sentinel db upgrade` only goes forward; `sentinel db downgrade {revision}` "
+            "goes back (it may drop tables and their rows)"
+        )
 
 
 def _known(revision: str) -> None:
@@ -175,7 +194,7 @@ def current(url: str, schema: str | None, prefix: str, check: bool) -> None:
     from sentinel.log.schema import upgrade_command
     from sentinel.log.tables import SCHEMA_REVISIONS, SCHEMA_VERSION, log_tables
 
-    _lasting(url)
+    _lasting(url, schema)
     rev = migrate.current(url, schema=schema, prefix=prefix)
     upgrade = upgrade_command(url, schema, prefix)
     missing = _missing_tables(url, schema, prefix) if rev in (None, SCHEMA_VERSION) else []

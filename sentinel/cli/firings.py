@@ -16,7 +16,15 @@ from typing import Any
 
 import click
 
-from sentinel.cli.common import EnvOption, db_options, errors, load_reference
+from sentinel.cli.common import (
+    MAX_ROWS,
+    EnvOption,
+    count,
+    db_options,
+    errors,
+    load_reference,
+    require_database,
+)
 
 __all__ = ["firings"]
 
@@ -28,7 +36,7 @@ __all__ = ["firings"]
     "--limit",
     default=10,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=count(1, MAX_ROWS),
     help="How many of the latest firings to show.",
 )
 @click.option("--rule", "rule_names", multiple=True, help="Only this rule (repeatable).")
@@ -77,6 +85,7 @@ def firings(
     from sentinel.log import LogReader
     from sentinel.rules import LocalEventDetector
 
+    require_database(url, schema)
     det: LocalEventDetector | None = None
     if rules_ref is not None:
         from sentinel.extras import require

@@ -11,10 +11,13 @@ import click
 from sentinel.cli.common import (
     EnvOption,
     Seconds,
+    aborted,
+    count,
     db_options,
     errors,
     importable_from_cwd,
     require_database,
+    stop_on_signals,
 )
 
 __all__ = ["global_command"]
@@ -70,7 +73,7 @@ def _named(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "--workers",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=count(0, 1024),
     help="Threads running the rules' actions, a read batch's in one transaction (0: in the "
     "service's thread, which keeps up best with busy writers; N: for slow actions).",
 )
@@ -138,18 +141,16 @@ def global_command(
     """Run the global event detector: read the log's committed occurrences of
     every process in commit order, detect the rules' events, run the rules
     detached through the outbox."""
-    import signal
     import threading
 
     from sentinel.global_detector import GlobalDetector
     from sentinel.orm import global_actions
 
     importable_from_cwd()
-    require_database(url)
+    require_database(url, schema)
     stop = threading.Event()
     if not until_idle:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop_on_signals(stop, "sentinel global")
     service = GlobalDetector(
         rules,
         url,
@@ -176,11 +177,16 @@ def global_command(
             click.echo(f"commit {r.position}: {r.rows} rows, {r.detections} detections")
 
     try:
-        service.run(stop=stop, report=report, until_idle=until_idle)
-        if service.attachment is not None and workers:
-            service.attachment.runner.wait(60)
-    finally:
-        service.close()
+        try:
+            service.run(stop=stop, report=report, until_idle=until_idle)
+            if service.attachment is not None and workers and not stop.is_set():
+                service.attachment.runner.wait(60)
+        finally:
+            service.close()
+    except KeyboardInterrupt:
+        if not stop.is_set():
+            raise
+        raise aborted(f"sentinel global {name!r}") from None
     click.echo(
         f"sentinel global {name!r}: {totals['rows']} rows read, {totals['detections']} detections"
     )

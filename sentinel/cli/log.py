@@ -6,7 +6,15 @@ import json
 
 import click
 
-from sentinel.cli.common import db_options, errors, print_table, progress
+from sentinel.cli.common import (
+    MAX_ROWS,
+    count,
+    db_options,
+    errors,
+    print_table,
+    progress,
+    require_database,
+)
 
 __all__ = ["log"]
 
@@ -23,7 +31,7 @@ def log() -> None:
     "--limit",
     default=20,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=count(1, MAX_ROWS),
     help="How many of the latest rows to show.",
 )
 @click.option("--event", "events", multiple=True, help="Only this event (repeatable).")
@@ -41,6 +49,7 @@ def show(
     from sentinel.log import LogReader
     from sentinel.log.records import encode_params
 
+    require_database(url, schema)
     with LogReader(url, schema=schema, prefix=prefix) as reader:
         rows = reader.latest(limit, events=events or None, scopes=scopes or None)
     table = []
@@ -83,7 +92,7 @@ def show(
     "--buckets",
     default=16,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=count(1, 100_000),
     help="Files to deal the scopes into (by a hash of the scope): the most "
     "parallelism a replay of the export gets.",
 )
@@ -91,7 +100,7 @@ def show(
     "--chunk-size",
     default=10_000,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=count(1, MAX_ROWS),
     help="Rows per database query (memory is bounded by this and --buckets).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace what --out holds.")
@@ -111,6 +120,7 @@ def export(
     from sentinel.replay.export import export_log
     from sentinel.replay.sources import DatabaseSource
 
+    require_database(url, schema)
     db = DatabaseSource(url, schema=schema, prefix=prefix, chunk_size=chunk_size)
     try:
         db.check()

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from sentinel.cli.common import EnvOption, errors, importable_from_cwd, progress
+from sentinel.cli.common import (
+    EnvOption,
+    count,
+    errors,
+    importable_from_cwd,
+    progress,
+    require_database,
+)
 
 __all__ = ["replay_command"]
 
@@ -45,7 +52,7 @@ __all__ = ["replay_command"]
 @click.option("--overwrite", is_flag=True, help="Replace what --out holds.")
 @click.option(
     "--partitions",
-    type=click.IntRange(min=1),
+    type=count(1, 100_000),
     default=None,
     help="Spark: partitions to replay in (default: from the log's size, one per "
     "50,000 rows, at most four per core and one per export bucket).",
@@ -111,6 +118,7 @@ def replay_command(
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from sentinel.replay import replay  # MissingExtraError names the extra to install
     from sentinel.replay.rules import cross_scope_rules, load_rules, per_scope_rules
@@ -119,18 +127,25 @@ def replay_command(
     importable_from_cwd()  # here and in local Spark workers
     started = time.perf_counter()
     det = load_rules(rules)  # a bad reference fails before any I/O
+    require_database(source, schema)  # a URL (not an export's directory)
+    if engine != "local" and run_actions:
+        raise click.UsageError("--run-actions works with the local engine only")
     console = Console(stderr=True)
-    if engine == "local":
-        src = open_source(source, schema=schema, prefix=prefix)
-        try:
-            src.check()
-            # each pass reads the log (the occurrence-time pass only the events
-            # its rules need: it ends short of its share, the bar then completes)
+    # the source is checked (it exists, it is a log at this sentinel's schema
+    # revision) before any work: before Spark starts, too
+    src = open_source(source, schema=schema, prefix=prefix)
+    total = 0
+    try:
+        src.check()
+        # each pass reads the log (the occurrence-time pass only the events
+        # its rules need: it ends short of its share, the bar then completes)
+        if engine == "local":
             total = src.count() * (bool(per_scope_rules(det)) + bool(cross_scope_rules(det)))
-        finally:
-            close = getattr(src, "close", None)
-            if close is not None:
-                close()
+    finally:
+        close = getattr(src, "close", None)
+        if close is not None:
+            close()
+    if engine == "local":
         with progress(console) as bar:
             task = bar.add_task("replaying", total=total)
             result = replay(
@@ -145,8 +160,6 @@ def replay_command(
             )
             bar.update(task, completed=total)
     else:
-        if run_actions:
-            raise click.UsageError("--run-actions works with the local engine only")
         from sentinel.replay.spark import session
 
         spark = session(master, remote=remote, fast_start=fast_start)
@@ -177,11 +190,13 @@ def replay_command(
         if failed:
             table.add_column("of which failed", justify="right")
         for name, n in per_rule.items():
-            table.add_row(name, f"{n:,}", *([f"{failed.get(name, 0):,}"] if failed else []))
+            # a rule's name is text, not rich markup (``alert[high]`` would lose
+            # ``[high]``, ``[/x]paid`` would fail)
+            table.add_row(Text(name), f"{n:,}", *([f"{failed.get(name, 0):,}"] if failed else []))
         table.add_row(
-            "[b]total[/b]",
-            f"[b]{total:,}[/b]",
-            *([f"[b]{sum(failed.values()):,}[/b]"] if failed else []),
+            Text("total", style="bold"),
+            Text(f"{total:,}", style="bold"),
+            *([Text(f"{sum(failed.values()):,}", style="bold")] if failed else []),
         )
         console.print(table)
     else:  # piped or redirected: plain lines a program can read (tab-separated)

@@ -9,7 +9,9 @@ from typing import Any
 import click
 
 from sentinel.cli.common import (
+    MAX_ROWS,
     EnvOption,
+    count,
     db_options,
     errors,
     load_reference,
@@ -27,13 +29,23 @@ def rules_group() -> None:
     where)."""
 
 
-def _engine(url: str) -> Any:
+def _engine(url: str, schema: str | None) -> Any:
     """An engine on ``url``; a SQLite file that does not exist is an error (not
     an empty database made just to find no log in it)."""
     import sqlalchemy as sa
 
-    require_database(url)
+    require_database(url, schema)
     return sa.create_engine(url)
+
+
+def _check_log(engine: Any, tables: Any) -> None:
+    """Refuse a log at another schema revision than this sentinel's (older:
+    ``sentinel db upgrade``; newer: a newer sentinel's), as every command
+    reading the log does, before anything is written to it."""
+    from sentinel.log.schema import check_schema
+
+    with engine.connect() as conn:
+        check_schema(conn, tables)
 
 
 def _detectors(engine: Any, tables: Any) -> list[str]:
@@ -84,9 +96,10 @@ def _switch_command(enabled: bool) -> click.Command:
         names = None
         if rules_ref is not None:
             names = set(load_reference(rules_ref, (LocalEventDetector,)).rules)
-        engine = _engine(url)
+        engine = _engine(url, schema)
         tables = log_tables(schema, prefix)
         try:
+            _check_log(engine, tables)
             asked = request_switch(engine, tables, rule, enabled, detector=detector, rules=names)
             known = _detectors(engine, tables)
         finally:
@@ -116,7 +129,13 @@ def _switch_command(enabled: bool) -> click.Command:
 @click.command(name="switches")
 @db_options
 @click.option("--detector", "--name", "detector", default=None, help="Only this detector's.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=count(1, MAX_ROWS),
+    help="How many of the newest requests to show.",
+)
 @errors
 def switches_command(
     url: str, schema: str | None, prefix: str, detector: str | None, limit: int
@@ -127,8 +146,9 @@ def switches_command(
     from sentinel.log.tables import log_tables
 
     tables = log_tables(schema, prefix)
-    engine = _engine(url)
+    engine = _engine(url, schema)
     try:
+        _check_log(engine, tables)
         with engine.connect() as conn:
             require_switches(conn, tables)
             got = latest_switches(conn, tables, detector=detector, limit=limit)

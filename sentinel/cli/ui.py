@@ -8,7 +8,7 @@ import socket
 
 import click
 
-from sentinel.cli.common import EnvOption, db_options, errors, load_reference
+from sentinel.cli.common import EnvOption, db_options, errors, load_reference, require_database
 
 __all__ = ["ui_command"]
 
@@ -58,6 +58,7 @@ def ui_command(
     event log. Read-only unless --allow-actions. Needs the ui extra."""
     from sentinel.extras import require
 
+    require_database(url, schema)
     require("ui", "sentinel ui")
     import uvicorn
 

@@ -10,10 +10,13 @@ import click
 from sentinel.cli.common import (
     EnvOption,
     Seconds,
+    aborted,
+    count,
     db_options,
     errors,
     importable_from_cwd,
     require_database,
+    stop_on_signals,
 )
 
 __all__ = ["worker_command"]
@@ -51,7 +54,7 @@ __all__ = ["worker_command"]
     "--max-attempts",
     default=5,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=count(1, 1_000_000),
     help="Attempts per entry before it is marked failed.",
 )
 @click.option(
@@ -74,7 +77,6 @@ def worker_command(
 ) -> None:
     """Run the detached rules waiting in the outbox (after a restart, or as the
     dedicated worker of applications attached with workers=0)."""
-    import signal
     import threading
 
     import sqlalchemy as sa
@@ -91,7 +93,7 @@ def worker_command(
         attachment = target
         owned = False
     else:
-        require_database(url)
+        require_database(url, schema)
         _check_detached(target, rules)
         engine = sa.create_engine(url)
         try:
@@ -110,8 +112,7 @@ def worker_command(
         owned = True
     stop = threading.Event()
     if not once:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop_on_signals(stop, "sentinel worker")
 
     def report(drain: Any) -> None:
         click.echo(
@@ -125,6 +126,10 @@ def worker_command(
                 n = attachment.runner.store.requeue(conn)
             click.echo(f"{n} failed entr{'y' if n == 1 else 'ies'} set back to pending")
         total = serve(attachment, poll=poll, once=once, stop=stop, report=report)
+    except KeyboardInterrupt:
+        if not stop.is_set():  # --once: Ctrl-C as click reports it
+            raise
+        raise aborted("sentinel worker") from None
     finally:
         if owned:
             attachment.detach()

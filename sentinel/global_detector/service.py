@@ -653,6 +653,8 @@ class GlobalDetector:
             runner.refuse_unknown()
         keys = self.pending_keys()
         for key in keys:
+            if runner.stopping():  # asked to stop: the rest wait for the next run
+                break
             runner.run_one(key)
         return len(keys)
 
@@ -666,8 +668,29 @@ class GlobalDetector:
     ) -> None:
         """Run until ``stop`` is set (or :meth:`stop` is called), or, with
         ``until_idle``, until a step as leader finds nothing new. A failing step
-        (database away, lease lost) is logged and retried after a wait."""
+        (database away, lease lost) is logged and retried after a wait. Once
+        ``stop`` is set, the action running finishes and the entries not
+        started yet are handed back (pending, run by the next instance or a
+        ``sentinel worker``); the step's read batch is committed already."""
         stop = stop or self._stop
+        # the actions run here stop between entries too: once ``stop`` is set,
+        # the one running finishes, and those not started are handed back
+        runner = getattr(self.attachment, "runner", None)
+        before = getattr(runner, "stop_event", None)
+        if runner is not None:
+            runner.stop_event = stop
+        try:
+            self._run(stop, report, until_idle)
+        finally:
+            if runner is not None:
+                runner.stop_event = before
+
+    def _run(
+        self,
+        stop: threading.Event,
+        report: Callable[[StepReport], None] | None,
+        until_idle: bool,
+    ) -> None:
         last_pending = time.monotonic()
         failures = 0
         while not stop.is_set():

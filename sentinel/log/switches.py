@@ -35,6 +35,10 @@ from sentinel.log.commit_order import notify_channel
 from sentinel.log.schema import location, schema_revision, upgrade_hint
 from sentinel.log.tables import NAME_LENGTH, SCHEMA_VERSION, LogTables
 
+#: The schema revision that adds the rule switches table
+#: (``migrations/versions/0007_rule_switches.py``).
+SWITCHES_REVISION = "0007"
+
 __all__ = [
     "Switch",
     "applied_switches",
@@ -102,7 +106,8 @@ def require_switches(conn: Connection, tables: LogTables) -> None:
     at = "has no sentinel log" if found is None else f"is at schema revision {found}"
     raise LogTablesMissingError(
         f"{where} {at}: it has no table {tables.qualified(tables.rule_switches.name)}, "
-        f"where rule switches are requested (schema revision {SCHEMA_VERSION} adds it); "
+        f"where rule switches are requested (schema revision {SWITCHES_REVISION} adds "
+        "it); "
         f"{upgrade_hint(conn, tables)}",
         location=where,
         found=found,

@@ -318,3 +318,66 @@ def test_bicep_run_counts_max_ticks_from_the_programs_next_tick(tmp_path: Path) 
     again = CliRunner().invoke(main, [*args, "--until", "2014-04-09T02:00", "--max-ticks", "20"])
     assert again.exit_code == 0, again.output
     assert "ticks up to 2014-04-09 02:00:00 UTC" in again.output
+
+
+def test_bicep_run_prints_announced_values_as_text_not_rich_markup(tmp_path: Path) -> None:
+    """A resource named ``[/x] Milk`` made rich fail with a MarkupError traceback
+    (after the ticks were committed); ``[bold red]Eggs`` showed as ``Eggs``."""
+    events = tmp_path / "markup.jsonl"
+    events.write_text(
+        '{"class": "ResourceEmpty", "resource": "[/x] Milk", "occ": "2014-04-07T08:02", '
+        '"det": "2014-04-07T08:05"}\n'
+        '{"class": "ResourceEmpty", "resource": "[bold red]Eggs", "occ": "2014-04-07T08:03", '
+        '"det": "2014-04-07T08:06"}\n'
+    )
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(
+        main,
+        [
+            "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+            "--events", str(events), "--url", f"sqlite:///{tmp_path / 'r.db'}",
+            "--until", "2014-04-07T21:00",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "'[/x] Milk'" in result.output
+    assert "'[bold red]Eggs'" in result.output
+
+
+@pytest.mark.parametrize("command", ["install", "run"])
+def test_a_program_that_does_not_compile_creates_nothing(tmp_path: Path, command: str) -> None:
+    """The program is compiled before sentinel's tables are created (as
+    docs/bicepl.md says): ``install`` and ``run`` of a bad program made the log
+    tables all the same."""
+    bad = tmp_path / "bad.bicepl"
+    bad.write_text("CREATE GARBAGE\n")
+    events = tmp_path / "e.jsonl"
+    events.write_text("")
+    db = tmp_path / "app.db"
+    extra = ["--events", str(events)] if command == "run" else []
+    result = CliRunner().invoke(
+        main, ["bicep", command, str(bad), *extra, "--url", f"sqlite:///{db}"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    if db.exists():
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(f"sqlite:///{db}")
+        assert sa.inspect(engine).get_table_names() == []
+        engine.dispose()
+
+
+@pytest.mark.parametrize("until", ["1396904400", "1396904400.5"])
+def test_bicep_run_takes_until_in_seconds_since_the_epoch(tmp_path: Path, until: str) -> None:
+    """The message refusing a bad --until lists "seconds since the epoch" as
+    a time; such a time was refused all the same."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "bicep", "run", str(HERE / "program.bicepl"), "--name", "grocery",
+            "--events", str(HERE / "events.jsonl"), "--url", f"sqlite:///{tmp_path / 'r.db'}",
+            "--until", until,
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "ticks up to 2014-04-07 21:00:00 UTC" in result.output  # 1396904400

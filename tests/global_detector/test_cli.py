@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -68,10 +69,11 @@ def test_sentinel_global_until_idle_reports_failed_actions(
     assert f"actions failed: {failed} for good, {retried} attempt(s) to retry" in result.stderr
 
 
-def test_sentinel_global_refuses_rules_that_are_not_detached() -> None:
+def test_sentinel_global_refuses_rules_that_are_not_detached(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
     result = CliRunner().invoke(
-        main,
-        ["global", "--rules", "tests.global_detector.rules:nothing", "--url", "sqlite://"],
+        main, ["global", "--rules", "tests.global_detector.rules:nothing", "--url", url]
     )
     assert result.exit_code == 1
     assert "has no attribute 'nothing'" in result.output

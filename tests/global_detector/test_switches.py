@@ -21,7 +21,7 @@ from sentinel.global_detector.detect import CommitFeeder
 from sentinel.global_detector.order import LogRow
 from sentinel.log import LogWriter, migrate
 from sentinel.log.switches import latest_switches, request_switch
-from sentinel.log.tables import log_tables
+from sentinel.log.tables import SCHEMA_VERSION, log_tables
 from sentinel.occurrence import Occurrence
 
 from . import rules
@@ -191,6 +191,8 @@ def test_a_log_without_the_switches_table_says_which_command_adds_it(
     migrate.upgrade(engine, "0006")
     with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade --url"):
         request_switch(engine, TABLES, "paid", False)
+    with pytest.raises(LogTablesMissingError, match=r"revision 0007 adds it"):  # not 0009
+        request_switch(engine, TABLES, "paid", False)
     svc = _service(engine)
     try:
         with pytest.raises(LogTablesMissingError, match=r"revision 0006.*sentinel db upgrade"):
@@ -359,3 +361,34 @@ def test_a_cursor_set_back_reads_again_with_the_switches_where_they_were(
     finally:
         svc.close()
     assert _enqueued(log_db) == first
+
+
+@pytest.mark.parametrize("revision", ["0008", "0010"])
+@pytest.mark.parametrize("command", ["enable", "disable", "switches"])
+def test_the_cli_refuses_a_log_at_another_schema_revision_before_writing(
+    tmp_path: Path, revision: str, command: str
+) -> None:
+    """An older log (0008: it has the switches table) or a newer one (0010:
+    migrated by a newer sentinel) is refused with the message every command
+    reading the log gives, and no request is written."""
+    from sentinel.cli import main
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine, "0008" if revision == "0008" else "head")
+    if revision == "0010":
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE sentinel_alembic_version SET version_num = '0010'"))
+    args = ["paid"] if command != "switches" else []
+    r = CliRunner().invoke(main, ["rules", command, *args, "--url", url])
+    assert r.exit_code == 1, r.output
+    expected = (
+        f"is at schema revision 0008, older than {SCHEMA_VERSION}"
+        if revision == "0008"
+        else "is at schema revision '0010', which this version of sentinel does not know"
+    )
+    assert expected in r.output
+    assert "Traceback" not in r.output
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM sentinel_rule_switches")).scalar() == 0
+    engine.dispose()

@@ -310,3 +310,19 @@ def test_db_commands_refuse_a_sqlite_database_that_would_not_outlast_them(
     if command[0] != "current":
         result = run.invoke(main, ["db", *command[:2], "--sql", "--url", "sqlite://"])
         assert result.exit_code == 0, result.output
+
+
+def test_db_upgrade_to_an_older_revision_says_it_is_newer_and_names_downgrade(
+    run: CliRunner, tmp_path: Path
+) -> None:
+    """``db upgrade 0005`` on a log at 0008 said "already at 0008" and exited 0:
+    it is refused (status 1), naming ``db downgrade``; the log is left as it is."""
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(url, "0008")
+    result = run.invoke(main, ["db", "upgrade", "0005", "--url", url])
+    assert result.exit_code == 1, result.output
+    assert "at schema revision 0008, newer than 0005" in result.output
+    assert "`sentinel db downgrade 0005` goes back" in result.output
+    assert migrate.current(url) == "0008"
+    again = run.invoke(main, ["db", "upgrade", "0008", "--url", url])
+    assert again.exit_code == 0 and "already at 0008" in again.output

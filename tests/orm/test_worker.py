@@ -785,3 +785,38 @@ def test_a_detached_rule_outside_transactions_needs_a_factory_that_finds_the_eng
         orm.det.signal("Deposit", amount=2.0)
         assert att.drain().done == 1
     assert [(e[0], e[2]) for e in orm.effects()] == [("R", 2.0)]
+
+
+# -- stopping ---------------------------------------------------------------------------
+
+#: What ``stop_after`` sets (and counts its runs in).
+STOPPING: dict[str, Any] = {}
+
+
+def stop_after(occ: Any) -> None:
+    """A detached action that asks its worker to stop (as Ctrl-C would)."""
+    STOPPING["ran"] += 1
+    STOPPING["stop"].set()
+
+
+def test_serve_stops_between_entries_once_stop_is_set(orm: ORM) -> None:
+    """``sentinel worker`` on Ctrl-C: the action running finishes, the entries
+    not started are handed back (pending, their attempt not counted) instead
+    of all being run first; the next worker runs them."""
+    from sentinel.orm.worker import serve
+
+    att = orm.attach(workers=0, max_attempts=2)
+    stop = threading.Event()
+    STOPPING.update(stop=stop, ran=0)
+    for name in ("A", "B", "C"):
+        orm.det.rule(name, "Stock.e2", action=stop_after, coupling="detached")
+    _trigger(orm)
+    total = serve(att, poll=0.01, stop=stop)
+    assert (STOPPING["ran"], total.done) == (1, 1)
+    rows = _rows(orm)
+    assert sorted(r[1:3] for r in rows) == [("done", 1), ("pending", 0), ("pending", 0)]
+    assert att.runner.stop_event is None  # serve's alone
+    STOPPING["stop"] = threading.Event()
+    again = serve(att, once=True)
+    assert (STOPPING["ran"], again.done) == (3, 2)
+    assert {r[1:3] for r in _rows(orm)} == {("done", 1)}

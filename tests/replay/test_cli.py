@@ -136,3 +136,60 @@ def test_the_spark_session_starts_fast_unless_told_not_to(
     res = _run("replay", "--rules", RULES, "--source", url, "--engine", "spark", *flag)
     assert res.exit_code == 0, res.output
     assert [kw["fast_start"] for kw in asked] == [fast]
+
+
+def test_the_replay_table_prints_rule_names_as_text_not_rich_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal a rule named ``alert[high]`` showed as ``alert``, and one
+    named ``[/x]paid`` made rich fail with a MarkupError traceback."""
+    import re
+
+    from sentinel.log import LogWriter
+    from sentinel.occurrence import Occurrence
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    engine = sa.create_engine(url)
+    migrate.upgrade(engine)
+    writer = LogWriter()
+    with engine.begin() as conn:
+        occs = [Occurrence("order", 1, 1.0, scope="s"), Occurrence("payment", 2, 2.0, scope="s")]
+        writer.write(conn, occs)
+    engine.dispose()
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws its table, as on a terminal
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(
+        main, ["replay", "--url", url, "--rules", "tests.replay.markup_rules:detector"]
+    )
+    assert res.exit_code == 0, res.output
+    text = re.sub(r"\x1b\[[0-9;]*m", "", res.output)
+    assert "alert[high]" in text
+    assert "[/x]paid" in text
+    assert re.search(r"total\s*│\s*2", text), text
+
+
+@pytest.mark.parametrize("source", ["missing_dir", "no_log_db"])
+def test_spark_replay_checks_the_source_before_starting_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """``replay --engine spark`` started Spark (seconds to minutes) before it
+    found that the source is missing or holds no log; the local engine looks
+    first. Now both do."""
+    import sys
+    import types
+
+    started: list[str] = []
+    fake = types.ModuleType("sentinel.replay.spark")
+    fake.session = lambda *a, **kw: started.append("spark")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sentinel.replay.spark", fake)
+    if source == "missing_dir":
+        where = str(tmp_path / "nowhere")
+    else:
+        db = tmp_path / "empty.db"
+        sa.create_engine(f"sqlite:///{db}").connect().close()
+        where = f"sqlite:///{db}"
+    res = CliRunner().invoke(
+        main, ["replay", "--rules", RULES, "--source", where, "--engine", "spark"]
+    )
+    assert res.exit_code == 1, res.output
+    assert "Error:" in res.output
+    assert started == []
