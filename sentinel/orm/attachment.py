@@ -480,7 +480,9 @@ class Attachment(Endings, OuterTransactions):
             )
         )
 
-    def _on_before_flush(self, session: Session, flush_context: Any, instances: Any) -> None:
+    def _on_before_flush(self, session: Session | None = None, *_: Any) -> None:
+        if session is None:  # dispatched without arguments (SQLAlchemy's own tests do)
+            return
         st = session.info.get(KEY)
         if st is None or st.scope is None or not st.scope.active:
             return

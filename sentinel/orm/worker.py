@@ -43,9 +43,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,7 @@ from sentinel.orm.detached import (
 )
 from sentinel.orm.heartbeat import Heartbeat, Lease
 from sentinel.orm.outbox import DETACHED
+from sentinel.orm.serving import DrainReport, serve
 from sentinel.orm.state import DEPTH_KEY, KEY, clock_datetime, clock_of
 from sentinel.orm.together import run_together
 
@@ -107,23 +108,6 @@ class _Stopped(Exception):
     """Raised before an entry's condition and action when the runner was asked
     to stop (:attr:`Runner.stop_event`): the entry is handed back, its claim
     released and its attempt not counted (:meth:`Runner._release`)."""
-
-
-@dataclass
-class DrainReport:
-    """What a :meth:`Runner.drain` did: entries done (action committed, or
-    condition false), retried later, failed for good, and skipped (claimed by
-    someone else meanwhile)."""
-
-    done: int = 0
-    retried: int = 0
-    failed: int = 0
-    skipped: int = 0
-    keys: list[str] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return self.done + self.retried + self.failed
 
 
 class Runner:
@@ -784,59 +768,3 @@ class Runner:
                 )
             ],
         )
-
-
-def serve(
-    attachment: Attachment,
-    *,
-    poll: float = 1.0,
-    once: bool = False,
-    stop: threading.Event | None = None,
-    report: Callable[[DrainReport], None] | None = None,
-) -> DrainReport:
-    """Drain ``attachment``'s outbox until ``stop`` is set (or once, with
-    ``once``), waiting ``poll`` seconds between drains that found nothing due;
-    return the totals. ``report(drain)`` is called after each drain that did
-    something. What ``sentinel worker`` runs. Once ``stop`` is set, the entry
-    running finishes and those not started are handed back
-    (:attr:`Runner.stop_event`).
-
-    A drain that fails (the database is unreachable for a while) is logged and
-    tried again after ``poll`` seconds; with ``once`` its error is raised."""
-    total = DrainReport()
-    stop = stop or threading.Event()
-    runner = attachment.runner
-    before, runner.stop_event = runner.stop_event, stop
-    try:
-        _serve(attachment, poll, once, stop, report, total)
-    finally:
-        runner.stop_event = before
-    return total
-
-
-def _serve(
-    attachment: Attachment,
-    poll: float,
-    once: bool,
-    stop: threading.Event,
-    report: Callable[[DrainReport], None] | None,
-    total: DrainReport,
-) -> None:
-    while not stop.is_set():
-        try:
-            done = attachment.drain()
-        except Exception:
-            if once:
-                raise
-            log.exception("sentinel's outbox: a drain failed; trying again in %g s", poll)
-            stop.wait(poll)
-            continue
-        for name in ("done", "retried", "failed", "skipped"):
-            setattr(total, name, getattr(total, name) + getattr(done, name))
-        total.keys.extend(done.keys)
-        if report is not None and (done.total or done.skipped):
-            report(done)
-        if once:
-            break
-        if not done.total:
-            stop.wait(poll)

@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -135,10 +136,9 @@ def session(
     process exits (see :mod:`sentinel.replay.jvm`: about 4 s less start-up).
 
     A driver JVM this call starts writes its own output (start-up warnings, log4j)
-    to a file in the temporary directory, not to this process's standard error,
-    and logs at ERROR level; when it fails to start, the file's text is written
-    to standard error (and the file kept). The file's name is logged
-    (``sentinel.replay.spark``, INFO); it is removed when this process exits."""
+    to a temporary file (named on ``sentinel.replay.spark`` at INFO, removed at
+    exit), not to this process's standard error, and logs at ERROR level; if it
+    fails to start, the file's text is written to standard error."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -174,8 +174,6 @@ def _remove(path: Path) -> None:
 
 
 def _jvm_log_path() -> Path:
-    import tempfile
-
     fd, name = tempfile.mkstemp(prefix="sentinel-spark-", suffix=".log")
     os.close(fd)
     return Path(name)

@@ -37,25 +37,22 @@ what is wrong with it, as :class:`~sentinel.log.LogReader` does.
 from __future__ import annotations
 
 import bisect
-import json
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from sentinel.errors import LogRowError
-from sentinel.log.outbox import server_now
 from sentinel.log.partition import key_candidates
-from sentinel.log.reader import UNREADABLE, _constituents, _decode, _unreadable, batch_rows
+from sentinel.log.reader import _constituents, _decode, batch_rows
 from sentinel.log.tables import LogTables
 from sentinel.log.views import VIEW_COLUMNS
+from sentinel.ui.operations import LAG_COUNT, Operations
+from sentinel.ui.rows import ID_MAX, ID_MIN, MAX_PAGE, Page, _clamp, _iso, _json_text, _read, _stamp
 
-__all__ = ["ID_MAX", "ID_MIN", "MAX_PAGE", "LogView", "Page"]
+__all__ = ["ID_MAX", "ID_MIN", "LAG_COUNT", "MAX_PAGE", "LogView", "Page"]
 
-#: The most rows one page of any list holds, whatever the request asks.
-MAX_PAGE = 200
 #: Constituents of one firing shown (a firing of ``A*`` may combine thousands).
 MAX_CONSTITUENTS = 200
 #: How many rows of one scope a firing page's lookup of its constituents walks
@@ -69,73 +66,15 @@ FIRING_SCAN = 20_000
 #: With an event filter, how many transactions the log page looks at per row
 #: shown (the names are inside each row's JSON: no index finds them).
 EVENT_SCAN_FACTOR = 10
-#: The most commit numbers a cursor's lag counts (more shows as "10000+").
-LAG_COUNT = 10_000
 #: The live view's count of firings covers the newest ids, from this many to
 #: twice this many below the newest (:meth:`LogView.firing_signal`): a firing
 #: committed later than that many newer ones is not signalled.
 SIGNAL_WINDOW = 1000
-#: The range of an id, and of a bound computed from one (every backend's ids
-#: are signed 64-bit integers: a value outside cannot be sent to the database).
-ID_MIN, ID_MAX = -(2**63), 2**63 - 1
 #: What reading a damaged row raises: the database refusing its JSON (SQLite's
 #: "malformed JSON", PostgreSQL's "cannot extract elements from an object" or
 #: a number out of range), or a value Python cannot take (a text where a
 #: number belongs, an infinite time).
 _UNREADABLE = (sa.exc.OperationalError, sa.exc.DataError, ValueError, TypeError, OverflowError)
-
-
-def _clamp(n: int) -> int:
-    """``n`` within :data:`ID_MIN` and :data:`ID_MAX`."""
-    return max(ID_MIN, min(ID_MAX, n))
-
-
-@dataclass
-class Page:
-    """One page of a list: its ``rows`` (dicts), and the keys that continue it:
-    ``older`` (``None``: nothing older) and ``newer`` (``None``: this is the
-    newest page), as the query-string values the next request passes back."""
-
-    rows: list[dict[str, Any]]
-    older: str | None = None
-    newer: str | None = None
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _iso(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _stamp(ts: float | None) -> str:
-    return "" if ts is None else _iso(datetime.fromtimestamp(ts, UTC))
-
-
-def _json_text(value: Any) -> str:
-    """A JSON column's value as compact text with sorted keys (SQLite gives
-    text, PostgreSQL and MariaDB what the driver decoded)."""
-    if value is None:
-        return ""
-    if isinstance(value, str | bytes):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value if isinstance(value, str) else value.decode("utf-8", "replace")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _read(conn: sa.Connection, table: sa.Table, q: sa.Select[Any], key: Any = None) -> list[Any]:
-    """The rows of ``q``, a query of ``table`` whose rows ``key`` (default:
-    ``id``) tells apart. A value its column's type cannot read (a time on
-    SQLite that is not one) raises the :class:`~sentinel.errors.LogRowError`
-    naming its row and column, as the reader does (each of the query's rows,
-    then each of its columns, is read alone to find it)."""
-    try:
-        return list(conn.execute(q))
-    except UNREADABLE as err:
-        raise _unreadable(conn, table, q.selected_columns, q, err, key) from err
 
 
 def _merged(
@@ -172,7 +111,7 @@ def _unindexed(
     return sa.and_(*parts)
 
 
-class LogView:
+class LogView(Operations):
     """The web view's reads of the log tables ``tables`` through ``engine``
     (each call one short connection; safe from several threads)."""
 
@@ -713,131 +652,3 @@ class LogView:
         if events:
             page.note = f"looked at {len(heads)} transaction(s) for this page"
         return page
-
-    # -- the outbox and the global detectors ------------------------------------------
-    def outbox(self, status: str, *, limit: int = 50) -> Page:
-        """The first ``limit`` outbox entries of ``status`` by ``next_attempt_at``
-        (the index ``(status, next_attempt_at)``), and how many there are."""
-        o = self.tables.outbox
-        q = (
-            sa.select(
-                o.c.id,
-                o.c.rule,
-                o.c.idempotency_key,
-                o.c.scope,
-                o.c.t_occ,
-                o.c.status,
-                o.c.attempts,
-                o.c.next_attempt_at,
-                o.c.claimed_by,
-                o.c.last_error,
-                o.c.created_at,
-            )
-            .where(o.c.status == status)
-            .order_by(o.c.next_attempt_at, o.c.id)
-            .limit(limit)
-        )
-        with self.engine.connect() as conn:
-            rows = [
-                {
-                    "id": r.id,
-                    "rule": r.rule,
-                    "key": r.idempotency_key,
-                    "scope": r.scope,
-                    "t_occ": r.t_occ,
-                    "status": r.status,
-                    "attempts": r.attempts,
-                    "next_attempt_at": _iso(r.next_attempt_at),
-                    "claimed_by": r.claimed_by or "",
-                    "last_error": r.last_error or "",
-                    "created_at": _iso(r.created_at),
-                }
-                for r in _read(conn, o, q)
-            ]
-        return Page(rows)
-
-    def outbox_counts(self) -> dict[str, int]:
-        """How many outbox entries are pending, running and failed (a range of
-        the status index each; finished ones are not counted)."""
-        o = self.tables.outbox
-        q = (
-            sa.select(o.c.status, sa.func.count())
-            .where(o.c.status.in_(["pending", "running", "failed"]))
-            .group_by(o.c.status)
-        )
-        counts = {"pending": 0, "running": 0, "failed": 0}
-        with self.engine.connect() as conn:
-            counts.update({s: int(n) for s, n in conn.execute(q)})
-        return counts
-
-    def cursors(self) -> list[dict[str, Any]]:
-        """Each global detector's cursor: position, lease holder and end, the
-        log time it reached, and its lag: how many commit numbers the log's
-        rows hold above its position (counted through the ``commit_seq``
-        index, at most :data:`LAG_COUNT`: ``lag_more`` says there are more;
-        a number taken by a transaction that rolled back, a hole, is not
-        counted). A lease is held or expired by the database server's clock
-        (which the global detector times it by), read in the same query."""
-        c = self.tables.global_cursors
-        b = self.tables.batches
-        with self.engine.connect() as conn:
-            head = conn.execute(sa.select(sa.func.max(b.c.commit_seq))).scalar()
-            clock = server_now(conn.dialect.name)
-            cols: list[Any] = list(c.c)
-            if clock is not None:
-                cols.append(clock.label("server_now"))
-            q = sa.select(*cols).order_by(c.c.name).limit(MAX_PAGE)
-            rows = _read(conn, c, q, c.c.name)
-            behind = {p: self._behind(conn, p, head) for p in sorted({r.position for r in rows})}
-        out = []
-        for r in rows:
-            lease = r.lease_until
-            now = r.server_now if clock is not None else datetime.now(UTC)
-            try:
-                log_time = _stamp(r.log_time)
-            except (ValueError, OverflowError) as err:  # NaN, infinite, past year 9999
-                raise LogRowError(
-                    f"row {r.name!r} of {c.name}: its log_time {r.log_time!r} is not a time "
-                    f"({type(err).__name__}: {err})",
-                    table=c.name,
-                    row_id=r.name,
-                    column="log_time",
-                ) from err
-            lag = behind[r.position]
-            out.append(
-                {
-                    "name": r.name,
-                    "position": r.position,
-                    "head": "" if head is None else head,
-                    "lag": min(lag, LAG_COUNT),
-                    "lag_more": lag > LAG_COUNT,
-                    "holder": r.holder or "",
-                    "lease_until": _iso(lease),
-                    "lease": (
-                        "free"
-                        if r.holder is None
-                        else "held"
-                        if lease is not None and now is not None and lease > now
-                        else "expired"
-                    ),
-                    "log_time": log_time,
-                    "updated_at": _iso(r.updated_at),
-                }
-            )
-        return out
-
-    def _behind(self, conn: sa.Connection, position: int, head: int | None) -> int:
-        """How many commit numbers the log's rows hold above ``position``, up
-        to :data:`LAG_COUNT` + 1 (a walk of the ``commit_seq`` index)."""
-        if head is None or head <= position:
-            return 0
-        b = self.tables.batches
-        numbers = (
-            sa.select(b.c.commit_seq)
-            .where(b.c.commit_seq > position)
-            .distinct()
-            .order_by(b.c.commit_seq)
-            .limit(LAG_COUNT + 1)
-            .subquery()
-        )
-        return int(conn.execute(sa.select(sa.func.count()).select_from(numbers)).scalar() or 0)

@@ -342,7 +342,7 @@ def test_the_streaming_source_offset_stops_at_the_last_number_handed_out(
     numbered ahead of the counter moved it there, and the commits numbered
     below it were never read. It stops at the largest number handed out."""
     pytest.importorskip("pyspark")
-    from sentinel.global_detector.streaming import _URL_OPTION, _CommitStreamReader
+    from sentinel.global_detector.source import _URL_OPTION, _CommitStreamReader
 
     writer = LogWriter(commit_order=True)
     _pair(log_db, writer, 1, 1001.0)

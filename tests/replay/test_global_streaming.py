@@ -446,7 +446,7 @@ def test_the_source_offset_stops_before_a_number_whose_transaction_runs(log_db: 
     moving the offset past 1 would lose A's commit); once A committed, the
     next one ends at 2."""
     pytest.importorskip("pyspark")
-    from sentinel.global_detector.streaming import _URL_OPTION, _CommitStreamReader
+    from sentinel.global_detector.source import _URL_OPTION, _CommitStreamReader
 
     source = _CommitStreamReader({_URL_OPTION: _url(log_db)})
     writer = LogWriter(commit_order=True)
@@ -497,7 +497,7 @@ def test_the_source_reads_whole_commits_and_ranks_the_wanted_rows_among_all(
     pytest.importorskip("pyspark")
     from pyspark.sql.datasource import InputPartition
 
-    from sentinel.global_detector import streaming
+    from sentinel.global_detector import source as streaming
     from sentinel.global_detector.buckets import key_hash
     from sentinel.global_detector.order import CommitReader
     from sentinel.log.tables import log_tables
@@ -602,7 +602,7 @@ def test_a_checkpoint_ahead_of_the_log_is_refused(log_db: sa.Engine) -> None:
     out (another database's, or a log restored from a backup) read nothing,
     silently, until the numbers passed it."""
     pytest.importorskip("pyspark")
-    from sentinel.global_detector import streaming
+    from sentinel.global_detector import source as streaming
 
     log = Log(log_db, seed=2)
     log.many(3)
@@ -623,7 +623,7 @@ def test_under_available_now_the_source_reads_to_the_numbers_handed_out_at_the_s
     it waits at a hole that may still fill (a batch that reads nothing ends
     such a query) and stops there once the numbers up to it are settled."""
     pytest.importorskip("pyspark")
-    from sentinel.global_detector import streaming
+    from sentinel.global_detector import source as streaming
 
     log = Log(log_db, seed=2)
     log.many(3)
@@ -670,7 +670,7 @@ def test_a_key_value_that_cannot_be_read_back_goes_to_the_keyless_bucket() -> No
     source's task, and the retried batch read the same row: the query stopped
     for good. It goes with the rows without the key, whose feeder skips it."""
     pytest.importorskip("pyspark")
-    from sentinel.global_detector.streaming import _hashed
+    from sentinel.global_detector.source import _hashed
 
     assert _hashed({"$datetime": "garbage"}) is None
     assert _hashed({"$decimal": "sNaN"}) is not None

@@ -190,7 +190,7 @@ def test_a_cursors_lag_counts_commits_not_holes_in_their_numbers(
     with TestClient(create_app(engine)) as c:
         (cursor,) = c.get("/api/live").json()["cursors"]
         assert (cursor["head"], cursor["lag"], cursor["lag_more"]) == (15, 3, False)
-        monkeypatch.setattr("sentinel.ui.queries.LAG_COUNT", 2)
+        monkeypatch.setattr("sentinel.ui.operations.LAG_COUNT", 2)
         c.app.state.live._at = None  # type: ignore[attr-defined]
         html = c.get("/outbox").text
     row = re.search(r'<td class="name">main</td>(.*?)</tr>', html, re.S)
