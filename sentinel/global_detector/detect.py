@@ -335,27 +335,23 @@ class CommitFeeder:
         rows = list(rows)
         given = None if ranks is None else list(ranks)
         hints = None if clocks is None else list(clocks)
+
+        def part(a: int, b: int | None) -> list[Detection]:
+            return self._feed(
+                rows[a:b],
+                None if given is None else given[a:b],
+                None if hints is None else hints[a:b],
+            )
+
         out: list[Detection] = []
         start = 0
         for i, r in enumerate(rows):
             if self._switches and self._switches[0][0] < r.commit_seq:
                 if i > start:  # the commits before the switch
-                    out.extend(
-                        self._feed(
-                            rows[start:i],
-                            None if given is None else given[start:i],
-                            None if hints is None else hints[start:i],
-                        )
-                    )
+                    out.extend(part(start, i))
                     start = i
                 self._apply_due(r.commit_seq - 1)
-        out.extend(
-            self._feed(
-                rows[start:],
-                None if given is None else given[start:],
-                None if hints is None else hints[start:],
-            )
-        )
+        out.extend(part(start, None))
         return out
 
     def advance(self, log_time: float) -> None:

@@ -273,6 +273,18 @@ def test_a_subscriber_that_ends_its_transaction_fails_the_call(orm: ORM, ends: s
     assert not [o for o in orm.log() if o.occurrence.event == "Stock.set_price:end"]
 
 
+def _with_deferred_child(orm: ORM) -> int:
+    """A stock, and a table whose rows refer to stocks through a foreign key
+    checked at COMMIT (a row naming no stock makes the database refuse it)."""
+    (ms,) = orm.add_stocks("MS")
+    with orm.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE child (id INT PRIMARY KEY, stock_id INT REFERENCES "
+            "stock(id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+    return ms
+
+
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_an_outer_commit_the_database_refuses_is_logged_as_aborted(orm: ORM) -> None:
     """``txn:commit`` comes in the connection's ``commit`` event, before the
@@ -280,12 +292,7 @@ def test_an_outer_commit_the_database_refuses_is_logged_as_aborted(orm: ORM) -> 
     then (a deferred constraint) rolled back the transaction's log rows with
     its data: the log held nothing of it. It is now logged again as aborted,
     ``txn:commit`` among it (its rules had run), with an error logged."""
-    (ms,) = orm.add_stocks("MS")
-    with orm.engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE child (id INT PRIMARY KEY, stock_id INT REFERENCES "
-            "stock(id) DEFERRABLE INITIALLY DEFERRED)"
-        )
+    ms = _with_deferred_child(orm)
     orm.attach()
     commits: list[Any] = []
     orm.det.rule("on_commit", "txn:commit", action=commits.append)
@@ -327,12 +334,7 @@ def test_an_independent_detached_rule_runs_when_the_database_refuses_the_outer_c
     runs, told the transaction did not commit; a dependent one does not."""
     from tests.orm import actions
 
-    (ms,) = orm.add_stocks("MS")
-    with orm.engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE child (id INT PRIMARY KEY, stock_id INT REFERENCES "
-            "stock(id) DEFERRABLE INITIALLY DEFERRED)"
-        )
+    ms = _with_deferred_child(orm)
     orm.attach()
     orm.det.rule(
         "either",

@@ -43,13 +43,16 @@ class Log:
         self.txns = 0
         self.ts = 1000.0
 
+    #: Seconds each writer's clock is off by (cycled over the writers).
+    SKEW: tuple[float, ...] = (0.0,)
+
     def occ(self, w: int, event: str, scope: str, customer: int) -> Occurrence:
         self.clocks[w] += 1
         self.ts += self.rnd.choice([0.1, 0.3, 0.7, 1.5])
         return Occurrence(
             event,
             self.clocks[w],
-            self.ts,
+            self.ts + self.SKEW[w % len(self.SKEW)],
             scope=scope,
             params={"customer": customer, "w": w, "n": self.txns},
         )
@@ -270,17 +273,6 @@ class SkewedLog(Log):
     arrive behind the log's clock."""
 
     SKEW = (0.0, -4.0, 3.0)
-
-    def occ(self, w: int, event: str, scope: str, customer: int) -> Occurrence:
-        self.clocks[w] += 1
-        self.ts += self.rnd.choice([0.1, 0.3, 0.7, 1.5])
-        return Occurrence(
-            event,
-            self.clocks[w],
-            self.ts + self.SKEW[w % len(self.SKEW)],
-            scope=scope,
-            params={"customer": customer, "w": w, "n": self.txns},
-        )
 
     def at(self, w: int, ts: float, events: list[tuple[str, int]]) -> None:
         """One committed transaction of writer ``w``, its rows at ``ts``."""
